@@ -1,0 +1,35 @@
+// rocky — command-line entry point. Exit codes: 0 ok, 1 error (bad input, device failure, a failed
+// verification), 2 usage error.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+
+#include "commands.hpp"
+#include "core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "rocky 0.1.0");
+  rocky::cli::Runner run;
+  rocky::cli::add_info(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);  // prints help/version (rc 0) or the usage error
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const rocky::Error& e) {
+    fmt::print(stderr, "rocky: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "rocky: error: out of host memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rocky: error: {}\n", e.what());
+    return 1;
+  }
+}

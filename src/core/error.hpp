@@ -1,0 +1,32 @@
+// rocky::Error — the one exception type rocky throws for bad input and failed operations.
+//
+// Errors carry their full context in the message ("model.gguf: tensor blk.3.ffn_up.weight: data
+// offset 0x1234 past end of file (size 4096)") and are surfaced once, at the program boundary
+// (apps/cli/main.cpp maps them to exit code 1). Programming errors (broken invariants) use assert.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace rocky {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Out of device or host memory; the message names the allocation and suggests a fix.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <typename... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
+  throw Error(fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace rocky

@@ -1,0 +1,132 @@
+// GGUF reader: a validated, read-only view of a GGUF model file (versions 2 and 3, little-endian).
+//
+// Format source: the GGUF specification (ggml/docs/gguf.md in ggml / llama.cpp). Layout:
+//   u32 magic "GGUF" · u32 version · u64 n_tensors · u64 n_kv
+//   n_kv × { string key · u32 value_type · value }
+//   n_tensors × { string name · u32 n_dims · u64 ne[n_dims] · u32 ggml_type · u64 offset }
+//   padding to `general.alignment` (default 32) · tensor data (offsets relative to its start)
+// A string is u64 length + bytes (no terminator); an array is u32 elem_type + u64 count + elements.
+//
+// The whole file is mmap'ed; strings, arrays and tensor data are views into the mapping and live
+// as long as the GgufFile. Everything is validated at open, before any value is used: a bad file
+// throws rocky::Error whose message names the file, the key or tensor, and the byte offset. No
+// read goes out of bounds and no allocation is sized from an unchecked count.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/mapped_file.hpp"
+
+namespace rocky::gguf {
+
+enum class ValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+std::string_view value_type_name(ValueType t);
+
+inline constexpr uint32_t k_default_alignment = 32;
+inline constexpr uint32_t k_max_dims = 4;
+
+// One metadata value. Scalars are widened (integers to u64/i64, floats to f64) and the original
+// type is kept in `type`. Arrays keep their element type and count; numeric elements stay in the
+// file (`raw`, little-endian, possibly unaligned — read them with the typed accessors), string
+// elements are views, nested arrays are parsed into `items`.
+struct Value {
+  ValueType type = ValueType::U8;
+  uint64_t u = 0;        // U8/U16/U32/U64/BOOL
+  int64_t i = 0;         // I8/I16/I32/I64
+  double f = 0;          // F32/F64
+  std::string_view str;  // STRING
+
+  // ARRAY only:
+  ValueType elem_type = ValueType::U8;
+  uint64_t count = 0;
+  const uint8_t* raw = nullptr;             // numeric/bool elements
+  std::vector<std::string_view> strings;    // STRING elements
+  std::vector<Value> items;                 // ARRAY elements (nested arrays)
+
+  bool is_integer() const;
+  bool is_float() const { return type == ValueType::F32 || type == ValueType::F64; }
+  // Integer value as int64 (u64 values above INT64_MAX → nullopt).
+  std::optional<int64_t> as_int() const;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType type = DType::F32;
+  uint32_t n_dims = 0;
+  std::array<uint64_t, 4> ne{1, 1, 1, 1};  // GGUF order: ne[0] innermost (row length)
+  uint64_t offset = 0;       // relative to the data section
+  uint64_t n_elements = 0;
+  uint64_t n_bytes = 0;
+  uint64_t info_offset = 0;  // file offset of this tensor's info record (for messages)
+  const uint8_t* data = nullptr;  // into the mapping
+
+  uint64_t rows() const { return n_elements / ne[0]; }
+  uint64_t file_offset(uint64_t data_start) const { return data_start + offset; }
+};
+
+class GgufFile {
+ public:
+  // Opens, maps and validates `path`. Throws rocky::Error on any problem.
+  static GgufFile open(const std::string& path);
+
+  const std::string& path() const { return file_.path(); }
+  uint32_t version() const { return version_; }
+  uint64_t file_size() const { return file_.size(); }
+  uint32_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }  // file offset of the data section
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string_view, Value>>& metadata() const { return kv_; }
+  const Value* find(std::string_view key) const;
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+
+  // Typed getters: nullopt when absent; rocky::Error (naming file and key) on a type mismatch.
+  std::optional<std::string_view> get_string(std::string_view key) const;
+  std::optional<uint64_t> get_uint(std::string_view key) const;   // any non-negative integer
+  std::optional<int64_t> get_int(std::string_view key) const;     // any integer
+  std::optional<double> get_float(std::string_view key) const;    // f32/f64 (or integer)
+  std::optional<bool> get_bool(std::string_view key) const;
+  // Arrays (converted on the fly; empty optional when absent; error on element-type mismatch).
+  std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const;
+  std::optional<std::vector<float>> get_f32_array(std::string_view key) const;   // f32 elements
+  std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const; // integer elements
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(std::string_view name) const;
+
+  // "general.architecture", or an error naming the file when it is missing.
+  std::string_view architecture() const;
+
+ private:
+  GgufFile() = default;
+  MappedFile file_;
+  uint32_t version_ = 0;
+  uint32_t alignment_ = k_default_alignment;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string_view, Value>> kv_;
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
+
+  friend class Parser;
+};
+
+// Little-endian scalar loads from possibly unaligned memory.
+template <typename T>
+T load_le(const uint8_t* p) {
+  T v;
+  __builtin_memcpy(&v, p, sizeof(T));
+  return v;  // rocky supports little-endian hosts only (static_assert in gguf.cpp)
+}
+
+}  // namespace rocky::gguf
