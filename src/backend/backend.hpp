@@ -1,0 +1,50 @@
+// The backend contract: what the runtime asks of a device (CPU oracle, Vulkan).
+//
+// Lifecycle: construct → load_weights() once → init_kv() once per session → compute() per ubatch.
+// A backend owns its copy (or mapping) of the weights, its KV cache and its activation arena.
+// The graph (graph.hpp) and plan (planner.hpp) are built by the runtime and are identical for all
+// backends, so any node can be compared across backends.
+//
+// Errors: rocky::Error (OutOfMemoryError for allocations) with a message naming the allocation and
+// the fix; a lost device is an Error too (never a hang).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "graph/planner.hpp"
+
+namespace rocky::backend {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu", "vulkan:0 (llvmpipe …)" — for logs and `rocky bench`'s backend column.
+  virtual std::string name() const = 0;
+
+  // Make every weight the model's graphs read available to the device (upload once; on UMA map).
+  virtual void load_weights(std::span<const gguf::TensorInfo* const> weights) = 0;
+
+  // Allocate (or reallocate) the KV cache and clear it. KV element type is the backend's choice
+  // (the CPU oracle uses f32).
+  virtual void init_kv(const graph::KvShape& kv) = 0;
+
+  // Run one ubatch. tokens.size() == g.n_tokens; the logits node (g.output, [n_vocab, n_out], f32)
+  // is copied to `logits` (size n_vocab · n_out, column-major as in the arena: token-major rows).
+  virtual void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+                       std::span<float> logits) = 0;
+
+  // After compute(): a node's output as f32 [ne0 · ne1] (for verify --bisect). Only meaningful for
+  // plans made with reuse = false, or for nodes whose arena region has not been reused since.
+  virtual std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) = 0;
+
+  // Peak device memory allocated so far, in bytes (weights + KV + arena + staging).
+  virtual uint64_t device_memory_bytes() const = 0;
+};
+
+}  // namespace rocky::backend

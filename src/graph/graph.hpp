@@ -1,0 +1,103 @@
+// The forward pass of one ubatch as a flat list of named nodes — the contract between the model
+// builders (src/model/arch/*.cpp), the arena planner (planner.hpp) and every backend.
+//
+// Shapes follow GGUF/ggml order: ne0 is the innermost (contiguous) dimension. Every activation is
+// a dense f32 matrix [ne0 = features, ne1 = tokens] (column j = token j of the ubatch), unless the
+// node's `out_type` says otherwise. Nodes appear in a valid execution order (sources first).
+//
+// Weights are GGUF tensors (gguf::TensorInfo, data mmap'ed): a 2-D weight W has ne0 = K (inner
+// dimension, the row length) and ne1 = M (output features); MATMUL computes y[M, N] = W · x[K, N],
+// i.e. y[m, n] = Σ_k W[k + m·K] · x[k + n·K].
+//
+// Names match llama.cpp's graph names where they exist ("blk.3.attn_q", "blk.3.ffn_out", "result_norm",
+// "result_output") so per-node comparisons (rocky verify --bisect) are readable.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "gguf/gguf.hpp"
+
+namespace rocky::graph {
+
+enum class Op : uint8_t {
+  GET_ROWS,   // out[:, j] = dequant(weight row tokens[j]); weight = embedding [n_embd, n_vocab]; src none
+  RMS_NORM,   // out = src0 / sqrt(mean(src0²) + eps) * weight   (weight: f32 [ne0], per column)
+  MATMUL,     // out[M, N] = weight[K, M] · src0[K, N]   (any computable weight type)
+  ADD_BIAS,   // out = src0 + weight (f32 [ne0], broadcast over columns)
+  ROPE,       // rotary embedding of src0 viewed as [head_dim, n_head, N]; positions n_past + j
+  KV_STORE,   // write src0 [n_embd_gqa, N] into the layer's K (kv=0) or V (kv=1) cache at n_past..;
+              // no arena output (ne0 = ne1 = 0)
+  ATTENTION,  // causal GQA attention of src0 = Q [head_dim·n_head, N] over cache positions
+              // [0, n_past + j] for token j; src1/src2 = the K and V KV_STORE nodes (ordering deps)
+  SILU_MUL,   // out = silu(src0) * src1   (SwiGLU: src0 = gate, src1 = up)
+  ADD,        // out = src0 + src1 (residual)
+  TAKE_COLS,  // out = src0[:, first_col : first_col + ne1]  (e.g. the last token before the logits)
+};
+const char* op_name(Op op);
+
+enum class RopeMode : uint8_t {
+  NORMAL,  // llama: rotate adjacent pairs (x[2i], x[2i+1])
+  NEOX,    // qwen2 / GPT-NeoX: rotate (x[i], x[i + n_rot/2])
+};
+
+struct RopeParams {
+  RopeMode mode = RopeMode::NORMAL;
+  int32_t head_dim = 0;     // elements per head
+  int32_t n_head = 0;       // heads in src0 (n_head for Q, n_head_kv for K)
+  int32_t n_rot = 0;        // rotated dims per head (≤ head_dim; the rest pass through)
+  float freq_base = 10000;  // theta_i = pos · freq_scale · base^(-2i/n_rot)
+  float freq_scale = 1;
+};
+
+struct AttnParams {
+  int32_t head_dim = 0;
+  int32_t n_head = 0;     // query heads
+  int32_t n_head_kv = 0;  // KV heads; query head h reads KV head h / (n_head / n_head_kv)
+  float scale = 0;        // usually 1/sqrt(head_dim)
+};
+
+struct Node {
+  Op op = Op::ADD;
+  std::string name;
+  int64_t ne0 = 0, ne1 = 0;             // output shape [features, tokens]; 0×0 = no arena output
+  DType out_type = DType::F32;           // element type of the output in the arena
+  std::array<int32_t, 3> src{-1, -1, -1};  // input node ids (-1 = unused)
+  const gguf::TensorInfo* weight = nullptr;  // MATMUL/GET_ROWS/RMS_NORM/ADD_BIAS
+  int32_t layer = -1;                    // KV_STORE/ATTENTION: which layer's cache
+  int32_t kv = 0;                        // KV_STORE: 0 = K, 1 = V
+  int64_t first_col = 0;                 // TAKE_COLS
+  float eps = 0;                         // RMS_NORM
+  RopeParams rope;                       // ROPE
+  AttnParams attn;                       // ATTENTION
+
+  uint64_t out_bytes() const { return row_bytes(out_type, static_cast<uint64_t>(ne0)) * static_cast<uint64_t>(ne1); }
+};
+
+// Shape of the KV cache the graph expects: per layer, K and V each [n_embd_kv, n_ctx] (column p =
+// position p; within a column, head h's head_dim values are contiguous).
+struct KvShape {
+  int32_t n_layer = 0;
+  int32_t n_embd_kv = 0;  // head_dim · n_head_kv
+  int32_t n_ctx = 0;
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  int32_t n_tokens = 0;  // ubatch size N
+  int32_t n_past = 0;    // cache positions already filled before this ubatch
+  int32_t output = -1;   // node id of the logits [n_vocab, n_out]
+  KvShape kv;
+
+  int32_t add(Node n) {
+    nodes.push_back(std::move(n));
+    return static_cast<int32_t>(nodes.size()) - 1;
+  }
+  // Every distinct weight the graph reads, in first-use order.
+  std::vector<const gguf::TensorInfo*> weights() const;
+};
+
+}  // namespace rocky::graph
