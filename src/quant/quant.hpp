@@ -1,0 +1,35 @@
+// Reference (de)quantization of ggml's block formats, bit-exact with ggml.
+//
+// Source: ggml/src/ggml-common.h (block layouts) and ggml-quants.c (algorithms), llama.cpp commit
+// 0253fb21f — read for the facts; the code here is rocky's own. Block structs live in blocks.hpp
+// with static_assert'ed sizes. All multi-byte fields are little-endian.
+//
+// Units: n = number of elements, always a multiple of the type's block size (dtype_info(t)).
+// Errors: unsupported types throw rocky::Error naming the type.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace rocky::quant {
+
+// IEEE half <-> float (round-to-nearest-even, as ggml's GGML_FP32_TO_FP16); bf16 as ggml (RNE,
+// NaN kept quiet).
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+
+// True when dequantize_row supports `t` (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1,
+// q2_K, q3_K, q4_K, q5_K, q6_K, q8_K).
+bool can_dequantize(DType t);
+// dst[0..n) = dequant(src); src holds n / block_elems blocks of type t.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// True when quantize_row supports `t` (f32, f16, bf16, q8_0, q8_1, q5_0, q4_K, q6_K).
+bool can_quantize(DType t);
+// dst = quant(src[0..n)); dst must hold n / block_elems · block_bytes bytes.
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace rocky::quant
