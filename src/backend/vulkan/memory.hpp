@@ -1,0 +1,89 @@
+// Device memory: buffers with 64-bit sizes and offsets, a cap on what rocky may allocate, uploads
+// and readbacks.
+//
+// Kinds: DEVICE buffers hold weights, the KV cache and the activation arena — device-local, and
+// host-visible too where the device has such memory (UMA: weights are written in place, no staging
+// copy). HOST buffers are host-visible staging/readback buffers.
+//
+// Cap: `limit_bytes` (0 = none; the backend fills it from ROCKY_DEVICE_MEMORY_LIMIT=BYTES). An
+// allocation that would pass the cap, or that the driver refuses, throws OutOfMemoryError naming
+// the allocation and suggesting a smaller context (-c) or ubatch (-ub).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/vulkan/device.hpp"
+
+namespace rocky::vulkan {
+
+class Memory;
+
+enum class BufferKind { DEVICE, HOST };
+
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  uint64_t size() const { return size_; }
+  void* mapped() const { return mapped_; }  // nullptr unless host-visible
+  const std::string& label() const { return label_; }
+  explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
+
+ private:
+  friend class Memory;
+  Memory* owner_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  uint64_t size_ = 0;
+  void* mapped_ = nullptr;
+  std::string label_;
+  void release();
+};
+
+class Memory {
+ public:
+  Memory(Device& dev, uint64_t limit_bytes);
+  ~Memory();
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+
+  // A buffer of `bytes` (rounded up to 4) for `label` ("weight blk.0.attn_q.weight", "KV cache
+  // layer 3 K", "activation arena"). Throws OutOfMemoryError (see above).
+  Buffer create(const std::string& label, uint64_t bytes, BufferKind kind);
+
+  // Copy host bytes into `dst` at `offset` (mapped: memcpy; otherwise through a staging buffer in
+  // chunks, waiting for completion).
+  void upload(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
+  // Copy `bytes` at `offset` of `src` to host memory (mapped: memcpy; otherwise via staging).
+  void download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
+
+  uint64_t allocated_bytes() const { return allocated_; }
+  uint64_t peak_bytes() const { return peak_; }
+  uint64_t limit_bytes() const { return limit_; }
+  Device& device() const { return dev_; }
+
+ private:
+  friend class Buffer;
+  void free(Buffer& b);
+  void copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes);
+  Device& dev_;
+  uint64_t limit_ = 0;
+  uint64_t allocated_ = 0, peak_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+// ROCKY_DEVICE_MEMORY_LIMIT as bytes (0 when unset); rocky::Error when set but not a number.
+uint64_t device_memory_limit_from_env();
+
+}  // namespace rocky::vulkan

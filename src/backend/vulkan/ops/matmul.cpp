@@ -1,0 +1,52 @@
+// matmul / matvec — shaders/matmul.comp (tiled, N > 1) and shaders/matvec.comp (N = 1). Weights
+// larger than one binding are multiplied in windows of whole rows (one dispatch per window).
+#include "backend/vulkan/ops/ops.hpp"
+#include "backend/vulkan/push_constants.hpp"
+#include "core/error.hpp"
+
+namespace rocky::vulkan::ops {
+
+uint64_t rows_per_window(Env& e, const Weight& w);  // get_rows.cpp
+
+void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {
+  if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
+  const MatmulTile& t = e.tile;
+  const bool vec = n == 1;
+  std::vector<SpecConst> spec{{ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)}};
+  if (vec) {
+    spec.push_back({ROCKY_SC_WG, 64});
+  } else {
+    if (t.bm % t.tm || t.bn % t.tn || t.invocations() > e.info.max_workgroup_invocations ||
+        t.shared_bytes() > e.info.shared_memory) {
+      fail("matmul tile {}x{}x{} / {}x{} does not fit the device ({} invocations, {} bytes shared)", t.bm, t.bn, t.bk,
+           t.tm, t.tn, e.info.max_workgroup_invocations, e.info.shared_memory);
+    }
+    spec.insert(spec.end(), {{ROCKY_SC_WG, t.invocations()}, {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn},
+                             {ROCKY_SC_BK, t.bk}, {ROCKY_SC_TM, t.tm}, {ROCKY_SC_TN, t.tn}});
+  }
+  const Pipeline& p = e.pipes.get(vec ? "matvec" : "matmul", spec);
+  Bound bx = bind(e, x, false), by = bind(e, y, true);
+  const uint64_t per = rows_per_window(e, w);
+  for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
+    uint64_t r1 = std::min(w.rows, r0 + per);
+    Bound bw = e.rec.bind(*w.buf, r0 * w.row_bytes, (r1 - r0) * w.row_bytes, false);
+    abi::MatmulPC pc{};
+    pc.M = static_cast<uint32_t>(r1 - r0);
+    pc.K = static_cast<uint32_t>(w.ne0);
+    pc.N = n;
+    pc.row_bytes = static_cast<uint32_t>(w.row_bytes);
+    pc.w_off = bw.delta;
+    pc.x_off = f32_off(bx);
+    pc.y_off = f32_off(by);
+    pc.ldy = static_cast<uint32_t>(w.rows);
+    pc.m0 = static_cast<uint32_t>(r0);
+    Bound b[] = {bw, bx, by};
+    if (vec) {
+      e.rec.dispatch(p, b, &pc, sizeof pc, pc.M, 1, 1, label);
+    } else {
+      e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
+    }
+  }
+}
+
+}  // namespace rocky::vulkan::ops

@@ -1,0 +1,84 @@
+// Host side of every GPU op: each ops/<op>.cpp picks the pipeline variant for shaders/<op>.comp,
+// fills its push constants (shaders/abi.h) and records the dispatch(es) into the Recorder.
+//
+// Shapes are GGUF order (ne0 innermost). Activations are dense f32 [ne0, ne1] regions of a
+// buffer (usually the arena) addressed by 64-bit byte offsets; weights are ggml rows of any
+// computable type. Tensors larger than one binding (weights, e.g. a big embedding) are processed
+// in per-dispatch windows of whole rows; activations must each fit one binding (rocky::Error
+// otherwise, naming the tensor).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/pipelines.hpp"
+#include "backend/vulkan/recorder.hpp"
+#include "core/dtype.hpp"
+
+namespace rocky::vulkan::ops {
+
+// A byte range of a buffer holding a tensor.
+struct Region {
+  const Buffer* buf = nullptr;
+  uint64_t offset = 0;  // bytes
+  uint64_t bytes = 0;
+};
+
+// A weight matrix [ne0 = K, rows = M] in ggml rows of `type`.
+struct Weight {
+  const Buffer* buf = nullptr;
+  DType type = DType::F32;
+  uint64_t ne0 = 0;
+  uint64_t rows = 0;
+  uint64_t row_bytes = 0;
+  std::string name;
+};
+
+// Matmul tile shape, mapped to the named specialization constants ROCKY_SC_BM … ROCKY_SC_TN.
+// Invocations per workgroup = (bm / tm) · (bn / tn); accumulators per invocation = tm · tn.
+struct MatmulTile {
+  uint32_t bm = 32, bn = 32, bk = 16, tm = 2, tn = 4;
+  uint32_t invocations() const { return (bm / tm) * (bn / tn); }
+  uint32_t accumulators() const { return tm * tn; }
+  uint32_t shared_bytes() const { return (bm + bn) * bk * 4; }
+};
+
+struct Env {
+  Recorder& rec;
+  Pipelines& pipes;
+  const DeviceInfo& info;
+  MatmulTile tile;
+  uint32_t wg = 128;     // default workgroup size of the simple kernels
+  bool kv_f16 = false;   // KV cache element type
+};
+
+// True when the shaders dequantize `t` (get_rows, matmul, matvec).
+bool gpu_supports(DType t);
+
+void get_rows(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out, const std::string& label);
+void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out, const std::string& label);
+// y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel.
+void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
+void add(Env& e, Region a, Region b, uint64_t n, Region out, const std::string& label);
+void bias_add(Env& e, Region a, Region bias, uint32_t ne0, uint64_t n, Region out, const std::string& label);
+void silu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
+void take_cols(Env& e, Region x, uint32_t ne0, uint32_t first_col, uint32_t n_cols, Region out, const std::string& label);
+struct RopeArgs {
+  uint32_t head_dim, n_head, n_rot, n_tokens, n_past, mode;
+  float freq_base, freq_scale;
+};
+void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label);
+// cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16).
+void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache, const std::string& label);
+struct AttnArgs {
+  uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
+  float scale;
+};
+void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label);
+
+// Helpers shared by the op files.
+inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }
+inline uint32_t f32_off(const Bound& b) { return b.delta / 4; }
+
+}  // namespace rocky::vulkan::ops

@@ -1,0 +1,20 @@
+// rope — shaders/rope.comp: one invocation per rotated pair slot of each (head, token).
+#include "backend/vulkan/ops/ops.hpp"
+#include "backend/vulkan/push_constants.hpp"
+#include "core/error.hpp"
+
+namespace rocky::vulkan::ops {
+
+void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label) {
+  if (a.head_dim % 2 || a.n_rot % 2 || a.n_rot > a.head_dim) {
+    fail("{}: rope needs even head_dim and n_rot ≤ head_dim (head_dim {}, n_rot {})", label, a.head_dim, a.n_rot);
+  }
+  const uint32_t wg = 64;
+  const Pipeline& p = e.pipes.get("rope", {{ROCKY_SC_WG, wg}});
+  Bound b[] = {bind(e, x, false), bind(e, out, true)};
+  abi::RopePC pc{a.head_dim, a.n_head, a.n_rot, a.n_tokens, a.n_past, a.mode, f32_off(b[0]), f32_off(b[1]),
+                 a.freq_base, a.freq_scale};
+  e.rec.dispatch(p, b, &pc, sizeof pc, (a.head_dim / 2 + wg - 1) / wg, a.n_head, a.n_tokens, label);
+}
+
+}  // namespace rocky::vulkan::ops

@@ -1,0 +1,184 @@
+#include "backend/vulkan/pipelines.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "backend/vulkan/push_constants.hpp"
+#include "backend/vulkan/shader_table.hpp"
+#include "core/error.hpp"
+
+namespace rocky::vulkan {
+
+const EmbeddedShader& find_shader(std::string_view name) {
+  for (size_t i = 0; i < k_embedded_shader_count; ++i)
+    if (name == k_embedded_shaders[i].name) return k_embedded_shaders[i];
+  fail("no embedded shader named '{}'", name);
+}
+
+std::vector<uint32_t> reflect_bindings(const uint32_t* w, size_t n) {
+  constexpr uint32_t k_op_decorate = 71, k_dec_binding = 33, k_dec_set = 34;
+  if (n < 5 || w[0] != 0x07230203u) fail("SPIR-V: bad magic");
+  std::vector<uint32_t> out;
+  for (size_t i = 5; i < n;) {
+    uint32_t count = w[i] >> 16, op = w[i] & 0xFFFFu;
+    if (count == 0 || i + count > n) fail("SPIR-V: malformed instruction at word {}", i);
+    if (op == k_op_decorate && count >= 4) {
+      if (w[i + 2] == k_dec_binding) out.push_back(w[i + 3]);
+      if (w[i + 2] == k_dec_set && w[i + 3] != 0) fail("SPIR-V: descriptor set {} used (only set 0 is)", w[i + 3]);
+    }
+    i += count;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+namespace {
+
+std::string cache_file(const DeviceInfo& info, VkPhysicalDevice pd) {
+  std::filesystem::path dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = x;
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = std::filesystem::path(h) / ".cache";
+  } else {
+    return "";
+  }
+  VkPhysicalDeviceProperties p{};
+  vkGetPhysicalDeviceProperties(pd, &p);
+  std::string id;
+  for (uint8_t b : p.pipelineCacheUUID) id += fmt::format("{:02x}", b);
+  (void)info;
+  return (dir / "rocky" / fmt::format("pipelines-{:04x}-{:04x}-{}.bin", p.vendorID, p.deviceID, id)).string();
+}
+
+}  // namespace
+
+Pipelines::Pipelines(Device& dev, bool persist) : dev_(dev) {
+  std::vector<char> data;
+  if (persist) {
+    path_ = cache_file(dev.info(), dev.physical());
+    if (!path_.empty()) {
+      std::ifstream f(path_, std::ios::binary);
+      if (f) data.assign(std::istreambuf_iterator<char>(f), {});
+    }
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = data.size();
+  ci.pInitialData = data.empty() ? nullptr : data.data();
+  if (vkCreatePipelineCache(dev.handle(), &ci, nullptr, &vk_cache_) != VK_SUCCESS) {
+    ci.initialDataSize = 0;  // a stale or corrupt file: start empty
+    ci.pInitialData = nullptr;
+    vk_check(vkCreatePipelineCache(dev.handle(), &ci, nullptr, &vk_cache_), "vkCreatePipelineCache");
+  }
+}
+
+Pipelines::~Pipelines() {
+  VkDevice d = dev_.handle();
+  if (!path_.empty()) {
+    size_t n = 0;
+    if (vkGetPipelineCacheData(d, vk_cache_, &n, nullptr) == VK_SUCCESS && n > 0) {
+      std::vector<char> data(n);
+      if (vkGetPipelineCacheData(d, vk_cache_, &n, data.data()) == VK_SUCCESS) {
+        std::error_code ec;
+        std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+        std::string tmp = path_ + ".tmp";
+        std::ofstream f(tmp, std::ios::binary);
+        if (f && f.write(data.data(), static_cast<std::streamsize>(n))) {
+          f.close();
+          std::filesystem::rename(tmp, path_, ec);
+        }
+      }
+    }
+  }
+  for (auto& [key, p] : cache_) {
+    vkDestroyPipeline(d, p->pipeline, nullptr);
+    vkDestroyPipelineLayout(d, p->layout, nullptr);
+    vkDestroyDescriptorSetLayout(d, p->set_layout, nullptr);
+  }
+  vkDestroyPipelineCache(d, vk_cache_, nullptr);
+}
+
+const Pipeline& Pipelines::get(std::string_view shader, std::vector<SpecConst> spec) {
+  std::sort(spec.begin(), spec.end(), [](const SpecConst& a, const SpecConst& b) { return a.id < b.id; });
+  std::vector<std::pair<uint32_t, uint32_t>> key_spec;
+  uint32_t wg = 0;
+  for (auto& s : spec) {
+    key_spec.emplace_back(s.id, s.value);
+    if (s.id == ROCKY_SC_WG) wg = s.value;
+  }
+  auto key = std::make_pair(std::string(shader), key_spec);
+  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
+  if (wg == 0 || wg > dev_.info().max_workgroup_invocations || wg > dev_.info().max_workgroup_size[0]) {
+    fail("shader {}: workgroup size {} outside the device's limit {}", shader, wg,
+         std::min(dev_.info().max_workgroup_invocations, dev_.info().max_workgroup_size[0]));
+  }
+
+  const EmbeddedShader& es = find_shader(shader);
+  std::vector<uint32_t> words(es.size / 4);
+  std::memcpy(words.data(), es.code, words.size() * 4);
+  std::vector<uint32_t> bindings = reflect_bindings(words.data(), words.size());
+
+  auto p = std::make_unique<Pipeline>();
+  p->shader = std::string(shader);
+  p->workgroup = wg;
+  p->n_bindings = bindings.empty() ? 0 : bindings.back() + 1;
+  p->push_bytes = std::min(abi::k_max_push_constant_bytes, dev_.info().max_push_constants);
+  VkDevice d = dev_.handle();
+
+  std::vector<VkDescriptorSetLayoutBinding> lb;
+  for (uint32_t b : bindings) {
+    VkDescriptorSetLayoutBinding x{};
+    x.binding = b;
+    x.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    x.descriptorCount = 1;
+    x.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    lb.push_back(x);
+  }
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  li.bindingCount = static_cast<uint32_t>(lb.size());
+  li.pBindings = lb.data();
+  vk_check(vkCreateDescriptorSetLayout(d, &li, nullptr, &p->set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &p->set_layout;
+  pli.pushConstantRangeCount = 1;
+  pli.pPushConstantRanges = &pr;
+  vk_check(vkCreatePipelineLayout(d, &pli, nullptr, &p->layout), "vkCreatePipelineLayout");
+
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = words.size() * 4;
+  mi.pCode = words.data();
+  VkShaderModule module;
+  vk_check(vkCreateShaderModule(d, &mi, nullptr, &module), "vkCreateShaderModule");
+
+  std::vector<VkSpecializationMapEntry> entries;
+  std::vector<uint32_t> values;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    entries.push_back({spec[i].id, static_cast<uint32_t>(i * 4), 4});
+    values.push_back(spec[i].value);
+  }
+  VkSpecializationInfo si{};
+  si.mapEntryCount = static_cast<uint32_t>(entries.size());
+  si.pMapEntries = entries.data();
+  si.dataSize = values.size() * 4;
+  si.pData = values.data();
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &si;
+  ci.layout = p->layout;
+  VkResult r = vkCreateComputePipelines(d, vk_cache_, 1, &ci, nullptr, &p->pipeline);
+  vkDestroyShaderModule(d, module, nullptr);
+  vk_check(r, "vkCreateComputePipelines");
+  return *cache_.emplace(std::move(key), std::move(p)).first->second;
+}
+
+}  // namespace rocky::vulkan

@@ -1,0 +1,63 @@
+// Compute pipelines: created lazily on first use, cached by (shader, specialization constants),
+// backed by a VkPipelineCache persisted under $XDG_CACHE_HOME/rocky (fallback ~/.cache/rocky).
+//
+// Descriptor layouts come from the SPIR-V itself (reflection of the Binding decorations: every
+// binding of set 0 is a storage buffer), so host code never counts bindings by hand. The push
+// constant range is the ABI maximum (abi::k_max_push_constant_bytes, clamped to the device limit).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backend/vulkan/device.hpp"
+
+namespace rocky::vulkan {
+
+// One named specialization constant: id = a ROCKY_SC_* of shaders/abi.h.
+struct SpecConst {
+  uint32_t id;
+  uint32_t value;
+};
+
+struct Pipeline {
+  std::string shader;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t n_bindings = 0;   // storage buffers 0..n_bindings-1 of set 0
+  uint32_t push_bytes = 0;   // push-constant range size
+  uint32_t workgroup = 1;    // local size x (spec constant ROCKY_SC_WG)
+};
+
+// Binding numbers of set 0 in a SPIR-V module (rocky::Error on a malformed module).
+std::vector<uint32_t> reflect_bindings(const uint32_t* words, size_t n_words);
+
+class Pipelines {
+ public:
+  // persist: load/save the VkPipelineCache file (tests may turn it off).
+  Pipelines(Device& dev, bool persist);
+  ~Pipelines();
+  Pipelines(const Pipelines&) = delete;
+  Pipelines& operator=(const Pipelines&) = delete;
+
+  // The pipeline for `shader` with `spec` (must set ROCKY_SC_WG). Created on first use.
+  const Pipeline& get(std::string_view shader, std::vector<SpecConst> spec);
+  size_t size() const { return cache_.size(); }
+  // Where the VkPipelineCache lives ("" when not persisted).
+  const std::string& cache_path() const { return path_; }
+
+ private:
+  Device& dev_;
+  VkPipelineCache vk_cache_ = VK_NULL_HANDLE;
+  std::string path_;
+  std::map<std::pair<std::string, std::vector<std::pair<uint32_t, uint32_t>>>, std::unique_ptr<Pipeline>> cache_;
+};
+
+}  // namespace rocky::vulkan

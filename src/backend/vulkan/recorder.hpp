@@ -1,0 +1,101 @@
+// Records one ubatch's whole forward into ONE command buffer and submits it.
+//
+// Barriers: the recorder tracks the buffer byte ranges read and written by the dispatches recorded
+// since the last barrier, and inserts a compute→compute memory barrier only when a new dispatch
+// reads a range one of them wrote (RAW) or writes a range one of them read or wrote (WAR/WAW) —
+// exactly the barriers the data dependencies need, whatever the graph's order.
+//
+// Frames: two command buffers (each with its fence, descriptor pools and timestamp queries) are
+// used in turn, so at most two are in flight; pools are reset and reused, so nothing grows with
+// the number of submits (descriptor pools grow only with the largest graph recorded).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/pipelines.hpp"
+
+namespace rocky::vulkan {
+
+// A buffer range bound to one storage binding. `delta` = bytes between the bound (aligned) start
+// and the tensor's first byte; shaders receive delta / element size as an *_off push constant.
+struct Bound {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0;  // aligned to minStorageBufferOffsetAlignment
+  uint64_t range = 0;
+  uint32_t delta = 0;
+  bool write = false;
+};
+
+struct OpTiming {
+  std::string label;  // node name or op
+  double ms = 0;
+};
+
+class Recorder {
+ public:
+  Recorder(Device& dev, uint64_t max_binding);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // The bytes one binding may span: min(maxStorageBufferRange, --max-binding override).
+  uint64_t max_binding() const { return max_binding_; }
+
+  // Bind `bytes` at `offset` of `buf` (64-bit); rocky::Error when the range exceeds max_binding().
+  Bound bind(const Buffer& buf, uint64_t offset, uint64_t bytes, bool write) const;
+
+  // Start a command buffer (waits for the frame used two submits ago). profile: timestamps.
+  void begin(bool profile = false);
+  // Record one dispatch (barrier inserted first when needed). `label` names it for --profile.
+  void dispatch(const Pipeline& p, std::span<const Bound> bindings, const void* push, uint32_t push_size,
+                uint32_t gx, uint32_t gy, uint32_t gz, const std::string& label = {});
+  // Grid for `groups` workgroups laid out as (x, y) within the device's count limits.
+  std::array<uint32_t, 2> grid_1d(uint64_t groups) const;
+  // End, submit, and wait for completion (rocky::Error on device loss; no hang).
+  void submit_and_wait();
+
+  uint32_t dispatches() const { return dispatches_; }
+  uint32_t barriers() const { return barriers_; }
+  // Per-dispatch GPU times of the last profiled submit.
+  const std::vector<OpTiming>& timings() const { return timings_; }
+
+ private:
+  struct Frame {
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    bool pending = false;
+    std::vector<VkDescriptorPool> pools;
+    size_t pool_used = 0;  // pools[0..pool_used] are in use this frame
+    VkQueryPool queries = VK_NULL_HANDLE;
+    uint32_t query_capacity = 0;
+  };
+  struct Access {
+    VkBuffer buffer;
+    uint64_t lo, hi;
+    bool write;
+  };
+  VkDescriptorSet allocate_set(const Pipeline& p);
+  void wait(Frame& f);
+
+  Device& dev_;
+  uint64_t max_binding_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  std::array<Frame, 2> frames_{};
+  uint32_t current_ = 0;
+  bool recording_ = false;
+  bool profile_ = false;
+  std::vector<Access> pending_;
+  uint32_t dispatches_ = 0, barriers_ = 0;
+  std::vector<std::string> labels_;
+  std::vector<OpTiming> timings_;
+};
+
+}  // namespace rocky::vulkan

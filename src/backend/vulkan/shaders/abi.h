@@ -1,0 +1,142 @@
+// rocky Vulkan ABI: push-constant structs and specialization-constant ids shared by C++ (host
+// ops under ../ops/) and GLSL (every *.comp includes this file). Keep to 32-bit scalars (uint,
+// int, float) so the GLSL std430 push-constant layout equals the C++ layout; the host checks each
+// size with static_assert (push_constants.hpp). Push constants are ≤ 128 bytes (Vulkan minimum).
+//
+// Offsets named *_off are element offsets (f32 elements for activations, bytes for weights,
+// elements for the KV cache) from the start of the bound descriptor range: the host binds ranges
+// aligned down to minStorageBufferOffsetAlignment and passes the remainder here, so byte offsets
+// of tensors can be 64-bit while every index inside one binding fits 32 bits.
+#ifndef ROCKY_VULKAN_ABI_H
+#define ROCKY_VULKAN_ABI_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace rocky::vulkan::abi {
+using uint = uint32_t;
+#define ROCKY_ABI_CONST(name, value) inline constexpr uint32_t name = value;
+#else
+#define ROCKY_ABI_CONST(name, value) const uint name = value;
+#endif
+
+// ---- Specialization-constant ids (named; the host sets them by these ids) ----
+// Every shader: workgroup size x (local_size_x_id).
+#define ROCKY_SC_WG 0
+// Weight element type (ggml type id, rocky::DType) for get_rows / matmul / matvec.
+#define ROCKY_SC_WTYPE 1
+// Matmul tile: output rows per workgroup (BM), tokens per workgroup (BN), inner step (BK),
+// rows per thread (TM), tokens per thread (TN). Constraint: WG = (BM/TM)·(BN/TN).
+#define ROCKY_SC_BM 2
+#define ROCKY_SC_BN 3
+#define ROCKY_SC_BK 4
+#define ROCKY_SC_TM 5
+#define ROCKY_SC_TN 6
+// KV cache element type: 0 = f32, 1 = f16 (packed pairs in 32-bit words).
+#define ROCKY_SC_KV_F16 7
+// Attention: keys per block (BC) of the online-softmax loop; max head_dim (HD_MAX).
+#define ROCKY_SC_BC 8
+#define ROCKY_SC_HD_MAX 9
+
+// ---- Constants ----
+ROCKY_ABI_CONST(k_rope_normal, 0u)
+ROCKY_ABI_CONST(k_rope_neox, 1u)
+
+// ---- Push constants, one struct per shader family ----
+
+// get_rows: out[:, j] = dequant(W row tok[j]) for tokens whose row lies in [row_begin, row_end),
+// the rows present in the bound weight window (w_off = byte offset of row row_begin).
+struct GetRowsPC {
+  uint ne0;        // row length (elements)
+  uint n_tokens;
+  uint row_bytes;  // bytes per weight row
+  uint w_off;      // byte offset of row `row_begin` in the weight binding
+  uint row_begin;
+  uint row_end;
+  uint tok_off;    // element offset of the token ids (int32)
+  uint out_off;    // element offset of the output [ne0, n_tokens]
+};
+
+// rms_norm: out[:, j] = x[:, j] / sqrt(mean(x[:, j]²) + eps) · w
+struct RmsNormPC {
+  uint ne0;
+  uint n_cols;
+  uint x_off;
+  uint w_off;  // f32 weight, element offset
+  uint out_off;
+  float eps;
+};
+
+// matmul / matvec: y[m0 + m, n] = Σ_k W[k, m] · x[k, n] for m < M (this window's rows).
+struct MatmulPC {
+  uint M;          // rows in this window
+  uint K;          // inner dimension
+  uint N;          // tokens
+  uint row_bytes;  // bytes per weight row (K elements)
+  uint w_off;      // byte offset of window row 0 in the weight binding
+  uint x_off;      // element offset of x [K, N]
+  uint y_off;      // element offset of y [ldy, N]
+  uint ldy;        // y column stride (the full output rows)
+  uint m0;         // first output row of this window
+};
+
+// add: out = a + b (same shape, n elements). bias_add: out[i] = a[i] + b[i % ne0].
+// silu_mul: out = silu(a) · b.
+struct BinaryPC {
+  uint n;
+  uint ne0;
+  uint a_off;
+  uint b_off;
+  uint out_off;
+};
+
+// rope over x viewed as [head_dim, n_head, n_tokens]; position of token j = n_past + j.
+struct RopePC {
+  uint head_dim;
+  uint n_head;
+  uint n_rot;
+  uint n_tokens;
+  uint n_past;
+  uint mode;  // k_rope_normal | k_rope_neox
+  uint x_off;
+  uint out_off;
+  float freq_base;
+  float freq_scale;
+};
+
+// kv_store: cache[:, n_past + j] = x[:, j] (cache column stride n_embd).
+struct KvStorePC {
+  uint n_embd;
+  uint n_tokens;
+  uint n_past;
+  uint x_off;
+  uint cache_off;  // element offset of cache column 0
+};
+
+// attention: out[:, j] for head h = Σ_p softmax_p(scale · q·k_p) v_p over p ≤ n_past + j.
+struct AttnPC {
+  uint head_dim;
+  uint n_head;
+  uint n_head_kv;
+  uint n_tokens;
+  uint n_past;
+  uint n_embd_kv;  // K/V cache column stride (elements)
+  uint q_off;
+  uint out_off;
+  uint k_off;
+  uint v_off;
+  float scale;
+};
+
+// take_cols: out[:, j] = x[:, first_col + j], j < n_cols.
+struct TakeColsPC {
+  uint ne0;
+  uint n_cols;
+  uint first_col;
+  uint x_off;
+  uint out_off;
+};
+
+#ifdef __cplusplus
+}  // namespace rocky::vulkan::abi
+#endif
+#endif  // ROCKY_VULKAN_ABI_H

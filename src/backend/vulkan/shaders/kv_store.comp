@@ -1,0 +1,21 @@
+#version 450
+// kv_store: cache[:, n_past + j] = x[:, j]. f32 cache: one element per invocation; f16 cache
+// (KV_F16 = 1): one packed pair per invocation (n_embd is even). Grid: (ceil(items / WG), n_tokens).
+// Bindings: 0 x, 1 cache (uint words: f32 bits or two halves).
+#include "common/header.glsl"
+layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
+layout(push_constant) uniform PC { KvStorePC pc; };
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) writeonly buffer Cache { uint cache[]; };
+void main() {
+  uint i = gl_GlobalInvocationID.x, j = gl_WorkGroupID.y;
+  uint col = pc.n_past + j;
+  uint src = pc.x_off + j * pc.n_embd;
+  if (KV_F16 == 0u) {
+    if (i >= pc.n_embd) return;
+    cache[pc.cache_off + col * pc.n_embd + i] = floatBitsToUint(x[src + i]);
+  } else {
+    if (2u * i >= pc.n_embd) return;
+    cache[(pc.cache_off + col * pc.n_embd) / 2u + i] = packHalf2x16(vec2(x[src + 2u * i], x[src + 2u * i + 1u]));
+  }
+}

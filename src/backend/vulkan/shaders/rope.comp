@@ -1,0 +1,34 @@
+#version 450
+// rope: rotary embedding of x viewed as [head_dim, n_head, n_tokens]; token j at position
+// n_past + j; theta_i = pos · freq_scale · freq_base^(-2i / n_rot). NORMAL rotates (x[2i],
+// x[2i+1]); NEOX rotates (x[i], x[i + n_rot/2]); dims ≥ n_rot pass through.
+// One invocation per pair slot p < head_dim/2 of one (head, token). Grid: (ceil(head_dim/2 / WG),
+// n_head, n_tokens). Bindings: 0 x, 1 out.
+#include "common/header.glsl"
+layout(push_constant) uniform PC { RopePC pc; };
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) writeonly buffer Out { float outv[]; };
+void main() {
+  uint p = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, j = gl_WorkGroupID.z;
+  if (p >= pc.head_dim / 2u) return;
+  uint base = (j * pc.n_head + h) * pc.head_dim;
+  uint i0, i1;
+  if (pc.mode == k_rope_neox) {
+    i0 = p;
+    i1 = p + pc.n_rot / 2u;
+  } else {
+    i0 = 2u * p;
+    i1 = 2u * p + 1u;
+  }
+  if (2u * p >= pc.n_rot) {  // pass-through dims: copy this slot's two elements
+    outv[pc.out_off + base + 2u * p] = x[pc.x_off + base + 2u * p];
+    outv[pc.out_off + base + 2u * p + 1u] = x[pc.x_off + base + 2u * p + 1u];
+    return;
+  }
+  float pos = float(pc.n_past + j);
+  float theta = pos * pc.freq_scale * pow(pc.freq_base, -2.0 * float(p) / float(pc.n_rot));
+  float c = cos(theta), s = sin(theta);
+  float a = x[pc.x_off + base + i0], b = x[pc.x_off + base + i1];
+  outv[pc.out_off + base + i0] = a * c - b * s;
+  outv[pc.out_off + base + i1] = a * s + b * c;
+}

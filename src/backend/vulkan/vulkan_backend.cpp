@@ -1,0 +1,220 @@
+#include "backend/vulkan/vulkan_backend.hpp"
+
+#include <fmt/format.h>
+
+#include "backend/vulkan/push_constants.hpp"
+#include "core/error.hpp"
+
+namespace rocky::vulkan {
+
+using graph::Op;
+
+namespace {
+std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
+}  // namespace
+
+VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
+  InstanceOptions io;
+  io.validation = opts.validation;
+  instance_ = std::make_shared<Instance>(io);
+  device_ = std::make_unique<Device>(instance_, opts.device);
+  uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : device_memory_limit_from_env();
+  memory_ = std::make_unique<Memory>(*device_, limit);
+  pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
+  recorder_ = std::make_unique<Recorder>(*device_, opts.max_binding);
+}
+
+VulkanBackend::~VulkanBackend() {
+  // Order: GPU work done → buffers → pipelines → device → instance.
+  if (device_) vkDeviceWaitIdle(device_->handle());
+  recorder_.reset();
+  tokens_ = Buffer();
+  arena_ = Buffer();
+  kv_buffers_.clear();
+  weight_buffers_.clear();
+  pipelines_.reset();
+  memory_.reset();
+  device_.reset();
+}
+
+std::string VulkanBackend::name() const { return fmt::format("vulkan:{} ({})", opts_.device, device_->info().name); }
+
+std::string VulkanBackend::memory_summary() const {
+  uint64_t kv = 0;
+  for (const auto& b : kv_buffers_) kv += b.size();
+  uint64_t arena = arena_ ? arena_.size() : 0;
+  return fmt::format("weights {} + KV {} + arena {} = {}", mib(weight_bytes_), mib(kv), mib(arena),
+                     mib(weight_bytes_ + kv + arena));
+}
+
+void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weights) {
+  for (const gguf::TensorInfo* t : weights) {
+    if (weights_.count(t)) continue;
+    auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE));
+    memory_->upload(*b, 0, t->data, t->n_bytes);
+    ops::Weight w;
+    w.type = t->type;
+    w.ne0 = t->ne[0];
+    w.rows = t->rows();
+    w.row_bytes = row_bytes(t->type, t->ne[0]);
+    w.name = t->name;
+    weight_bytes_ += b->size();
+    w.buf = b.get();
+    weight_buffers_.push_back(std::move(b));
+    weights_[t] = w;
+  }
+}
+
+void VulkanBackend::init_kv(const graph::KvShape& kv) {
+  kv_buffers_.clear();
+  kv_ = kv;
+  const uint64_t elem = opts_.kv_f16 ? 2 : 4;
+  const uint64_t bytes = uint64_t(kv.n_embd_kv) * uint64_t(kv.n_ctx) * elem;
+  for (int32_t l = 0; l < kv.n_layer; ++l) {
+    for (int kvi = 0; kvi < 2; ++kvi) {
+      Buffer b = memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv.n_ctx), bytes,
+                                 BufferKind::DEVICE);
+      std::vector<uint8_t> zeros(b.size(), 0);
+      memory_->upload(b, 0, zeros.data(), zeros.size());
+      kv_buffers_.push_back(std::move(b));
+    }
+  }
+}
+
+const ops::Weight& VulkanBackend::weight(const gguf::TensorInfo* t) const {
+  if (t == nullptr) fail("graph node without its weight");
+  auto it = weights_.find(t);
+  if (it == weights_.end()) fail("weight {} was not loaded (load_weights)", t->name);
+  return it->second;
+}
+
+ops::Region VulkanBackend::weight_region(const gguf::TensorInfo* t) const {
+  const ops::Weight& w = weight(t);
+  if (w.type != DType::F32) fail("weight {}: type {} where f32 is required", w.name, dtype_name(w.type));
+  return {w.buf, 0, t->n_bytes};
+}
+
+ops::Region VulkanBackend::node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= g.nodes.size()) fail("graph: node id {} out of range", id);
+  const auto& n = g.nodes[static_cast<size_t>(id)];
+  if (p.offset.size() != g.nodes.size()) fail("plan has {} offsets for {} nodes", p.offset.size(), g.nodes.size());
+  if (p.offset[static_cast<size_t>(id)] == graph::k_no_offset) fail("graph node {} ({}) has no arena output", id, n.name);
+  if (n.out_type != DType::F32) fail("graph node {}: output type {} (the Vulkan backend keeps f32)", n.name, dtype_name(n.out_type));
+  return {&arena_, p.offset[static_cast<size_t>(id)], n.out_bytes()};
+}
+
+void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
+  const graph::Node& n = g.nodes[static_cast<size_t>(id)];
+  auto src = [&](int k) -> const graph::Node& {
+    int32_t s = n.src[static_cast<size_t>(k)];
+    if (s < 0 || s >= id) fail("graph node {}: source {} invalid ({})", n.name, k, s);
+    return g.nodes[static_cast<size_t>(s)];
+  };
+  auto in = [&](int k) { return node_region(g, p, n.src[static_cast<size_t>(k)]); };
+  const uint32_t ne0 = static_cast<uint32_t>(n.ne0), ne1 = static_cast<uint32_t>(n.ne1);
+  switch (n.op) {
+    case Op::GET_ROWS: {
+      const ops::Weight& w = weight(n.weight);
+      if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens) fail("graph node {}: shape does not match its weight / tokens", n.name);
+      ops::get_rows(env, w, {&tokens_, 0, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id), n.name);
+      break;
+    }
+    case Op::RMS_NORM:
+      if (src(0).ne0 != n.ne0 || n.weight->n_elements != uint64_t(n.ne0)) fail("graph node {}: shape mismatch", n.name);
+      ops::rms_norm(env, in(0), weight_region(n.weight), ne0, ne1, n.eps, node_region(g, p, id), n.name);
+      break;
+    case Op::MATMUL: {
+      const ops::Weight& w = weight(n.weight);
+      if (w.ne0 != uint64_t(src(0).ne0) || w.rows != uint64_t(n.ne0) || src(0).ne1 != n.ne1) {
+        fail("graph node {}: weight {} [{}, {}] does not fit x [{}, {}] → y [{}, {}]", n.name, w.name, w.ne0, w.rows,
+             src(0).ne0, src(0).ne1, n.ne0, n.ne1);
+      }
+      ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
+      break;
+    }
+    case Op::ADD_BIAS:
+      if (n.weight->n_elements != uint64_t(n.ne0)) fail("graph node {}: bias size mismatch", n.name);
+      ops::bias_add(env, in(0), weight_region(n.weight), ne0, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::ROPE: {
+      ops::RopeArgs a{static_cast<uint32_t>(n.rope.head_dim), static_cast<uint32_t>(n.rope.n_head),
+                      static_cast<uint32_t>(n.rope.n_rot), ne1, static_cast<uint32_t>(g.n_past),
+                      n.rope.mode == graph::RopeMode::NEOX ? abi::k_rope_neox : abi::k_rope_normal,
+                      n.rope.freq_base, n.rope.freq_scale};
+      if (uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) fail("graph node {}: rope shape mismatch", n.name);
+      ops::rope(env, in(0), a, node_region(g, p, id), n.name);
+      break;
+    }
+    case Op::KV_STORE: {
+      if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
+      if (src(0).ne0 != kv_.n_embd_kv || g.n_past + g.n_tokens > kv_.n_ctx) {
+        fail("graph node {}: KV write of [{}, {}] at {} does not fit the cache [{}, {}]", n.name, src(0).ne0,
+             g.n_tokens, g.n_past, kv_.n_embd_kv, kv_.n_ctx);
+      }
+      const Buffer& c = kv_buffers_[size_t(n.layer) * 2 + (n.kv ? 1 : 0)];
+      ops::kv_store(env, in(0), static_cast<uint32_t>(kv_.n_embd_kv), static_cast<uint32_t>(g.n_tokens),
+                    static_cast<uint32_t>(g.n_past), {&c, 0, c.size()}, n.name);
+      break;
+    }
+    case Op::ATTENTION: {
+      if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
+      ops::AttnArgs a{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
+                      static_cast<uint32_t>(n.attn.n_head_kv), ne1, static_cast<uint32_t>(g.n_past),
+                      static_cast<uint32_t>(kv_.n_embd_kv), n.attn.scale};
+      if (uint64_t(a.head_dim) * a.n_head_kv != uint64_t(kv_.n_embd_kv) || uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) {
+        fail("graph node {}: attention shape mismatch with the KV cache", n.name);
+      }
+      const Buffer& kc = kv_buffers_[size_t(n.layer) * 2];
+      const Buffer& vc = kv_buffers_[size_t(n.layer) * 2 + 1];
+      ops::attention(env, in(0), {&kc, 0, kc.size()}, {&vc, 0, vc.size()}, a, node_region(g, p, id), n.name);
+      break;
+    }
+    case Op::SILU_MUL:
+      ops::silu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::ADD:
+      ops::add(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::TAKE_COLS:
+      if (n.first_col + n.ne1 > src(0).ne1) fail("graph node {}: columns past the source", n.name);
+      ops::take_cols(env, in(0), ne0, static_cast<uint32_t>(n.first_col), ne1, node_region(g, p, id), n.name);
+      break;
+  }
+}
+
+void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+                            std::span<float> logits) {
+  if (tokens.size() != static_cast<size_t>(g.n_tokens)) fail("compute: {} tokens for a graph of {}", tokens.size(), g.n_tokens);
+  if (g.output < 0 || static_cast<size_t>(g.output) >= g.nodes.size()) fail("compute: graph has no output node");
+  const uint64_t tok_bytes = std::max<uint64_t>(4, tokens.size() * 4);
+  if (!tokens_ || tokens_.size() < tok_bytes) tokens_ = memory_->create("token ids", tok_bytes, BufferKind::DEVICE);
+  memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
+  if (!arena_ || arena_.size() < p.arena_bytes) {
+    arena_ = Buffer();
+    arena_ = memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes, BufferKind::DEVICE);
+  }
+  for (const auto& n : g.nodes) {
+    if (n.op == Op::GET_ROWS && n.weight) {
+      const ops::Weight& w = weight(n.weight);
+      for (int32_t t : tokens)
+        if (t < 0 || uint64_t(t) >= w.rows) fail("token id {} outside the vocabulary ({} rows of {})", t, w.rows, w.name);
+    }
+  }
+  ops::Env env{*recorder_, *pipelines_, device_->info(), opts_.tile, 128, opts_.kv_f16};
+  recorder_->begin(opts_.profile);
+  for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) record_node(env, g, p, i);
+  recorder_->submit_and_wait();
+  const graph::Node& out = g.nodes[static_cast<size_t>(g.output)];
+  const uint64_t n_out = uint64_t(out.ne0) * uint64_t(out.ne1);
+  if (logits.size() != n_out) fail("compute: logits buffer holds {} floats, the output node {} has {}", logits.size(), out.name, n_out);
+  memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
+}
+
+std::vector<float> VulkanBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
+  ops::Region r = node_region(g, p, node);
+  std::vector<float> v(r.bytes / 4);
+  memory_->download(arena_, r.offset, v.data(), r.bytes);
+  return v;
+}
+
+}  // namespace rocky::vulkan

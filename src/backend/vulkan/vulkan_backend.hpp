@@ -1,0 +1,75 @@
+// The Vulkan implementation of backend::Backend (backend/backend.hpp): runs a Graph + Plan on one
+// device. Weights are uploaded once (one buffer per tensor; UMA: written in place), the KV cache is
+// one K and one V buffer per layer (f32, or f16 with kv_f16), and activations live in ONE arena
+// buffer sized by the planner (grown only when a larger plan arrives). Each compute() records the
+// whole ubatch into one command buffer (recorder.hpp) and waits for it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/ops/ops.hpp"
+#include "backend/vulkan/pipelines.hpp"
+#include "backend/vulkan/recorder.hpp"
+
+namespace rocky::vulkan {
+
+struct VulkanOptions {
+  uint32_t device = 0;              // index in `rocky devices`
+  bool validation = false;          // validation layer + synchronization validation
+  uint64_t max_binding = 0;         // --max-binding BYTES (0 = the device's maxStorageBufferRange)
+  uint64_t memory_limit = 0;        // cap in bytes (0 = ROCKY_DEVICE_MEMORY_LIMIT, else none)
+  bool kv_f16 = false;              // f16 KV cache
+  bool profile = false;             // per-dispatch GPU time (timings())
+  bool persist_pipeline_cache = true;
+  ops::MatmulTile tile{};
+};
+
+class VulkanBackend final : public backend::Backend {
+ public:
+  explicit VulkanBackend(const VulkanOptions& opts);
+  ~VulkanBackend() override;
+
+  std::string name() const override;
+  void load_weights(std::span<const gguf::TensorInfo* const> weights) override;
+  void init_kv(const graph::KvShape& kv) override;
+  void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+               std::span<float> logits) override;
+  std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override;
+  uint64_t device_memory_bytes() const override { return memory_->peak_bytes(); }
+
+  // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (what is allocated now).
+  std::string memory_summary() const;
+  const DeviceInfo& info() const { return device_->info(); }
+  Instance& instance() const { return *instance_; }
+  const Recorder& recorder() const { return *recorder_; }
+  size_t pipeline_count() const { return pipelines_->size(); }
+
+ private:
+  ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
+  const ops::Weight& weight(const gguf::TensorInfo* t) const;
+  ops::Region weight_region(const gguf::TensorInfo* t) const;
+  void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
+
+  VulkanOptions opts_;
+  std::shared_ptr<Instance> instance_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Memory> memory_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::unique_ptr<Recorder> recorder_;
+  std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // stable addresses (ops::Weight::buf)
+  std::map<const gguf::TensorInfo*, ops::Weight> weights_;
+  uint64_t weight_bytes_ = 0;
+  graph::KvShape kv_{};
+  std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
+  Buffer arena_;
+  Buffer tokens_;
+};
+
+}  // namespace rocky::vulkan
