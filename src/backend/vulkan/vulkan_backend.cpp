@@ -65,6 +65,12 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
   }
 }
 
+void VulkanBackend::release_weights() {
+  weights_.clear();
+  weight_buffers_.clear();
+  weight_bytes_ = 0;
+}
+
 void VulkanBackend::init_kv(const graph::KvShape& kv) {
   kv_buffers_.clear();
   kv_ = kv;

@@ -44,6 +44,8 @@ class VulkanBackend final : public backend::Backend {
   std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override;
   uint64_t device_memory_bytes() const override { return memory_->peak_bytes(); }
 
+  // Free every uploaded weight (a later load_weights starts afresh; tests reuse one backend).
+  void release_weights();
   // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (what is allocated now).
   std::string memory_summary() const;
   const DeviceInfo& info() const { return device_->info(); }
