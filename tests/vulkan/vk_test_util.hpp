@@ -105,10 +105,21 @@ inline double nmse(const std::vector<float>& got, const std::vector<double>& ref
   return den == 0 ? num : num / den;
 }
 
+inline std::map<std::pair<bool, uint64_t>, std::unique_ptr<vulkan::VulkanBackend>>& shared_backends() {
+  static std::map<std::pair<bool, uint64_t>, std::unique_ptr<vulkan::VulkanBackend>> all;
+  return all;
+}
+
+// Destroys the shared backends after the last test, before static destruction (the Vulkan loader
+// and layers must still be alive when the instance goes).
+struct SharedBackendsEnv : ::testing::Environment {
+  void TearDown() override { shared_backends().clear(); }
+};
+inline ::testing::Environment* const k_shared_backends_env = ::testing::AddGlobalTestEnvironment(new SharedBackendsEnv);
+
 // A backend per configuration, created once per test binary with validation on.
 inline vulkan::VulkanBackend& shared_backend(bool kv_f16 = false, uint64_t max_binding = 0) {
-  static std::map<std::pair<bool, uint64_t>, std::unique_ptr<vulkan::VulkanBackend>> all;
-  auto& b = all[{kv_f16, max_binding}];
+  auto& b = shared_backends()[{kv_f16, max_binding}];
   if (!b) {
     vulkan::VulkanOptions o;
     o.validation = true;
