@@ -169,6 +169,19 @@ TEST(VulkanDevice, RecorderInsertsOnlyNeededBarriers) {
   EXPECT_EQ(be.instance().error_count(), 0u);
 }
 
+// The tests' f64 reference dequantizer (ref_dequant.hpp) against rocky_quant's dequantize_row.
+TEST(VulkanDevice, RefDequantAgreesWithRockyQuant) {
+  std::mt19937 rng(10);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    auto w = make_weight(t, 512, 3, rng, "w");
+    std::vector<double> mine(w->deq.size());
+    ref_dequant_row(t, w->bytes.data(), mine.data(), static_cast<int64_t>(mine.size()));
+    for (size_t i = 0; i < mine.size(); ++i)
+      ASSERT_NEAR(mine[i], w->deq[i], 1e-6 * std::abs(mine[i]) + 1e-12) << dtype_name(t) << " element " << i;
+  }
+}
+
 // The test's reference dequantizer and the GPU's get_rows against ggml's own values.
 TEST(VulkanDevice, DequantMatchesGgml) {
   const char* files[][2] = {{"synth-llama-q4_k_m.json", "synth/synth-llama-q4_k_m.gguf"},

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include <cmath>
 #include <map>
 #include <memory>
@@ -15,6 +18,7 @@
 #include "backend/vulkan/vulkan_backend.hpp"
 #include "graph/graph.hpp"
 #include "graph/planner.hpp"
+#include "quant/quant.hpp"
 #include "ref_dequant.hpp"
 
 namespace rocky::test {
@@ -64,9 +68,14 @@ inline std::unique_ptr<HostWeight> make_weight(DType t, int64_t ne0, int64_t row
       }
     }
   }
+  // Reference values: rocky_quant's dequantize_row (bit-exact with ggml; cross-checked against the
+  // independent ref_dequant_row in test_vulkan_device).
   w->deq.resize(static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r)
-    ref_dequant_row(t, w->bytes.data() + static_cast<uint64_t>(r) * rb, w->deq.data() + r * ne0, ne0);
+  std::vector<float> row(static_cast<size_t>(ne0));
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::dequantize_row(t, w->bytes.data() + static_cast<uint64_t>(r) * rb, row.data(), ne0);
+    std::copy(row.begin(), row.end(), w->deq.begin() + r * ne0);
+  }
   w->info.name = name;
   w->info.type = t;
   w->info.n_dims = 2;
