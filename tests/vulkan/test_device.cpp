@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <fstream>
 #include <random>
@@ -224,6 +225,56 @@ TEST(VulkanDevice, DequantMatchesGgml) {
   }
   EXPECT_GE(checked, 5);
   EXPECT_EQ(be.instance().error_count(), 0u);
+}
+
+}  // namespace
+}  // namespace rocky::test
+
+namespace rocky::test {
+namespace {
+
+// The VkPipelineCache is written under $XDG_CACHE_HOME/rocky, and --profile-style timestamps
+// give one timing per dispatch.
+TEST(VulkanDevice, PipelineCachePersistsAndProfileTimes) {
+  const std::string dir = scratch_dir("vk-pipeline-cache");
+  std::filesystem::remove_all(dir + "/rocky");
+  ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  std::mt19937 rng(11);
+  auto ea = make_weight(DType::Q8_0, 64, 9, rng, "a");
+  {
+    vulkan::VulkanOptions o;
+    o.validation = true;
+    o.profile = true;
+    vulkan::VulkanBackend be(o);
+    const gguf::TensorInfo* ws[] = {&ea->info};
+    be.load_weights(ws);
+    graph::Graph g;
+    g.n_tokens = 2;
+    int32_t a = g.add(get_rows_node(*ea, 2, "a"));
+    graph::Node mm;
+    mm.op = graph::Op::MATMUL;
+    mm.name = "mm";
+    mm.ne0 = 9;
+    mm.ne1 = 2;
+    mm.src[0] = a;
+    mm.weight = &ea->info;
+    g.output = g.add(mm);
+    std::vector<int32_t> tok = {3, 8};
+    std::vector<float> out(18);
+    be.compute(g, own_plan(g), tok, out);
+    EXPECT_EQ(be.pipeline_count(), 2u);
+    if (be.info().timestamps) {
+      ASSERT_EQ(be.recorder().timings().size(), 2u);
+      EXPECT_EQ(be.recorder().timings()[1].label, "mm");
+      EXPECT_GE(be.recorder().timings()[1].ms, 0.0);
+    }
+    EXPECT_EQ(be.instance().error_count(), 0u);
+  }
+  ::unsetenv("XDG_CACHE_HOME");
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/rocky"))
+    if (e.path().extension() == ".bin" && std::filesystem::file_size(e.path()) > 0) ++files;
+  EXPECT_EQ(files, 1u);
 }
 
 }  // namespace
