@@ -108,12 +108,13 @@ uint32_t compute_family(VkPhysicalDevice pd, bool* timestamps) {
 }  // namespace
 
 Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages) {
+  load_vulkan_loader();
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "rocky";
   app.applicationVersion = VK_MAKE_API_VERSION(0, 0, 1, 0);
   app.pEngineName = "rocky";
   uint32_t loader_version = VK_API_VERSION_1_0;
-  vkEnumerateInstanceVersion(&loader_version);
+  if (vkEnumerateInstanceVersion != nullptr) vkEnumerateInstanceVersion(&loader_version);
   app.apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
 
   std::vector<const char*> layers, exts;
@@ -147,6 +148,7 @@ Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages) {
          vk_result_name(r), xdg_hint());
   }
   vk_check(r, "vkCreateInstance");
+  load_instance_functions(instance_);
 
   if (validation_) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(

@@ -5,7 +5,7 @@
 // device, XDG_RUNTIME_DIR missing (panvk needs an existing 0700 directory).
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include "backend/vulkan/vk.hpp"
 
 #include <array>
 #include <atomic>

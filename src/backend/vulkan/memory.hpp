@@ -10,7 +10,7 @@
 // the allocation and suggesting a smaller context (-c) or ubatch (-ub).
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include "backend/vulkan/vk.hpp"
 
 #include <cstdint>
 #include <memory>

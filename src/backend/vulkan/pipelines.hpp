@@ -6,7 +6,7 @@
 // constant range is the ABI maximum (abi::k_max_push_constant_bytes, clamped to the device limit).
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include "backend/vulkan/vk.hpp"
 
 #include <cstdint>
 #include <map>

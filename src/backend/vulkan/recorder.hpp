@@ -10,7 +10,7 @@
 // the number of submits (descriptor pools grow only with the largest graph recorded).
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include "backend/vulkan/vk.hpp"
 
 #include <array>
 #include <cstdint>
