@@ -276,6 +276,11 @@ void attention_shapes(bool kv_f16, int n_shapes, uint32_t seed, double tol) {
       at.attn = {hd, n_head, n_kv, scale};
       g.output = g.add(at);
       std::vector<int32_t> tok(all_tok.begin() + g.n_past, all_tok.begin() + g.n_past + n);
+      if (ub == 0) {  // an early prefill ubatch: no logits wanted, only the KV cache filled
+        g.output = -1;
+        be.compute(g, own_plan(g), tok, {});
+        continue;
+      }
       out.assign(static_cast<size_t>(at.ne0 * n), 0.0f);
       be.compute(g, own_plan(g), tok, out);
     }

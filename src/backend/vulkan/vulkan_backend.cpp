@@ -191,11 +191,11 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
 void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                             std::span<float> logits) {
   if (tokens.size() != static_cast<size_t>(g.n_tokens)) fail("compute: {} tokens for a graph of {}", tokens.size(), g.n_tokens);
-  if (g.output < 0 || static_cast<size_t>(g.output) >= g.nodes.size()) fail("compute: graph has no output node");
+  if (g.output >= static_cast<int32_t>(g.nodes.size())) fail("compute: output node {} out of range", g.output);
   const uint64_t tok_bytes = std::max<uint64_t>(4, tokens.size() * 4);
   if (!tokens_ || tokens_.size() < tok_bytes) tokens_ = memory_->create("token ids", tok_bytes, BufferKind::DEVICE);
   memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
-  if (!arena_ || arena_.size() < p.arena_bytes) {
+  if (p.arena_bytes > 0 && (!arena_ || arena_.size() < p.arena_bytes)) {
     arena_ = Buffer();
     arena_ = memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes, BufferKind::DEVICE);
   }
@@ -210,6 +210,10 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   recorder_->begin(opts_.profile);
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) record_node(env, g, p, i);
   recorder_->submit_and_wait();
+  if (g.output < 0) {  // a prefill ubatch that only fills the KV cache
+    if (!logits.empty()) fail("compute: logits buffer given but the graph has no output node");
+    return;
+  }
   const graph::Node& out = g.nodes[static_cast<size_t>(g.output)];
   const uint64_t n_out = uint64_t(out.ne0) * uint64_t(out.ne1);
   if (logits.size() != n_out) fail("compute: logits buffer holds {} floats, the output node {} has {}", logits.size(), out.name, n_out);
