@@ -14,7 +14,8 @@
 //      BPE:  invalid UTF-8 bytes become U+FFFD; the pre-tokenizer regex chain cuts words; each word
 //            is mapped through the GPT-2 byte map and merged by merge rank (lowest first, ties:
 //            leftmost). Llama-3 style vocabs take a word that is itself a token without merging.
-//   3. With `add_special`, BOS / EOS are added as the vocab's add_bos / add_eos say.
+//   3. With `add_special`, BOS / EOS are added as the vocab's add_bos / add_eos say (skipped when
+//      that id is unset; llama.cpp asserts instead).
 // Ids are int32 in [0, n_vocab). No input makes it crash or loop: every byte sequence tokenizes.
 #pragma once
 

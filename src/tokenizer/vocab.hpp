@@ -13,7 +13,8 @@
 //   tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix
 //
 // Defaults when a key is absent: Spm bos 1, eos 2, unk 0, add_bos, add_space_prefix; Bpe bos = eos
-// = 11 (GPT-NeoX), add_bos only for pre-tokenizers that ask for it (llama-bpe). A token id outside
+// = 11 (GPT-NeoX; unset when the vocab is smaller), add_bos only for pre-tokenizers that ask for
+// it (llama-bpe). A token id outside
 // [0, n_vocab) in any id field is a load error naming the file and key — except 4294967295 (-1),
 // which means "unset" (stories260K stores it). A missing or unknown model/pre name is an error.
 #pragma once
