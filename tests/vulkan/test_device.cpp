@@ -51,13 +51,14 @@ TEST(VulkanDevice, ReflectsBindings) {
   EXPECT_THROW(vulkan::reflect_bindings(bad, 5), Error);
 }
 
-// get_rows + matmul + matvec over a weight much larger than --max-binding: identical results.
+// get_rows + matmul + matvec over a weight much larger than --max-binding: identical results
+// (n = 7: the output [2003, 7] is larger than one binding too, so the tokens are chunked).
 TEST(VulkanDevice, WindowedWeightsGiveIdenticalResults) {
   std::mt19937 rng(7);
   for (DType t : {DType::Q8_0, DType::F16, DType::Q4_K}) {
     const int64_t k = t == DType::Q4_K ? 256 : 64, rows = 2003;
     auto w = make_weight(t, k, rows, rng, "token_embd.weight");
-    for (int n : {1, 3}) {
+    for (int n : {1, 3, 7}) {
       graph::Graph g;
       g.n_tokens = n;
       int32_t x = g.add(get_rows_node(*w, n, "inp_embd"));
@@ -70,7 +71,7 @@ TEST(VulkanDevice, WindowedWeightsGiveIdenticalResults) {
       mm.weight = &w->info;
       g.output = g.add(mm);
       auto plan = own_plan(g);
-      std::vector<int32_t> tok = {2002, 0, 1001};
+      std::vector<int32_t> tok = {2002, 0, 1001, 5, 77, 1999, 1000};
       tok.resize(static_cast<size_t>(n));
       std::vector<std::vector<float>> res;
       for (uint64_t mb : {uint64_t{0}, uint64_t{32768}}) {
