@@ -9,8 +9,17 @@
 //
 // The whole file is mmap'ed; strings, arrays and tensor data are views into the mapping and live
 // as long as the GgufFile. Everything is validated at open, before any value is used: a bad file
-// throws rocky::Error whose message names the file, the key or tensor, and the byte offset. No
-// read goes out of bounds and no allocation is sized from an unchecked count.
+// throws rocky::Error whose message names the file, the key or tensor, and the byte offset, e.g.
+//   "m.gguf: tensor 'blk.0.ffn_up.weight': data offset 0x20 is not a multiple of the alignment 32
+//    (at byte offset 0x2f1c)"  (the part after the file: "header", "key 'K'", "metadata key #i of N",
+//   "tensor info #i of N" before the name is known, "tensor 'T'").
+// Checked: magic; version 2 or 3 (a byte-swapped version is reported as big-endian); every length
+// and count against the bytes left; value type ids; bools 0/1; arrays nested at most 8 deep;
+// duplicate or empty keys and tensor names; general.alignment a u32 power of two; n_dims 1..4;
+// dims nonzero with an element count < 2^63; ggml type ids (dtype.hpp); ne0 a multiple of the
+// type's block size; data offsets aligned, inside the file and not overlapping.
+// No read goes out of bounds and no allocation is sized from an unchecked count (at most 4096
+// entries are reserved from a count; the rest grows only as records are actually read).
 #pragma once
 
 #include <array>

@@ -122,6 +122,14 @@ TEST(GgufCorrupt, NestedArraysWithinTheLimitLoad) {
   EXPECT_EQ(f.tensors().size(), GgufFile::from_bytes(base, "b").tensors().size());
 }
 
+TEST(GgufCorrupt, Version2LoadsLikeVersion3) {
+  Bytes b = read_file_bytes(shared_path(k_base));
+  put_le<uint32_t>(b, 4, 2);  // v2 has v3's layout (v3 only added big-endian files, which rocky refuses)
+  auto f = GgufFile::from_bytes(b, "v2.gguf");
+  EXPECT_EQ(f.version(), 2u);
+  EXPECT_EQ(f.tensors().size(), scan(b).tensors.size());
+}
+
 TEST(GgufCorrupt, EmptyAndNonRegularFiles) {
   const std::string dir = scratch_dir("gguf_corrupt");
   std::string msg = open_error(dir + "/empty.gguf", {});
