@@ -138,9 +138,22 @@ std::string quote(std::string_view s) {
   return out + "\"";
 }
 
+namespace {
+// Quoted, cut after about k_max_text_string bytes (at a UTF-8 character boundary).
+constexpr size_t k_max_text_string = 160;
+std::string short_quote(std::string_view s) {
+  if (s.size() <= k_max_text_string) return quote(s);
+  size_t n = k_max_text_string;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;  // not inside a character
+  std::string q = quote(s.substr(0, n));
+  q.insert(q.size() - 1, "…");
+  return q + fmt::format(" ({} bytes)", s.size());
+}
+}  // namespace
+
 std::string format_value(const Value& v, size_t max_elems) {
   switch (v.type) {
-    case ValueType::STRING: return quote(v.str);
+    case ValueType::STRING: return short_quote(v.str);
     case ValueType::BOOL: return v.u ? "true" : "false";
     case ValueType::F32: return fmt::format("{}", static_cast<float>(v.f));
     case ValueType::F64: return fmt::format("{}", v.f);
@@ -153,7 +166,7 @@ std::string format_value(const Value& v, size_t max_elems) {
         if (k) out += ", ";
         uint64_t es = elem_size(v.elem_type);
         if (es) out += scalar_text(v.elem_type, v.raw + k * es);
-        else if (v.elem_type == ValueType::STRING) out += quote(v.strings[k]);
+        else if (v.elem_type == ValueType::STRING) out += short_quote(v.strings[k]);
         else out += format_value(v.items[k], max_elems);
       }
       if (shown < v.count) out += fmt::format(", … {} more", v.count - shown);

@@ -41,7 +41,7 @@ Totals totals(const GgufFile& f);
 ArchSummary arch_summary(const GgufFile& f);
 
 // One-line text of a value: numbers as written, strings quoted with control/non-printable bytes
-// escaped; arrays show their element type and count and at most `max_elems` first elements.
+// escaped (strings over 160 bytes are cut, with their length); arrays show their element type and count and at most `max_elems` first elements.
 std::string format_value(const Value& v, size_t max_elems = 8);
 // A string quoted and escaped for one line ("\n", "\x1b", ...).
 std::string quote(std::string_view s);
