@@ -341,7 +341,10 @@ class Doctor {
       } else {
         LibraryLoad ld = p_.load_library(m.library);
         if (ld.ok) {
-          add(sec, id, Status::ok, fmt::format("{} → {} {}", f, m.library, ld.resolved == m.library ? "loads" : "found at " + ld.resolved));
+          add(sec, id, Status::ok,
+              ld.file_only ? fmt::format("{} → {} present{} (not loaded: --sysroot)", f, m.library,
+                                         ld.resolved == m.library ? "" : " at " + ld.resolved)
+                           : fmt::format("{} → {} loads", f, m.library));
         } else if (contains(ld.error, "wrong ELF class") || contains(ld.error, "wrong architecture")) {
           add(sec, id, Status::warn,
               fmt::format("{} → {} is for another architecture (the loader skips it): {}", f, m.library, ld.error),

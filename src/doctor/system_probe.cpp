@@ -122,6 +122,7 @@ LibraryLoad SystemProbe::load_library(const std::string& path) const {
     std::error_code ec;
     if (fs::exists(host_path(c), ec)) {
       r.ok = true;
+      r.file_only = true;
       r.resolved = c;
       return r;
     }
