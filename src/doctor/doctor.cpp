@@ -324,6 +324,24 @@ class Doctor {
         }
       }
       searched = fmt::format("{}", fmt::join(dirs, ", "));
+      // VK_ADD_DRIVER_FILES adds manifests to the standard search (Vulkan-Loader >= 1.3.207).
+      if (auto add_files = p_.env("VK_ADD_DRIVER_FILES"); add_files && !add_files->empty()) {
+        add(sec, "vulkan.icd.env", Status::info, fmt::format("VK_ADD_DRIVER_FILES adds {}", *add_files));
+        for (const auto& e : split(*add_files, ':')) {
+          auto st = p_.stat(e);
+          if (!st) {
+            add(sec, "vulkan.icd.env." + base_name(e), Status::fail,
+                fmt::format("VK_ADD_DRIVER_FILES names {}, which does not exist", e),
+                "unset VK_ADD_DRIVER_FILES or point it at an existing manifest");
+          } else if (st->is_dir) {
+            for (const auto& n : p_.list_dir(e)) {
+              if (ends_with(n, ".json")) files.push_back(e + "/" + n);
+            }
+          } else {
+            files.push_back(e);
+          }
+        }
+      }
     }
     if (files.empty()) {
       add(sec, "vulkan.icd", Status::fail, fmt::format("no Vulkan driver (ICD) manifest found in {}", searched),
@@ -431,7 +449,9 @@ class Doctor {
     const auto& v = r_.vulkan;
     if (v.loader_loaded) {
       add(sec, "vulkan.loader", Status::ok,
-          fmt::format("Vulkan loader {} (instance API {})", v.loader_name, api_string(v.instance_version)));
+          fmt::format("Vulkan loader {}{} (instance API {})", v.loader_name,
+                      v.loader_path.empty() || v.loader_path == v.loader_name ? "" : " at " + v.loader_path,
+                      api_string(v.instance_version)));
     } else {
       add(sec, "vulkan.loader", Status::fail, fmt::format("Vulkan loader libvulkan.so.1 not found: {}", v.loader_error),
           "install the Vulkan loader: Debian/Ubuntu `sudo apt install libvulkan1`");

@@ -59,6 +59,7 @@ struct VulkanDevice {
 struct VulkanFacts {
   bool loader_loaded = false;
   std::string loader_name;   // the soname that was dlopen'ed
+  std::string loader_path;   // the file it resolved to (dlinfo), when known
   std::string loader_error;  // dlerror() when it failed
   uint32_t instance_version = 0;
   bool instance_ok = false;

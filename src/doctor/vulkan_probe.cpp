@@ -6,6 +6,7 @@
 // extension list says they are supported (Vulkan spec, "Valid Usage" of VkPhysicalDeviceFeatures2).
 #define VK_NO_PROTOTYPES
 #include <dlfcn.h>
+#include <link.h>
 #include <fmt/format.h>
 #include <vulkan/vulkan.h>
 
@@ -64,6 +65,8 @@ VulkanFacts probe_vulkan() {
   if (lib == nullptr) return f;
   f.loader_loaded = true;
   f.loader_error.clear();
+  struct link_map* lm = nullptr;
+  if (::dlinfo(lib, RTLD_DI_LINKMAP, &lm) == 0 && lm != nullptr && lm->l_name != nullptr) f.loader_path = lm->l_name;
   // The loader stays loaded: drivers may own threads until process exit.
 
   auto gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(::dlsym(lib, "vkGetInstanceProcAddr"));

@@ -236,6 +236,16 @@ TEST(DoctorFixture, VkDriverFilesIsHonoured) {
   EXPECT_EQ(gone.status, Status::fail);
   EXPECT_THAT(gone.fix, HasSubstr("unset VK_DRIVER_FILES or point it at an existing manifest"));
 
+  // VK_ADD_DRIVER_FILES adds to the standard folders instead of replacing them.
+  p.env_vars.erase("VK_DRIVER_FILES");
+  p.env_vars.erase("VK_ICD_FILENAMES");
+  p.env_vars["VK_ADD_DRIVER_FILES"] = "/opt/icd";
+  Report r3 = diagnose(p);
+  EXPECT_EQ(need(r3, "vulkan.icd.custom.json").status, Status::ok);
+  EXPECT_EQ(need(r3, "vulkan.icd.panfrost_icd.aarch64.json").status, Status::ok);
+  EXPECT_THAT(need(r3, "vulkan.icd").title, HasSubstr("2 Vulkan driver manifest(s)"));
+  p.env_vars.erase("VK_ADD_DRIVER_FILES");
+
   // VK_ICD_FILENAMES (the older name) alone is honoured too.
   p.env_vars.erase("VK_DRIVER_FILES");
   p.env_vars["VK_ICD_FILENAMES"] = "/opt/icd/custom.json";
@@ -439,6 +449,7 @@ TEST(KnownIssues, EveryRowHasProblemFixAndSource) {
 TEST(VulkanProbe, FindsLavapipeOnThisMachine) {
   VulkanFacts f = probe_vulkan();
   ASSERT_TRUE(f.loader_loaded) << f.loader_error;
+  EXPECT_NE(f.loader_path.find("libvulkan.so"), std::string::npos) << f.loader_path;
   ASSERT_TRUE(f.instance_ok) << f.instance_error;
   EXPECT_GE(f.instance_version, (1u << 22) | (1u << 12));
   const VulkanDevice* lvp = nullptr;
