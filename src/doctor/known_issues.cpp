@@ -40,16 +40,16 @@ constexpr std::array k_issues = {
         "this panvk has no fp16 arithmetic (shaderFloat16): rocky falls back to its fp32 kernels "
         "(slower, more registers)",
         "upgrade Mesa: panvk gained VK_KHR_shader_float16_int8 after Mesa 24.0",
-        "Mesa docs/features.txt as of Mesa 24.0 (VK_KHR_shader_float16_int8 not listed for panvk); "
-        "Vulkan spec VkPhysicalDeviceShaderFloat16Int8Features"},
+        "Mesa docs/features.txt: VK_KHR_shader_float16_int8 lacks panvk in the Mesa 24.0 tree and lists "
+        "it in 2025's main; Vulkan spec VkPhysicalDeviceShaderFloat16Int8Features"},
     KnownIssue{
         "panvk-no-int-dot", Severity::warn,
         "a panvk device whose shaderIntegerDotProduct feature is false",
         "this panvk has no integer dot product (shaderIntegerDotProduct): rocky uses its non-dot int8 "
         "kernels (slower)",
         "upgrade Mesa: panvk gained VK_KHR_shader_integer_dot_product after Mesa 24.0",
-        "Mesa docs/features.txt as of Mesa 24.0 (VK_KHR_shader_integer_dot_product not listed for panvk); "
-        "Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
+        "Mesa docs/features.txt: VK_KHR_shader_integer_dot_product lacks panvk in the Mesa 24.0 tree and "
+        "lists it in 2025's main; Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
     KnownIssue{
         "driver-version-unknown", Severity::warn,
         "a Mesa driver whose driverInfo does not start with \"Mesa <major>.<minor>\", or a device "
