@@ -121,8 +121,8 @@ class SystemProbe : public Probe {
   std::string sysroot_;
 };
 
-// Queries the Vulkan loader through dlopen("libvulkan.so.1"), so a missing loader is reported
-// instead of stopping the program. Never throws.
-VulkanFacts probe_vulkan();
+// Queries the Vulkan loader through dlopen (first of `sonames` that loads), so a missing loader
+// is reported instead of stopping the program. Never throws.
+VulkanFacts probe_vulkan(const std::vector<std::string>& sonames = {"libvulkan.so.1", "libvulkan.so"});
 
 }  // namespace rocky::doctor

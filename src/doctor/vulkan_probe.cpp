@@ -50,11 +50,11 @@ Fn load(PFN_vkGetInstanceProcAddr gipa, VkInstance inst, const char* name) {
 
 }  // namespace
 
-VulkanFacts probe_vulkan() {
+VulkanFacts probe_vulkan(const std::vector<std::string>& sonames) {
   VulkanFacts f;
   void* lib = nullptr;
-  for (const char* soname : {"libvulkan.so.1", "libvulkan.so"}) {
-    lib = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  for (const auto& soname : sonames) {
+    lib = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib != nullptr) {
       f.loader_name = soname;
       break;

@@ -467,5 +467,14 @@ TEST(VulkanProbe, FindsLavapipeOnThisMachine) {
   EXPECT_TRUE(device_usable(*lvp));
 }
 
+// A machine without the loader: probe_vulkan() reports it instead of failing.
+TEST(VulkanProbe, MissingLoaderIsReported) {
+  VulkanFacts f = probe_vulkan({"libvulkan-rocky-test-absent.so.1"});
+  EXPECT_FALSE(f.loader_loaded);
+  EXPECT_THAT(f.loader_error, HasSubstr("libvulkan-rocky-test-absent.so.1"));
+  EXPECT_FALSE(f.instance_ok);
+  EXPECT_TRUE(f.devices.empty());
+}
+
 }  // namespace
 }  // namespace rocky::doctor
