@@ -19,7 +19,7 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
   if (vec) {
     spec.push_back({ROCKY_SC_WG, 64});
   } else {
-    if (t.bm % t.tm || t.bn % t.tn || t.invocations() > e.info.max_workgroup_invocations ||
+    if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() > e.info.max_workgroup_invocations ||
         t.shared_bytes() > e.info.shared_memory) {
       fail("matmul tile {}x{}x{} / {}x{} does not fit the device ({} invocations, {} bytes shared)", t.bm, t.bn, t.bk,
            t.tm, t.tn, e.info.max_workgroup_invocations, e.info.shared_memory);
