@@ -1,0 +1,118 @@
+// Ubatching invariance, context limits and bad-model errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "model/harness.hpp"
+
+namespace rocky {
+namespace {
+
+using namespace rocky::test;
+
+// -ub 1, 7, 32 and 512 give logits within 1e-5 · max|logit| of each other (all positions).
+void check_ubatch_invariance(const std::string& model_file, const std::string& label, const std::string& prompt,
+                             bool all_logits) {
+  auto m = model::Model::load(model_path(model_file));
+  auto r = load_ref(label, prompt);
+  std::vector<float> base;
+  for (int32_t ub : {512, 1, 7, 32}) {
+    auto s = make_session(*m, 1024, ub);
+    auto got = s->eval(r.eval_tokens, all_logits);
+    EXPECT_EQ(s->n_past(), static_cast<int32_t>(r.eval_tokens.size()));
+    if (base.empty()) {
+      base = got;
+      continue;
+    }
+    ASSERT_EQ(got.size(), base.size());
+    double md = 0, mx = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      md = std::max(md, std::fabs(static_cast<double>(got[i]) - base[i]));
+      mx = std::max(mx, std::fabs(static_cast<double>(base[i])));
+    }
+    EXPECT_LE(md, 1e-5 * mx) << model_file << " -ub " << ub;
+    std::printf("%s -ub %d vs 512: max diff %.3g (max|logit| %.3g)\n", model_file.c_str(), ub, md, mx);
+  }
+}
+
+TEST(Session, UbatchInvarianceStories) {
+  check_ubatch_invariance("stories260K.gguf", "stories260K__kvf32_faoff", "p2_paragraph", true);
+}
+
+TEST(Session, PromptLongerThanContextFails) {
+  auto m = model::Model::load(model_path("stories260K.gguf"));
+  auto s = make_session(*m, 16, 8);
+  std::vector<int32_t> toks(17, 5);
+  try {
+    s->eval(toks);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raise -c"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(s->n_past(), 0);
+  // Filling exactly to the limit works; one more token fails.
+  toks.resize(16);
+  s->eval(toks);
+  int32_t t = 3;
+  EXPECT_THROW(s->eval(std::span<const int32_t>(&t, 1)), Error);
+}
+
+TEST(Session, TokenOutOfRangeFails) {
+  auto m = model::Model::load(model_path("stories260K.gguf"));
+  auto s = make_session(*m, 16, 8);
+  std::vector<int32_t> toks = {1, 512};
+  EXPECT_THROW(s->eval(toks), Error);
+}
+
+// Copies stories260K.gguf with one byte range replaced (same length, so the file stays valid GGUF).
+std::string patched_copy(const std::string& name, const std::string& from, const std::string& to,
+                         size_t extra_offset = 0, std::vector<uint8_t> extra = {}) {
+  auto bytes = read_file_bytes(model_path("stories260K.gguf"));
+  auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  EXPECT_NE(it, bytes.end()) << from;
+  std::copy(to.begin(), to.end(), it);
+  const size_t pos = static_cast<size_t>(it - bytes.begin());
+  std::copy(extra.begin(), extra.end(), bytes.begin() + static_cast<std::ptrdiff_t>(pos + from.size() + extra_offset));
+  std::string path = scratch_dir("model_errors") + "/" + name;
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    model::Model::load(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelErrors, UnsupportedArchitecture) {
+  // general.architecture "llama" → "llamb" (the value follows the key and its u32 type + u64 length).
+  std::string key = "general.architecture";
+  auto path = patched_copy("arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'});
+  auto msg = load_error(path);
+  EXPECT_NE(msg.find("unsupported architecture 'llamb'"), std::string::npos) << msg;
+}
+
+TEST(ModelErrors, MissingTensor) {
+  auto path = patched_copy("missing.gguf", "blk.3.ffn_up.weight", "blk.3.ffn_uX.weight");
+  auto msg = load_error(path);
+  EXPECT_NE(msg.find("missing tensor 'blk.3.ffn_up.weight'"), std::string::npos) << msg;
+}
+
+TEST(ModelErrors, UnsupportedType) {
+  // The tensor info after the name: u32 n_dims, u64 ne[2], u32 type. f32 (0) → i32 (26): same size.
+  std::string name = "blk.2.attn_q.weight";
+  auto path = patched_copy("type.gguf", name, name, 4 + 16, {26, 0, 0, 0});
+  auto msg = load_error(path);
+  EXPECT_NE(msg.find("blk.2.attn_q.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("i32"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace rocky
