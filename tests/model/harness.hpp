@@ -57,13 +57,14 @@ inline void teacher_force(const char* label, const char* model_file) {
   for (const auto& p : k_prompts) {
     auto r = load_ref(label, p);
     auto s = make_session(*m);
-    std::vector<int32_t> toks = r.eval_tokens;
-    toks.insert(toks.end(), r.greedy_ids.begin(), r.greedy_ids.end() - 1);
-    auto all = s->eval(toks, /*all_logits=*/true);
+    // Logits only where needed: the prompt's last position, then every forced token but the last.
+    std::vector<float> all = s->eval(r.eval_tokens);
+    auto rest = s->eval(std::span<const int32_t>(r.greedy_ids).first(r.greedy_ids.size() - 1), /*all_logits=*/true);
+    all.insert(all.end(), rest.begin(), rest.end());
     const size_t nv = static_cast<size_t>(r.n_vocab);
     int checked = 0, skipped = 0;
     for (size_t i = 0; i < r.greedy_ids.size(); ++i) {
-      std::span<const float> row(all.data() + (r.eval_tokens.size() - 1 + i) * nv, nv);
+      std::span<const float> row(all.data() + i * nv, nv);
       int32_t top = runtime::argmax(row);
       float mx = 0, second = -INFINITY;
       for (size_t v = 0; v < nv; ++v) {

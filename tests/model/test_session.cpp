@@ -42,6 +42,14 @@ TEST(Session, UbatchInvarianceStories) {
   check_ubatch_invariance("stories260K.gguf", "stories260K__kvf32_faoff", "p2_paragraph", true);
 }
 
+TEST(Session, UbatchInvarianceQuantized) {
+  // Last position only: the qwen2 vocab is 151,936 wide.
+  check_ubatch_invariance("synth-qwen2-q4_k_m.gguf", "synth-qwen2-q4_k_m-dequant-f32__kvf32_faoff", "p2_paragraph",
+                          false);
+  check_ubatch_invariance("synth-llama-q4_k_m.gguf", "synth-llama-q4_k_m-dequant-f32__kvf32_faoff", "p3_unicode_code",
+                          true);
+}
+
 TEST(Session, PromptLongerThanContextFails) {
   auto m = model::Model::load(model_path("stories260K.gguf"));
   auto s = make_session(*m, 16, 8);

@@ -9,9 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#ifdef ROCKY_HAVE_QUANT
 #include "quant/quant.hpp"
-#endif
 
 namespace rocky::backend::cpu {
 
@@ -26,12 +24,8 @@ void dequant_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* dst)
     std::memcpy(dst, src, static_cast<size_t>(n_rows * w.k) * sizeof(float));
     return;
   }
-#ifdef ROCKY_HAVE_QUANT
   if (!quant::can_dequantize(w.type)) fail("cpu backend: cannot dequantize weight type {}", dtype_name(w.type));
   for (int64_t r = 0; r < n_rows; ++r) quant::dequantize_row(w.type, src + static_cast<uint64_t>(r) * rb, dst + r * w.k, w.k);
-#else
-  fail("cpu backend: weight type {} needs src/quant (not built)", dtype_name(w.type));
-#endif
 }
 
 void get_rows(const WeightView& w, std::span<const int32_t> ids, float* out) {
