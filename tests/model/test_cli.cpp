@@ -77,6 +77,18 @@ TEST(CliRun, BadInputExitsOne) {
   res = rocky("run -m " + model("stories260K.gguf") + " -p hi -n 1 --device tpu");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("unknown device 'tpu'"), std::string::npos) << res.out;
+  // A model rocky cannot run: unsupported architecture, missing tensor, unsupported type.
+  std::string key = "general.architecture";
+  res = rocky("run -m " + test::patched_copy("cli_arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'}) + " -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("unsupported architecture 'llamb'"), std::string::npos) << res.out;
+  res = rocky("run -m " + test::patched_copy("cli_missing.gguf", "output_norm.weight", "output_norX.weight") + " -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("missing tensor 'output_norm.weight'"), std::string::npos) << res.out;
+  std::string name = "blk.4.ffn_down.weight";
+  res = rocky("run -m " + test::patched_copy("cli_type.gguf", name, name, 4 + 16, {26, 0, 0, 0}) + " -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("'blk.4.ffn_down.weight' has type i32"), std::string::npos) << res.out;
   // Usage errors are exit 2.
   res = rocky("run -m " + model("stories260K.gguf") + " -n 1");
   EXPECT_EQ(res.rc, 2) << res.out;

@@ -75,21 +75,6 @@ TEST(Session, TokenOutOfRangeFails) {
   EXPECT_THROW(s->eval(toks), Error);
 }
 
-// Copies stories260K.gguf with one byte range replaced (same length, so the file stays valid GGUF).
-std::string patched_copy(const std::string& name, const std::string& from, const std::string& to,
-                         size_t extra_offset = 0, std::vector<uint8_t> extra = {}) {
-  auto bytes = read_file_bytes(model_path("stories260K.gguf"));
-  auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
-  EXPECT_NE(it, bytes.end()) << from;
-  std::copy(to.begin(), to.end(), it);
-  const size_t pos = static_cast<size_t>(it - bytes.begin());
-  std::copy(extra.begin(), extra.end(), bytes.begin() + static_cast<std::ptrdiff_t>(pos + from.size() + extra_offset));
-  std::string path = scratch_dir("model_errors") + "/" + name;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
-  return path;
-}
-
 std::string load_error(const std::string& path) {
   try {
     model::Model::load(path);
