@@ -97,6 +97,10 @@ int run_run(const RunOpts& o) {
   if (!o.json) fmt::print("{}", prompt);
   std::fflush(stdout);
   tok::StreamDecoder dec(tok, /*special=*/false);
+  // The continuation follows the prompt: prime the decoder with the last prompt token so SPM's
+  // leading-space removal (for the first piece of a text) does not eat the first generated space.
+  dec.push(ids.back());
+  dec.flush();
   std::vector<int32_t> gen;
   std::string text;
   auto t_gen = Clock::now();
