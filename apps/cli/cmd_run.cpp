@@ -77,7 +77,10 @@ int run_run(const RunOpts& o) {
   auto t_prompt = Clock::now();
   runtime::ProgressFn progress;
   if (show_progress) {
-    progress = [](int64_t done, int64_t total) {
+    // At most four updates a second, plus the final one.
+    progress = [last = Clock::time_point{}](int64_t done, int64_t total) mutable {
+      if (done != total && Clock::now() - last < std::chrono::milliseconds(250)) return;
+      last = Clock::now();
       fmt::print(stderr, "\rprompt: {}/{} tokens", done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
