@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   rocky::cli::add_info(app, run);
   rocky::cli::add_tokenize(app, run);
   rocky::cli::add_run(app, run);
+  rocky::cli::add_doctor(app, run);
   try {
     // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one
     // letter, so those are rewritten to their long form (--ub) before parsing.
