@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.hpp"
+#include "backend/cpu/parallel.hpp"
 #include "core/error.hpp"
 
 namespace rocky::backend::cpu {
@@ -144,20 +145,14 @@ TEST(CpuOps, Rope) {
   }
 }
 
-TEST(CpuOps, AttentionCausalGqa) {
-  graph::AttnParams p{10, 6, 2, 0};
-  p.scale = static_cast<float>(1.0 / std::sqrt(10.0));
-  const int64_t n_past = 9, n_tok = 5, n_ctx = 19, kvd = 10 * 2, qd = 10 * 6;
-  auto q = rnd(static_cast<size_t>(qd * n_tok), 10, -3, 3);
-  auto kc = rnd(static_cast<size_t>(kvd * n_ctx), 11, -3, 3);
-  auto vc = rnd(static_cast<size_t>(kvd * n_ctx), 12);
-  std::vector<float> out(q.size());
-  attention(q.data(), kc.data(), vc.data(), p, n_past, n_tok, out.data());
-  // Naive: full score matrix with a -inf mask above the causal diagonal, then softmax.
-  std::vector<double> ref(q.size());
+// Naive causal GQA attention: full score matrix, -inf above the causal diagonal, then softmax.
+std::vector<double> attention_ref(const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
+                                  int64_t hd, int64_t nh, int64_t nkv, int64_t n_past, int64_t n_tok) {
+  const int64_t n_ctx = n_past + n_tok, kvd = hd * nkv, qd = hd * nh;
+  std::vector<double> ref(static_cast<size_t>(qd * n_tok));
   for (int64_t j = 0; j < n_tok; ++j)
-    for (int64_t h = 0; h < 6; ++h) {
-      const int64_t hk = h / 3;
+    for (int64_t h = 0; h < nh; ++h) {
+      const int64_t hk = h / (nh / nkv);
       std::vector<double> s(static_cast<size_t>(n_ctx));
       for (int64_t t = 0; t < n_ctx; ++t) {
         if (t > n_past + j) {
@@ -165,18 +160,41 @@ TEST(CpuOps, AttentionCausalGqa) {
           continue;
         }
         double d = 0;
-        for (int64_t i = 0; i < 10; ++i) d += static_cast<double>(q[j * qd + h * 10 + i]) * kc[t * kvd + hk * 10 + i];
-        s[t] = d / std::sqrt(10.0);
+        for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(q[j * qd + h * hd + i]) * kc[t * kvd + hk * hd + i];
+        s[t] = d / std::sqrt(static_cast<double>(hd));
       }
       double z = 0;
       for (double v : s) z += std::exp(v);
-      for (int64_t i = 0; i < 10; ++i) {
+      for (int64_t i = 0; i < hd; ++i) {
         double acc = 0;
-        for (int64_t t = 0; t < n_ctx; ++t) acc += std::exp(s[t]) / z * vc[t * kvd + hk * 10 + i];
-        ref[j * qd + h * 10 + i] = acc;
+        for (int64_t t = 0; t < n_ctx; ++t) acc += std::exp(s[t]) / z * vc[t * kvd + hk * hd + i];
+        ref[j * qd + h * hd + i] = acc;
       }
     }
-  EXPECT_LE(rel(out, ref), 1e-6);
+  return ref;
+}
+
+TEST(CpuOps, AttentionCausalGqa) {
+  // Small (runs inline) and large enough to be split over threads.
+  struct Shape { int64_t hd, nh, nkv, n_past, n_tok; };
+  for (Shape sh : {Shape{10, 6, 2, 9, 5}, Shape{36, 9, 3, 71, 57}}) {
+    graph::AttnParams p{static_cast<int32_t>(sh.hd), static_cast<int32_t>(sh.nh), static_cast<int32_t>(sh.nkv), 0};
+    p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.hd)));
+    const int64_t n_ctx = sh.n_past + sh.n_tok;
+    auto q = rnd(static_cast<size_t>(sh.hd * sh.nh * sh.n_tok), 10, -3, 3);
+    auto kc = rnd(static_cast<size_t>(sh.hd * sh.nkv * n_ctx), 11, -3, 3);
+    auto vc = rnd(static_cast<size_t>(sh.hd * sh.nkv * n_ctx), 12);
+    std::vector<float> out(q.size());
+    attention(q.data(), kc.data(), vc.data(), p, sh.n_past, sh.n_tok, out.data());
+    EXPECT_LE(rel(out, attention_ref(q, kc, vc, sh.hd, sh.nh, sh.nkv, sh.n_past, sh.n_tok)), 1e-6) << sh.hd;
+  }
+}
+
+TEST(CpuOps, ParallelForVisitsEachIndexOnceAndRethrows) {
+  std::vector<int> hits(1001, 0);
+  parallel_for(1001, 1e9, [&](int64_t i) { ++hits[static_cast<size_t>(i)]; });
+  for (int h : hits) EXPECT_EQ(h, 1);
+  EXPECT_THROW(parallel_for(100, 1e9, [](int64_t i) { if (i == 77) fail("boom {}", i); }), Error);
 }
 
 TEST(CpuOps, AttentionSoftmaxIsSafeForLargeScores) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/parallel.hpp"
 #include "core/error.hpp"
 #include "quant/quant.hpp"
 
@@ -25,7 +26,9 @@ void dequant_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* dst)
     return;
   }
   if (!quant::can_dequantize(w.type)) fail("cpu backend: cannot dequantize weight type {}", dtype_name(w.type));
-  for (int64_t r = 0; r < n_rows; ++r) quant::dequantize_row(w.type, src + static_cast<uint64_t>(r) * rb, dst + r * w.k, w.k);
+  parallel_for(n_rows, static_cast<double>(n_rows) * static_cast<double>(w.k) * 4, [&](int64_t r) {
+    quant::dequantize_row(w.type, src + static_cast<uint64_t>(r) * rb, dst + r * w.k, w.k);
+  });
 }
 
 void get_rows(const WeightView& w, std::span<const int32_t> ids, float* out) {
@@ -112,38 +115,39 @@ void attention(const float* q, const float* k_cache, const float* v_cache, const
   const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
   const int64_t group = nh / nkv;
   const int64_t q_stride = hd * nh, kv_stride = hd * nkv;
-  std::vector<double> score(static_cast<size_t>(n_past + n_tok));
-  std::vector<double> acc(static_cast<size_t>(hd));
-  for (int64_t j = 0; j < n_tok; ++j) {
+  // One task per (token, head); each writes its own output slice.
+  const double work = static_cast<double>(n_tok) * static_cast<double>(nh) *
+                      static_cast<double>(n_past + n_tok) * static_cast<double>(hd) * 2;
+  parallel_for(n_tok * nh, work, [&](int64_t task) {
+    const int64_t j = task / nh, h = task % nh;
     const int64_t n_kv = n_past + j + 1;  // causal: positions 0 .. n_past + j
-    for (int64_t h = 0; h < nh; ++h) {
-      const float* qh = q + j * q_stride + h * hd;
-      const int64_t hk = h / group;
-      double mx = -INFINITY;
-      for (int64_t t = 0; t < n_kv; ++t) {
-        const float* kt = k_cache + t * kv_stride + hk * hd;
-        double d = 0;
-        for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
-        d *= static_cast<double>(p.scale);
-        score[static_cast<size_t>(t)] = d;
-        mx = std::max(mx, d);
-      }
-      double sum = 0;
-      for (int64_t t = 0; t < n_kv; ++t) {
-        double e = std::exp(score[static_cast<size_t>(t)] - mx);
-        score[static_cast<size_t>(t)] = e;
-        sum += e;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t t = 0; t < n_kv; ++t) {
-        const float* vt = v_cache + t * kv_stride + hk * hd;
-        const double wgt = score[static_cast<size_t>(t)] / sum;
-        for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];
-      }
-      float* o = out + j * q_stride + h * hd;
-      for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+    std::vector<double> score(static_cast<size_t>(n_kv));
+    std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+    const float* qh = q + j * q_stride + h * hd;
+    const int64_t hk = h / group;
+    double mx = -INFINITY;
+    for (int64_t t = 0; t < n_kv; ++t) {
+      const float* kt = k_cache + t * kv_stride + hk * hd;
+      double d = 0;
+      for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
+      d *= static_cast<double>(p.scale);
+      score[static_cast<size_t>(t)] = d;
+      mx = std::max(mx, d);
     }
-  }
+    double sum = 0;
+    for (int64_t t = 0; t < n_kv; ++t) {
+      double e = std::exp(score[static_cast<size_t>(t)] - mx);
+      score[static_cast<size_t>(t)] = e;
+      sum += e;
+    }
+    for (int64_t t = 0; t < n_kv; ++t) {
+      const float* vt = v_cache + t * kv_stride + hk * hd;
+      const double wgt = score[static_cast<size_t>(t)] / sum;
+      for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];
+    }
+    float* o = out + j * q_stride + h * hd;
+    for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+  });
 }
 
 }  // namespace rocky::backend::cpu
