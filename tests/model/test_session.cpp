@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "graph/planner.hpp"
 #include "model/harness.hpp"
 
 namespace rocky {
@@ -105,6 +106,54 @@ TEST(ModelErrors, UnsupportedType) {
   auto msg = load_error(path);
   EXPECT_NE(msg.find("blk.2.attn_q.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("i32"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace rocky
+
+namespace rocky {
+namespace {
+
+// The backend API as verify --bisect uses it: with a no-reuse plan every node can be read back;
+// logits do not depend on the plan; intermediate nodes are what their definition says.
+TEST(CpuBackend, ReadNodeAndPlanIndependence) {
+  auto m = model::Model::load(test::model_path("synth-qwen2-q4_k_m.gguf"));
+  auto r = test::load_ref("synth-qwen2-q4_k_m-dequant-f32__kvf32_faoff", "p1_short");
+  const int32_t n = static_cast<int32_t>(r.eval_tokens.size());
+  graph::Graph g = m->build_graph(model::UbatchSpec{n, 0, 64, model::Logits::LAST});
+  std::vector<float> a(static_cast<size_t>(r.n_vocab)), b(a.size());
+  auto be = backend::cpu::make_cpu_backend();
+  be->load_weights(g.weights());
+  be->init_kv(g.kv);
+  be->compute(g, graph::plan_arena(g), r.eval_tokens, a);
+  graph::Plan full = graph::plan_arena(g, 256, false);
+  be->init_kv(g.kv);
+  be->compute(g, full, r.eval_tokens, b);
+  EXPECT_EQ(a, b);
+  auto ref = test::load_f32(test::ref_path("synth-qwen2-q4_k_m-dequant-f32__kvf32_faoff", "p1_short", ".cpu.last_logits.f32"));
+  EXPECT_LE(test::rel_err(b, ref), 1e-3);
+  EXPECT_GT(be->device_memory_bytes(), full.arena_bytes);
+
+  auto find = [&](const std::string& name) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i].name == name) return static_cast<int32_t>(i);
+    ADD_FAILURE() << "no node " << name;
+    return 0;
+  };
+  // ffn_inp = attn_out + inp_embd (layer 0 residual), exactly.
+  auto emb = be->read_node(g, full, find("inp_embd"));
+  auto att = be->read_node(g, full, find("blk.0.attn_out"));
+  auto res = be->read_node(g, full, find("blk.0.ffn_inp"));
+  ASSERT_EQ(res.size(), static_cast<size_t>(m->hparams().n_embd) * static_cast<size_t>(n));
+  for (size_t i = 0; i < res.size(); ++i) ASSERT_EQ(res[i], att[i] + emb[i]);
+  // result_last is the last column of the last layer's output.
+  auto lout = be->read_node(g, full, find("blk.1.l_out"));
+  auto last = be->read_node(g, full, find("result_last"));
+  const size_t ne = static_cast<size_t>(m->hparams().n_embd);
+  ASSERT_EQ(last.size(), ne);
+  for (size_t i = 0; i < ne; ++i) ASSERT_EQ(last[i], lout[(static_cast<size_t>(n) - 1) * ne + i]);
+  // KV_STORE nodes have no arena output.
+  EXPECT_TRUE(be->read_node(g, full, find("blk.0.k_cache_store")).empty());
 }
 
 }  // namespace
