@@ -85,6 +85,20 @@ std::string load_error(const std::string& path) {
   return "";
 }
 
+TEST(ModelBinding, LlamaWithoutOutputFallsBackToTokenEmbd) {
+  auto path = patched_copy("tied.gguf", "output.weight", "outpux.weight");
+  auto m = model::Model::load(path);
+  EXPECT_TRUE(m->weights().tied_output);
+  EXPECT_EQ(m->weights().output, m->weights().tok_embd);
+  auto s = make_session(*m, 32, 8);
+  std::vector<int32_t> toks = {1, 403, 407, 261};
+  auto logits = s->eval(toks);
+  // The logits node reads token_embd.weight.
+  graph::Graph g = m->build_graph(model::UbatchSpec{4, 0, 32, model::Logits::LAST});
+  EXPECT_EQ(g.nodes[static_cast<size_t>(g.output)].weight->name, "token_embd.weight");
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(ModelErrors, UnsupportedArchitecture) {
   // general.architecture "llama" → "llamb" (the value follows the key and its u32 type + u64 length).
   std::string key = "general.architecture";
