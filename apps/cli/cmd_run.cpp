@@ -60,8 +60,9 @@ int run_run(const RunOpts& o) {
   auto t_load = Clock::now();
   auto model = model::Model::load(o.model);
   auto tok = tok::Tokenizer::from_gguf(model->file());
-  if (tok.vocab().size() != static_cast<size_t>(model->hparams().n_vocab)) {
-    fail("{}: the vocab has {} tokens but token_embd.weight has {} rows", o.model, tok.vocab().size(),
+  // Embedding tables may be padded past the vocab; a vocab larger than the table is an error.
+  if (tok.vocab().size() > static_cast<size_t>(model->hparams().n_vocab)) {
+    fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o.model, tok.vocab().size(),
          model->hparams().n_vocab);
   }
   std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
