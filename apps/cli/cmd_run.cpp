@@ -148,6 +148,7 @@ int run_run(const RunOpts& o) {
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n", tail);
+    std::fflush(stdout);  // the text before the timing line on stderr, also when both are piped
     if (ctx_full) fmt::print(stderr, "rocky: context full ({} tokens); stopped\n", session.n_ctx());
     fmt::print(stderr, "prompt: {} tokens in {:.1f} ms ({:.1f} t/s); generation: {} tokens in {:.1f} ms ({:.1f} t/s)\n",
                ids.size(), prompt_ms, prompt_tps, gen.size(), gen_ms, gen_tps);
