@@ -13,5 +13,6 @@ namespace rocky::cli {
 using Runner = std::function<int()>;
 
 void add_info(CLI::App& app, Runner& run);
+void add_tokenize(CLI::App& app, Runner& run);
 
 }  // namespace rocky::cli

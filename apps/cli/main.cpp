@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "rocky 0.1.0");
   rocky::cli::Runner run;
   rocky::cli::add_info(app, run);
+  rocky::cli::add_tokenize(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
