@@ -14,5 +14,6 @@ using Runner = std::function<int()>;
 
 void add_info(CLI::App& app, Runner& run);
 void add_tokenize(CLI::App& app, Runner& run);
+void add_doctor(CLI::App& app, Runner& run);
 
 }  // namespace rocky::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   rocky::cli::Runner run;
   rocky::cli::add_info(app, run);
   rocky::cli::add_tokenize(app, run);
+  rocky::cli::add_doctor(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
