@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   rocky::cli::add_info(app, run);
   rocky::cli::add_tokenize(app, run);
   rocky::cli::add_doctor(app, run);
+  rocky::cli::add_synth(app, run);
+  rocky::cli::add_quantize(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -65,30 +65,41 @@ class File {
   uint64_t written_ = 0;
 };
 
+// On a terminal: a bar redrawn at most every 100 ms. Otherwise (logs): one line per 10 %.
 class ProgressBar {
  public:
   ProgressBar(bool on, std::string label, uint64_t total)
-      : on_(on && isatty(STDERR_FILENO)), label_(std::move(label)), total_(std::max<uint64_t>(total, 1)) {}
+      : on_(on), tty_(isatty(STDERR_FILENO) != 0), label_(std::move(label)), total_(std::max<uint64_t>(total, 1)) {}
   void update(uint64_t done, const std::string& what, bool force = false) {
     if (!on_) return;
+    const double frac = static_cast<double>(done) / static_cast<double>(total_);
+    const int pct = static_cast<int>(frac * 100);
+    if (!tty_) {
+      if (pct / 10 > last_decile_ || (force && pct != last_pct_)) {
+        last_decile_ = pct / 10;
+        last_pct_ = pct;
+        std::fprintf(stderr, "%s: %3d%% %.1f/%.1f MiB %s\n", label_.c_str(), pct, done / 1048576.0,
+                     total_ / 1048576.0, what.c_str());
+      }
+      return;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (!force && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
-    const double frac = static_cast<double>(done) / static_cast<double>(total_);
     const int width = 30, fill = static_cast<int>(frac * width);
     std::fprintf(stderr, "\r%s [%s%s] %3d%% %7.1f/%.1f MiB %-32.32s", label_.c_str(), std::string(fill, '#').c_str(),
-                 std::string(width - fill, '.').c_str(), static_cast<int>(frac * 100), done / 1048576.0,
-                 total_ / 1048576.0, what.c_str());
+                 std::string(width - fill, '.').c_str(), pct, done / 1048576.0, total_ / 1048576.0, what.c_str());
     std::fflush(stderr);
   }
   void finish() {
-    if (on_) std::fprintf(stderr, "\n");
+    if (on_ && tty_) std::fprintf(stderr, "\n");
   }
 
  private:
-  bool on_;
+  bool on_, tty_;
   std::string label_;
   uint64_t total_;
+  int last_decile_ = 0, last_pct_ = -1;
   std::chrono::steady_clock::time_point last_{};
 };
 

@@ -61,8 +61,17 @@ void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, File
   if (!v.chat_template.empty()) w.set_string("tokenizer.chat_template", v.chat_template);
 }
 
+Preset synth_preset(const SynthOptions& o) {
+  Preset p = find_preset(o.preset);
+  if (o.vocab) {
+    if (*o.vocab < 512 || *o.vocab > (1u << 24)) fail("--vocab {}: must be in 512..{}", *o.vocab, 1u << 24);
+    p.n_vocab = *o.vocab;
+  }
+  return p;
+}
+
 WriteSummary synth_model(const SynthOptions& o) {
-  const Preset& p = find_preset(o.preset);
+  const Preset p = synth_preset(o);
   const uint32_t n_layer = o.layers.value_or(p.n_layer);
   if (n_layer < 1 || n_layer > 1024) fail("--layers {}: must be in 1..1024", n_layer);
   const std::vector<PlannedTensor> plan = tensor_plan(p, n_layer, o.type);

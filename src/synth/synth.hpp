@@ -23,6 +23,7 @@ struct SynthOptions {
   std::string out;                    // output path
   FileType type = FileType::Q4_K_M;
   std::optional<uint32_t> layers;     // override n_layer (≥ 1); default: the preset's
+  std::optional<uint32_t> vocab;      // for tests: override n_vocab (≥ 512) to keep files small
   uint64_t seed = 0;
   unsigned threads = 0;               // 0: all hardware threads
   bool progress = true;
@@ -38,6 +39,9 @@ struct WriteSummary {
 // Metadata of a synthetic model (hyper-parameters, tokenizer, file type) into `w`.
 void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, FileType ft, uint64_t seed,
                         const GeneratedVocab& vocab);
+
+// The preset with o.vocab applied; rocky::Error for an unknown name or a bad override.
+Preset synth_preset(const SynthOptions& o);
 
 WriteSummary synth_model(const SynthOptions& o);
 
