@@ -1,7 +1,9 @@
 // Seeded pseudo-random numbers for synthetic models: SplitMix64 (Steele, Lea & Flood, "Fast
 // splittable pseudorandom number generators", OOPSLA 2014; constants as in Vigna's public-domain
-// splitmix64.c) and Box–Muller normals. Deterministic on every platform: the same seed gives the
-// same bits (normals use std::log / std::sqrt / std::cos of doubles, rounded to float).
+// splitmix64.c) and Box–Muller normals. The integer stream is identical everywhere; normals use
+// std::log / std::sqrt / std::cos / std::sin of doubles rounded to float, so they are identical
+// wherever the C library's results are (glibc on x86-64 and aarch64 in practice; a libm differing in
+// the last ulp could in rare cases move a grid weight by one step).
 #pragma once
 
 #include <cmath>
