@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -364,4 +365,18 @@ TEST(SynthFiles, QuantizedLogitsTrackF32) {
       EXPECT_GT(max_diff, 0.0);  // the weights did change
     }
   }
+}
+
+// The streamed layout is byte-identical to what gguf::Writer makes of the same metadata and
+// tensors held in memory (header, infos, alignment padding, data, final padding).
+TEST(SynthFiles, StreamedFileEqualsInMemoryWriter) {
+  const std::string path = scratch("stream.gguf");
+  make("llama-test", path, FileType::Q4_K_M, 2);
+  const auto f = GgufFile::open(path);
+  gguf::Writer w;
+  for (const auto& [key, value] : f.metadata()) w.set(key, value);
+  for (const auto& t : f.tensors())
+    w.add_tensor(t.name, t.type, std::span<const uint64_t>(t.ne.data(), t.n_dims),
+                 std::span<const uint8_t>(t.data, t.n_bytes));
+  EXPECT_EQ(w.to_bytes(), rocky::test::read_file_bytes(path));
 }
