@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   rocky::cli::add_tokenize(app, run);
   rocky::cli::add_run(app, run);
   rocky::cli::add_doctor(app, run);
+  rocky::cli::add_synth(app, run);
+  rocky::cli::add_quantize(app, run);
   try {
     // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one
     // letter, so those are rewritten to their long form (--ub) before parsing.
