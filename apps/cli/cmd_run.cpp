@@ -167,7 +167,7 @@ void add_run(CLI::App& app, Runner& run) {
   p->excludes(f);
   f->excludes(p);
   sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)");
-  sub->add_option("--device", o->device, "Backend: cpu (default)");
+  sub->add_option("--device", o->device, "Backend: cpu (default), vulkan[:N], auto (first GPU, else CPU)");
   sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)");
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)");
   sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)");

@@ -14,6 +14,7 @@ using Runner = std::function<int()>;
 
 void add_info(CLI::App& app, Runner& run);
 void add_devices(CLI::App& app, Runner& run);
+void add_verify(CLI::App& app, Runner& run);
 void add_tokenize(CLI::App& app, Runner& run);
 void add_run(CLI::App& app, Runner& run);
 void add_doctor(CLI::App& app, Runner& run);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   rocky::cli::Runner run;
   rocky::cli::add_info(app, run);
   rocky::cli::add_devices(app, run);
+  rocky::cli::add_verify(app, run);
   rocky::cli::add_tokenize(app, run);
   rocky::cli::add_run(app, run);
   rocky::cli::add_doctor(app, run);
