@@ -72,6 +72,15 @@ TEST(VulkanCli, VerifyStories260KWithinTolerance) {
   EXPECT_NE(j.out.find("\"kv_cache\": \"f16\""), std::string::npos) << j.out;
 }
 
+TEST(VulkanCli, VerifyOutsideToleranceExitsOneAndBisects) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  Result r = run_cmd(k_rocky + " verify -m " + model + " --kv-f16 --tolerance 1e-4 --bisect");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAILED: outside tolerance"), std::string::npos) << r.out;
+  // f32 nodes agree to ~1e-7; the f16 KV cache first shows in layer 0's attention output.
+  EXPECT_NE(r.out.find("first divergent node: blk.0.kqv_out"), std::string::npos) << r.out;
+}
+
 TEST(VulkanCli, VerifyMemoryLimitExitsOne) {
   const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
   Result r = run_cmd("ROCKY_DEVICE_MEMORY_LIMIT=200000 " + k_rocky + " verify -m " + model);
