@@ -1,4 +1,4 @@
-// rocky run -m MODEL (-p TEXT | -f FILE) -n N [--device cpu] [-c N] [-ub N] [--temp T] [--seed S]
+// rocky run -m MODEL (-p TEXT | -f FILE) -n N [--device cpu|vulkan[:N]|auto] [-c N] [-ub N] [--temp T] [--seed S]
 //           [--json] [--dump-logits FILE] [--dump-all-logits FILE]
 // Tokenizes the prompt (BOS as the model's metadata says), prefills it in ubatches of -ub tokens,
 // then generates up to N tokens one at a time (stops at end-of-generation unless --ignore-eos),
