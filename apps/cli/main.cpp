@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   rocky::cli::add_info(app, run);
   rocky::cli::add_devices(app, run);
   rocky::cli::add_tokenize(app, run);
+  rocky::cli::add_roofline(app, run);
+  rocky::cli::add_bench_op(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

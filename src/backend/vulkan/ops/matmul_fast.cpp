@@ -1,0 +1,64 @@
+#include "backend/vulkan/ops/matmul_fast.hpp"
+
+#include <algorithm>
+
+#include "backend/vulkan/shaders/fast_abi.h"
+#include "core/error.hpp"
+
+namespace rocky::vulkan::fast {
+
+static_assert(sizeof(abi::MatmulFastPC) == 9 * 4);
+static_assert(sizeof(abi::Q81PC) == 4 * 4);
+static_assert(sizeof(abi::RooflinePC) == 4 * 4);
+
+bool mmq_supports(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
+
+void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Region qs, ops::Region ds,
+                   const std::string& label) {
+  if (k % 32) fail("quantize_q8_1: K = {} is not a multiple of 32", k);
+  constexpr uint32_t wg = 64;
+  const Pipeline& p = e.pipes.get("quantize_q8_1", {{ROCKY_SC_WG, wg}});
+  Bound bx = ops::bind(e, x, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
+  if (bq.delta || bd.delta) fail("quantize_q8_1: q8_1 regions must be aligned to the storage offset alignment");
+  abi::Q81PC pc{k, n, ops::f32_off(bx), 0};
+  auto grid = e.rec.grid_1d((static_cast<uint64_t>(k / 32) * n + wg - 1) / wg);
+  Bound b[] = {bx, bq, bd};
+  e.rec.dispatch(p, b, &pc, sizeof pc, grid[0], grid[1], 1, label);
+}
+
+void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
+             uint32_t n, ops::Region y, bool use_dot, const std::string& label) {
+  if (!mmq_supports(w.type)) fail("{}: mul_mmq does not support weight type {}", w.name, dtype_name(w.type));
+  if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
+  const tune::MatmulTile& t = prof.mmq;
+  std::string why = tune::check_tile(t, t.mmq_shared_bytes(), prof.max_accumulators, e.info.shared_memory,
+                                     e.info.max_workgroup_invocations);
+  if (!why.empty()) fail("mul_mmq ({} profile): {}", prof.name, why);
+  const Pipeline& p = e.pipes.get(use_dot ? "mul_mmq" : "mul_mmq_nodot",
+                                  {{ROCKY_SC_WG, t.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                   {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn}, {ROCKY_SC_BK, t.bk},
+                                   {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
+                                   {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step}});
+  Bound bq = ops::bind(e, qs, false), bd = ops::bind(e, ds, false), by = ops::bind(e, y, true);
+  if (bq.delta || bd.delta) fail("mul_mmq: q8_1 regions must be aligned to the storage offset alignment");
+  const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / w.row_bytes);
+  for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
+    const uint64_t r1 = std::min(w.rows, r0 + per);
+    Bound bw = e.rec.bind(*w.buf, r0 * w.row_bytes, (r1 - r0) * w.row_bytes, false);
+    if (w.type == DType::Q4_K && bw.delta % 4) fail("{}: q4_K rows must start 4-byte aligned", w.name);
+    abi::MatmulFastPC pc{};
+    pc.M = static_cast<uint32_t>(r1 - r0);
+    pc.K = static_cast<uint32_t>(w.ne0);
+    pc.N = n;
+    pc.row_bytes = static_cast<uint32_t>(w.row_bytes);
+    pc.w_off = bw.delta;
+    pc.x_off = 0;
+    pc.y_off = ops::f32_off(by);
+    pc.ldy = static_cast<uint32_t>(w.rows);
+    pc.m0 = static_cast<uint32_t>(r0);
+    Bound b[] = {bw, bq, bd, by};
+    e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
+  }
+}
+
+}  // namespace rocky::vulkan::fast
