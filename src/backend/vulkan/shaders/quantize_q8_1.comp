@@ -23,7 +23,8 @@ void main() {
   for (uint w = 0u; w < 8u; ++w) {
     uint word = 0u;
     for (uint j = 0u; j < 4u; ++j) {
-      int q = int(round(x[base + 4u * w + j] * id_));
+      float v = x[base + 4u * w + j] * id_;
+      int q = int(sign(v) * floor(abs(v) + 0.5));  // roundf: half away from zero, as ggml
       sum += q;
       word |= (uint(q) & 0xFFu) << (8u * j);
     }
