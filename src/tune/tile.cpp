@@ -39,13 +39,16 @@ const std::vector<DeviceProfile>& builtin_profiles() {
   // Budgets: Mali-Valhall 16 (anchors.md: 16 accumulators spill-free, 32 halve occupancy); Adreno
   // and Intel keep to 32; AMD/NVIDIA desktop GPUs have 128–255 registers per thread: 64.
   static const std::vector<DeviceProfile> all = {
-      {"mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 4), tile(64, 32, 32, 32, 16, 4, 4)},
-      {"adreno", 32, tile(64, 64, 32, 32, 32, 4, 8), tile(64, 64, 32, 32, 32, 4, 8)},
-      {"intel", 32, tile(64, 64, 32, 32, 32, 4, 8), tile(64, 64, 32, 32, 32, 4, 8)},
-      {"amd", 64, tile(128, 128, 32, 64, 64, 8, 8), tile(128, 64, 32, 64, 32, 8, 4)},
-      {"nvidia", 64, tile(128, 128, 32, 64, 64, 8, 8), tile(128, 64, 32, 64, 32, 8, 4)},
-      {"llvmpipe", 16, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)},
-      {"generic", 16, tile(64, 32, 32, 32, 16, 4, 4), tile(64, 32, 32, 32, 16, 4, 4)},
+      // mul_mmq 4×2 → 16 accumulator registers: 0 spills, tls 0 with Mesa 25.0.7's G610 compiler
+      // (4×4 → 32 spilled 13:68, 200 B: docs/tuning-log.md).
+      {"mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 2), tile(64, 32, 32, 32, 16, 4, 4)},
+      {"adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
+      {"intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
+      {"amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)},
+      // H200: 8×4 was the fastest of 8 tiles and does not spill; 8×8 spilled (tuning-log #1).
+      {"nvidia", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)},
+      {"llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)},
+      {"generic", 16, tile(64, 32, 32, 32, 16, 4, 2), tile(64, 32, 32, 32, 16, 4, 4)},
   };
   return all;
 }
@@ -137,8 +140,8 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
   return p;
 }
 
-std::string check_tile(const MatmulTile& t, uint32_t shared_bytes, uint32_t max_accumulators, uint32_t shared_limit,
-                       uint32_t max_invocations) {
+std::string check_tile(const MatmulTile& t, uint32_t accumulators, uint32_t shared_bytes, uint32_t max_accumulators,
+                       uint32_t shared_limit, uint32_t max_invocations) {
   if (t.bk % 32) return fmt::format("BK {} is not a multiple of 32 (the q8_1 block)", t.bk);
   if (!t.wm || !t.wn || !t.tm || !t.tn || t.bm % t.wm || t.bn % t.wn || t.wm % t.tm || t.wn % t.tn)
     return fmt::format("tile {}: BM/WM, BN/WN, WM/TM, WN/TN must divide exactly", t.str());
@@ -146,9 +149,9 @@ std::string check_tile(const MatmulTile& t, uint32_t shared_bytes, uint32_t max_
     return fmt::format("tile {}: workgroup size {} ≠ (BM/WM)(BN/WN)(WM/TM)(WN/TN) = {}", t.str(), t.wg,
                        t.derived_invocations());
   if (t.wg > max_invocations) return fmt::format("tile {}: {} invocations > the device's {}", t.str(), t.wg, max_invocations);
-  if (t.accumulators() > max_accumulators)
-    return fmt::format("tile {}: {} accumulators per invocation > the profile's budget {}", t.str(), t.accumulators(),
-                       max_accumulators);
+  if (accumulators > max_accumulators)
+    return fmt::format("tile {}: {} accumulator registers per invocation > the profile's budget {}", t.str(),
+                       accumulators, max_accumulators);
   if (shared_bytes > shared_limit)
     return fmt::format("tile {}: {} bytes of shared memory > the device's {}", t.str(), shared_bytes, shared_limit);
   return {};

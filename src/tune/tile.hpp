@@ -6,9 +6,9 @@
 // accumulators (mul_mmq: plus TM·TN int32 partial dots); K advances BK values per shared-memory
 // stage; BK_STEP is the k-words consumed per inner step (reserved, 1).
 //
-// Profiles (DeviceProfile) give the tile per kernel family and the accumulator budget per thread
-// (the register budget: e.g. 16 on Mali-Valhall, where 32 registers keep full occupancy and 64
-// accumulators spill — ../shared/anchors.md). They are chosen from the Vulkan vendor id and driver
+// Profiles (DeviceProfile) give the tile per kernel family and the accumulator-register budget per
+// thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 64 on NVIDIA,
+// where mul_mmq with 8×8 (128 accumulator registers) spilled 256 B on the H200, docs/tuning-log.md). They are chosen from the Vulkan vendor id and driver
 // name (select_profile), and can be overridden from a JSON file (load_profile_override):
 //   {"profile": "mali-valhall",            // optional: start from this built-in profile
 //    "max_accumulators": 16,
@@ -31,6 +31,9 @@ struct MatmulTile {
   uint32_t bk_step = 1;
 
   uint32_t accumulators() const { return tm * tn; }
+  // Accumulator registers of mul_mmq: TM·TN f32 accumulators + TM·TN int32 partial dots (the
+  // budget applies to this for mul_mmq, to accumulators() for mul_mm).
+  uint32_t mmq_accumulators() const { return 2 * tm * tn; }
   // (BM/WM)·(BN/WN)·(WM/TM)·(WN/TN).
   uint32_t derived_invocations() const;
   // Shared memory of each kernel family per workgroup (bytes), as declared in the shader.
@@ -58,9 +61,10 @@ const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& drive
 DeviceProfile load_profile_override(const std::string& path, const DeviceProfile& base);
 
 // Why `t` cannot run ("" when it can): shape constraints (divisibility, BK a multiple of 32,
-// derived invocations == wg ≤ max_invocations, the warp = (WM/TM)·(WN/TN)), accumulators over the
-// profile's budget, shared memory over the probed limit.
-std::string check_tile(const MatmulTile& t, uint32_t shared_bytes, uint32_t max_accumulators,
+// derived invocations == wg ≤ max_invocations, the warp = (WM/TM)·(WN/TN)), `accumulators` (the
+// kernel's accumulator registers per invocation) over the profile's budget, `shared_bytes` over the
+// probed limit.
+std::string check_tile(const MatmulTile& t, uint32_t accumulators, uint32_t shared_bytes, uint32_t max_accumulators,
                        uint32_t shared_limit, uint32_t max_invocations);
 
 }  // namespace rocky::tune

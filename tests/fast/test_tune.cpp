@@ -30,32 +30,34 @@ TEST(Tune, ProfilesByVendorAndDriver) {
 
 TEST(Tune, EveryBuiltinTileIsConsistentAndWithinItsBudget) {
   for (const auto& p : builtin_profiles()) {
-    for (const MatmulTile* t : {&p.mmq, &p.mm}) {
-      EXPECT_EQ(t->derived_invocations(), t->wg) << p.name;
-      // Within the profile's accumulator budget, 32 KiB of shared memory (the smallest target:
-      // Mali-G610, lavapipe) and 1024 invocations.
-      EXPECT_EQ(check_tile(*t, t->mmq_shared_bytes(), p.max_accumulators, 32768, 1024), "") << p.name;
-    }
+    // Within the profile's accumulator budget, 32 KiB of shared memory (the smallest target:
+    // Mali-G610, lavapipe) and 1024 invocations.
+    EXPECT_EQ(p.mmq.derived_invocations(), p.mmq.wg) << p.name;
+    EXPECT_EQ(check_tile(p.mmq, p.mmq.mmq_accumulators(), p.mmq.mmq_shared_bytes(), p.max_accumulators, 32768, 1024), "")
+        << p.name;
+    EXPECT_EQ(p.mm.derived_invocations(), p.mm.wg) << p.name;
+    EXPECT_EQ(check_tile(p.mm, p.mm.accumulators(), p.mm.mm_shared_bytes(), p.max_accumulators, 32768, 1024), "")
+        << p.name;
   }
   EXPECT_EQ(builtin_profile("mali-valhall").max_accumulators, 16u);
-  EXPECT_LE(builtin_profile("mali-valhall").mmq.accumulators(), 16u);
+  EXPECT_LE(builtin_profile("mali-valhall").mmq.mmq_accumulators(), 16u);
 }
 
 TEST(Tune, RefusesTilesOverBudgetOrLimits) {
   MatmulTile t{128, 128, 32, 64, 64, 8, 8, 256, 1};
-  EXPECT_EQ(check_tile(t, t.mmq_shared_bytes(), 64, 49152, 1024), "");
-  EXPECT_NE(check_tile(t, t.mmq_shared_bytes(), 16, 49152, 1024).find("accumulators"), std::string::npos);
-  EXPECT_NE(check_tile(t, 40000, 64, 32768, 1024).find("shared memory"), std::string::npos);
-  EXPECT_NE(check_tile(t, t.mmq_shared_bytes(), 64, 49152, 128).find("invocations"), std::string::npos);
+  EXPECT_EQ(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 128, 49152, 1024), "");
+  EXPECT_NE(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 64, 49152, 1024).find("accumulator"), std::string::npos);
+  EXPECT_NE(check_tile(t, 64, 40000, 128, 32768, 1024).find("shared memory"), std::string::npos);
+  EXPECT_NE(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 128, 49152, 128).find("invocations"), std::string::npos);
   MatmulTile bad = t;
   bad.wg = 128;
-  EXPECT_NE(check_tile(bad, bad.mmq_shared_bytes(), 64, 49152, 1024).find("workgroup size"), std::string::npos);
+  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("workgroup size"), std::string::npos);
   bad = t;
   bad.bk = 48;
-  EXPECT_NE(check_tile(bad, bad.mmq_shared_bytes(), 64, 49152, 1024).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("multiple of 32"), std::string::npos);
   bad = t;
   bad.wm = 48;
-  EXPECT_NE(check_tile(bad, bad.mmq_shared_bytes(), 64, 49152, 1024).find("divide"), std::string::npos);
+  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("divide"), std::string::npos);
   // Shared memory of mul_mmq: BK/32 blocks × (8 words + 16 B scales per row + 8 words + 8 B per token).
   EXPECT_EQ(t.mmq_shared_bytes(), 128u * 32 + 128 * 16 + 128 * 32 + 128 * 8);
 }

@@ -31,7 +31,7 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
   if (!mmq_supports(w.type)) fail("{}: mul_mmq does not support weight type {}", w.name, dtype_name(w.type));
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
   const tune::MatmulTile& t = prof.mmq;
-  std::string why = tune::check_tile(t, t.mmq_shared_bytes(), prof.max_accumulators, e.info.shared_memory,
+  std::string why = tune::check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), prof.max_accumulators, e.info.shared_memory,
                                      e.info.max_workgroup_invocations);
   if (!why.empty()) fail("mul_mmq ({} profile): {}", prof.name, why);
   const Pipeline& p = e.pipes.get(use_dot ? "mul_mmq" : "mul_mmq_nodot",
