@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -22,13 +23,15 @@ uint32_t MatmulTile::mmq_shared_bytes() const {
 uint32_t MatmulTile::mm_shared_bytes() const { return (bm + bn) * bk * 4; }
 
 std::string MatmulTile::str() const {
-  return fmt::format("bm{} bn{} bk{} wm{} wn{} tm{} tn{} wg{} step{}", bm, bn, bk, wm, wn, tm, tn, wg, bk_step);
+  return fmt::format("bm{} bn{} bk{} wm{} wn{} tm{} tn{} wg{} step{} pf{}", bm, bn, bk, wm, wn, tm, tn, wg, bk_step,
+                     prefetch);
 }
 
 namespace {
 
-MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm, uint32_t wn, uint32_t tm, uint32_t tn) {
-  MatmulTile t{bm, bn, bk, wm, wn, tm, tn, 0, 1};
+MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm, uint32_t wn, uint32_t tm, uint32_t tn,
+                uint32_t prefetch = 1) {
+  MatmulTile t{bm, bn, bk, wm, wn, tm, tn, 0, 1, prefetch};
   t.wg = t.derived_invocations();
   return t;
 }
@@ -41,14 +44,14 @@ const std::vector<DeviceProfile>& builtin_profiles() {
   static const std::vector<DeviceProfile> all = {
       // mul_mmq 4×2 → 16 accumulator registers: 0 spills, tls 0 with Mesa 25.0.7's G610 compiler
       // (4×4 → 32 spilled 13:68, 200 B: docs/tuning-log.md).
-      {"mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 2), tile(64, 32, 32, 32, 16, 4, 4)},
+      {"mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 2, 0), tile(64, 32, 32, 32, 16, 4, 4)},
       {"adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
       {"intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
       {"amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)},
       // H200: 8×4 was the fastest of 8 tiles and does not spill; 8×8 spilled (tuning-log #1).
       {"nvidia", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)},
       {"llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)},
-      {"generic", 16, tile(64, 32, 32, 32, 16, 4, 2), tile(64, 32, 32, 32, 16, 4, 4)},
+      {"generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0), tile(64, 32, 32, 32, 16, 4, 4)},
   };
   return all;
 }
@@ -84,14 +87,16 @@ MatmulTile tile_from_json(const nlohmann::json& j, const MatmulTile& base, const
   if (!j.is_object()) fail("{}: expected an object", where);
   const std::pair<const char*, uint32_t*> fields[] = {{"bm", &t.bm}, {"bn", &t.bn}, {"bk", &t.bk},
                                                       {"wm", &t.wm}, {"wn", &t.wn}, {"tm", &t.tm},
-                                                      {"tn", &t.tn}, {"wg", &t.wg}, {"bk_step", &t.bk_step}};
+                                                      {"tn", &t.tn}, {"wg", &t.wg}, {"bk_step", &t.bk_step},
+                                                      {"prefetch", &t.prefetch}};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;
     for (const auto& [name, dst] : fields) {
       if (it.key() != name) continue;
       known = true;
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() == 0 || it.value().get<uint64_t>() > 4096)
-        fail("{}.{}: expected an integer in 1..4096", where, name);
+      const uint64_t lo = std::string_view(name) == "prefetch" ? 0 : 1, hi = std::string_view(name) == "prefetch" ? 1 : 4096;
+      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < lo || it.value().get<uint64_t>() > hi)
+        fail("{}.{}: expected an integer in {}..{}", where, name, lo, hi);
       *dst = it.value().get<uint32_t>();
     }
     if (!known) fail("{}: unknown field '{}'", where, it.key());

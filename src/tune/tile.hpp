@@ -12,7 +12,7 @@
 // name (select_profile), and can be overridden from a JSON file (load_profile_override):
 //   {"profile": "mali-valhall",            // optional: start from this built-in profile
 //    "max_accumulators": 16,
-//    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1},
+//    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1,"prefetch":1},
 //    "mm":  {...same fields...}}
 // Errors: rocky::Error naming the file and field.
 #pragma once
@@ -29,6 +29,7 @@ struct MatmulTile {
   uint32_t tm = 4, tn = 4;             // per-invocation tile (accumulators = tm · tn)
   uint32_t wg = 256;                   // invocations per workgroup (must equal the derived count)
   uint32_t bk_step = 1;
+  uint32_t prefetch = 1;               // mul_mmq: 1 = register double buffering of global loads
 
   uint32_t accumulators() const { return tm * tn; }
   // Accumulator registers of mul_mmq: TM·TN f32 accumulators + TM·TN int32 partial dots (the
@@ -39,7 +40,7 @@ struct MatmulTile {
   // Shared memory of each kernel family per workgroup (bytes), as declared in the shader.
   uint32_t mmq_shared_bytes() const;
   uint32_t mm_shared_bytes() const;
-  std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1"
+  std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1"
 };
 
 struct DeviceProfile {

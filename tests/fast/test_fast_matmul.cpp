@@ -209,7 +209,7 @@ TEST(FastMatmul, MulMmqQ4_0) { check_type(DType::Q4_0, {{67, 3, 96}, {65, 77, 16
 TEST(FastMatmul, MulMmqOtherTiles) {
   tune::DeviceProfile p = tune::builtin_profile("mali-valhall");
   check_type(DType::Q4_K, {{65, 19, 256}}, p);
-  p.mmq = {64, 32, 64, 32, 16, 4, 2, 256, 1};
+  p.mmq = {64, 32, 64, 32, 16, 4, 2, 256, 1, 1};  // with prefetch
   check_type(DType::Q4_0, {{65, 19, 96}}, p);
   check_type(DType::Q6_K, {{65, 19, 256}}, p);
   tune::DeviceProfile nv = tune::builtin_profile("nvidia");

@@ -57,6 +57,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
       add(ROCKY_SC_TM, t.tm);
       add(ROCKY_SC_TN, t.tn);
       add(ROCKY_SC_BK_STEP, t.bk_step);
+      add(ROCKY_SC_PREFETCH, t.prefetch);
       vs.push_back({sh, spec});
     }
   }

@@ -38,7 +38,8 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
                                   {{ROCKY_SC_WG, t.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
                                    {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn}, {ROCKY_SC_BK, t.bk},
                                    {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
-                                   {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step}});
+                                   {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step},
+                                   {ROCKY_SC_PREFETCH, t.prefetch}});
   Bound bq = ops::bind(e, qs, false), bd = ops::bind(e, ds, false), by = ops::bind(e, y, true);
   if (bq.delta || bd.delta) fail("mul_mmq: q8_1 regions must be aligned to the storage offset alignment");
   const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / w.row_bytes);

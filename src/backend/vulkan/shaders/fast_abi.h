@@ -16,6 +16,9 @@ namespace rocky::vulkan::abi {
 #define ROCKY_SC_BK_STEP 22
 // roofline: independent chains per invocation
 #define ROCKY_SC_CHAINS 23
+// mul_mmq: 1 = fetch stage k+1 into registers before the dot products of stage k (latency hiding,
+// more registers), 0 = fetch right before storing to shared memory.
+#define ROCKY_SC_PREFETCH 24
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).

@@ -37,6 +37,7 @@ layout(constant_id = ROCKY_SC_WN) const uint WN = 32;
 layout(constant_id = ROCKY_SC_TM) const uint TM = 4;
 layout(constant_id = ROCKY_SC_TN) const uint TN = 4;
 layout(constant_id = ROCKY_SC_BK_STEP) const uint BK_STEP = 1;
+layout(constant_id = ROCKY_SC_PREFETCH) const bool PREFETCH = true;
 layout(push_constant) uniform PC { MatmulFastPC pc; };
 layout(binding = 0) readonly buffer Wt { uint wdata[]; };
 layout(binding = 1) readonly buffer XQ { uint xq[]; };
@@ -52,64 +53,101 @@ shared vec4 swd[BB * BM];        // [block][m] = (dw_lo, dw_hi, mw, 0)
 shared uint sx[BB * 8u * BN];    // [block·8 + word][n]
 shared vec2 sxd[BB * BN];        // [block][n] = (dx, sx)
 
-uint rd_u8(uint b) { return (wdata[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
-float rd_f16(uint b) { return unpackHalf2x16((wdata[b >> 2] >> ((b & 2u) * 8u)) & 0xFFFFu).x; }
-// 4 bytes at any byte address.
-uint rd_u32(uint b) {
-  uint s = (b & 3u) * 8u, i = b >> 2;
-  return s == 0u ? wdata[i] : (wdata[i] >> s) | (wdata[i + 1u] << (32u - s));
+// ---- Global → register fetch (raw words) and register → shared conversion, split so the loads
+// of stage k+1 are issued before the dot products of stage k and consumed after them (register
+// double buffering). Weight words: task t → word w = t % 8 of (row, block): consecutive
+// invocations read consecutive words of one row.
+
+uint byte_of(uvec4 r, uint i) { return (r[i >> 2] >> ((i & 3u) * 8u)) & 0xFFu; }
+// 4 bytes at byte address b from the two words fetched at b >> 2 (lo) and (b >> 2) + 1 (hi).
+uint funnel(uint lo, uint hi, uint b) {
+  uint s = (b & 3u) * 8u;
+  return s == 0u ? lo : (lo >> s) | (hi << (32u - s));
 }
-vec2 scale_min_k4(uint s, uint j) {
-  uint sc, m;
-  if (j < 4u) {
-    sc = rd_u8(s + j) & 63u;
-    m = rd_u8(s + j + 4u) & 63u;
-  } else {
-    sc = (rd_u8(s + j + 4u) & 0xFu) | ((rd_u8(s + j - 4u) >> 6) << 4);
-    m = (rd_u8(s + j + 4u) >> 4) | ((rd_u8(s + j) >> 6) << 4);
-  }
-  return vec2(float(sc), float(m));
+uvec2 fetch2(uint b) {  // the words holding bytes b .. b+3 (the second only when b is unaligned)
+  uint i = b >> 2;
+  return uvec2(wdata[i], (b & 3u) != 0u ? wdata[i + 1u] : 0u);
 }
 
-// Unpack 32-value block `blk` (index along K / 32) of the row at byte `row` into sw/swd slot
-// (bi, ml).
-void load_weight_block(uint row, uint blk, uint bi, uint ml) {
-  vec4 sc = vec4(0.0);
-  if (WTYPE == 12u) {  // q4_K: 144-byte super-blocks of 8 × 32
-    uint b = row + (blk >> 3) * 144u, j = blk & 7u;
-    vec2 sm = scale_min_k4(b + 4u, j);
-    float d = rd_f16(b), dmin = rd_f16(b + 2u);
-    uint q0 = b + 16u + (j >> 1) * 32u, sh = (j & 1u) * 4u;
-    [[unroll]] for (uint w = 0u; w < 8u; ++w) sw[(bi * 8u + w) * BM + ml] = (wdata[(q0 >> 2) + w] >> sh) & 0x0F0F0F0Fu;
-    sc = vec4(d * sm.x, d * sm.x, -dmin * sm.y, 0.0);
+// Raw words for weight word w of 32-block blk of the row at byte `row`.
+uvec4 fetch_w(uint row, uint blk, uint w) {
+  if (WTYPE == 12u) {  // q4_K: 144-byte super-blocks; sub-block j: bytes 16 + (j/2)·32, nibble j&1
+    uint j = blk & 7u;
+    return uvec4(wdata[((row + (blk >> 3) * 144u + 16u + (j >> 1) * 32u) >> 2) + w], 0u, 0u, 0u);
   } else if (WTYPE == 14u) {  // q6_K: 210-byte super-blocks; 32-block j = 4·half + quarter
     uint b = row + (blk >> 3) * 210u, j = blk & 7u, h = j >> 2, qt = j & 3u;
-    uint ql = b + h * 64u + (qt & 1u) * 32u, qh = b + 128u + h * 32u, shl = (qt >> 1) * 4u, shh = 2u * qt;
-    [[unroll]] for (uint w = 0u; w < 8u; ++w) {
-      uint q = ((rd_u32(ql + 4u * w) >> shl) & 0x0F0F0F0Fu) | (((rd_u32(qh + 4u * w) >> shh) & 0x03030303u) << 4);
-      sw[(bi * 8u + w) * BM + ml] = ((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u;  // bytewise q - 32
-    }
-    float d = rd_f16(b + 208u);
-    int s0 = int(rd_u8(b + 192u + h * 8u + 2u * qt) << 24) >> 24;
-    int s1 = int(rd_u8(b + 193u + h * 8u + 2u * qt) << 24) >> 24;
-    sc = vec4(d * float(s0), d * float(s1), 0.0, 0.0);
+    return uvec4(fetch2(b + h * 64u + (qt & 1u) * 32u + 4u * w), fetch2(b + 128u + h * 32u + 4u * w));
   } else if (WTYPE == 8u) {  // q8_0: 34 bytes: f16 d, i8 qs[32]
-    uint b = row + blk * 34u;
-    [[unroll]] for (uint w = 0u; w < 8u; ++w) sw[(bi * 8u + w) * BM + ml] = rd_u32(b + 2u + 4u * w);
-    float d = rd_f16(b);
-    sc = vec4(d, d, 0.0, 0.0);
-  } else if (WTYPE == 2u) {  // q4_0: 18 bytes: f16 d, u8 qs[16]; value = d·(q − 8)
-    uint b = row + blk * 18u;
-    [[unroll]] for (uint w = 0u; w < 4u; ++w) {
-      uint q = rd_u32(b + 2u + 4u * w);
-      sw[(bi * 8u + w) * BM + ml] = q & 0x0F0F0F0Fu;
-      sw[(bi * 8u + w + 4u) * BM + ml] = (q >> 4) & 0x0F0F0F0Fu;
-    }
-    float d = rd_f16(b);
-    sc = vec4(d, d, -8.0 * d, 0.0);
+    return uvec4(fetch2(row + blk * 34u + 2u + 4u * w), 0u, 0u);
+  } else {  // q4_0: 18 bytes: f16 d, u8 qs[16]; words 0-3 low nibbles, 4-7 high nibbles
+    return uvec4(fetch2(row + blk * 18u + 2u + 4u * (w & 3u)), 0u, 0u);
   }
-  swd[bi * BM + ml] = sc;
 }
+uint finish_w(uvec4 r, uint row, uint blk, uint w) {
+  if (WTYPE == 12u) {
+    return (r.x >> ((blk & 1u) * 4u)) & 0x0F0F0F0Fu;
+  } else if (WTYPE == 14u) {
+    uint b = row + (blk >> 3) * 210u, j = blk & 7u, h = j >> 2, qt = j & 3u;
+    uint ql = funnel(r.x, r.y, b + h * 64u + (qt & 1u) * 32u + 4u * w);
+    uint qh = funnel(r.z, r.w, b + 128u + h * 32u + 4u * w);
+    uint q = ((ql >> ((qt >> 1) * 4u)) & 0x0F0F0F0Fu) | (((qh >> (2u * qt)) & 0x03030303u) << 4);
+    return ((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u;  // bytewise q − 32
+  } else if (WTYPE == 8u) {
+    return funnel(r.x, r.y, row + blk * 34u + 2u + 4u * w);
+  } else {
+    uint q = funnel(r.x, r.y, row + blk * 18u + 2u + 4u * (w & 3u));
+    return (q >> ((w >> 2) * 4u)) & 0x0F0F0F0Fu;
+  }
+}
+// Raw words for the scales of 32-block blk.
+uvec4 fetch_s(uint row, uint blk) {
+  if (WTYPE == 12u) {  // d, dmin, scales[12]: the first 16 bytes of the (aligned) super-block
+    uint i = (row + (blk >> 3) * 144u) >> 2;
+    return uvec4(wdata[i], wdata[i + 1u], wdata[i + 2u], wdata[i + 3u]);
+  } else if (WTYPE == 14u) {  // d at 208, the two int8 scales at 192 + h·8 + 2·qt (same word)
+    uint b = row + (blk >> 3) * 210u, j = blk & 7u;
+    return uvec4(wdata[(b + 208u) >> 2], wdata[(b + 192u + (j >> 2) * 8u + 2u * (j & 3u)) >> 2], 0u, 0u);
+  } else if (WTYPE == 8u) {
+    return uvec4(wdata[(row + blk * 34u) >> 2], 0u, 0u, 0u);
+  } else {
+    return uvec4(wdata[(row + blk * 18u) >> 2], 0u, 0u, 0u);
+  }
+}
+float half_at(uint word, uint b) { return unpackHalf2x16(word >> ((b & 2u) * 8u)).x; }
+// (dw_lo, dw_hi, mw, 0) of the block.
+vec4 finish_s(uvec4 r, uint row, uint blk) {
+  if (WTYPE == 12u) {
+    uint j = blk & 7u;
+    float d = unpackHalf2x16(r.x).x, dmin = unpackHalf2x16(r.x >> 16).x;
+    uint sc, m;  // 6-bit scale/min pair j of the 12 scale bytes (bytes 4..15 = r.y, r.z, r.w)
+    if (j < 4u) {
+      sc = byte_of(r, 4u + j) & 63u;
+      m = byte_of(r, 8u + j) & 63u;
+    } else {
+      sc = (byte_of(r, 8u + j) & 0xFu) | ((byte_of(r, j) >> 6) << 4);
+      m = (byte_of(r, 8u + j) >> 4) | ((byte_of(r, 4u + j) >> 6) << 4);
+    }
+    return vec4(d * float(sc), d * float(sc), -dmin * float(m), 0.0);
+  } else if (WTYPE == 14u) {
+    uint b = row + (blk >> 3) * 210u, j = blk & 7u;
+    uint o = b + 192u + (j >> 2) * 8u + 2u * (j & 3u);
+    float d = half_at(r.x, b + 208u);
+    uint pair = r.y >> ((o & 2u) * 8u);
+    float s0 = float(int(pair << 24) >> 24), s1 = float(int(pair << 16) >> 24);
+    return vec4(d * s0, d * s1, 0.0, 0.0);
+  } else if (WTYPE == 8u) {
+    float d = half_at(r.x, row + blk * 34u);
+    return vec4(d, d, 0.0, 0.0);
+  } else {
+    float d = half_at(r.x, row + blk * 18u);
+    return vec4(d, d, -8.0 * d, 0.0);
+  }
+}
+
+const uint NWT = (BM * BB * 8u + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;  // weight words / invocation
+const uint NST = (BM * BB + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;       // weight scales
+const uint NXT = (BN * BB * 8u + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;  // activation words
+const uint NDT = (BN * BB + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;       // activation scales
 
 void main() {
   const uint WARP_R = WM / TM, WARP_C = WN / TN;  // invocations per warp along rows / tokens
@@ -124,24 +162,66 @@ void main() {
   float acc[TM * TN];
   [[unroll]] for (uint a = 0u; a < TM * TN; ++a) acc[a] = 0.0;
 
+  uvec4 wraw[NWT], sraw[NST];
+  uint xraw[NXT];
+  vec2 draw[NDT];
+  const uint WG_ = gl_WorkGroupSize.x;
+  // Fetch stage k0 into registers (out-of-range rows / blocks / tokens read nothing).
+#define ROCKY_MMQ_FETCH(k0)                                                                        \
+  {                                                                                                \
+    [[unroll]] for (uint i = 0u; i < NWT; ++i) {                                                   \
+      uint t = tid + i * WG_, w = t % 8u, ml = (t / 8u) % BM, bi = t / (8u * BM);                   \
+      wraw[i] = uvec4(0u);                                                                         \
+      if (t < BM * BB * 8u && mb + ml < pc.M && (k0) + bi < nblk)                                  \
+        wraw[i] = fetch_w(pc.w_off + (mb + ml) * pc.row_bytes, (k0) + bi, w);                      \
+    }                                                                                              \
+    [[unroll]] for (uint i = 0u; i < NST; ++i) {                                                   \
+      uint t = tid + i * WG_, ml = t % BM, bi = t / BM;                                            \
+      sraw[i] = uvec4(0u);                                                                         \
+      if (t < BM * BB && mb + ml < pc.M && (k0) + bi < nblk)                                       \
+        sraw[i] = fetch_s(pc.w_off + (mb + ml) * pc.row_bytes, (k0) + bi);                         \
+    }                                                                                              \
+    [[unroll]] for (uint i = 0u; i < NXT; ++i) {                                                   \
+      uint t = tid + i * WG_, w = t % 8u, bi = (t / 8u) % BB, nl = t / (8u * BB);                  \
+      xraw[i] = 0u;                                                                                \
+      if (t < BN * BB * 8u && nb_ + nl < pc.N && (k0) + bi < nblk)                                 \
+        xraw[i] = xq[(pc.x_off + (nb_ + nl) * nblk + (k0) + bi) * 8u + w];                         \
+    }                                                                                              \
+    [[unroll]] for (uint i = 0u; i < NDT; ++i) {                                                   \
+      uint t = tid + i * WG_, bi = t % BB, nl = t / BB;                                            \
+      draw[i] = vec2(0.0);                                                                         \
+      if (t < BN * BB && nb_ + nl < pc.N && (k0) + bi < nblk)                                      \
+        draw[i] = xd[pc.x_off + (nb_ + nl) * nblk + (k0) + bi];                                    \
+    }                                                                                              \
+  }
+  if (PREFETCH) ROCKY_MMQ_FETCH(0u)
   for (uint k0 = 0u; k0 < nblk; k0 += BB) {
-    for (uint t = tid; t < BM * BB; t += gl_WorkGroupSize.x) {
-      uint ml = t % BM, bi = t / BM;
-      if (mb + ml < pc.M && k0 + bi < nblk) {
-        load_weight_block(pc.w_off + (mb + ml) * pc.row_bytes, k0 + bi, bi, ml);
-      } else {
-        [[unroll]] for (uint w = 0u; w < 8u; ++w) sw[(bi * 8u + w) * BM + ml] = 0u;
-        swd[bi * BM + ml] = vec4(0.0);
+    if (!PREFETCH) ROCKY_MMQ_FETCH(k0)
+    // Registers → shared memory (converted to packed int8 words and f32 scales).
+    [[unroll]] for (uint i = 0u; i < NWT; ++i) {
+      uint t = tid + i * WG_, w = t % 8u, ml = (t / 8u) % BM, bi = t / (8u * BM);
+      if (t < BM * BB * 8u) {
+        bool ok = mb + ml < pc.M && k0 + bi < nblk;
+        sw[(bi * 8u + w) * BM + ml] = ok ? finish_w(wraw[i], pc.w_off + (mb + ml) * pc.row_bytes, k0 + bi, w) : 0u;
       }
     }
-    for (uint t = tid; t < BN * BB * 8u; t += gl_WorkGroupSize.x) {
-      uint w = t % 8u, bi = (t / 8u) % BB, nl = t / (8u * BB);
-      uint n = nb_ + nl, blk = k0 + bi;
-      bool ok = n < pc.N && blk < nblk;
-      sx[(bi * 8u + w) * BN + nl] = ok ? xq[(pc.x_off + n * nblk + blk) * 8u + w] : 0u;
-      if (w == 0u) sxd[bi * BN + nl] = ok ? xd[pc.x_off + n * nblk + blk] : vec2(0.0);
+    [[unroll]] for (uint i = 0u; i < NST; ++i) {
+      uint t = tid + i * WG_, ml = t % BM, bi = t / BM;
+      if (t < BM * BB) {
+        bool ok = mb + ml < pc.M && k0 + bi < nblk;
+        swd[bi * BM + ml] = ok ? finish_s(sraw[i], pc.w_off + (mb + ml) * pc.row_bytes, k0 + bi) : vec4(0.0);
+      }
+    }
+    [[unroll]] for (uint i = 0u; i < NXT; ++i) {
+      uint t = tid + i * WG_, w = t % 8u, bi = (t / 8u) % BB, nl = t / (8u * BB);
+      if (t < BN * BB * 8u) sx[(bi * 8u + w) * BN + nl] = xraw[i];
+    }
+    [[unroll]] for (uint i = 0u; i < NDT; ++i) {
+      uint t = tid + i * WG_, bi = t % BB, nl = t / BB;
+      if (t < BN * BB) sxd[bi * BN + nl] = draw[i];
     }
     barrier();
+    if (PREFETCH && k0 + BB < nblk) ROCKY_MMQ_FETCH(k0 + BB)
     [[unroll]] for (uint bi = 0u; bi < BB; ++bi) {
       vec4 wd[TM];
       vec2 xdv[TN];
