@@ -1,4 +1,4 @@
-// rocky roofline [--device N] [--json] [--reps R] — the device's measured peaks (FP32 FMA, FP16 FMA,
+// rocky roofline [--device N] [--json] [--reps R] [--target-ms T] — the device's measured peaks (FP32 FMA, FP16 FMA,
 // packed int8 dot, copy bandwidth); see backend/vulkan/roofline.hpp for the method.
 #include <fmt/format.h>
 
@@ -15,6 +15,7 @@ struct RooflineOpts {
   uint32_t device = 0;
   bool json = false;
   uint32_t reps = 3;
+  double target_ms = 0;
 };
 
 int run_roofline(const RooflineOpts& o) {
@@ -22,6 +23,7 @@ int run_roofline(const RooflineOpts& o) {
   vulkan::Device dev(inst, o.device);
   vulkan::RooflineOptions ro;
   ro.reps = o.reps;
+  ro.target_ms = o.target_ms;
   vulkan::Roofline r = vulkan::measure_roofline(dev, ro);
   if (o.json) {
     nlohmann::json j{{"device", r.device},         {"driver", r.driver},
@@ -48,6 +50,8 @@ void add_roofline(CLI::App& app, Runner& run) {
   sub->add_option("--device", o->device, "Vulkan device index (see `rocky devices`)");
   sub->add_flag("--json", o->json, "Print one JSON object");
   sub->add_option("--reps", o->reps, "Timed repetitions per benchmark (best is kept)")->check(CLI::Range(1, 100));
+  sub->add_option("--target-ms", o->target_ms, "Calibrate each dispatch to this many ms (default 4 on a GPU, 30 on a CPU)")
+      ->check(CLI::Range(0.1, 10000.0));
   sub->callback([&run, o] { run = [o] { return run_roofline(*o); }; });
 }
 
