@@ -58,7 +58,12 @@ shared vec2 sxd[BB * BN];        // [block][n] = (dx, sx)
 // double buffering). Weight words: task t → word w = t % 8 of (row, block): consecutive
 // invocations read consecutive words of one row.
 
-uint byte_of(uvec4 r, uint i) { return (r[i >> 2] >> ((i & 3u) * 8u)) & 0xFFu; }
+// Byte i of the 16 bytes in r, with selects rather than a dynamically indexed vector (which a
+// compiler may place in local memory: the H200 reported 224 B of local memory before this).
+uint byte_of(uvec4 r, uint i) {
+  uint w = i < 8u ? (i < 4u ? r.x : r.y) : (i < 12u ? r.z : r.w);
+  return (w >> ((i & 3u) * 8u)) & 0xFFu;
+}
 // 4 bytes at byte address b from the two words fetched at b >> 2 (lo) and (b >> 2) + 1 (hi).
 uint funnel(uint lo, uint hi, uint b) {
   uint s = (b & 3u) * 8u;
