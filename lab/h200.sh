@@ -9,7 +9,7 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 S=4096,512,14336
 $R devices > "$O/devices.txt" 2>&1; head -12 "$O/devices.txt"
 $R roofline --reps 5 --json > "$O/roofline.json" 2>&1; cat "$O/roofline.json"
-for t in q4_K q8_0; do $R bench-op --type $t --shape $S --reps 10 --no-roofline --pipeline-stats > "$O/stats_$t.txt" 2>&1; grep -E "pipeline mul|TFLOPS" "$O/stats_$t.txt"; done
+for t in q4_K q4_0 q6_K; do $R bench-op --type $t --shape $S --reps 10 --no-roofline --pipeline-stats > "$O/stats_$t.txt" 2>&1; grep -E "pipeline mul|TFLOPS" "$O/stats_$t.txt"; done
 run() { local name=$1; shift; $R bench-op --shape $S --reps 10 --no-roofline --json "$@" > "$O/b_$name.json" 2> "$O/b_$name.err" || { echo "$name FAILED"; tail -3 "$O/b_$name.err"; }; }
 run q4K_default --type q4_K
 for f in "$D"/lab/tiles/*.json; do n=$(basename "$f" .json); run "q4K_$n" --type q4_K --tune "$f"; done
