@@ -1,5 +1,5 @@
 // rocky bench-op --type q4_K --shape M,N,K [--kernel mmq|mmq-nodot] [--reps R] [--tune FILE]
-//                [--no-roofline] [--pipeline-stats] [--json] [--device N]
+//                [--no-roofline] [--pipeline-stats [--allow-spills]] [--json] [--device N]
 // Times one prefill matrix product y[M, N] = W[K, M]ᵀ · x[K, N] (M = weight rows / output features,
 // N = tokens, K = inner dimension; FLOP = 2·M·N·K) on random weights and activations, after a
 // warm-up, best of R; checks 64 sampled outputs against a CPU f64 product of the same q8_1
@@ -36,6 +36,7 @@ struct BenchOpts {
   uint32_t reps = 5;
   bool no_roofline = false;
   bool pipeline_stats = false;
+  bool allow_spills = false;
   bool json = false;
 };
 
@@ -87,6 +88,7 @@ int run_bench_op(const BenchOpts& o) {
 
   tune::DeviceProfile prof = tune::select_profile(info.vendor_id, info.driver_name);
   if (!o.tune.empty()) prof = tune::load_profile_override(o.tune, prof);
+  prof.refuse_spills = !o.allow_spills;
   const bool use_dot = o.kernel == "mmq";
 
   vulkan::Memory mem(dev, 0);
@@ -222,6 +224,8 @@ void add_bench_op(CLI::App& app, Runner& run) {
   sub->add_option("--reps", o->reps, "Timed repetitions (best and median reported)")->check(CLI::Range(1, 1000));
   sub->add_flag("--no-roofline", o->no_roofline, "Skip measuring the roofline");
   sub->add_flag("--pipeline-stats", o->pipeline_stats, "Log VK_KHR_pipeline_executable_properties statistics");
+  sub->add_flag("--allow-spills", o->allow_spills,
+                "With --pipeline-stats: run (and log) a kernel whose statistics show spills instead of refusing it");
   sub->add_flag("--json", o->json, "Print one JSON object");
   sub->callback([&run, o] { run = [o] { return run_bench_op(*o); }; });
 }

@@ -49,8 +49,9 @@ const std::vector<DeviceProfile>& builtin_profiles() {
       {"intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
       {"amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)},
       // H200: 8×4 was the fastest of 8 tiles and does not spill; 8×8 spilled (tuning-log #1).
-      // (sweeps 2–3: BK 64 and 64×128 with 4×8 fastest, 33.0 TFLOPS at q4_K 4096×512×14336).
-      {"nvidia", 64, tile(64, 128, 64, 32, 64, 4, 8), tile(128, 64, 32, 64, 32, 8, 4)},
+      // (sweep 4: 64×256, 4×8 per invocation, BK 64, 512 invocations: 36.1 TFLOPS at q4_K
+      // 4096×512×14336, the fastest of 31 configurations: docs/tuning-log.md).
+      {"nvidia", 64, tile(64, 256, 64, 32, 64, 4, 8), tile(128, 64, 32, 64, 32, 8, 4)},
       {"llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)},
       {"generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0), tile(64, 32, 32, 32, 16, 4, 4)},
   };

@@ -48,6 +48,9 @@ struct DeviceProfile {
   uint32_t max_accumulators = 16;  // per invocation, f32 (the register budget of one thread)
   MatmulTile mmq;                  // mul_mmq (q8_1 activations, packed int8 dot)
   MatmulTile mm;                   // mul_mm (dequantized f32 tiles, FMA)
+  // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
+  // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
+  bool refuse_spills = true;
 };
 
 // The built-in profiles, and the one by name (rocky::Error listing the names when unknown).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/vulkan/pipeline_stats.hpp"
 #include "backend/vulkan/shaders/fast_abi.h"
 #include "core/error.hpp"
 
@@ -40,6 +41,8 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
                                    {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
                                    {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step},
                                    {ROCKY_SC_PREFETCH, t.prefetch}});
+  if (e.pipes.capture_statistics() && prof.refuse_spills)
+    refuse_spills(pipeline_statistics(e.pipes.device(), p, "mul_mmq " + t.str()));
   Bound bq = ops::bind(e, qs, false), bd = ops::bind(e, ds, false), by = ops::bind(e, y, true);
   if (bq.delta || bd.delta) fail("mul_mmq: q8_1 regions must be aligned to the storage offset alignment");
   const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / w.row_bytes);

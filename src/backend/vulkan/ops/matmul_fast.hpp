@@ -7,7 +7,9 @@
 //    read in their ggml layout; no repacking yet) and q8_1 activations.
 // The tile comes from rocky::tune (a profile chosen for the device, or a JSON override) and is
 // refused with a rocky::Error naming the violated limit (accumulators over the profile's budget,
-// shared memory over the device's limit, inconsistent shape).
+// shared memory over the device's limit, inconsistent shape), and — when the pipelines capture
+// statistics (--pipeline-stats) and prof.refuse_spills — when the driver reports spills or
+// local/scratch memory for the compiled kernel (pipeline_stats.hpp).
 #pragma once
 
 #include <cstdint>
