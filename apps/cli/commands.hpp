@@ -15,6 +15,7 @@ using Runner = std::function<int()>;
 void add_info(CLI::App& app, Runner& run);
 void add_devices(CLI::App& app, Runner& run);
 void add_tokenize(CLI::App& app, Runner& run);
+void add_doctor(CLI::App& app, Runner& run);
 void add_roofline(CLI::App& app, Runner& run);
 void add_bench_op(CLI::App& app, Runner& run);
 

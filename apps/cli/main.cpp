@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   rocky::cli::add_info(app, run);
   rocky::cli::add_devices(app, run);
   rocky::cli::add_tokenize(app, run);
+  rocky::cli::add_doctor(app, run);
   rocky::cli::add_roofline(app, run);
   rocky::cli::add_bench_op(app, run);
   try {

@@ -9,8 +9,17 @@
 //
 // The whole file is mmap'ed; strings, arrays and tensor data are views into the mapping and live
 // as long as the GgufFile. Everything is validated at open, before any value is used: a bad file
-// throws rocky::Error whose message names the file, the key or tensor, and the byte offset. No
-// read goes out of bounds and no allocation is sized from an unchecked count.
+// throws rocky::Error whose message names the file, the key or tensor, and the byte offset, e.g.
+//   "m.gguf: tensor 'blk.0.ffn_up.weight': data offset 0x20 is not a multiple of the alignment 32
+//    (at byte offset 0x2f1c)"  (the part after the file: "header", "key 'K'", "metadata key #i of N",
+//   "tensor info #i of N" before the name is known, "tensor 'T'").
+// Checked: magic; version 2 or 3 (a byte-swapped version is reported as big-endian); every length
+// and count against the bytes left; value type ids; bools 0/1; arrays nested at most 8 deep;
+// duplicate or empty keys and tensor names; general.alignment a u32 power of two; n_dims 1..4;
+// dims nonzero with an element count < 2^63; ggml type ids (dtype.hpp); ne0 a multiple of the
+// type's block size; data offsets aligned, inside the file and not overlapping.
+// No read goes out of bounds and no allocation is sized from an unchecked count (at most 4096
+// entries are reserved from a count; the rest grows only as records are actually read).
 #pragma once
 
 #include <array>
@@ -78,10 +87,14 @@ class GgufFile {
  public:
   // Opens, maps and validates `path`. Throws rocky::Error on any problem.
   static GgufFile open(const std::string& path);
+  // Validates an in-memory image (copied into the GgufFile); `name` stands for the path in messages.
+  // Used by the fuzzer and by tests that check a writer's output without touching the disk.
+  static GgufFile from_bytes(std::vector<uint8_t> bytes, std::string name);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return name_; }
   uint32_t version() const { return version_; }
-  uint64_t file_size() const { return file_.size(); }
+  uint64_t file_size() const { return size_; }
+  const uint8_t* file_data() const { return data_; }  // the whole file (mapping or owned copy)
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // file offset of the data section
 
@@ -109,14 +122,18 @@ class GgufFile {
 
  private:
   GgufFile() = default;
-  MappedFile file_;
+  MappedFile file_;                // the mapping (open), or empty (from_bytes)
+  std::vector<uint8_t> owned_;     // the bytes (from_bytes), or empty (open)
+  std::string name_;
+  const uint8_t* data_ = nullptr;  // file_ or owned_
+  uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint32_t alignment_ = k_default_alignment;
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string_view, Value>> kv_;
   std::unordered_map<std::string_view, size_t> kv_index_;
   std::vector<TensorInfo> tensors_;
-  std::unordered_map<std::string_view, size_t> tensor_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;  // keys view the file's bytes
 
   friend class Parser;
 };
@@ -126,7 +143,7 @@ template <typename T>
 T load_le(const uint8_t* p) {
   T v;
   __builtin_memcpy(&v, p, sizeof(T));
-  return v;  // rocky supports little-endian hosts only (static_assert in gguf.cpp)
+  return v;  // rocky supports little-endian hosts only (static_assert in reader.cpp)
 }
 
 }  // namespace rocky::gguf

@@ -71,16 +71,17 @@ std::optional<uint64_t> scalar_size(uint32_t t) {
 
 }  // namespace
 
-// Cursor over the mapping; every read is bounds-checked and errors name the file and offset.
+// Cursor over the file; every read is bounds-checked. Errors name the file, the item being parsed
+// (`ctx_`: the header, a metadata key, a tensor) and the byte offset of the offending field.
 class Parser {
  public:
-  Parser(GgufFile& f) : f_(f), p_(f.file_.data()), n_(f.file_.size()) {}
+  explicit Parser(GgufFile& f) : f_(f), p_(f.data_), n_(f.size_) {}
 
   void run();
 
  private:
   [[noreturn]] void bad(uint64_t at, const std::string& what) const {
-    fail("{}: {} (at byte offset {:#x})", f_.path(), what, at);
+    fail("{}: {}: {} (at byte offset {:#x})", f_.path(), ctx_, what, at);
   }
   uint64_t remaining() const { return n_ - pos_; }
   void need(uint64_t bytes, const char* what) {
@@ -99,13 +100,13 @@ class Parser {
     uint64_t at = pos_;
     uint64_t len = read<uint64_t>(what);
     if (len > remaining())
-      bad(at, fmt::format("{}: string length {} larger than the {} bytes left in the file", what, len,
-                          remaining()));
+      bad(at, fmt::format("truncated file or bad length: {} length {} is larger than the {} bytes left "
+                          "(file size {})", what, len, remaining(), n_));
     std::string_view s(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len;
     return s;
   }
-  Value read_value(uint32_t type, std::string_view key, uint64_t at, int depth);
+  Value read_value(uint32_t type, uint64_t at, int depth);
   void parse_kv();
   void parse_tensor_infos();
   void validate_tensors();
@@ -116,11 +117,16 @@ class Parser {
   uint64_t pos_ = 0;
   uint64_t n_tensors_ = 0;
   uint64_t n_kv_ = 0;
+  std::string ctx_ = "header";
 };
 
-Value Parser::read_value(uint32_t type, std::string_view key, uint64_t at, int depth) {
+// Reserve at most this many elements up front from a count read from the file (the count is already
+// bounded by the bytes left; this keeps a corrupt count from reserving many times the file size).
+constexpr uint64_t k_max_reserve = 4096;
+
+Value Parser::read_value(uint32_t type, uint64_t at, int depth) {
   Value v;
-  if (!scalar_size(type)) bad(at, fmt::format("key '{}': unknown value type id {}", key, type));
+  if (!scalar_size(type)) bad(at, fmt::format("unknown value type id {}", type));
   v.type = static_cast<ValueType>(type);
   switch (v.type) {
     case ValueType::U8: v.u = read<uint8_t>("u8 value"); break;
@@ -135,39 +141,40 @@ Value Parser::read_value(uint32_t type, std::string_view key, uint64_t at, int d
     case ValueType::F64: v.f = read<double>("f64 value"); break;
     case ValueType::BOOL: {
       uint8_t b = read<uint8_t>("bool value");
-      if (b > 1) bad(pos_ - 1, fmt::format("key '{}': bool value {} is neither 0 nor 1", key, b));
+      if (b > 1) bad(pos_ - 1, fmt::format("bool value {} is neither 0 nor 1", b));
       v.u = b;
       break;
     }
     case ValueType::STRING: v.str = read_string("string value"); break;
     case ValueType::ARRAY: {
-      if (depth >= k_max_nesting)
-        bad(at, fmt::format("key '{}': arrays nested deeper than {}", key, k_max_nesting));
+      if (depth >= k_max_nesting) bad(at, fmt::format("arrays nested deeper than {} levels", k_max_nesting));
       uint64_t et_at = pos_;
       uint32_t et = read<uint32_t>("array element type");
       auto es = scalar_size(et);
-      if (!es) bad(et_at, fmt::format("key '{}': unknown array element type id {}", key, et));
+      if (!es) bad(et_at, fmt::format("unknown array element type id {}", et));
       v.elem_type = static_cast<ValueType>(et);
       uint64_t cnt_at = pos_;
       v.count = read<uint64_t>("array count");
-      // Smallest possible encoding of one element bounds the count before anything is allocated.
+      // The smallest encoding of one element bounds the count before anything is allocated:
+      // a string is at least its u64 length, a nested array its u32 type + u64 count.
       uint64_t min_elem = *es ? *es : (v.elem_type == ValueType::STRING ? 8 : 12);
       if (v.count > remaining() / min_elem)
-        bad(cnt_at, fmt::format("key '{}': array count {} larger than the file can hold ({} bytes left)",
-                                key, v.count, remaining()));
+        bad(cnt_at, fmt::format("truncated file or bad count: array count {} is larger than the {} bytes left "
+                                "can hold (file size {})",
+                                v.count, remaining(), n_));
       if (*es) {
         v.raw = p_ + pos_;
         pos_ += v.count * *es;
         if (v.elem_type == ValueType::BOOL) {
           for (uint64_t k = 0; k < v.count; ++k)
-            if (v.raw[k] > 1) bad(cnt_at + 8 + k, fmt::format("key '{}': bool element {} is not 0/1", key, k));
+            if (v.raw[k] > 1) bad(cnt_at + 8 + k, fmt::format("bool array element {} is neither 0 nor 1", k));
         }
       } else if (v.elem_type == ValueType::STRING) {
-        v.strings.reserve(v.count);
+        v.strings.reserve(std::min(v.count, k_max_reserve));
         for (uint64_t k = 0; k < v.count; ++k) v.strings.push_back(read_string("array string"));
       } else {
-        v.items.reserve(v.count);
-        for (uint64_t k = 0; k < v.count; ++k) v.items.push_back(read_value(et, key, pos_, depth + 1));
+        v.items.reserve(std::min(v.count, k_max_reserve));
+        for (uint64_t k = 0; k < v.count; ++k) v.items.push_back(read_value(et, pos_, depth + 1));
       }
       break;
     }
@@ -186,67 +193,67 @@ void Parser::run() {
   if (version != 2 && version != 3) {
     uint32_t swapped = __builtin_bswap32(version);
     if (swapped == 2 || swapped == 3)
-      bad(4, fmt::format("big-endian GGUF (version {} byte-swapped) is not supported", swapped));
-    bad(4, fmt::format("unsupported GGUF version {} (rocky reads versions 2 and 3)", version));
+      bad(4, fmt::format("version field: big-endian GGUF (version {} byte-swapped) is not supported", swapped));
+    bad(4, fmt::format("version field: unsupported GGUF version {} (rocky reads versions 2 and 3)", version));
   }
   f_.version_ = version;
-  uint64_t at = pos_;
+  // The counts are not trusted: every record is read with bounds checks (a count larger than the file
+  // ends in a truncation error naming the record and the count), and at most k_max_reserve entries
+  // are reserved up front.
   n_tensors_ = read<uint64_t>("tensor count");
-  if (n_tensors_ > remaining() / 24)  // a tensor info takes at least 24 bytes
-    bad(at, fmt::format("tensor count {} larger than the file can hold", n_tensors_));
-  at = pos_;
   n_kv_ = read<uint64_t>("metadata count");
-  if (n_kv_ > remaining() / 13)  // a key/value takes at least 13 bytes
-    bad(at, fmt::format("metadata count {} larger than the file can hold", n_kv_));
   parse_kv();
   parse_tensor_infos();
   validate_tensors();
 }
 
 void Parser::parse_kv() {
-  f_.kv_.reserve(n_kv_);
+  f_.kv_.reserve(std::min(n_kv_, k_max_reserve));
   for (uint64_t k = 0; k < n_kv_; ++k) {
     uint64_t at = pos_;
+    ctx_ = fmt::format("metadata key #{} of {}", k, n_kv_);
     std::string_view key = read_string("metadata key");
-    if (key.empty()) bad(at, fmt::format("metadata key #{} is empty", k));
-    if (f_.kv_index_.count(key)) bad(at, fmt::format("duplicate metadata key '{}'", key));
+    if (key.empty()) bad(at, "empty metadata key");
+    ctx_ = fmt::format("key '{}'", key);
+    if (f_.kv_index_.count(key)) bad(at, "duplicate metadata key");
     uint64_t type_at = pos_;
     uint32_t type = read<uint32_t>("value type");
-    Value v = read_value(type, key, type_at, 0);
+    Value v = read_value(type, type_at, 0);
     f_.kv_index_.emplace(key, f_.kv_.size());
     f_.kv_.emplace_back(key, std::move(v));
     if (key == "general.alignment") {
       const Value& a = f_.kv_.back().second;
       if (a.type != ValueType::U32)
-        bad(type_at, fmt::format("key 'general.alignment' has type {}, expected u32", value_type_name(a.type)));
+        bad(type_at, fmt::format("alignment has type {}, expected u32", value_type_name(a.type)));
       if (a.u == 0 || (a.u & (a.u - 1)) != 0)
-        bad(type_at, fmt::format("key 'general.alignment' = {} is not a power of two", a.u));
+        bad(type_at + 4, fmt::format("alignment {} is not a power of two", a.u));
       f_.alignment_ = static_cast<uint32_t>(a.u);
     }
   }
 }
 
 void Parser::parse_tensor_infos() {
-  f_.tensors_.reserve(n_tensors_);
+  f_.tensors_.reserve(std::min(n_tensors_, k_max_reserve));
   for (uint64_t k = 0; k < n_tensors_; ++k) {
     TensorInfo t;
     t.info_offset = pos_;
+    ctx_ = fmt::format("tensor info #{} of {}", k, n_tensors_);
     std::string_view name = read_string("tensor name");
+    if (name.empty()) bad(t.info_offset, "empty tensor name");
+    ctx_ = fmt::format("tensor '{}'", name);
     t.name = std::string(name);
-    if (name.empty()) bad(t.info_offset, fmt::format("tensor #{} has an empty name", k));
-    if (f_.tensor_index_.count(name)) bad(t.info_offset, fmt::format("duplicate tensor name '{}'", name));
+    if (f_.tensor_index_.count(name)) bad(t.info_offset, "duplicate tensor name");
     uint64_t at = pos_;
     t.n_dims = read<uint32_t>("tensor n_dims");
-    if (t.n_dims == 0 || t.n_dims > k_max_dims)
-      bad(at, fmt::format("tensor '{}': n_dims {} (must be 1..{})", name, t.n_dims, k_max_dims));
+    if (t.n_dims == 0 || t.n_dims > k_max_dims) bad(at, fmt::format("n_dims {} (must be 1..{})", t.n_dims, k_max_dims));
     uint64_t n = 1;
     for (uint32_t d = 0; d < t.n_dims; ++d) {
       at = pos_;
       uint64_t ne = read<uint64_t>("tensor dimension");
-      if (ne == 0) bad(at, fmt::format("tensor '{}': dimension {} is zero", name, d));
+      if (ne == 0) bad(at, fmt::format("dimension ne{} is zero", d));
       if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
           n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / ne)
-        bad(at, fmt::format("tensor '{}': element count overflows (dimension {} = {})", name, d, ne));
+        bad(at, fmt::format("element count overflows int64 (dimension ne{} = {})", d, ne));
       t.ne[d] = ne;
       n *= ne;
     }
@@ -254,57 +261,74 @@ void Parser::parse_tensor_infos() {
     at = pos_;
     uint32_t type_id = read<uint32_t>("tensor type");
     auto info = dtype_info(type_id);
-    if (!info) bad(at, fmt::format("tensor '{}': unknown ggml type id {}", name, type_id));
+    if (!info) bad(at, fmt::format("unknown ggml type id {}", type_id));
     t.type = static_cast<DType>(type_id);
     if (t.ne[0] % info->block_elems != 0)
-      bad(at, fmt::format("tensor '{}': row length ne0 = {} is not a multiple of {}'s block size {}", name,
-                          t.ne[0], info->name, info->block_elems));
-    // bytes = n / block_elems * block_bytes; n / block_elems ≤ n, and block_bytes ≤ 292.
+      bad(at, fmt::format("row length ne0 = {} is not a multiple of {}'s block size {}", t.ne[0], info->name,
+                          info->block_elems));
+    // n_elements < 2^63 and block_bytes / block_elems ≤ 4 for every ggml type except f64/i64 (8),
+    // so the byte count could still exceed 2^64 for 8-byte types: check.
     uint64_t blocks = n / info->block_elems;
-    if (blocks > std::numeric_limits<uint64_t>::max() / info->block_bytes)
-      bad(at, fmt::format("tensor '{}': byte size overflows", name));
+    if (blocks > std::numeric_limits<uint64_t>::max() / info->block_bytes) bad(at, "byte size overflows");
     t.n_bytes = blocks * info->block_bytes;
     at = pos_;
     t.offset = read<uint64_t>("tensor data offset");
     if (t.offset % f_.alignment_ != 0)
-      bad(at, fmt::format("tensor '{}': data offset {:#x} is not a multiple of the alignment {}", name,
-                          t.offset, f_.alignment_));
+      bad(at, fmt::format("data offset {:#x} is not a multiple of the alignment {}", t.offset, f_.alignment_));
     f_.tensors_.push_back(std::move(t));
-    f_.tensor_index_.emplace(std::string_view(f_.tensors_.back().name), f_.tensors_.size() - 1);
+    f_.tensor_index_.emplace(name, f_.tensors_.size() - 1);  // `name` views the file: stable
   }
-  // Re-key the index: the strings moved when the vector grew? No: reserve() above prevents that.
 }
 
 void Parser::validate_tensors() {
+  ctx_ = "tensor data";
   uint64_t a = f_.alignment_;
   uint64_t data = (pos_ + a - 1) / a * a;
   f_.data_offset_ = data;
   if (f_.tensors_.empty()) return;  // vocab-only files may end right after the infos
-  if (data > n_) bad(pos_, fmt::format("truncated file: data section starts at {:#x}, past the end (size {})", data, n_));
+  if (data > n_)
+    bad(pos_, fmt::format("truncated file: data section starts at {:#x}, past the end (file size {})", data, n_));
   uint64_t avail = n_ - data;
-  std::vector<size_t> order(f_.tensors_.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   for (TensorInfo& t : f_.tensors_) {
-    if (t.offset > avail || t.n_bytes > avail - t.offset)
-      bad(t.info_offset,
-          fmt::format("tensor '{}': data [{:#x}, +{}) runs past the end of the file (size {}, data section at {:#x})",
-                      t.name, data + t.offset, t.n_bytes, n_, data));
+    if (t.offset > avail || t.n_bytes > avail - t.offset) {
+      ctx_ = fmt::format("tensor '{}'", t.name);
+      bad(t.info_offset, fmt::format("data offset {:#x} + {} bytes runs past the end of the file (data section "
+                                     "at {:#x}, {} bytes long; file size {})",
+                                     t.offset, t.n_bytes, data, avail, n_));
+    }
     t.data = p_ + data + t.offset;
   }
+  std::vector<size_t> order(f_.tensors_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(),
             [&](size_t x, size_t y) { return f_.tensors_[x].offset < f_.tensors_[y].offset; });
   for (size_t k = 1; k < order.size(); ++k) {
     const TensorInfo& prev = f_.tensors_[order[k - 1]];
     const TensorInfo& cur = f_.tensors_[order[k]];
-    if (prev.offset + prev.n_bytes > cur.offset)
-      bad(cur.info_offset, fmt::format("tensor '{}' (data at {:#x}) overlaps tensor '{}' (data [{:#x}, +{}))",
-                                       cur.name, data + cur.offset, prev.name, data + prev.offset, prev.n_bytes));
+    if (prev.offset + prev.n_bytes > cur.offset) {
+      ctx_ = fmt::format("tensor '{}'", cur.name);
+      bad(cur.info_offset, fmt::format("data at {:#x} overlaps tensor '{}' (data [{:#x}, {:#x}))", data + cur.offset,
+                                       prev.name, data + prev.offset, data + prev.offset + prev.n_bytes));
+    }
   }
 }
 
 GgufFile GgufFile::open(const std::string& path) {
   GgufFile f;
   f.file_ = MappedFile(path);
+  f.name_ = path;
+  f.data_ = f.file_.data();
+  f.size_ = f.file_.size();
+  Parser(f).run();
+  return f;
+}
+
+GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  GgufFile f;
+  f.owned_ = std::move(bytes);
+  f.name_ = std::move(name);
+  f.data_ = f.owned_.data();
+  f.size_ = f.owned_.size();
   Parser(f).run();
   return f;
 }

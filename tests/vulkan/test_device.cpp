@@ -37,6 +37,22 @@ TEST(VulkanDevice, ProbesLimits) {
   EXPECT_EQ(inst.error_count(), 0u);
 }
 
+TEST(VulkanDevice, ParsesDeviceNames) {
+  EXPECT_EQ(vulkan::parse_vulkan_device("vulkan"), 0u);
+  EXPECT_EQ(vulkan::parse_vulkan_device("vulkan:3"), 3u);
+  EXPECT_EQ(vulkan::parse_vulkan_device("cpu"), std::nullopt);
+  EXPECT_THROW(vulkan::parse_vulkan_device("vulkan:x"), Error);
+  EXPECT_THROW(vulkan::parse_vulkan_device("vulkan:"), Error);
+  std::string why;
+  auto gpu = vulkan::first_gpu(&why);
+  vulkan::Instance inst;
+  if (!gpu) {  // lavapipe: a CPU driver is not picked by --device auto
+    EXPECT_FALSE(why.empty());
+  } else {
+    EXPECT_NE(inst.probe(*gpu).type, VK_PHYSICAL_DEVICE_TYPE_CPU);
+  }
+}
+
 TEST(VulkanDevice, ReflectsBindings) {
   const auto& s = vulkan::find_shader("matmul");
   std::vector<uint32_t> w(s.size / 4);
@@ -51,13 +67,14 @@ TEST(VulkanDevice, ReflectsBindings) {
   EXPECT_THROW(vulkan::reflect_bindings(bad, 5), Error);
 }
 
-// get_rows + matmul + matvec over a weight much larger than --max-binding: identical results.
+// get_rows + matmul + matvec over a weight much larger than --max-binding: identical results
+// (n = 7: the output [2003, 7] is larger than one binding too, so the tokens are chunked).
 TEST(VulkanDevice, WindowedWeightsGiveIdenticalResults) {
   std::mt19937 rng(7);
   for (DType t : {DType::Q8_0, DType::F16, DType::Q4_K}) {
     const int64_t k = t == DType::Q4_K ? 256 : 64, rows = 2003;
     auto w = make_weight(t, k, rows, rng, "token_embd.weight");
-    for (int n : {1, 3}) {
+    for (int n : {1, 3, 7}) {
       graph::Graph g;
       g.n_tokens = n;
       int32_t x = g.add(get_rows_node(*w, n, "inp_embd"));
@@ -70,7 +87,7 @@ TEST(VulkanDevice, WindowedWeightsGiveIdenticalResults) {
       mm.weight = &w->info;
       g.output = g.add(mm);
       auto plan = own_plan(g);
-      std::vector<int32_t> tok = {2002, 0, 1001};
+      std::vector<int32_t> tok = {2002, 0, 1001, 5, 77, 1999, 1000};
       tok.resize(static_cast<size_t>(n));
       std::vector<std::vector<float>> res;
       for (uint64_t mb : {uint64_t{0}, uint64_t{32768}}) {
@@ -166,6 +183,47 @@ TEST(VulkanDevice, RecorderInsertsOnlyNeededBarriers) {
   for (int j = 0; j < 4; ++j)
     for (int i = 0; i < 64; ++i)
       EXPECT_FLOAT_EQ(out[size_t(j * 64 + i)], float(3 * ea->at(tok[size_t(j)], i)));
+  be.release_weights();
+  EXPECT_EQ(be.instance().error_count(), 0u);
+}
+
+// Many submits of the same graph: device memory and descriptor pools stay constant.
+TEST(VulkanDevice, NothingGrowsWithSubmits) {
+  std::mt19937 rng(12);
+  auto ea = make_weight(DType::Q4_0, 64, 300, rng, "a");  // > 256 dispatches' worth of sets below
+  auto& be = shared_backend();
+  const gguf::TensorInfo* ws[] = {&ea->info};
+  be.load_weights(ws);
+  graph::Graph g;
+  g.n_tokens = 3;
+  int32_t cur = g.add(get_rows_node(*ea, 3, "x"));
+  for (int i = 0; i < 300; ++i) {  // a long chain: more descriptor sets than one pool holds
+    graph::Node add;
+    add.op = graph::Op::ADD;
+    add.name = "add" + std::to_string(i);
+    add.ne0 = 64;
+    add.ne1 = 3;
+    add.src = {cur, 0, -1};
+    cur = g.add(add);
+  }
+  g.output = cur;
+  auto plan = own_plan(g);
+  std::vector<int32_t> tok = {1, 299, 7};
+  std::vector<float> out(64 * 3);
+  uint64_t mem = 0;
+  size_t pools = 0;
+  for (int rep = 0; rep < 30; ++rep) {
+    be.compute(g, plan, tok, out);
+    if (rep == 2) {
+      mem = be.device_memory_bytes();
+      pools = be.recorder().descriptor_pools();
+    }
+  }
+  EXPECT_EQ(be.device_memory_bytes(), mem);
+  EXPECT_EQ(be.recorder().descriptor_pools(), pools);
+  EXPECT_LE(pools, 4u);
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 64; ++i) EXPECT_NEAR(out[size_t(j * 64 + i)], 301 * ea->at(tok[size_t(j)], i), 1e-3);
   be.release_weights();
   EXPECT_EQ(be.instance().error_count(), 0u);
 }

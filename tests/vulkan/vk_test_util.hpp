@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/vulkan/vulkan_backend.hpp"
@@ -114,8 +115,9 @@ inline double nmse(const std::vector<float>& got, const std::vector<double>& ref
   return den == 0 ? num : num / den;
 }
 
-inline std::map<std::pair<bool, uint64_t>, std::unique_ptr<vulkan::VulkanBackend>>& shared_backends() {
-  static std::map<std::pair<bool, uint64_t>, std::unique_ptr<vulkan::VulkanBackend>> all;
+using BackendKey = std::tuple<bool, uint64_t, bool>;
+inline std::map<BackendKey, std::unique_ptr<vulkan::VulkanBackend>>& shared_backends() {
+  static std::map<BackendKey, std::unique_ptr<vulkan::VulkanBackend>> all;
   return all;
 }
 
@@ -126,15 +128,21 @@ struct SharedBackendsEnv : ::testing::Environment {
 };
 inline ::testing::Environment* const k_shared_backends_env = ::testing::AddGlobalTestEnvironment(new SharedBackendsEnv);
 
-// A backend per configuration, created once per test binary with validation on.
-inline vulkan::VulkanBackend& shared_backend(bool kv_f16 = false, uint64_t max_binding = 0) {
-  auto& b = shared_backends()[{kv_f16, max_binding}];
+// A backend per configuration, created once per test binary with validation on. gpu_tile: the
+// matmul tile GPUs get (ops::default_tile of a non-CPU device), so lavapipe tests it too.
+inline vulkan::VulkanBackend& shared_backend(bool kv_f16 = false, uint64_t max_binding = 0, bool gpu_tile = false) {
+  auto& b = shared_backends()[{kv_f16, max_binding, gpu_tile}];
   if (!b) {
     vulkan::VulkanOptions o;
     o.validation = true;
     o.kv_f16 = kv_f16;
     o.max_binding = max_binding;
     o.persist_pipeline_cache = false;
+    if (gpu_tile) {
+      vulkan::DeviceInfo gpu;
+      gpu.type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+      o.tile = vulkan::ops::default_tile(gpu);
+    }
     b = std::make_unique<vulkan::VulkanBackend>(o);
   }
   return *b;

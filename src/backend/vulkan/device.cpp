@@ -107,6 +107,32 @@ uint32_t compute_family(VkPhysicalDevice pd, bool* timestamps) {
 
 }  // namespace
 
+std::optional<uint32_t> parse_vulkan_device(const std::string& spec) {
+  if (spec == "vulkan") return 0u;
+  if (spec.rfind("vulkan:", 0) != 0) return std::nullopt;
+  const std::string n = spec.substr(7);
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos) {
+    fail("--device {}: expected vulkan:N with N a device index (see `rocky devices`)", spec);
+  }
+  return static_cast<uint32_t>(std::stoul(n));
+}
+
+std::optional<uint32_t> first_gpu(std::string* why) {
+  try {
+    InstanceOptions io;
+    io.print_messages = false;
+    Instance inst(io);
+    for (uint32_t i = 0; i < inst.physical_devices().size(); ++i) {
+      DeviceInfo d = inst.probe(i);
+      if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU && d.type != VK_PHYSICAL_DEVICE_TYPE_OTHER) return i;
+    }
+    if (why) *why = inst.physical_devices().empty() ? "no Vulkan device" : "only CPU Vulkan drivers (e.g. lavapipe)";
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+  }
+  return std::nullopt;
+}
+
 Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages) {
   load_vulkan_loader();
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,13 @@ class Device {
   DeviceInfo info_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
 };
+
+// "vulkan" → 0, "vulkan:N" → N, any other name → nullopt; rocky::Error for a malformed index.
+std::optional<uint32_t> parse_vulkan_device(const std::string& spec);
+
+// Index of the first Vulkan device that is a GPU (not a CPU driver such as lavapipe), for
+// `--device auto`; nullopt when there is none or Vulkan is unavailable (`why` then says which).
+std::optional<uint32_t> first_gpu(std::string* why);
 
 // rocky::Error with `what` and the VkResult's name unless r == VK_SUCCESS. Device loss says so.
 void vk_check(VkResult r, const char* what);

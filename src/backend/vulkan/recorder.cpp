@@ -1,6 +1,7 @@
 #include "backend/vulkan/recorder.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.hpp"
 
@@ -9,7 +10,19 @@ namespace rocky::vulkan {
 namespace {
 constexpr uint32_t k_sets_per_pool = 256;
 constexpr uint32_t k_query_capacity = 4096;
-constexpr uint64_t k_wait_timeout_ns = 120ull * 1000 * 1000 * 1000;  // a hung GPU is an error, not a hang
+// A hung GPU is an error, not a hang. One ubatch of a large model on a CPU driver (lavapipe) can
+// legitimately take many minutes, so the default is generous; ROCKY_VULKAN_TIMEOUT_S overrides it.
+uint64_t wait_timeout_s() {
+  static const uint64_t s = [] {
+    const char* e = std::getenv("ROCKY_VULKAN_TIMEOUT_S");
+    char* end = nullptr;
+    unsigned long long v = e ? std::strtoull(e, &end, 10) : 0;
+    return (e && end != e && *end == '\0' && v > 0) ? uint64_t(v) : uint64_t{1800};
+  }();
+  return s;
+}
+// Destructor: a frame still pending only after a failed wait; do not hang on it.
+constexpr uint64_t k_wait_timeout_ns = 5ull * 1000 * 1000 * 1000;
 }  // namespace
 
 Recorder::Recorder(Device& dev, uint64_t max_binding) : dev_(dev) {
@@ -60,8 +73,12 @@ Bound Recorder::bind(const Buffer& buf, uint64_t offset, uint64_t bytes, bool wr
 
 void Recorder::wait(Frame& f) {
   if (!f.pending) return;
-  VkResult r = vkWaitForFences(dev_.handle(), 1, &f.fence, VK_TRUE, k_wait_timeout_ns);
-  if (r == VK_TIMEOUT) fail("Vulkan: the GPU did not finish a command buffer within 120 s (device hung?)");
+  VkResult r = vkWaitForFences(dev_.handle(), 1, &f.fence, VK_TRUE, wait_timeout_s() * 1000000000ull);
+  if (r == VK_TIMEOUT) {
+    fail("Vulkan: the GPU did not finish a command buffer within {} s (device hung? raise "
+         "ROCKY_VULKAN_TIMEOUT_S for very large ubatches on slow drivers, or use a smaller -ub)",
+         wait_timeout_s());
+  }
   vk_check(r, "vkWaitForFences");
   vkResetFences(dev_.handle(), 1, &f.fence);
   f.pending = false;

@@ -63,6 +63,8 @@ class Recorder {
   void submit_and_wait();
 
   uint32_t dispatches() const { return dispatches_; }
+  // Descriptor pools held by both frames (bounded by the largest graph, not the submit count).
+  size_t descriptor_pools() const { return frames_[0].pools.size() + frames_[1].pools.size(); }
   uint32_t barriers() const { return barriers_; }
   // Per-dispatch GPU times of the last profiled submit.
   const std::vector<OpTiming>& timings() const { return timings_; }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
 
@@ -14,6 +17,15 @@ std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<doubl
 }  // namespace
 
 VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
+  // ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn overrides the matmul tile (tuning experiments).
+  if (const char* t = std::getenv("ROCKY_MATMUL_TILE"); t && *t) {
+    ops::MatmulTile m;
+    if (std::sscanf(t, "%u,%u,%u,%u,%u", &m.bm, &m.bn, &m.bk, &m.tm, &m.tn) != 5 || m.tm == 0 || m.tn == 0 ||
+        m.bm % m.tm || m.bn % m.tn || m.bk == 0) {
+      fail("ROCKY_MATMUL_TILE='{}': expected bm,bn,bk,tm,tn with tm | bm and tn | bn", t);
+    }
+    opts_.tile = m;
+  }
   InstanceOptions io;
   io.validation = opts.validation;
   instance_ = std::make_shared<Instance>(io);
@@ -22,6 +34,7 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   memory_ = std::make_unique<Memory>(*device_, limit);
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
   recorder_ = std::make_unique<Recorder>(*device_, opts.max_binding);
+  if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
 }
 
 VulkanBackend::~VulkanBackend() {

@@ -28,7 +28,7 @@ struct VulkanOptions {
   bool kv_f16 = false;              // f16 KV cache
   bool profile = false;             // per-dispatch GPU time (timings())
   bool persist_pipeline_cache = true;
-  ops::MatmulTile tile{};
+  ops::MatmulTile tile{};           // all 0: ops::default_tile(device); ROCKY_MATMUL_TILE overrides
 };
 
 class VulkanBackend final : public backend::Backend {
@@ -52,6 +52,7 @@ class VulkanBackend final : public backend::Backend {
   Instance& instance() const { return *instance_; }
   const Recorder& recorder() const { return *recorder_; }
   size_t pipeline_count() const { return pipelines_->size(); }
+  const ops::MatmulTile& tile() const { return opts_.tile; }
 
  private:
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;

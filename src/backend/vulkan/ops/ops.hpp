@@ -38,11 +38,19 @@ struct Weight {
 // Matmul tile shape, mapped to the named specialization constants ROCKY_SC_BM … ROCKY_SC_TN.
 // Invocations per workgroup = (bm / tm) · (bn / tn); accumulators per invocation = tm · tn.
 struct MatmulTile {
-  uint32_t bm = 32, bn = 32, bk = 16, tm = 2, tn = 4;
+  uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // all 0 = the device class default
   uint32_t invocations() const { return (bm / tm) * (bn / tn); }
   uint32_t accumulators() const { return tm * tn; }
   uint32_t shared_bytes() const { return (bm + bn) * bk * 4; }
 };
+
+// The tile for a device class (data, not code): CPU drivers (lavapipe) run fastest with many
+// accumulators per invocation; GPUs get a small register budget (8 accumulators: the Mali-G610
+// full-occupancy budget is 32 registers per thread, see ../shared/PLATFORMS.md).
+inline MatmulTile default_tile(const DeviceInfo& d) {
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return MatmulTile{128, 32, 8, 8, 4};  // 128 invocations, 32 acc
+  return MatmulTile{32, 32, 16, 2, 4};                                               // 128 invocations, 8 acc
+}
 
 struct Env {
   Recorder& rec;
