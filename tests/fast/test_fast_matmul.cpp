@@ -216,6 +216,76 @@ TEST(FastMatmul, MulMmqOtherTiles) {
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);
 }
 
+// mul_mm: weights dequantized into f32 (NMSE ≤ 1e-6) or f16 (≤ 5e-4) shared tiles vs an f64 product
+// of the dequantized weights and the f32 activations.
+void check_mm(DType t, const std::vector<Shape>& shapes, const tune::DeviceProfile& prof) {
+  Harness& h = harness();
+  std::mt19937 rng(static_cast<uint32_t>(t) * 77 + 5);
+  for (const Shape& s : shapes) {
+    std::vector<float> deq;
+    std::vector<uint8_t> wbytes;
+    if (t == DType::F32 || t == DType::F16) {
+      std::uniform_real_distribution<float> u(-1, 1);
+      deq.resize(size_t{s.k} * s.m);
+      wbytes.resize(row_bytes(t, s.k) * s.m);
+      for (size_t i = 0; i < deq.size(); ++i) {
+        float f = u(rng);
+        if (t == DType::F32) {
+          std::memcpy(&wbytes[4 * i], &f, 4);
+        } else {
+          uint16_t hv = quant::f32_to_f16(f);
+          std::memcpy(&wbytes[2 * i], &hv, 2);
+          f = quant::f16_to_f32(hv);
+        }
+        deq[i] = f;
+      }
+    } else {
+      wbytes = random_weights(t, s.k, s.m, rng, deq);
+    }
+    auto x = random_x(s.k, s.n, rng);
+    for (bool f16 : {false, true}) {
+      if (f16 && !h.dev->info().fp16) continue;
+      Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
+      Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE);
+      Buffer yb = h.mem->create("y", size_t{s.m} * s.n * 4, BufferKind::DEVICE);
+      h.mem->upload(wb, 0, wbytes.data(), wbytes.size());
+      h.mem->upload(xb, 0, x.data(), x.size() * 4);
+      std::vector<float> y(size_t{s.m} * s.n, std::nanf(""));
+      h.mem->upload(yb, 0, y.data(), y.size() * 4);
+      ops::Weight w{&wb, t, s.k, s.m, row_bytes(t, s.k), "w"};
+      h.rec->begin();
+      fast::mul_mm(*h.env, prof, w, {&xb, 0, xb.size()}, s.n, {&yb, 0, yb.size()}, f16, "mm");
+      h.rec->submit_and_wait();
+      h.mem->download(yb, 0, y.data(), y.size() * 4);
+      double num = 0, den = 0;
+      bool finite = true;
+      for (uint32_t c = 0; c < s.n; ++c)
+        for (uint32_t r = 0; r < s.m; ++r) {
+          double ref = 0;
+          for (uint32_t i = 0; i < s.k; ++i) ref += static_cast<double>(deq[size_t{r} * s.k + i]) * x[size_t{c} * s.k + i];
+          double got = y[size_t{c} * s.m + r];
+          finite = finite && std::isfinite(got);
+          num += (got - ref) * (got - ref);
+          den += ref * ref;
+        }
+      EXPECT_TRUE(finite) << "unwritten output";
+      EXPECT_LE(num / den, f16 ? 5e-4 : 1e-6) << dtype_name(t) << " M=" << s.m << " N=" << s.n << " K=" << s.k
+                                               << (f16 ? " f16 tiles" : " f32 tiles") << " profile " << prof.name;
+    }
+  }
+}
+
+TEST(FastMatmul, MulMmAllWeightTypes) {
+  const auto& p = device_profile();
+  check_mm(DType::Q4_K, {{67, 1, 256}, {33, 1024, 256}}, p);
+  check_mm(DType::Q6_K, {{67, 45, 256}}, p);
+  check_mm(DType::Q8_0, {{65, 77, 96}}, p);
+  check_mm(DType::Q4_0, {{65, 7, 160}}, p);
+  check_mm(DType::F16, {{63, 29, 100}}, p);
+  check_mm(DType::F32, {{63, 29, 100}}, p);
+  check_mm(DType::Q4_K, {{65, 19, 256}}, tune::builtin_profile("mali-valhall"));
+}
+
 TEST(FastMatmul, RefusesTilesOverTheBudget) {
   tune::DeviceProfile p = tune::builtin_profile("mali-valhall");
   p.mmq = {128, 128, 32, 64, 64, 8, 8, 256, 1};  // 128 accumulator registers > 16

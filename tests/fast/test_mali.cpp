@@ -1,5 +1,6 @@
 // [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; mul_mmq and mul_mmq_nodot for
-// q4_0, q8_0, q4_K, q6_K with the mali-valhall profile's tile) compiled by Mesa 25.0.7's Mali-G610
+// q4_0, q8_0, q4_K, q6_K; mul_mm and mul_mm_f16 for f16, q4_0, q8_0, q4_K, q6_K; the mali-valhall
+// profile's tiles) compiled by Mesa 25.0.7's Mali-G610
 // compiler through ../shared/mali/g610-stats must have 0 spills and tls_bytes 0; work_regs is
 // reported (32 = full occupancy). A missing tool or compiler FAILS (never skips): run
 // `MALI_G610_HOME=/opt/mali-g610-offline bash ../shared/mali/setup.sh` once.
@@ -60,6 +61,22 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
       add(ROCKY_SC_PREFETCH, t.prefetch);
       vs.push_back({sh, spec});
     }
+  }
+  const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
+  for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
+    std::string spec;
+    auto add = [&](int id, uint32_t v) { spec += (spec.empty() ? "-s " : " -s ") + std::to_string(id) + "=" + std::to_string(v); };
+    add(ROCKY_SC_WG, m.wg);
+    add(ROCKY_SC_WTYPE, static_cast<uint32_t>(type));
+    add(ROCKY_SC_BM, m.bm);
+    add(ROCKY_SC_BN, m.bn);
+    add(ROCKY_SC_BK, m.bk);
+    add(ROCKY_SC_WM, m.wm);
+    add(ROCKY_SC_WN, m.wn);
+    add(ROCKY_SC_TM, m.tm);
+    add(ROCKY_SC_TN, m.tn);
+    vs.push_back({"mul_mm", spec});
+    vs.push_back({"mul_mm_f16", spec});
   }
   for (const auto& v : vs) {
     int status = 0;

@@ -65,4 +65,42 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
   }
 }
 
+void mul_mm(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region x, uint32_t n,
+            ops::Region y, bool f16_tiles, const std::string& label) {
+  if (!ops::gpu_supports(w.type)) fail("{}: mul_mm does not support weight type {}", w.name, dtype_name(w.type));
+  if (f16_tiles && !e.info.fp16) fail("{}: f16 tiles need shaderFloat16, which the device lacks", w.name);
+  const tune::MatmulTile& t = prof.mm;
+  const uint32_t shared = f16_tiles ? t.mm_shared_bytes() / 2 : t.mm_shared_bytes();
+  std::string why = tune::check_tile(t, t.accumulators(), shared, prof.max_accumulators, e.info.shared_memory,
+                                     e.info.max_workgroup_invocations);
+  // mul_mm's BK need not be a multiple of 32 (check_tile's q8_1 rule): accept BK % 8 == 0.
+  if (!why.empty() && !(t.bk % 8 == 0 && why.find("multiple of 32") != std::string::npos))
+    fail("mul_mm ({} profile): {}", prof.name, why);
+  const Pipeline& p = e.pipes.get(f16_tiles ? "mul_mm_f16" : "mul_mm",
+                                  {{ROCKY_SC_WG, t.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                   {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn}, {ROCKY_SC_BK, t.bk},
+                                   {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
+                                   {ROCKY_SC_TN, t.tn}});
+  if (e.pipes.capture_statistics() && prof.refuse_spills)
+    refuse_spills(pipeline_statistics(e.pipes.device(), p, "mul_mm " + t.str()));
+  Bound bx = ops::bind(e, x, false), by = ops::bind(e, y, true);
+  const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / w.row_bytes);
+  for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
+    const uint64_t r1 = std::min(w.rows, r0 + per);
+    Bound bw = e.rec.bind(*w.buf, r0 * w.row_bytes, (r1 - r0) * w.row_bytes, false);
+    abi::MatmulFastPC pc{};
+    pc.M = static_cast<uint32_t>(r1 - r0);
+    pc.K = static_cast<uint32_t>(w.ne0);
+    pc.N = n;
+    pc.row_bytes = static_cast<uint32_t>(w.row_bytes);
+    pc.w_off = bw.delta;
+    pc.x_off = ops::f32_off(bx);
+    pc.y_off = ops::f32_off(by);
+    pc.ldy = static_cast<uint32_t>(w.rows);
+    pc.m0 = static_cast<uint32_t>(r0);
+    Bound b[] = {bw, bx, by};
+    e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
+  }
+}
+
 }  // namespace rocky::vulkan::fast

@@ -34,4 +34,10 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label);
 
+// mul_mm (shaders/mul_mm.comp, or mul_mm_f16.comp with f16 tiles: needs shaderFloat16): y [ldy =
+// M, N] = W · x for any weight type ops::gpu_supports() lists and f32 activations x [K, N]; the
+// weights are dequantized into shared-memory tiles, FMA with f32 accumulators. Tile: prof.mm.
+void mul_mm(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region x, uint32_t n,
+            ops::Region y, bool f16_tiles, const std::string& label);
+
 }  // namespace rocky::vulkan::fast
