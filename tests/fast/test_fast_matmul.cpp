@@ -286,6 +286,71 @@ TEST(FastMatmul, MulMmAllWeightTypes) {
   check_mm(DType::Q4_K, {{65, 19, 256}}, tune::builtin_profile("mali-valhall"));
 }
 
+// Producers: rms_norm and silu·mul written straight to q8_1 equal the CPU op followed by the q8_1
+// quantizer (a ±1 flip at a rounding tie from float summation order is tolerated, rarely).
+void check_q81(const std::vector<float>& f, uint32_t ne0, uint32_t n_cols, const Q81& q) {
+  const uint32_t nb = ne0 / 32;
+  size_t flips = 0;
+  for (uint32_t c = 0; c < n_cols; ++c)
+    for (uint32_t b = 0; b < nb; ++b) {
+      const float* v = &f[size_t{c} * ne0 + b * 32];
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+      const size_t blk = size_t{c} * nb + b;
+      EXPECT_NEAR(q.ds[2 * blk], d, 1e-5 * d + 1e-12);
+      for (int i = 0; i < 32; ++i) {
+        int want = static_cast<int>(std::roundf(v[i] * id));
+        int got = static_cast<int8_t>(q.qs[blk * 8 + i / 4] >> (8 * (i % 4)));
+        EXPECT_LE(std::abs(got - want), 1);
+        flips += got != want;
+      }
+    }
+  EXPECT_LE(flips, size_t{ne0} * n_cols / 200) << "q8_1 values differing from the CPU";
+}
+
+TEST(FastMatmul, ProducersWriteQ81) {
+  Harness& h = harness();
+  std::mt19937 rng(11);
+  const uint32_t ne0 = 320, n = 7;
+  auto x = random_x(ne0, n, rng), g = random_x(ne0, n, rng), w = random_x(ne0, 1, rng);
+  Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE), gb = h.mem->create("g", g.size() * 4, BufferKind::DEVICE);
+  Buffer wb = h.mem->create("w", w.size() * 4, BufferKind::DEVICE);
+  Buffer q1 = h.mem->create("qs1", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE);
+  Buffer d1 = h.mem->create("ds1", fast::q8_1_ds_bytes(ne0, n), BufferKind::DEVICE);
+  Buffer q2 = h.mem->create("qs2", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE);
+  Buffer d2 = h.mem->create("ds2", fast::q8_1_ds_bytes(ne0, n), BufferKind::DEVICE);
+  h.mem->upload(xb, 0, x.data(), x.size() * 4);
+  h.mem->upload(gb, 0, g.data(), g.size() * 4);
+  h.mem->upload(wb, 0, w.data(), w.size() * 4);
+  const float eps = 1e-6f;
+  h.rec->begin();
+  fast::rms_norm_q8_1(*h.env, {&xb, 0, xb.size()}, {&wb, 0, wb.size()}, ne0, n, eps, {&q1, 0, q1.size()},
+                      {&d1, 0, d1.size()}, "rms_norm_q8_1");
+  fast::silu_mul_q8_1(*h.env, {&gb, 0, gb.size()}, {&xb, 0, xb.size()}, ne0, n, {&q2, 0, q2.size()},
+                      {&d2, 0, d2.size()}, "silu_mul_q8_1");
+  h.rec->submit_and_wait();
+  Q81 a, b;
+  a.qs.resize(q1.size() / 4);
+  a.ds.resize(d1.size() / 4);
+  b.qs.resize(q2.size() / 4);
+  b.ds.resize(d2.size() / 4);
+  h.mem->download(q1, 0, a.qs.data(), q1.size());
+  h.mem->download(d1, 0, a.ds.data(), d1.size());
+  h.mem->download(q2, 0, b.qs.data(), q2.size());
+  h.mem->download(d2, 0, b.ds.data(), d2.size());
+  std::vector<float> rn(x.size()), sm(x.size());
+  for (uint32_t c = 0; c < n; ++c) {
+    double ss = 0;
+    for (uint32_t i = 0; i < ne0; ++i) ss += double{x[size_t{c} * ne0 + i]} * x[size_t{c} * ne0 + i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / ne0 + eps));
+    for (uint32_t i = 0; i < ne0; ++i) rn[size_t{c} * ne0 + i] = x[size_t{c} * ne0 + i] * inv * w[i];
+  }
+  for (size_t i = 0; i < x.size(); ++i) sm[i] = g[i] / (1.0f + std::exp(-g[i])) * x[i];
+  check_q81(rn, ne0, n, a);
+  check_q81(sm, ne0, n, b);
+}
+
 TEST(FastMatmul, RefusesTilesOverTheBudget) {
   tune::DeviceProfile p = tune::builtin_profile("mali-valhall");
   p.mmq = {128, 128, 32, 64, 64, 8, 8, 256, 1};  // 128 accumulator registers > 16

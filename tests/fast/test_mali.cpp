@@ -45,6 +45,8 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   const rocky::tune::MatmulTile& t = rocky::tune::builtin_profile("mali-valhall").mmq;
   std::vector<Variant> vs;
   vs.push_back({"quantize_q8_1", "-s 0=64"});
+  vs.push_back({"rms_norm_q8_1", "-s 0=64"});
+  vs.push_back({"silu_mul_q8_1", "-s 0=64"});
   for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
     for (int type : {2, 8, 12, 14}) {
       std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);

@@ -27,6 +27,33 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
   e.rec.dispatch(p, b, &pc, sizeof pc, grid[0], grid[1], 1, label);
 }
 
+static_assert(sizeof(abi::ProducerQ81PC) == 8 * 4);
+
+void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps,
+                   ops::Region qs, ops::Region ds, const std::string& label) {
+  if (ne0 % 32) fail("rms_norm_q8_1: ne0 = {} is not a multiple of 32", ne0);
+  constexpr uint32_t wg = 64;
+  const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}});
+  Bound bx = ops::bind(e, x, false), bw = ops::bind(e, w, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
+  if (bq.delta || bd.delta) fail("rms_norm_q8_1: q8_1 regions must be aligned to the storage offset alignment");
+  abi::ProducerQ81PC pc{ne0, n_cols, ops::f32_off(bx), ops::f32_off(bw), eps, 0, 0, 0};
+  Bound b[] = {bx, bw, bq, bd};
+  e.rec.dispatch(p, b, &pc, sizeof pc, n_cols, 1, 1, label);
+}
+
+void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, uint32_t n_cols, ops::Region qs,
+                   ops::Region ds, const std::string& label) {
+  if (ne0 % 32) fail("silu_mul_q8_1: ne0 = {} is not a multiple of 32", ne0);
+  constexpr uint32_t wg = 64;
+  const Pipeline& p = e.pipes.get("silu_mul_q8_1", {{ROCKY_SC_WG, wg}});
+  Bound bg = ops::bind(e, gate, false), bu = ops::bind(e, up, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
+  if (bq.delta || bd.delta) fail("silu_mul_q8_1: q8_1 regions must be aligned to the storage offset alignment");
+  abi::ProducerQ81PC pc{ne0, n_cols, ops::f32_off(bg), ops::f32_off(bu), 0.0f, 0, 0, 0};
+  auto grid = e.rec.grid_1d((static_cast<uint64_t>(ne0 / 32) * n_cols + wg - 1) / wg);
+  Bound b[] = {bg, bu, bq, bd};
+  e.rec.dispatch(p, b, &pc, sizeof pc, grid[0], grid[1], 1, label);
+}
+
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label) {
   if (!mmq_supports(w.type)) fail("{}: mul_mmq does not support weight type {}", w.name, dtype_name(w.type));

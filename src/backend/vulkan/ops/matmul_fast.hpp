@@ -30,6 +30,14 @@ bool mmq_supports(DType t);
 void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Region qs, ops::Region ds,
                    const std::string& label);
 
+// Producers writing q8_1 directly (the prefill path needs no separate quantize dispatch):
+// rms_norm of x [ne0, n_cols] with f32 weight w [ne0], and silu(gate) · up over [ne0, n_cols]
+// (ne0 a multiple of 32). Same q8_1 values as quantize_q8_1 of the f32 result.
+void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps,
+                   ops::Region qs, ops::Region ds, const std::string& label);
+void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, uint32_t n_cols, ops::Region qs,
+                   ops::Region ds, const std::string& label);
+
 // `use_dot`: OpSDot variant (requires info.int8_dot) or the unpacked fallback.
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label);

@@ -40,6 +40,21 @@ struct Q81PC {
   uint pad;
 };
 
+// Producers that write q8_1 directly (no separate quantize dispatch in prefill):
+// rms_norm_q8_1: out = x / sqrt(mean(x²) + eps) · w per column (ne0 a multiple of 32), written as
+// q8_1 (layout as quantize_q8_1) — one workgroup per column. silu_mul_q8_1: out = silu(gate) · up
+// over [ne0, n_cols] as q8_1 — one invocation per 32-block.
+struct ProducerQ81PC {
+  uint ne0;
+  uint n_cols;
+  uint a_off;  // x (rms_norm) or gate (silu_mul), f32 element offset
+  uint b_off;  // weight (rms_norm) or up (silu_mul), f32 element offset
+  float eps;
+  uint pad0;
+  uint pad1;
+  uint pad2;
+};
+
 // mul_mmq / mul_mm: y[m0 + m, n] = Σ_k W[k, m] · x[k, n]. Weights in ggml rows at byte w_off
 // (row stride row_bytes); activations q8_1 (mul_mmq) or f32 [K, N] at x_off (mul_mm).
 struct MatmulFastPC {
