@@ -14,8 +14,12 @@ using Runner = std::function<int()>;
 
 void add_info(CLI::App& app, Runner& run);
 void add_devices(CLI::App& app, Runner& run);
+void add_verify(CLI::App& app, Runner& run);
 void add_tokenize(CLI::App& app, Runner& run);
+void add_run(CLI::App& app, Runner& run);
 void add_doctor(CLI::App& app, Runner& run);
+void add_synth(CLI::App& app, Runner& run);
+void add_quantize(CLI::App& app, Runner& run);
 void add_roofline(CLI::App& app, Runner& run);
 void add_bench_op(CLI::App& app, Runner& run);
 

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "core/error.hpp"
@@ -15,12 +17,20 @@ int main(int argc, char** argv) {
   rocky::cli::Runner run;
   rocky::cli::add_info(app, run);
   rocky::cli::add_devices(app, run);
+  rocky::cli::add_verify(app, run);
   rocky::cli::add_tokenize(app, run);
+  rocky::cli::add_run(app, run);
   rocky::cli::add_doctor(app, run);
+  rocky::cli::add_synth(app, run);
+  rocky::cli::add_quantize(app, run);
   rocky::cli::add_roofline(app, run);
   rocky::cli::add_bench_op(app, run);
   try {
-    app.parse(argc, argv);
+    // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one
+    // letter, so those are rewritten to their long form (--ub) before parsing.
+    std::vector<std::string> args;
+    for (int i = argc - 1; i >= 1; --i) args.push_back(std::string(argv[i]) == "-ub" ? "--ub" : argv[i]);
+    app.parse(args);  // CLI11 takes the arguments in reverse order
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);  // prints help/version (rc 0) or the usage error
     return rc == 0 ? 0 : 2;

@@ -36,6 +36,7 @@ class Backend {
 
   // Run one ubatch. tokens.size() == g.n_tokens; the logits node (g.output, [n_vocab, n_out], f32)
   // is copied to `logits` (size n_vocab · n_out, column-major as in the arena: token-major rows).
+  // When g.output == -1 (no logits wanted) `logits` is empty and nothing is copied.
   virtual void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                        std::span<float> logits) = 0;
 

@@ -89,7 +89,8 @@ struct Graph {
   std::vector<Node> nodes;
   int32_t n_tokens = 0;  // ubatch size N
   int32_t n_past = 0;    // cache positions already filled before this ubatch
-  int32_t output = -1;   // node id of the logits [n_vocab, n_out]
+  int32_t output = -1;   // node id of the logits [n_vocab, n_out]; -1 when the ubatch needs no
+                         // logits (a prefill ubatch before the last one: it only fills the KV cache)
   KvShape kv;
 
   int32_t add(Node n) {

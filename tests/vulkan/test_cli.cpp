@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <string>
 
@@ -56,6 +57,55 @@ TEST(VulkanCli, NoDriverIsAClearError) {
               k_rocky + " devices");
   EXPECT_EQ(x.code, 1) << x.out;
   EXPECT_NE(x.out.find("XDG_RUNTIME_DIR"), std::string::npos) << x.out;
+}
+
+TEST(VulkanCli, VerifyStories260KWithinTolerance) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  Result r = run_cmd(k_rocky + " verify -m " + model + " --bisect --profile --validation");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("top-1 agreement   26/26"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every node within tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ffn_up"), std::string::npos) << r.out;  // profile rows
+  Result j = run_cmd(k_rocky + " verify -m " + model + " --json --kv-f16 --max-binding 65536 -p 'Lily went to the park.'");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find("\"ok\": true"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"kv_cache\": \"f16\""), std::string::npos) << j.out;
+}
+
+TEST(VulkanCli, VerifyMemoryLimitExitsOne) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  Result r = run_cmd("ROCKY_DEVICE_MEMORY_LIMIT=200000 " + k_rocky + " verify -m " + model);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("out of device memory allocating"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-ub"), std::string::npos) << r.out;
+  Result b = run_cmd(k_rocky + " verify -m " + model + " --device vulkan:x");
+  EXPECT_EQ(b.code, 1) << b.out;
+}
+
+// rocky run --device vulkan: greedy text equals the CPU's; the whole prompt's logits agree.
+TEST(VulkanCli, RunOnVulkanMatchesCpu) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  const std::string args = " run -m " + model + " -p 'Once upon a time' -n 16 --temp 0 -ub 3 --json";
+  Result cpu = run_cmd(k_rocky + args + " --device cpu");
+  Result gpu = run_cmd(k_rocky + args + " --device vulkan:0");
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  ASSERT_EQ(gpu.code, 0) << gpu.out;
+  auto parse = [](const std::string& out) {
+    size_t a = out.find('{');
+    return nlohmann::json::parse(a == std::string::npos ? std::string("{}") : out.substr(a), nullptr, false);
+  };
+  auto jc = parse(cpu.out), jg = parse(gpu.out);
+  ASSERT_TRUE(jc.contains("generated_ids")) << cpu.out;
+  ASSERT_TRUE(jg.contains("generated_ids")) << gpu.out;
+  EXPECT_EQ(jc["generated_ids"].size(), 16u);
+  EXPECT_EQ(jc["generated_ids"], jg["generated_ids"]);
+  EXPECT_EQ(jc["text"], jg["text"]);
+  EXPECT_NE(jg["device"].get<std::string>().find("vulkan:0"), std::string::npos);
+  Result bad = run_cmd(k_rocky + " run -m " + model + " -p hi -n 1 --device vulkan:99");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("does not exist"), std::string::npos) << bad.out;
+  Result aut = run_cmd(k_rocky + " run -m " + model + " -p hi -n 1 --device auto");
+  EXPECT_EQ(aut.code, 0) << aut.out;
 }
 
 }  // namespace

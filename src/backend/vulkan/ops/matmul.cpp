@@ -67,7 +67,8 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
       pc.m0 = static_cast<uint32_t>(r0);
       Bound b[] = {bw, bx, by};
       if (vec) {
-        e.rec.dispatch(p, b, &pc, sizeof pc, pc.M, 1, 1, label);
+        auto g = e.rec.grid_1d(pc.M);
+        e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], 1, label);
       } else {
         e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (nc + t.bn - 1) / t.bn, 1, label);
       }

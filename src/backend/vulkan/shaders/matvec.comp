@@ -1,6 +1,8 @@
 #version 450
 // matvec (decode, N = 1): y[m0 + m] = Σ_k W[k, m] · x[k]. One workgroup per output row; the
-// invocations stride over k and reduce in shared memory. Grid: (M). Bindings as matmul.
+// invocations stride over k and reduce in shared memory. Grid: M workgroups laid out in (x, y)
+// (row = y · num_x + x; rows ≥ M exit), so M may exceed the per-dimension count limit (65535).
+// Bindings as matmul.
 #include "common/header.glsl"
 layout(constant_id = ROCKY_SC_WTYPE) const uint WTYPE = 0;
 layout(push_constant) uniform PC { MatmulPC pc; };
@@ -11,7 +13,8 @@ layout(binding = 2) writeonly buffer Y { float y[]; };
 shared float partial[gl_WorkGroupSize.x];
 
 void main() {
-  const uint t = gl_LocalInvocationID.x, m = gl_WorkGroupID.x;
+  const uint t = gl_LocalInvocationID.x, m = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (m >= pc.M) return;  // whole workgroup: uniform, before any barrier
   const uint row = pc.w_off + m * pc.row_bytes;
   float s = 0.0;
   for (uint k = t; k < pc.K; k += gl_WorkGroupSize.x) s += dequant_elem(row, k) * x[pc.x_off + k];

@@ -1,0 +1,190 @@
+// rocky run -m MODEL (-p TEXT | -f FILE) -n N [--device cpu] [-c N] [-ub N] [--temp T] [--seed S]
+//           [--json] [--dump-logits FILE] [--dump-all-logits FILE]
+// Tokenizes the prompt (BOS as the model's metadata says), prefills it in ubatches of -ub tokens,
+// then generates up to N tokens one at a time (stops at end-of-generation unless --ignore-eos),
+// streaming the text to stdout; timings go to stderr. --json prints one object instead.
+// --dump-logits: the last prompt position's logits, little-endian f32 [n_vocab];
+// --dump-all-logits: every prompt position, row-major [n_prompt][n_vocab] (the reference layout).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "model/model.hpp"
+#include "runtime/backend_factory.hpp"
+#include "runtime/sampler.hpp"
+#include "runtime/session.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky::cli {
+namespace {
+
+struct RunOpts {
+  std::string model, prompt, prompt_file, device = "cpu", dump_logits, dump_all_logits;
+  int32_t n_predict = 32;
+  int32_t n_ctx = 0;
+  int32_t n_ubatch = 512;
+  bool json = false;
+  bool ignore_eos = false;
+  runtime::SamplerParams sp;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void write_f32(const std::string& path, const float* data, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) fail("cannot open '{}' for writing", path);
+  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(float)));
+  if (!f) fail("cannot write {} bytes to '{}'", n * sizeof(float), path);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot read prompt file '{}'", path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int run_run(const RunOpts& o) {
+  if (o.n_predict < 0) fail("-n must be ≥ 0 (got {})", o.n_predict);
+  const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text(o.prompt_file);
+  auto t_load = Clock::now();
+  auto model = model::Model::load(o.model);
+  auto tok = tok::Tokenizer::from_gguf(model->file());
+  // Embedding tables may be padded past the vocab; a vocab larger than the table is an error.
+  if (tok.vocab().size() > static_cast<size_t>(model->hparams().n_vocab)) {
+    fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o.model, tok.vocab().size(),
+         model->hparams().n_vocab);
+  }
+  std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (ids.empty()) fail("the prompt is empty (no tokens to evaluate)");
+  runtime::Session session(*model, runtime::make_backend(o.device), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
+    fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
+  }
+  const double load_ms = ms_since(t_load);
+
+  // Prefill.
+  const bool show_progress = ids.size() > 256 && !o.json;
+  auto t_prompt = Clock::now();
+  runtime::ProgressFn progress;
+  if (show_progress) {
+    // At most four updates a second, plus the final one.
+    progress = [last = Clock::time_point{}](int64_t done, int64_t total) mutable {
+      if (done != total && Clock::now() - last < std::chrono::milliseconds(250)) return;
+      last = Clock::now();
+      fmt::print(stderr, "\rprompt: {}/{} tokens", done, total);
+      if (done == total) fmt::print(stderr, "\n");
+    };
+  }
+  std::vector<float> logits = session.eval(ids, !o.dump_all_logits.empty(), progress);
+  const double prompt_ms = ms_since(t_prompt);
+  const size_t nv = static_cast<size_t>(session.n_vocab());
+  if (!o.dump_all_logits.empty()) {
+    write_f32(o.dump_all_logits, logits.data(), logits.size());
+    logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(nv));
+  }
+  if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data(), nv);
+
+  // Generation.
+  runtime::Sampler sampler(o.sp);
+  for (int32_t t : ids) sampler.accept(t);
+  if (!o.json) fmt::print("{}", prompt);
+  std::fflush(stdout);
+  tok::StreamDecoder dec(tok, /*special=*/false);
+  // The continuation follows the prompt: prime the decoder with the last prompt token so SPM's
+  // leading-space removal (for the first piece of a text) does not eat the first generated space.
+  dec.push(ids.back());
+  dec.flush();
+  std::vector<int32_t> gen;
+  std::string text;
+  auto t_gen = Clock::now();
+  bool ctx_full = false;
+  for (int32_t i = 0; i < o.n_predict; ++i) {
+    const int32_t t = sampler.sample(logits);
+    if (!o.ignore_eos && tok.vocab().is_eog(t)) break;
+    sampler.accept(t);
+    gen.push_back(t);
+    std::string piece = dec.push(t);
+    text += piece;
+    if (!o.json) {
+      fmt::print("{}", piece);
+      std::fflush(stdout);
+    }
+    if (i + 1 == o.n_predict) break;
+    if (session.n_past() >= session.n_ctx()) {
+      ctx_full = true;
+      break;
+    }
+    logits = session.eval(std::span<const int32_t>(&t, 1));
+  }
+  std::string tail = dec.flush();
+  text += tail;
+  const double gen_ms = ms_since(t_gen);
+  // Generated tokens that were evaluated (the last sampled token is not fed back).
+  const double n_gen_eval = gen.empty() ? 0.0 : static_cast<double>(gen.size());
+  const double prompt_tps = ids.size() / (prompt_ms / 1000.0);
+  const double gen_tps = gen_ms > 0 ? n_gen_eval / (gen_ms / 1000.0) : 0.0;
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["device"] = session.backend().name();
+    j["seed"] = sampler.seed();
+    j["prompt_ids"] = ids;
+    j["generated_ids"] = gen;
+    j["text"] = text;
+    j["timings"] = {{"load_ms", load_ms},     {"prompt_ms", prompt_ms}, {"n_prompt", ids.size()},
+                    {"prompt_tps", prompt_tps}, {"gen_ms", gen_ms},     {"n_gen", gen.size()},
+                    {"gen_tps", gen_tps}};
+    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print("{}\n", tail);
+    std::fflush(stdout);  // the text before the timing line on stderr, also when both are piped
+    if (ctx_full) fmt::print(stderr, "rocky: context full ({} tokens); stopped\n", session.n_ctx());
+    fmt::print(stderr, "prompt: {} tokens in {:.1f} ms ({:.1f} t/s); generation: {} tokens in {:.1f} ms ({:.1f} t/s)\n",
+               ids.size(), prompt_ms, prompt_tps, gen.size(), gen_ms, gen_tps);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<RunOpts>();
+  auto* sub = app.add_subcommand("run", "Generate text from a prompt");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  auto* p = sub->add_option("-p,--prompt", o->prompt, "Prompt text");
+  auto* f = sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
+  p->excludes(f);
+  f->excludes(p);
+  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)");
+  sub->add_option("--device", o->device, "Backend: cpu (default), vulkan[:N], auto (first GPU, else CPU)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)");
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)");
+  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)");
+  sub->add_option("--top-k", o->sp.top_k, "Top-k (default 40; 0 = off)");
+  sub->add_option("--top-p", o->sp.top_p, "Top-p (default 0.95; 1 = off)");
+  sub->add_option("--min-p", o->sp.min_p, "Min-p (default 0.05; 0 = off)");
+  sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (default 1 = off)");
+  sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "Tokens the penalty looks back (default 64)");
+  sub->add_option("-s,--seed", o->sp.seed, "RNG seed (default: random)");
+  sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
+  sub->add_flag("--json", o->json, "Print one JSON object (prompt_ids, generated_ids, text, timings)");
+  sub->add_option("--dump-logits", o->dump_logits, "Write the last prompt position's logits (f32 LE)");
+  sub->add_option("--dump-all-logits", o->dump_all_logits, "Write every prompt position's logits (f32 LE)");
+  sub->callback([&run, o, p, f] {
+    if (p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
+    run = [o] { return run_run(*o); };
+  });
+}
+
+}  // namespace rocky::cli

@@ -1,0 +1,218 @@
+// rocky verify -m MODEL [-p TEXT] [--bisect] [--json] [--profile] — the same prompt on the CPU
+// oracle and on a Vulkan device, compared position by position.
+//
+// Metrics per prompt position: top-1 agreement, max |Δlogit|, KL(cpu ‖ gpu) of the softmaxes.
+// rel = max |Δlogit| / max |cpu logit|. Pass (exit 0) when rel ≤ tolerance (1e-3 with an f32 KV
+// cache, 1e-2 with --kv-f16) and top-1 agrees wherever the CPU's top-1/top-2 margin exceeds
+// 2 · max |Δlogit| (near-ties may flip). --bisect runs both with unshared arena regions and names
+// the first graph node whose rel exceeds the tolerance. --profile prints per-op GPU time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/vulkan/vulkan_backend.hpp"
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "graph/planner.hpp"
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky::cli {
+namespace {
+
+struct VerifyOpts {
+  std::string model;
+  std::string prompt = "Once upon a time, there was a little cat who loved to play in the garden.";
+  std::string device = "vulkan:0";
+  int32_t n_ctx = 0;
+  uint64_t max_binding = 0;
+  bool kv_f16 = false;
+  bool bisect = false;
+  bool json = false;
+  bool profile = false;
+  bool validation = false;
+};
+
+struct Compare {
+  double max_abs = 0, max_ref = 0;
+  double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
+};
+
+Compare compare(std::span<const float> a, std::span<const float> b) {
+  Compare c;
+  for (size_t i = 0; i < a.size(); ++i) {
+    c.max_abs = std::max(c.max_abs, std::abs(double(a[i]) - double(b[i])));
+    c.max_ref = std::max(c.max_ref, std::abs(double(a[i])));
+  }
+  return c;
+}
+
+// KL(p ‖ q) of softmax(p_logits), softmax(q_logits), in f64.
+double kl_div(std::span<const float> p, std::span<const float> q) {
+  auto lse = [](std::span<const float> x) {
+    double m = *std::max_element(x.begin(), x.end()), s = 0;
+    for (float v : x) s += std::exp(double(v) - m);
+    return m + std::log(s);
+  };
+  const double lp = lse(p), lq = lse(q);
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double logp = double(p[i]) - lp, logq = double(q[i]) - lq;
+    kl += std::exp(logp) * (logp - logq);
+  }
+  return std::max(0.0, kl);
+}
+
+uint32_t parse_vulkan_index(const std::string& d) {
+  if (d == "auto") return 0;
+  if (auto i = vulkan::parse_vulkan_device(d)) return *i;
+  fail("verify compares the CPU with a Vulkan device: --device must be vulkan[:N] (got '{}')", d);
+}
+
+int run_verify(const VerifyOpts& o) {
+  auto model = model::Model::load(o.model);
+  const auto& hp = model->hparams();
+  auto tkz = tok::Tokenizer::from_gguf(model->file());
+  std::vector<int32_t> tokens = tkz.tokenize(o.prompt, true, true);
+  if (tokens.empty()) fail("verify: the prompt produced no tokens");
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  const int32_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n;
+  if (n > n_ctx) fail("verify: {} prompt tokens do not fit in -c {}", n, n_ctx);
+
+  graph::Graph g = model->build_graph({n, 0, n_ctx, model::Logits::ALL});
+  graph::Plan plan = graph::plan_arena(g, 256, /*reuse=*/!o.bisect);
+  auto weights = g.weights();
+
+  backend::cpu::CpuBackend cpu;
+  cpu.load_weights(weights);
+  cpu.init_kv(g.kv);
+  vulkan::VulkanOptions vo;
+  vo.device = parse_vulkan_index(o.device);
+  vo.max_binding = o.max_binding;
+  vo.kv_f16 = o.kv_f16;
+  vo.profile = o.profile;
+  vo.validation = o.validation;
+  vulkan::VulkanBackend gpu(vo);
+  gpu.load_weights(weights);
+  gpu.init_kv(g.kv);
+
+  const size_t nv = static_cast<size_t>(hp.n_vocab);
+  std::vector<float> lc(nv * size_t(n)), lg(nv * size_t(n));
+  cpu.compute(g, plan, tokens, lc);
+  gpu.compute(g, plan, tokens, lg);
+  if (!o.json) fmt::print(stderr, "{}: device memory {}\n", gpu.name(), gpu.memory_summary());
+
+  const double tol = o.kv_f16 ? 1e-2 : 1e-3;
+  Compare all = compare(lc, lg);
+  int agree = 0, must_agree_failed = 0;
+  double max_kl = 0;
+  nlohmann::json positions = nlohmann::json::array();
+  for (int32_t j = 0; j < n; ++j) {
+    std::span<const float> a(lc.data() + size_t(j) * nv, nv), b(lg.data() + size_t(j) * nv, nv);
+    const size_t ta = size_t(std::max_element(a.begin(), a.end()) - a.begin());
+    const size_t tb = size_t(std::max_element(b.begin(), b.end()) - b.begin());
+    float second = -INFINITY;
+    for (size_t i = 0; i < nv; ++i)
+      if (i != ta) second = std::max(second, a[i]);
+    const double margin = double(a[ta]) - double(second);
+    Compare c = compare(a, b);
+    const double kl = kl_div(a, b);
+    max_kl = std::max(max_kl, kl);
+    agree += ta == tb;
+    if (ta != tb && margin > 2 * all.max_abs) ++must_agree_failed;
+    positions.push_back({{"pos", j}, {"cpu_top1", ta}, {"gpu_top1", tb}, {"max_abs_diff", c.max_abs}, {"kl", kl}});
+  }
+  bool ok = all.rel() <= tol && must_agree_failed == 0 && std::isfinite(all.max_abs);
+
+  nlohmann::json out;
+  out["model"] = o.model;
+  out["device"] = gpu.name();
+  out["n_tokens"] = n;
+  out["kv_cache"] = o.kv_f16 ? "f16" : "f32";
+  out["top1_agreement"] = double(agree) / n;
+  out["max_abs_logit_diff"] = all.max_abs;
+  out["rel"] = all.rel();
+  out["tolerance"] = tol;
+  out["max_kl"] = max_kl;
+  out["device_memory_bytes"] = gpu.device_memory_bytes();
+
+  if (o.bisect) {
+    nlohmann::json nodes = nlohmann::json::array();
+    std::string first;
+    for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
+      const auto& nd = g.nodes[size_t(i)];
+      if (plan.offset[size_t(i)] == graph::k_no_offset) continue;
+      auto a = cpu.read_node(g, plan, i), b = gpu.read_node(g, plan, i);
+      Compare c = compare(a, b);
+      nodes.push_back({{"node", nd.name}, {"op", graph::op_name(nd.op)}, {"rel", c.rel()}, {"max_abs_diff", c.max_abs}});
+      if (first.empty() && !(c.rel() <= tol)) first = nd.name;
+    }
+    out["nodes"] = nodes;
+    out["first_divergent_node"] = first.empty() ? nlohmann::json(nullptr) : nlohmann::json(first);
+    if (!first.empty()) ok = false;
+  }
+  if (o.profile) {
+    std::map<std::string, std::pair<double, int>> by_op;
+    for (const auto& t : gpu.recorder().timings()) {
+      std::string key = t.label;
+      if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);  // blk.N.ffn_up → ffn_up
+      by_op[key].first += t.ms;
+      by_op[key].second += 1;
+    }
+    nlohmann::json prof = nlohmann::json::array();
+    for (auto& [k, v] : by_op) prof.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
+    out["profile"] = prof;
+  }
+  out["ok"] = ok;
+  if (o.json) {
+    out["positions"] = positions;
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("verify {} on {} ({} tokens, KV {}):\n", o.model, gpu.name(), n, o.kv_f16 ? "f16" : "f32");
+    fmt::print("  top-1 agreement   {}/{}\n", agree, n);
+    fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}, tolerance {:.0e})\n", all.max_abs, all.rel(), tol);
+    fmt::print("  max KL            {:.3g}\n", max_kl);
+    if (o.bisect) {
+      if (out["first_divergent_node"].is_null()) {
+        fmt::print("  bisect            every node within tolerance\n");
+      } else {
+        fmt::print("  bisect            first divergent node: {}\n", out["first_divergent_node"].get<std::string>());
+      }
+    }
+    if (o.profile) {
+      fmt::print("  GPU time per op (ms, dispatches):\n");
+      for (auto& p : out["profile"])
+        fmt::print("    {:<20} {:9.3f} {:5}\n", p["op"].get<std::string>(), p["ms"].get<double>(), p["dispatches"].get<int>());
+    }
+    fmt::print("{}\n", ok ? "OK" : "FAILED: outside tolerance");
+  }
+  if (gpu.instance().validation() && gpu.instance().error_count() > 0) {
+    fmt::print(stderr, "rocky: {} Vulkan validation errors\n", gpu.instance().error_count());
+    ok = false;
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+void add_verify(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<VerifyOpts>();
+  auto* sub = app.add_subcommand("verify", "Run a prompt on the CPU oracle and a Vulkan device and compare the logits");
+  sub->add_option("-m,--model", o->model, "GGUF model")->required();
+  sub->add_option("-p,--prompt", o->prompt, "Prompt text");
+  sub->add_option("--device", o->device, "Vulkan device: vulkan[:N] (see rocky devices)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)");
+  sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing)");
+  sub->add_flag("--kv-f16", o->kv_f16, "f16 KV cache on the GPU");
+  sub->add_flag("--bisect", o->bisect, "Compare every graph node; name the first that diverges");
+  sub->add_flag("--json", o->json, "Print one JSON object");
+  sub->add_flag("--profile", o->profile, "Print per-op GPU time (timestamp queries)");
+  sub->add_flag("--validation", o->validation, "Enable the Vulkan validation layer (errors fail the run)");
+  sub->callback([&run, o] { run = [o] { return run_verify(*o); }; });
+}
+
+}  // namespace rocky::cli

@@ -1,0 +1,125 @@
+// CPU oracle backend (see cpu_backend.hpp).
+#include "backend/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/ops.hpp"
+#include "core/error.hpp"
+
+namespace rocky::backend::cpu {
+
+using graph::Node;
+using graph::Op;
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+void CpuBackend::load_weights(std::span<const gguf::TensorInfo* const> weights) {
+  for (const gguf::TensorInfo* t : weights) {
+    if (!dtype_info(t->type).computable) {
+      fail("cpu backend: tensor '{}' has type {}, which rocky cannot compute", t->name, dtype_name(t->type));
+    }
+  }
+}
+
+void CpuBackend::init_kv(const graph::KvShape& kv) {
+  kv_ = kv;
+  const size_t n = static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.n_ctx);
+  try {
+    k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
+    v_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(fmt::format("cpu backend: cannot allocate the f32 KV cache ({} MiB); lower -c",
+                                       2 * n * kv.n_layer * sizeof(float) >> 20));
+  }
+  note_memory();
+}
+
+void CpuBackend::note_memory() {
+  uint64_t b = arena_.size() * sizeof(float);
+  for (const auto& c : k_cache_) b += c.size() * sizeof(float);
+  for (const auto& c : v_cache_) b += c.size() * sizeof(float);
+  peak_bytes_ = std::max(peak_bytes_, b);
+}
+
+float* CpuBackend::at(const graph::Plan& p, int32_t node) {
+  return arena_.data() + p.offset[static_cast<size_t>(node)] / sizeof(float);
+}
+
+void CpuBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+                         std::span<float> logits) {
+  if (tokens.size() != static_cast<size_t>(g.n_tokens)) {
+    fail("cpu backend: {} tokens given for a graph of {}", tokens.size(), g.n_tokens);
+  }
+  if (g.kv.n_layer != kv_.n_layer || g.kv.n_embd_kv != kv_.n_embd_kv || g.kv.n_ctx != kv_.n_ctx) {
+    fail("cpu backend: graph KV shape differs from init_kv");
+  }
+  if (g.n_past + g.n_tokens > kv_.n_ctx) {
+    fail("cpu backend: {} + {} positions exceed the KV cache ({})", g.n_past, g.n_tokens, kv_.n_ctx);
+  }
+  const size_t need = (p.arena_bytes + sizeof(float) - 1) / sizeof(float);
+  if (arena_.size() < need) {
+    arena_.resize(need);
+    note_memory();
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const int32_t id = static_cast<int32_t>(i);
+    auto src = [&](int k) { return at(p, n.src[static_cast<size_t>(k)]); };
+    const int64_t cnt = n.ne0 * n.ne1;
+    switch (n.op) {
+      case Op::GET_ROWS:
+        get_rows(view_of(*n.weight), tokens, at(p, id));
+        break;
+      case Op::RMS_NORM:
+        rms_norm(src(0), reinterpret_cast<const float*>(n.weight->data), n.eps, n.ne0, n.ne1, at(p, id));
+        break;
+      case Op::MATMUL:
+        matmul(view_of(*n.weight), src(0), n.ne1, at(p, id));
+        break;
+      case Op::ADD_BIAS:
+        add_bias(src(0), reinterpret_cast<const float*>(n.weight->data), n.ne0, n.ne1, at(p, id));
+        break;
+      case Op::ROPE:
+        rope(src(0), n.rope, g.n_past, n.ne1, at(p, id));
+        break;
+      case Op::KV_STORE: {
+        const Node& s = g.nodes[static_cast<size_t>(n.src[0])];
+        auto& cache = (n.kv == 0 ? k_cache_ : v_cache_)[static_cast<size_t>(n.layer)];
+        std::memcpy(cache.data() + static_cast<size_t>(g.n_past) * static_cast<size_t>(kv_.n_embd_kv), src(0),
+                    static_cast<size_t>(s.ne0 * s.ne1) * sizeof(float));
+        break;
+      }
+      case Op::ATTENTION:
+        attention(src(0), k_cache_[static_cast<size_t>(n.layer)].data(), v_cache_[static_cast<size_t>(n.layer)].data(),
+                  n.attn, g.n_past, n.ne1, at(p, id));
+        break;
+      case Op::SILU_MUL:
+        silu_mul(src(0), src(1), cnt, at(p, id));
+        break;
+      case Op::ADD:
+        add(src(0), src(1), cnt, at(p, id));
+        break;
+      case Op::TAKE_COLS:
+        std::memmove(at(p, id), src(0) + n.first_col * n.ne0, static_cast<size_t>(cnt) * sizeof(float));
+        break;
+    }
+  }
+  if (g.output < 0) {
+    if (!logits.empty()) fail("cpu backend: logits requested from a graph without output");
+    return;
+  }
+  const Node& out = g.nodes[static_cast<size_t>(g.output)];
+  const size_t n_out = static_cast<size_t>(out.ne0 * out.ne1);
+  if (logits.size() != n_out) fail("cpu backend: logits buffer holds {} floats, graph gives {}", logits.size(), n_out);
+  std::memcpy(logits.data(), at(p, g.output), n_out * sizeof(float));
+}
+
+std::vector<float> CpuBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
+  const Node& n = g.nodes[static_cast<size_t>(node)];
+  if (p.offset[static_cast<size_t>(node)] == graph::k_no_offset) return {};
+  const float* s = at(p, node);
+  return std::vector<float>(s, s + n.ne0 * n.ne1);
+}
+
+}  // namespace rocky::backend::cpu

@@ -1,0 +1,153 @@
+// CPU oracle ops (see ops.hpp).
+#include "backend/cpu/ops.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/parallel.hpp"
+#include "core/error.hpp"
+#include "quant/quant.hpp"
+
+namespace rocky::backend::cpu {
+
+WeightView view_of(const gguf::TensorInfo& t) {
+  return WeightView{t.type, t.data, static_cast<int64_t>(t.ne[0]), static_cast<int64_t>(t.rows())};
+}
+
+void dequant_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* dst) {
+  const uint64_t rb = row_bytes(w.type, static_cast<uint64_t>(w.k));
+  const uint8_t* src = w.data + static_cast<uint64_t>(row0) * rb;
+  if (w.type == DType::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(n_rows * w.k) * sizeof(float));
+    return;
+  }
+  if (!quant::can_dequantize(w.type)) fail("cpu backend: cannot dequantize weight type {}", dtype_name(w.type));
+  parallel_for(n_rows, static_cast<double>(n_rows) * static_cast<double>(w.k) * 4, [&](int64_t r) {
+    quant::dequantize_row(w.type, src + static_cast<uint64_t>(r) * rb, dst + r * w.k, w.k);
+  });
+}
+
+void get_rows(const WeightView& w, std::span<const int32_t> ids, float* out) {
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ids[j] < 0 || ids[j] >= w.rows) fail("token id {} out of range [0, {})", ids[j], w.rows);
+    dequant_rows(w, ids[j], 1, out + static_cast<int64_t>(j) * w.k);
+  }
+}
+
+void rms_norm(const float* x, const float* weight, float eps, int64_t ne0, int64_t ne1, float* out) {
+  for (int64_t j = 0; j < ne1; ++j) {
+    const float* xc = x + j * ne0;
+    double ss = 0;
+    for (int64_t i = 0; i < ne0; ++i) ss += static_cast<double>(xc[i]) * xc[i];
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(ne0) + static_cast<double>(eps));
+    for (int64_t i = 0; i < ne0; ++i) out[j * ne0 + i] = static_cast<float>(xc[i] * scale) * weight[i];
+  }
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n, float* y) {
+  const int64_t K = w.k, M = w.rows;
+  if (M == 0 || n == 0) return;
+  if (w.type == DType::F32) {
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(n),
+                static_cast<int>(K), 1.0f, reinterpret_cast<const float*>(w.data), static_cast<int>(K), x,
+                static_cast<int>(K), 0.0f, y, static_cast<int>(M));
+    return;
+  }
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(M, k_matmul_chunk_floats / K));
+  std::vector<float> buf(static_cast<size_t>(chunk * K));
+  for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+    const int64_t mc = std::min(chunk, M - m0);
+    dequant_rows(w, m0, mc, buf.data());
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(mc), static_cast<int>(n),
+                static_cast<int>(K), 1.0f, buf.data(), static_cast<int>(K), x, static_cast<int>(K), 0.0f, y + m0,
+                static_cast<int>(M));
+  }
+}
+
+void add_bias(const float* x, const float* b, int64_t ne0, int64_t ne1, float* out) {
+  for (int64_t j = 0; j < ne1; ++j)
+    for (int64_t i = 0; i < ne0; ++i) out[j * ne0 + i] = x[j * ne0 + i] + b[i];
+}
+
+void add(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64_t n_tok, float* out) {
+  const int64_t hd = p.head_dim, nh = p.n_head, half = p.n_rot / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[static_cast<size_t>(i)] =
+        std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot));
+  }
+  for (int64_t j = 0; j < n_tok; ++j) {
+    const double pos = static_cast<double>(pos0 + j) * static_cast<double>(p.freq_scale);
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* xs = x + (j * nh + h) * hd;
+      float* o = out + (j * nh + h) * hd;
+      for (int64_t i = p.n_rot; i < hd; ++i) o[i] = xs[i];
+      for (int64_t i = 0; i < half; ++i) {
+        const double th = pos * inv_freq[static_cast<size_t>(i)];
+        const double c = std::cos(th), s = std::sin(th);
+        const int64_t a = p.mode == graph::RopeMode::NORMAL ? 2 * i : i;
+        const int64_t b = p.mode == graph::RopeMode::NORMAL ? 2 * i + 1 : i + half;
+        const double x0 = xs[a], x1 = xs[b];
+        o[a] = static_cast<float>(x0 * c - x1 * s);
+        o[b] = static_cast<float>(x0 * s + x1 * c);
+      }
+    }
+  }
+}
+
+void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
+               int64_t n_past, int64_t n_tok, float* out) {
+  const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
+  const int64_t group = nh / nkv;
+  const int64_t q_stride = hd * nh, kv_stride = hd * nkv;
+  // One task per (token, head); each writes its own output slice.
+  const double work = static_cast<double>(n_tok) * static_cast<double>(nh) *
+                      static_cast<double>(n_past + n_tok) * static_cast<double>(hd) * 2;
+  parallel_for(n_tok * nh, work, [&](int64_t task) {
+    const int64_t j = task / nh, h = task % nh;
+    const int64_t n_kv = n_past + j + 1;  // causal: positions 0 .. n_past + j
+    std::vector<double> score(static_cast<size_t>(n_kv));
+    std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+    const float* qh = q + j * q_stride + h * hd;
+    const int64_t hk = h / group;
+    double mx = -INFINITY;
+    for (int64_t t = 0; t < n_kv; ++t) {
+      const float* kt = k_cache + t * kv_stride + hk * hd;
+      double d = 0;
+      for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
+      d *= static_cast<double>(p.scale);
+      score[static_cast<size_t>(t)] = d;
+      mx = std::max(mx, d);
+    }
+    double sum = 0;
+    for (int64_t t = 0; t < n_kv; ++t) {
+      double e = std::exp(score[static_cast<size_t>(t)] - mx);
+      score[static_cast<size_t>(t)] = e;
+      sum += e;
+    }
+    for (int64_t t = 0; t < n_kv; ++t) {
+      const float* vt = v_cache + t * kv_stride + hk * hd;
+      const double wgt = score[static_cast<size_t>(t)] / sum;
+      for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];
+    }
+    float* o = out + j * q_stride + h * hd;
+    for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+  });
+}
+
+}  // namespace rocky::backend::cpu

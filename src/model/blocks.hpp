@@ -1,0 +1,37 @@
+// Shared graph block helpers for the decoder-only architectures (llama-style pre-norm blocks).
+// Each helper appends named nodes to a graph and returns the id of its last node. Names follow
+// llama.cpp's cb() names: "blk.N.attn_norm", "blk.N.Qcur", …, "result_norm", "result_output".
+#pragma once
+
+#include <string>
+
+#include "graph/graph.hpp"
+#include "model/model.hpp"
+
+namespace rocky::model::blocks {
+
+struct Ctx {
+  graph::Graph& g;
+  const HParams& hp;
+  int32_t n_tokens;
+};
+
+std::string blk(int il, const char* what);  // "blk.<il>.<what>"
+
+int32_t inp_embd(Ctx& c, const gguf::TensorInfo* tok_embd);                       // GET_ROWS
+int32_t rms_norm(Ctx& c, int32_t x, const gguf::TensorInfo* w, std::string name);  // RMS_NORM
+int32_t matmul(Ctx& c, int32_t x, const gguf::TensorInfo* w, int64_t m, std::string name);
+int32_t add_bias(Ctx& c, int32_t x, const gguf::TensorInfo* b, std::string name);
+int32_t add(Ctx& c, int32_t a, int32_t b, std::string name);
+
+// Self-attention of layer il on the normed input x [n_embd, N]: q/k/v projections (+ biases when
+// the layer has them), rope on Q and K, KV store, causal GQA attention, output projection.
+int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L);
+// SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
+int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
+// The pre-norm decoder stack shared by llama and qwen2, then result_norm and result_output. With
+// Logits::LAST the last token's column is taken (TAKE_COLS "result_last") before the final norm;
+// with Logits::NONE the graph ends at the last layer's output and has no output node.
+void decoder_stack(Ctx& c, const Weights& w, Logits logits);
+
+}  // namespace rocky::model::blocks

@@ -1,0 +1,46 @@
+// Model hyper-parameters read from a GGUF file's `<arch>.*` metadata keys.
+//
+// Key names follow llama.cpp's llama-arch.cpp (LLM_KV_*), e.g. "llama.block_count",
+// "qwen2.attention.head_count_kv". Defaults where llama.cpp has them: head_count_kv = head_count,
+// rope.dimension_count = head_dim, rope.freq_base = 10000, rope scale factor 1 (freq_scale = 1 /
+// rope.scaling.factor for linear scaling), attention.key_length = n_embd / n_head.
+// Errors: a missing required key or an impossible value throws rocky::Error naming the file and key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/gguf.hpp"
+#include "graph/graph.hpp"
+
+namespace rocky::model {
+
+enum class Arch { LLAMA, QWEN2 };
+const char* arch_name(Arch a);
+
+struct HParams {
+  Arch arch = Arch::LLAMA;
+  std::string arch_str;      // general.architecture as in the file
+  int32_t n_layer = 0;       // <arch>.block_count
+  int32_t n_embd = 0;        // <arch>.embedding_length
+  int32_t n_ff = 0;          // <arch>.feed_forward_length
+  int32_t n_head = 0;        // <arch>.attention.head_count
+  int32_t n_head_kv = 0;     // <arch>.attention.head_count_kv (default n_head)
+  int32_t head_dim = 0;      // <arch>.attention.key_length (default n_embd / n_head)
+  int32_t n_rot = 0;         // <arch>.rope.dimension_count (default head_dim)
+  float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
+  float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor (linear scaling only)
+  graph::RopeMode rope_mode = graph::RopeMode::NORMAL;  // llama: NORMAL, qwen2: NEOX
+  float rms_eps = 1e-5f;     // <arch>.attention.layer_norm_rms_epsilon
+  int32_t n_ctx_train = 0;   // <arch>.context_length
+  int32_t n_vocab = 0;       // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
+
+  int32_t n_embd_kv() const { return head_dim * n_head_kv; }  // K/V features per token
+  int32_t n_embd_q() const { return head_dim * n_head; }
+};
+
+// Reads and validates the hyper-parameters. Unsupported architectures throw rocky::Error naming
+// the architecture and the supported list.
+HParams read_hparams(const gguf::GgufFile& f);
+
+}  // namespace rocky::model

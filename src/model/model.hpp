@@ -1,0 +1,83 @@
+// A loaded model: the mapped GGUF file, its hyper-parameters and named weight views, and the
+// builder of the forward graph of one ubatch.
+//
+// Tensor names are llama.cpp's GGUF names ("blk.N.attn_q.weight", …). Binding checks every tensor
+// the architecture needs: presence, shape (GGUF order, ne0 = row length) and type (a type rocky's
+// kernels compute, dtype_info(t).computable). Errors name the file and the tensor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.hpp"
+#include "graph/graph.hpp"
+#include "model/hparams.hpp"
+
+namespace rocky::model {
+
+struct LayerWeights {
+  const gguf::TensorInfo* attn_norm = nullptr;  // f32 [n_embd]
+  const gguf::TensorInfo* wq = nullptr;         // [n_embd, n_embd_q]
+  const gguf::TensorInfo* wk = nullptr;         // [n_embd, n_embd_kv]
+  const gguf::TensorInfo* wv = nullptr;         // [n_embd, n_embd_kv]
+  const gguf::TensorInfo* bq = nullptr;         // qwen2: f32 [n_embd_q]
+  const gguf::TensorInfo* bk = nullptr;         // qwen2: f32 [n_embd_kv]
+  const gguf::TensorInfo* bv = nullptr;         // qwen2: f32 [n_embd_kv]
+  const gguf::TensorInfo* wo = nullptr;         // [n_embd_q, n_embd]
+  const gguf::TensorInfo* ffn_norm = nullptr;   // f32 [n_embd]
+  const gguf::TensorInfo* ffn_gate = nullptr;   // [n_embd, n_ff]
+  const gguf::TensorInfo* ffn_up = nullptr;     // [n_embd, n_ff]
+  const gguf::TensorInfo* ffn_down = nullptr;   // [n_ff, n_embd]
+};
+
+struct Weights {
+  const gguf::TensorInfo* tok_embd = nullptr;     // [n_embd, n_vocab]
+  const gguf::TensorInfo* output_norm = nullptr;  // f32 [n_embd]
+  const gguf::TensorInfo* output = nullptr;       // [n_embd, n_vocab]; token_embd when tied
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;
+};
+
+// Which logits a ubatch produces.
+enum class Logits {
+  LAST,  // the last token only: [n_vocab, 1]
+  ALL,   // every token: [n_vocab, N]
+  NONE,  // none (graph.output = -1): an early prefill ubatch that only fills the KV cache
+};
+
+// What one ubatch computes.
+struct UbatchSpec {
+  int32_t n_tokens = 0;  // tokens in this ubatch (N)
+  int32_t n_past = 0;    // positions already in the KV cache
+  int32_t n_ctx = 0;     // KV cache capacity (positions)
+  Logits logits = Logits::LAST;
+};
+
+class Model {
+ public:
+  // Opens and binds `path`. Throws rocky::Error (unsupported arch/type, missing tensor, bad shape).
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const gguf::GgufFile& file() const { return file_; }
+  const HParams& hparams() const { return hp_; }
+  const Weights& weights() const { return w_; }
+
+  // The forward graph of one ubatch (arch-specific builder). Output: logits [n_vocab, n_out] with
+  // n_out = n_tokens (ALL), 1 (LAST), or no output node (NONE). rocky::Error when the ubatch does
+  // not fit in n_ctx.
+  graph::Graph build_graph(const UbatchSpec& u) const;
+
+ private:
+  explicit Model(gguf::GgufFile f) : file_(std::move(f)) {}
+  gguf::GgufFile file_;
+  HParams hp_;
+  Weights w_;
+};
+
+// Binding helper used by the arch files: the tensor `name` with the expected 1-D/2-D shape
+// (ne1 = 0 for 1-D), or an error naming file and tensor. `optional` returns nullptr when absent.
+const gguf::TensorInfo* bind_tensor(const gguf::GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
+                                    bool optional = false);
+
+}  // namespace rocky::model

@@ -1,0 +1,95 @@
+// Sampler (see sampler.hpp).
+#include "runtime/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_set>
+#include <vector>
+
+namespace rocky::runtime {
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+Sampler::Sampler(const SamplerParams& p)
+    : p_(p), seed_(p.seed == k_default_seed ? std::random_device{}() : p.seed), rng_(seed_) {}
+
+void Sampler::accept(int32_t token) {
+  if (p_.repeat_last_n <= 0) return;
+  recent_.push_back(token);
+  while (recent_.size() > static_cast<size_t>(p_.repeat_last_n)) recent_.pop_front();
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  std::vector<float> l(logits.begin(), logits.end());
+  if (p_.repeat_penalty != 1.0f && !recent_.empty()) {
+    std::unordered_set<int32_t> seen(recent_.begin(), recent_.end());
+    for (int32_t t : seen) {
+      if (t < 0 || static_cast<size_t>(t) >= l.size()) continue;
+      float& v = l[static_cast<size_t>(t)];
+      v = v > 0 ? v / p_.repeat_penalty : v * p_.repeat_penalty;
+    }
+  }
+  if (p_.temp <= 0.0f) return argmax(l);
+
+  // Candidates sorted by logit, descending (ties: lower id first).
+  std::vector<int32_t> cand(l.size());
+  std::iota(cand.begin(), cand.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) {
+    float la = l[static_cast<size_t>(a)], lb = l[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
+  size_t n = cand.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+    n = static_cast<size_t>(p_.top_k);
+    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(n), cand.end(), by_logit);
+  } else {
+    std::sort(cand.begin(), cand.end(), by_logit);
+  }
+  cand.resize(n);
+
+  auto softmax = [&](std::vector<double>& prob) {
+    prob.resize(cand.size());
+    const double mx = l[static_cast<size_t>(cand[0])];
+    double sum = 0;
+    for (size_t i = 0; i < cand.size(); ++i) sum += prob[i] = std::exp(l[static_cast<size_t>(cand[i])] - mx);
+    for (double& x : prob) x /= sum;
+  };
+  std::vector<double> prob;
+  if (p_.top_p < 1.0f) {
+    softmax(prob);
+    double cum = 0;
+    size_t keep = cand.size();
+    for (size_t i = 0; i < cand.size(); ++i) {
+      cum += prob[i];
+      if (cum >= p_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    cand.resize(std::max<size_t>(1, keep));
+  }
+  if (p_.min_p > 0.0f) {
+    const float thr = l[static_cast<size_t>(cand[0])] + std::log(p_.min_p);
+    size_t keep = 1;
+    while (keep < cand.size() && l[static_cast<size_t>(cand[keep])] >= thr) ++keep;
+    cand.resize(keep);
+  }
+  for (int32_t t : cand) l[static_cast<size_t>(t)] /= p_.temp;
+  softmax(prob);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double r = u(rng_), cum = 0;
+  for (size_t i = 0; i < cand.size(); ++i) {
+    cum += prob[i];
+    if (r < cum) return cand[i];
+  }
+  return cand.back();
+}
+
+}  // namespace rocky::runtime

@@ -1,0 +1,45 @@
+// Token sampling with llama.cpp's default chain and defaults (common/common.h, common/sampling.cpp,
+// src/llama-sampling.cpp at 0253fb21f):
+//   repetition penalty → top-k → top-p → min-p → temperature → softmax → draw (mt19937).
+// temp ≤ 0 is greedy: argmax after the penalty, ties → lowest id.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+
+namespace rocky::runtime {
+
+inline constexpr uint32_t k_default_seed = 0xFFFFFFFFu;  // llama.cpp LLAMA_DEFAULT_SEED: pick at random
+
+struct SamplerParams {
+  float temp = 0.8f;             // ≤ 0: greedy
+  int32_t top_k = 40;            // ≤ 0: off
+  float top_p = 0.95f;           // ≥ 1: off
+  float min_p = 0.05f;           // ≤ 0: off
+  float repeat_penalty = 1.0f;   // 1: off. logit > 0 → logit / penalty, else logit · penalty
+  int32_t repeat_last_n = 64;    // how many recent tokens the penalty looks at (0: off)
+  uint32_t seed = k_default_seed;
+};
+
+// Index of the largest value; ties → lowest index.
+int32_t argmax(std::span<const float> logits);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& p);
+  // Picks the next token from `logits` (n_vocab values, not modified).
+  int32_t sample(std::span<const float> logits);
+  // Records a token of the context (prompt or generated) for the repetition penalty.
+  void accept(int32_t token);
+  uint32_t seed() const { return seed_; }
+
+ private:
+  SamplerParams p_;
+  uint32_t seed_;
+  std::mt19937 rng_;
+  std::deque<int32_t> recent_;
+};
+
+}  // namespace rocky::runtime

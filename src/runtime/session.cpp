@@ -1,0 +1,59 @@
+// Session ubatch loop (see session.hpp).
+#include "runtime/session.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "graph/planner.hpp"
+
+namespace rocky::runtime {
+
+Session::Session(const model::Model& m, std::unique_ptr<backend::Backend> be, SessionOptions o)
+    : model_(m), be_(std::move(be)) {
+  const auto& hp = m.hparams();
+  n_ctx_ = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
+  if (o.n_ctx < 0) fail("context size -c must be positive (got {})", o.n_ctx);
+  if (o.n_ubatch <= 0) fail("ubatch size -ub must be positive (got {})", o.n_ubatch);
+  n_ubatch_ = o.n_ubatch;
+  // Every weight any ubatch graph reads: the graph's weight list does not depend on N.
+  graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
+  auto w = g.weights();
+  be_->load_weights(w);
+  be_->init_kv(g.kv);
+}
+
+void Session::reset() {
+  be_->init_kv(graph::KvShape{model_.hparams().n_layer, model_.hparams().n_embd_kv(), n_ctx_});
+  n_past_ = 0;
+}
+
+std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) fail("eval: no tokens");
+  if (n_past_ + n > n_ctx_) {
+    fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", n, n_past_, n_ctx_);
+  }
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  std::vector<float> out(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
+  for (int64_t i0 = 0; i0 < n; i0 += n_ubatch_) {
+    const int32_t nt = static_cast<int32_t>(std::min<int64_t>(n_ubatch_, n - i0));
+    const bool last = i0 + nt == n;
+    // Only the last ubatch's last token is needed unless all logits are asked for.
+    const model::Logits want = all_logits ? model::Logits::ALL : last ? model::Logits::LAST : model::Logits::NONE;
+    model::UbatchSpec u{nt, n_past_, n_ctx_, want};
+    graph::Graph g = model_.build_graph(u);
+    graph::Plan p = graph::plan_arena(g);
+    std::span<float> dst;
+    if (want == model::Logits::ALL) {
+      dst = std::span<float>(out).subspan(static_cast<size_t>(i0 * n_vocab), static_cast<size_t>(nt * n_vocab));
+    } else if (want == model::Logits::LAST) {
+      dst = std::span<float>(out);
+    }
+    be_->compute(g, p, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt)), dst);
+    n_past_ += nt;
+    if (progress) progress(i0 + nt, n);
+  }
+  return out;
+}
+
+}  // namespace rocky::runtime

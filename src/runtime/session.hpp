@@ -1,0 +1,51 @@
+// A generation session: one model, one backend, one KV cache; the ubatch loop.
+//
+// Prefill splits the tokens into ubatches of at most n_ubatch tokens (each one graph + plan +
+// compute); decode is a 1-token ubatch. Positions run 0 .. n_ctx-1; going past n_ctx is a
+// rocky::Error naming the sizes and the fix (-c).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/model.hpp"
+
+namespace rocky::runtime {
+
+struct SessionOptions {
+  int32_t n_ctx = 0;       // KV positions; 0 = the model's n_ctx_train, capped at 4096
+  int32_t n_ubatch = 512;  // max tokens per ubatch (-ub)
+};
+
+// Progress of a prefill: tokens done so far, total.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+
+class Session {
+ public:
+  Session(const model::Model& m, std::unique_ptr<backend::Backend> be, SessionOptions o);
+
+  // Appends `tokens` to the context and evaluates them. Returns the logits of the last token
+  // (n_vocab floats), or with all_logits those of every token, row-major [tokens.size()][n_vocab].
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false,
+                          const ProgressFn& progress = {});
+
+  void reset();  // clears the KV cache, n_past = 0
+  int32_t n_past() const { return n_past_; }
+  int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_vocab() const { return model_.hparams().n_vocab; }
+  backend::Backend& backend() { return *be_; }
+
+ private:
+  const model::Model& model_;
+  std::unique_ptr<backend::Backend> be_;
+  int32_t n_ctx_ = 0;
+  int32_t n_ubatch_ = 0;
+  int32_t n_past_ = 0;
+};
+
+}  // namespace rocky::runtime

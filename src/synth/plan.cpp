@@ -1,0 +1,133 @@
+#include "synth/plan.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "core/error.hpp"
+
+namespace rocky::synth {
+
+FileType parse_file_type(std::string_view s) {
+  std::string l(s);
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (l == "f32") return FileType::F32;
+  if (l == "f16") return FileType::F16;
+  if (l == "bf16") return FileType::BF16;
+  if (l == "q8_0") return FileType::Q8_0;
+  if (l == "q6_k") return FileType::Q6_K;
+  if (l == "q4_k_m") return FileType::Q4_K_M;
+  fail("unknown type '{}' (known: f32, f16, bf16, q8_0, q6_k, q4_k_m)", s);
+}
+
+std::string_view file_type_name(FileType t) {
+  switch (t) {
+    case FileType::F32: return "F32";
+    case FileType::F16: return "F16";
+    case FileType::BF16: return "BF16";
+    case FileType::Q8_0: return "Q8_0";
+    case FileType::Q6_K: return "Q6_K";
+    case FileType::Q4_K_M: return "Q4_K_M";
+  }
+  return "?";
+}
+
+uint32_t llama_ftype(FileType t) {
+  switch (t) {
+    case FileType::F32: return 0;      // LLAMA_FTYPE_ALL_F32
+    case FileType::F16: return 1;      // LLAMA_FTYPE_MOSTLY_F16
+    case FileType::BF16: return 32;    // LLAMA_FTYPE_MOSTLY_BF16
+    case FileType::Q8_0: return 7;     // LLAMA_FTYPE_MOSTLY_Q8_0
+    case FileType::Q6_K: return 18;    // LLAMA_FTYPE_MOSTLY_Q6_K
+    case FileType::Q4_K_M: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  }
+  return 0;
+}
+
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+int64_t layer_of(std::string_view name) {
+  if (name.substr(0, 4) != "blk.") return -1;
+  std::string_view rest = name.substr(4);
+  int64_t v = -1;
+  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), v);
+  if (ec != std::errc() || p == rest.data() || p == rest.data() + rest.size() || *p != '.') return -1;
+  return v;
+}
+
+namespace {
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool ends_with(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+}
+}  // namespace
+
+DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer,
+                  bool has_output) {
+  if (n_dims < 2 || !ends_with(name, "weight")) return DType::F32;
+  DType t = DType::F32;
+  switch (ft) {
+    case FileType::F32: return DType::F32;
+    case FileType::F16: return DType::F16;
+    case FileType::BF16: return DType::BF16;
+    case FileType::Q8_0: t = DType::Q8_0; break;
+    case FileType::Q6_K: t = DType::Q6_K; break;
+    case FileType::Q4_K_M: {
+      t = DType::Q4_K;
+      const bool lm_head = name == "output.weight" || (!has_output && name == "token_embd.weight");
+      if (lm_head) {
+        t = DType::Q6_K;
+      } else if (contains(name, "attn_v.weight") || contains(name, "ffn_down")) {
+        const int64_t i = layer_of(name);
+        if (i >= 0 && use_more_bits(i, n_layer)) t = DType::Q6_K;
+      }
+      break;
+    }
+  }
+  if (ne0 % 256 != 0) {  // no room for k-quant super-blocks: llama.cpp's fallback types
+    if (t == DType::Q4_K) t = DType::Q5_0;
+    if (t == DType::Q6_K) t = DType::Q8_0;
+  }
+  if (ne0 % dtype_info(t).block_elems != 0)
+    fail("tensor '{}': row length {} is not a multiple of {}'s block size {}", name, ne0, dtype_name(t),
+         dtype_info(t).block_elems);
+  return t;
+}
+
+std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileType ft) {
+  std::vector<PlannedTensor> out;
+  const bool has_output = !p.tied;
+  auto add = [&](std::string name, Role role, int64_t layer, uint64_t ne0, uint64_t ne1) {
+    PlannedTensor t;
+    t.name = std::move(name);
+    t.role = role;
+    t.layer = layer;
+    t.n_dims = ne1 == 0 ? 1 : 2;
+    t.ne = {ne0, ne1 == 0 ? 1 : ne1, 1, 1};
+    t.type = tensor_type(ft, t.name, t.n_dims, ne0, n_layer, has_output);
+    out.push_back(std::move(t));
+  };
+  const uint64_t e = p.n_embd, ekv = p.n_embd_kv(), ff = p.n_ff;
+  add("token_embd.weight", Role::Embedding, -1, e, p.n_vocab);
+  for (uint32_t i = 0; i < n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const int64_t l = i;
+    add(b + "attn_norm.weight", Role::Norm, l, e, 0);
+    add(b + "attn_q.weight", Role::AttnQ, l, e, e);
+    if (p.has_qkv_bias()) add(b + "attn_q.bias", Role::BiasQ, l, e, 0);
+    add(b + "attn_k.weight", Role::AttnK, l, e, ekv);
+    if (p.has_qkv_bias()) add(b + "attn_k.bias", Role::BiasK, l, ekv, 0);
+    add(b + "attn_v.weight", Role::AttnV, l, e, ekv);
+    if (p.has_qkv_bias()) add(b + "attn_v.bias", Role::BiasV, l, ekv, 0);
+    add(b + "attn_output.weight", Role::AttnOut, l, e, e);
+    add(b + "ffn_norm.weight", Role::Norm, l, e, 0);
+    add(b + "ffn_gate.weight", Role::FfnGate, l, e, ff);
+    add(b + "ffn_up.weight", Role::FfnUp, l, e, ff);
+    add(b + "ffn_down.weight", Role::FfnDown, l, ff, e);
+  }
+  add("output_norm.weight", Role::Norm, -1, e, 0);
+  if (has_output) add("output.weight", Role::Output, -1, e, p.n_vocab);
+  return out;
+}
+
+}  // namespace rocky::synth

@@ -1,0 +1,56 @@
+// Model presets for `rocky synth`: the exact hyper-parameters of real models, so that synthetic
+// files have real tensor shapes and metadata (only the weights and the vocab are made up).
+//
+// Sources (Hugging Face config.json of each model; the GGUF key each field becomes is given):
+//   qwen2.5-1.5b   Qwen/Qwen2.5-1.5B-Instruct: hidden_size 1536, intermediate_size 8960,
+//                  num_hidden_layers 28, num_attention_heads 12, num_key_value_heads 2,
+//                  vocab_size 151936, max_position_embeddings 32768, rope_theta 1e6,
+//                  rms_norm_eps 1e-6, tie_word_embeddings true.
+//   qwen2.5-3b     Qwen/Qwen2.5-3B-Instruct: 2048, 11008, 36 layers, 16 / 2 heads, vocab 151936,
+//                  ctx 32768, rope_theta 1e6, eps 1e-6, tied (also ../shared/anchors.md).
+//   qwen2.5-7b     Qwen/Qwen2.5-7B-Instruct: 3584, 18944, 28 layers, 28 / 4 heads, vocab 152064,
+//                  ctx 32768, rope_theta 1e6, eps 1e-6, tie_word_embeddings false (output.weight).
+//   tinyllama-1.1b TinyLlama/TinyLlama-1.1B-Chat-v1.0 (LlamaForCausalLM): 2048, 5632, 22 layers,
+//                  32 / 4 heads, vocab 32000 (Llama 2 SentencePiece), max_position_embeddings 2048,
+//                  rope_theta 1e4, rms_norm_eps 1e-5, tie_word_embeddings false.
+// Test presets (not real models; small, for CI): qwen2-test, llama-test. Their n_ff is not a
+// multiple of 256, so the quantizer's fallback types (q5_0, q8_0) are exercised too.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace rocky::synth {
+
+enum class Arch { Qwen2, Llama };
+std::string_view arch_name(Arch a);  // GGUF general.architecture: "qwen2", "llama"
+
+struct Preset {
+  std::string_view name;     // e.g. "qwen2.5-3b"
+  std::string_view display;  // general.name, e.g. "Qwen2.5-3B (rocky synth)"
+  Arch arch = Arch::Qwen2;
+  uint32_t n_embd = 0;     // hidden size (<arch>.embedding_length)
+  uint32_t n_ff = 0;       // FFN inner size (<arch>.feed_forward_length)
+  uint32_t n_layer = 0;    // <arch>.block_count
+  uint32_t n_head = 0;     // <arch>.attention.head_count
+  uint32_t n_head_kv = 0;  // <arch>.attention.head_count_kv
+  uint32_t n_vocab = 0;    // rows of token_embd / output (tokenizer.ggml.tokens count)
+  uint32_t n_ctx = 0;      // <arch>.context_length
+  float rope_base = 0;     // <arch>.rope.freq_base
+  float rms_eps = 0;       // <arch>.attention.layer_norm_rms_epsilon
+  bool tied = false;       // true: no output.weight, the LM head is token_embd
+  bool test_only = false;  // a small made-up shape for tests
+
+  uint32_t head_dim() const { return n_embd / n_head; }
+  uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
+  bool has_qkv_bias() const { return arch == Arch::Qwen2; }
+};
+
+// All presets, real ones first.
+std::span<const Preset> presets();
+// The preset called `name` (case-insensitive); rocky::Error listing the known names otherwise.
+const Preset& find_preset(std::string_view name);
+
+}  // namespace rocky::synth

@@ -1,0 +1,149 @@
+#include "synth/synth.hpp"
+
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "gguf/gguf.hpp"
+#include "quant/quant.hpp"
+#include "synth/stream_writer.hpp"
+#include "synth/weights.hpp"
+
+namespace rocky::synth {
+namespace {
+
+constexpr uint32_t k_quantization_version = 2;  // GGML_QNT_VERSION
+
+bool is_quantized(FileType ft) { return ft == FileType::Q8_0 || ft == FileType::Q6_K || ft == FileType::Q4_K_M; }
+
+}  // namespace
+
+void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, FileType ft, uint64_t seed,
+                        const GeneratedVocab& v) {
+  const std::string a(arch_name(p.arch));
+  w.set_string("general.architecture", a);
+  w.set_string("general.type", "model");
+  w.set_string("general.name", p.display);
+  w.set_u32(a + ".block_count", n_layer);
+  w.set_u32(a + ".context_length", p.n_ctx);
+  w.set_u32(a + ".embedding_length", p.n_embd);
+  w.set_u32(a + ".feed_forward_length", p.n_ff);
+  w.set_u32(a + ".attention.head_count", p.n_head);
+  w.set_u32(a + ".attention.head_count_kv", p.n_head_kv);
+  w.set_f32(a + ".rope.freq_base", p.rope_base);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (p.arch == Arch::Llama) {
+    w.set_u32(a + ".vocab_size", p.n_vocab);
+    w.set_u32(a + ".rope.dimension_count", p.head_dim());
+  }
+  w.set_u32("general.file_type", llama_ftype(ft));
+  if (is_quantized(ft)) w.set_u32("general.quantization_version", k_quantization_version);
+  w.set_string("rocky.synth.preset", p.name);
+  w.set_u64("rocky.synth.seed", seed);
+
+  w.set_string("tokenizer.ggml.model", v.model);
+  w.set_string("tokenizer.ggml.pre", v.pre);
+  std::vector<std::string_view> toks(v.tokens.begin(), v.tokens.end());
+  w.set_string_array("tokenizer.ggml.tokens", toks);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  if (!v.scores.empty()) w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  if (!v.merges.empty()) {
+    std::vector<std::string_view> merges(v.merges.begin(), v.merges.end());
+    w.set_string_array("tokenizer.ggml.merges", merges);
+  }
+  if (v.bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  if (v.eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  if (v.unk >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
+  if (v.pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
+  w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  if (!v.chat_template.empty()) w.set_string("tokenizer.chat_template", v.chat_template);
+}
+
+Preset synth_preset(const SynthOptions& o) {
+  Preset p = find_preset(o.preset);
+  if (o.vocab) {
+    if (*o.vocab < 512 || *o.vocab > (1u << 24)) fail("--vocab {}: must be in 512..{}", *o.vocab, 1u << 24);
+    p.n_vocab = *o.vocab;
+  }
+  return p;
+}
+
+WriteSummary synth_model(const SynthOptions& o) {
+  const Preset p = synth_preset(o);
+  const uint32_t n_layer = o.layers.value_or(p.n_layer);
+  if (n_layer < 1 || n_layer > 1024) fail("--layers {}: must be in 1..1024", n_layer);
+  const std::vector<PlannedTensor> plan = tensor_plan(p, n_layer, o.type);
+  const GeneratedVocab vocab = generate_vocab(p);
+  gguf::Writer w;
+  set_synth_metadata(w, p, n_layer, o.type, o.seed, vocab);
+
+  std::vector<StreamTensor> st;
+  std::vector<InitSpec> spec;
+  std::vector<uint64_t> hash;
+  WriteSummary s;
+  for (const PlannedTensor& t : plan) {
+    st.push_back(StreamTensor{t.name, t.type, t.n_dims, t.ne});
+    spec.push_back(init_spec(p, n_layer, t.role));
+    hash.push_back(name_hash(t.name));
+    s.n_params += t.n_elements();
+    s.tensor_bytes += t.n_bytes();
+  }
+  s.n_tensors = plan.size();
+  auto encode = [&](size_t k, uint64_t r0, uint64_t r1, uint8_t* dst) {
+    const uint64_t n = st[k].ne[0], rb = row_bytes(st[k].type, n);
+    std::vector<float> row(n);
+    for (uint64_t r = r0; r < r1; ++r) {
+      fill_row(o.seed, hash[k], r, spec[k], row.data(), n);
+      quant::quantize_row(st[k].type, row.data(), dst + (r - r0) * rb, static_cast<int64_t>(n));
+    }
+  };
+  StreamOptions so{o.threads, o.progress, fmt::format("synth {} {}", p.name, file_type_name(o.type))};
+  s.file_bytes = write_streaming(o.out, w, st, encode, so);
+  return s;
+}
+
+WriteSummary quantize_model(const QuantizeOptions& o) {
+  const auto in = gguf::GgufFile::open(o.in);
+  const std::string arch(in.architecture());
+  const auto n_layer = in.get_uint(arch + ".block_count");
+  if (!n_layer) fail("{}: missing key '{}.block_count'", o.in, arch);
+  bool has_output = false;
+  for (const auto& t : in.tensors()) {
+    if (t.type != DType::F32 && t.type != DType::F16 && t.type != DType::BF16)
+      fail("{}: tensor '{}' is already {}: rocky quantize needs an F32, F16 or BF16 model", o.in, t.name,
+           dtype_name(t.type));
+    if (t.name == "output.weight") has_output = true;
+  }
+  gguf::Writer w;
+  for (const auto& [key, value] : in.metadata()) w.set(key, value);
+  w.set_u32("general.file_type", llama_ftype(o.type));
+  if (is_quantized(o.type)) w.set_u32("general.quantization_version", k_quantization_version);
+
+  std::vector<StreamTensor> st;
+  WriteSummary s;
+  for (const auto& t : in.tensors()) {
+    StreamTensor x{t.name, DType::F32, t.n_dims, t.ne};
+    x.type = tensor_type(o.type, t.name, t.n_dims, t.ne[0], static_cast<int64_t>(*n_layer), has_output);
+    s.n_params += t.n_elements;
+    s.tensor_bytes += x.n_bytes();
+    st.push_back(std::move(x));
+  }
+  s.n_tensors = st.size();
+  const auto& src = in.tensors();
+  auto encode = [&](size_t k, uint64_t r0, uint64_t r1, uint8_t* dst) {
+    const gguf::TensorInfo& t = src[k];
+    const uint64_t n = t.ne[0], in_rb = row_bytes(t.type, n), out_rb = row_bytes(st[k].type, n);
+    std::vector<float> row(n);
+    for (uint64_t r = r0; r < r1; ++r) {
+      quant::dequantize_row(t.type, t.data + r * in_rb, row.data(), static_cast<int64_t>(n));
+      quant::quantize_row(st[k].type, row.data(), dst + (r - r0) * out_rb, static_cast<int64_t>(n));
+    }
+  };
+  StreamOptions so{o.threads, o.progress, fmt::format("quantize {}", file_type_name(o.type))};
+  s.file_bytes = write_streaming(o.out, w, st, encode, so);
+  return s;
+}
+
+}  // namespace rocky::synth

@@ -1,0 +1,98 @@
+// `rocky run` end to end: greedy JSON output and logit dumps vs the reference, -ub/-f parsing, and
+// bad input → exit 1 with a clear message.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "model/ref.hpp"
+
+namespace rocky {
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out;  // stdout + stderr
+};
+
+Result rocky(const std::string& args) {
+  const std::string cmd = std::string(ROCKY_BINARY_DIR) + "/rocky " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  Result r;
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string model(const std::string& f) { return test::shared_path("reference/models/" + f); }
+std::string prompt(const std::string& p) { return test::shared_path("reference/prompts/" + p + ".txt"); }
+
+TEST(CliRun, GreedyJsonAndDumpsMatchReference) {
+  const std::string dir = test::scratch_dir("cli_run");
+  for (const auto& p : test::k_prompts) {
+    auto r = test::load_ref("stories260K__kvf32_faoff", p);
+    const std::string last = dir + "/" + p + ".last.f32", all = dir + "/" + p + ".all.f32";
+    auto res = rocky("run -m " + model("stories260K.gguf") + " -f " + prompt(p) +
+                     " -n 32 --temp 0 --ignore-eos --json -c 1024 -ub 7 --dump-logits " + last +
+                     " --dump-all-logits " + all);
+    ASSERT_EQ(res.rc, 0) << res.out;
+    auto j = nlohmann::json::parse(res.out);
+    EXPECT_EQ(j.at("prompt_ids").get<std::vector<int32_t>>(), r.eval_tokens) << p;
+    EXPECT_EQ(j.at("generated_ids").get<std::vector<int32_t>>(), r.greedy_ids) << p;
+    EXPECT_FALSE(j.at("text").get<std::string>().empty()) << p;
+    EXPECT_GT(j.at("timings").at("prompt_tps").get<double>(), 0.0);
+    auto ref_last = test::load_f32(test::ref_path("stories260K__kvf32_faoff", p, ".cpu.last_logits.f32"));
+    auto ref_all = test::load_f32(test::ref_path("stories260K__kvf32_faoff", p, ".cpu.all_logits.f32"));
+    auto got_last = test::load_f32(last), got_all = test::load_f32(all);
+    ASSERT_EQ(got_last.size(), ref_last.size());
+    ASSERT_EQ(got_all.size(), ref_all.size());
+    EXPECT_LE(test::rel_err(got_last, ref_last), 1e-3);
+    EXPECT_LE(test::rel_err(got_all, ref_all), 1e-3);
+  }
+}
+
+TEST(CliRun, StreamsTextAndTimings) {
+  auto res = rocky("run -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3");
+  ASSERT_EQ(res.rc, 0) << res.out;
+  EXPECT_EQ(res.out.rfind("Once upon a time", 0), 0u) << res.out;
+  EXPECT_NE(res.out.find("t/s"), std::string::npos) << res.out;
+  // Same seed, same text.
+  EXPECT_EQ(rocky("run -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3 --json")
+                .rc,
+            0);
+}
+
+TEST(CliRun, BadInputExitsOne) {
+  auto res = rocky("run -m " + model("stories260K.gguf") + " -f " + prompt("p2_paragraph") + " -n 4 -c 64");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("raise -c"), std::string::npos) << res.out;
+  res = rocky("run -m /nonexistent/model.gguf -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  res = rocky("run -m " + model("stories260K.gguf") + " -p hi -n 1 --device tpu");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("unknown device 'tpu'"), std::string::npos) << res.out;
+  // A model rocky cannot run: unsupported architecture, missing tensor, unsupported type.
+  std::string key = "general.architecture";
+  res = rocky("run -m " + test::patched_copy("cli_arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'}) + " -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("unsupported architecture 'llamb'"), std::string::npos) << res.out;
+  res = rocky("run -m " + test::patched_copy("cli_missing.gguf", "output_norm.weight", "output_norX.weight") + " -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("missing tensor 'output_norm.weight'"), std::string::npos) << res.out;
+  std::string name = "blk.4.ffn_down.weight";
+  res = rocky("run -m " + test::patched_copy("cli_type.gguf", name, name, 4 + 16, {26, 0, 0, 0}) + " -p hi -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("'blk.4.ffn_down.weight' has type i32"), std::string::npos) << res.out;
+  // Usage errors are exit 2.
+  res = rocky("run -m " + model("stories260K.gguf") + " -n 1");
+  EXPECT_EQ(res.rc, 2) << res.out;
+}
+
+}  // namespace
+}  // namespace rocky

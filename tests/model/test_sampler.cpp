@@ -1,0 +1,126 @@
+// Sampler: greedy ties, seeds, and each filter against its definition (llama.cpp's semantics).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "runtime/sampler.hpp"
+
+namespace rocky::runtime {
+namespace {
+
+SamplerParams plain(float temp) {
+  SamplerParams p;
+  p.temp = temp;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 1234;
+  return p;
+}
+
+TEST(Sampler, DefaultsAreLlamaCpps) {
+  SamplerParams p;
+  EXPECT_FLOAT_EQ(p.temp, 0.8f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_FLOAT_EQ(p.top_p, 0.95f);
+  EXPECT_FLOAT_EQ(p.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(p.repeat_penalty, 1.0f);
+  EXPECT_EQ(p.repeat_last_n, 64);
+}
+
+TEST(Sampler, GreedyTiesToLowestId) {
+  std::vector<float> l = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f};
+  EXPECT_EQ(argmax(l), 1);
+  Sampler s(plain(0.0f));
+  EXPECT_EQ(s.sample(l), 1);
+}
+
+TEST(Sampler, SameSeedSameTokens) {
+  std::vector<float> l = {1.0f, 1.2f, 0.9f, 1.1f, 0.3f, 1.05f};
+  Sampler a(plain(1.0f)), b(plain(1.0f));
+  std::vector<int32_t> ta, tb;
+  for (int i = 0; i < 50; ++i) {
+    ta.push_back(a.sample(l));
+    tb.push_back(b.sample(l));
+  }
+  EXPECT_EQ(ta, tb);
+  EXPECT_GT(std::set<int32_t>(ta.begin(), ta.end()).size(), 2u);  // really random, not constant
+}
+
+// Draw frequencies match softmax(l / temp) (no filters).
+TEST(Sampler, TemperatureDistribution) {
+  std::vector<float> l = {1.0f, 2.0f, 0.0f, 1.5f};
+  const float temp = 0.7f;
+  Sampler s(plain(temp));
+  const int n = 40000;
+  std::vector<int> cnt(l.size());
+  for (int i = 0; i < n; ++i) ++cnt[static_cast<size_t>(s.sample(l))];
+  double z = 0;
+  for (float v : l) z += std::exp(v / temp);
+  for (size_t i = 0; i < l.size(); ++i) {
+    const double p = std::exp(l[i] / temp) / z;
+    const double sd = std::sqrt(p * (1 - p) / n);
+    EXPECT_NEAR(static_cast<double>(cnt[i]) / n, p, 5 * sd + 1e-4) << i;
+  }
+}
+
+std::set<int32_t> support(SamplerParams p, const std::vector<float>& l, int n = 3000) {
+  Sampler s(p);
+  std::set<int32_t> seen;
+  for (int i = 0; i < n; ++i) seen.insert(s.sample(l));
+  return seen;
+}
+
+TEST(Sampler, TopK) {
+  std::vector<float> l = {0.1f, 0.5f, 0.4f, 0.45f, 0.0f};
+  auto p = plain(5.0f);
+  p.top_k = 3;
+  EXPECT_EQ(support(p, l), (std::set<int32_t>{1, 2, 3}));
+  p.top_k = 1;
+  EXPECT_EQ(support(p, l), (std::set<int32_t>{1}));
+}
+
+TEST(Sampler, TopP) {
+  // softmax of log(probs) = probs: 0.5, 0.3, 0.15, 0.05. top_p 0.75 keeps the smallest prefix
+  // whose mass reaches 0.75: {0, 1}; 0.85 keeps {0, 1, 2}.
+  std::vector<float> l = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  auto p = plain(1.0f);
+  p.top_p = 0.75f;
+  EXPECT_EQ(support(p, l), (std::set<int32_t>{0, 1}));
+  p.top_p = 0.85f;
+  EXPECT_EQ(support(p, l), (std::set<int32_t>{0, 1, 2}));
+}
+
+TEST(Sampler, MinP) {
+  // min_p 0.25: keep tokens with p ≥ 0.25 · p_max = 0.125 → {0, 1, 2}.
+  std::vector<float> l = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  auto p = plain(1.0f);
+  p.min_p = 0.25f;
+  EXPECT_EQ(support(p, l), (std::set<int32_t>{0, 1, 2}));
+}
+
+TEST(Sampler, RepetitionPenalty) {
+  std::vector<float> l = {2.0f, 1.9f, -0.5f, -0.45f};
+  auto p = plain(0.0f);
+  p.repeat_penalty = 1.1f;
+  Sampler s(p);
+  EXPECT_EQ(s.sample(l), 0);
+  s.accept(0);  // 2.0 / 1.1 = 1.82 < 1.9
+  EXPECT_EQ(s.sample(l), 1);
+  std::vector<float> neg = {-0.5f, -0.52f};
+  Sampler s2(p);
+  s2.accept(0);  // -0.5 · 1.1 = -0.55 < -0.52
+  EXPECT_EQ(s2.sample(neg), 1);
+  // Only the last repeat_last_n tokens count.
+  p.repeat_last_n = 1;
+  Sampler s3(p);
+  s3.accept(0);
+  s3.accept(3);
+  EXPECT_EQ(s3.sample(l), 0);
+}
+
+}  // namespace
+}  // namespace rocky::runtime

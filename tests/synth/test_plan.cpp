@@ -1,0 +1,149 @@
+// Tensor plan and type rule of rocky synth / rocky quantize, against ../shared/anchors.md (the
+// Qwen2.5-3B Q4_K_M tensor list) and llama.cpp's rule, computed independently here.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "core/error.hpp"
+#include "synth/plan.hpp"
+#include "synth/presets.hpp"
+
+using namespace rocky;
+using namespace rocky::synth;
+
+namespace {
+
+struct Totals {
+  uint64_t params = 0, bytes = 0;
+  std::map<DType, int> count;
+};
+Totals totals(const std::vector<PlannedTensor>& plan) {
+  Totals t;
+  for (const auto& x : plan) {
+    t.params += x.n_elements();
+    t.bytes += x.n_bytes();
+    t.count[x.type]++;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(SynthPlan, Qwen25_3B_Q4KM_MatchesAnchors) {
+  const Preset& p = find_preset("qwen2.5-3b");
+  const auto plan = tensor_plan(p, p.n_layer, FileType::Q4_K_M);
+  ASSERT_EQ(plan.size(), 434u);
+  const Totals t = totals(plan);
+  EXPECT_EQ(t.count.at(DType::Q6_K), 37);
+  EXPECT_EQ(t.count.at(DType::Q4_K), 216);
+  EXPECT_EQ(t.count.at(DType::F32), 181);
+  EXPECT_EQ(t.count.size(), 3u);
+  // 3.09 B parameters, ≈ 4.99 bits per weight (anchors.md).
+  EXPECT_NEAR(t.params / 1e9, 3.09, 0.005) << t.params;
+  const double bpw = 8.0 * static_cast<double>(t.bytes) / static_cast<double>(t.params);
+  EXPECT_NEAR(bpw, 4.99, 0.01) << bpw;
+
+  // The q6_K layers of attn_v / ffn_down listed in anchors.md: 0–3, 6, 9, …, 30, 31–35.
+  const std::set<int> q6_layers = {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35};
+  std::map<std::string, const PlannedTensor*> by_name;
+  for (const auto& x : plan) by_name[x.name] = &x;
+  ASSERT_EQ(by_name.size(), plan.size()) << "duplicate tensor names";
+  const auto* emb = by_name.at("token_embd.weight");
+  EXPECT_EQ(emb->type, DType::Q6_K);
+  EXPECT_EQ(emb->ne[0], 2048u);
+  EXPECT_EQ(emb->ne[1], 151936u);
+  EXPECT_EQ(by_name.count("output.weight"), 0u);  // tied
+  EXPECT_EQ(by_name.at("output_norm.weight")->type, DType::F32);
+  for (int i = 0; i < 36; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const DType hi = q6_layers.count(i) ? DType::Q6_K : DType::Q4_K;
+    EXPECT_EQ(by_name.at(b + "attn_v.weight")->type, hi) << i;
+    EXPECT_EQ(by_name.at(b + "ffn_down.weight")->type, hi) << i;
+    for (const char* n : {"attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"})
+      EXPECT_EQ(by_name.at(b + n)->type, DType::Q4_K) << b << n;
+    for (const char* n : {"attn_norm.weight", "ffn_norm.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
+      EXPECT_EQ(by_name.at(b + n)->type, DType::F32) << b << n;
+      EXPECT_EQ(by_name.at(b + n)->n_dims, 1u) << b << n;
+    }
+    // Shapes (GGUF order): head dim 128, 2 KV heads → 256-wide K/V.
+    const auto sh = [&](const char* n) {
+      const auto* x = by_name.at(b + n);
+      return std::make_pair(x->ne[0], x->ne[1]);
+    };
+    EXPECT_EQ(sh("attn_q.weight"), std::make_pair(uint64_t{2048}, uint64_t{2048}));
+    EXPECT_EQ(sh("attn_k.weight"), std::make_pair(uint64_t{2048}, uint64_t{256}));
+    EXPECT_EQ(sh("attn_v.weight"), std::make_pair(uint64_t{2048}, uint64_t{256}));
+    EXPECT_EQ(sh("attn_output.weight"), std::make_pair(uint64_t{2048}, uint64_t{2048}));
+    EXPECT_EQ(sh("ffn_gate.weight"), std::make_pair(uint64_t{2048}, uint64_t{11008}));
+    EXPECT_EQ(sh("ffn_up.weight"), std::make_pair(uint64_t{2048}, uint64_t{11008}));
+    EXPECT_EQ(sh("ffn_down.weight"), std::make_pair(uint64_t{11008}, uint64_t{2048}));
+    EXPECT_EQ(sh("attn_k.bias").first, 256u);
+  }
+}
+
+TEST(SynthPlan, PresetsHaveRealShapes) {
+  const Preset& q15 = find_preset("Qwen2.5-1.5B");
+  EXPECT_EQ(q15.head_dim(), 128u);
+  EXPECT_EQ(q15.n_embd_kv(), 256u);
+  const Preset& q7 = find_preset("qwen2.5-7b");
+  EXPECT_FALSE(q7.tied);
+  EXPECT_EQ(q7.n_vocab, 152064u);
+  const auto plan7 = tensor_plan(q7, q7.n_layer, FileType::Q4_K_M);
+  EXPECT_EQ(plan7.size(), 2u + 12u * 28u + 1u);
+  EXPECT_EQ(plan7.back().name, "output.weight");
+  EXPECT_EQ(plan7.back().type, DType::Q6_K);
+  EXPECT_EQ(plan7.front().type, DType::Q4_K);  // token_embd is not the LM head when untied
+  EXPECT_NEAR(static_cast<double>(totals(plan7).params) / 1e9, 7.62, 0.01);
+  const Preset& tl = find_preset("tinyllama-1.1b");
+  EXPECT_EQ(tl.arch, Arch::Llama);
+  const auto plantl = tensor_plan(tl, tl.n_layer, FileType::F16);
+  EXPECT_EQ(plantl.size(), 2u + 9u * 22u + 1u);  // no biases
+  EXPECT_NEAR(static_cast<double>(totals(plantl).params) / 1e9, 1.100, 0.001);
+  EXPECT_NEAR(static_cast<double>(totals(tensor_plan(q15, 28, FileType::F32)).params) / 1e9, 1.544, 0.001);
+  EXPECT_THROW(find_preset("qwen9"), Error);
+}
+
+// llama.cpp's use_more_bits written out for n = 36 from anchors.md, and checked for other n
+// against a brute-force restatement of the formula.
+TEST(SynthPlan, UseMoreBits) {
+  for (int64_t n = 1; n <= 80; ++n) {
+    int count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t a = n / 8, b = 7 * n / 8;
+      const bool want = i < a || i >= b || ((i - a) % 3 == 2);
+      EXPECT_EQ(use_more_bits(i, n), want) << i << "/" << n;
+      count += want;
+    }
+    EXPECT_GE(count, 1);
+  }
+  EXPECT_EQ(layer_of("blk.17.attn_v.weight"), 17);
+  EXPECT_EQ(layer_of("blk.x.attn_v.weight"), -1);
+  EXPECT_EQ(layer_of("token_embd.weight"), -1);
+}
+
+TEST(SynthPlan, TypeRuleAndFallbacks) {
+  // 1-D tensors and non-weights stay f32 whatever the file type.
+  for (FileType ft : {FileType::Q8_0, FileType::Q6_K, FileType::Q4_K_M, FileType::F16}) {
+    EXPECT_EQ(tensor_type(ft, "blk.0.attn_norm.weight", 1, 2048, 4, false), DType::F32);
+    EXPECT_EQ(tensor_type(ft, "blk.0.attn_q.bias", 1, 2048, 4, false), DType::F32);
+  }
+  EXPECT_EQ(tensor_type(FileType::Q8_0, "output.weight", 2, 2048, 4, true), DType::Q8_0);
+  EXPECT_EQ(tensor_type(FileType::Q6_K, "blk.1.attn_q.weight", 2, 2048, 4, true), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q6_K, "blk.1.ffn_down.weight", 2, 320, 4, true), DType::Q8_0);
+  EXPECT_EQ(tensor_type(FileType::Q4_K_M, "blk.1.attn_q.weight", 2, 320, 4, true), DType::Q5_0);
+  EXPECT_EQ(tensor_type(FileType::Q4_K_M, "blk.3.ffn_down.weight", 2, 320, 4, true), DType::Q8_0);
+  EXPECT_EQ(tensor_type(FileType::Q4_K_M, "blk.0.ffn_down.weight", 2, 320, 4, true), DType::Q5_0);  // 0 of 4: q4_K
+  EXPECT_EQ(tensor_type(FileType::Q4_K_M, "token_embd.weight", 2, 2048, 4, true), DType::Q4_K);
+  EXPECT_EQ(tensor_type(FileType::Q4_K_M, "token_embd.weight", 2, 2048, 4, false), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::F32, "token_embd.weight", 2, 2048, 4, false), DType::F32);
+  EXPECT_EQ(tensor_type(FileType::BF16, "token_embd.weight", 2, 2048, 4, false), DType::BF16);
+  EXPECT_THROW(tensor_type(FileType::Q8_0, "x.weight", 2, 100, 4, false), Error);
+  EXPECT_EQ(parse_file_type("Q4_K_M"), FileType::Q4_K_M);
+  EXPECT_EQ(parse_file_type("q6_k"), FileType::Q6_K);
+  EXPECT_THROW(parse_file_type("q4_0"), Error);
+  EXPECT_EQ(llama_ftype(FileType::Q8_0), 7u);
+  EXPECT_EQ(llama_ftype(FileType::Q6_K), 18u);
+  EXPECT_EQ(llama_ftype(FileType::Q4_K_M), 15u);
+}
