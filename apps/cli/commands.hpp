@@ -20,5 +20,7 @@ void add_run(CLI::App& app, Runner& run);
 void add_doctor(CLI::App& app, Runner& run);
 void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
+void add_roofline(CLI::App& app, Runner& run);
+void add_bench_op(CLI::App& app, Runner& run);
 
 }  // namespace rocky::cli

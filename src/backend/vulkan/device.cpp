@@ -269,12 +269,14 @@ DeviceInfo Instance::probe(uint32_t index) const {
   d.name = base.deviceName;
   d.driver_name = driver.driverName;
   d.driver_info = driver.driverInfo;
+  d.vendor_id = base.vendorID;
   d.type = base.deviceType;
   d.fp16 = f12.shaderFloat16;
   d.int8 = f12.shaderInt8;
   d.storage16 = f11.storageBuffer16BitAccess;
   d.int8_dot = (v13 || dot_ext) && fdot.shaderIntegerDotProduct;
   d.int8_dot_accelerated = d.int8_dot && dot.integerDotProduct4x8BitPackedSignedAccelerated;
+  d.pipeline_stats = has_device_extension(pd, "VK_KHR_pipeline_executable_properties");  // [M5]
   d.subgroup_size = subgroup.subgroupSize;
   d.subgroup_min = d.subgroup_max = subgroup.subgroupSize;
   if ((v13 || sg_ext) && sg_ctrl.minSubgroupSize > 0) {
@@ -333,6 +335,37 @@ Device::Device(std::shared_ptr<Instance> instance, uint32_t index) : instance_(s
   VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &qi;
+  // [M5] fast kernels: enable the arithmetic/storage features the probe found (fp16, int8, 8/16-bit
+  // storage, packed int8 dot) and VK_KHR_pipeline_executable_properties for --pipeline-stats.
+  VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexe{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  std::vector<const char*> exts;
+  if (info_.api_version >= VK_API_VERSION_1_2) {
+    feats.pNext = &f12;
+    f12.shaderFloat16 = info_.fp16;
+    f12.shaderInt8 = info_.int8;
+    f12.pNext = &f11;
+    f11.storageBuffer16BitAccess = info_.storage16;
+    void** tail = &f11.pNext;
+    if (info_.int8_dot) {
+      fdot.shaderIntegerDotProduct = VK_TRUE;
+      *tail = &fdot;
+      tail = &fdot.pNext;
+      if (info_.api_version < VK_API_VERSION_1_3) exts.push_back("VK_KHR_shader_integer_dot_product");
+    }
+    if (info_.pipeline_stats) {
+      fexe.pipelineExecutableInfo = VK_TRUE;
+      *tail = &fexe;
+      exts.push_back("VK_KHR_pipeline_executable_properties");
+    }
+    ci.pNext = &feats;
+    ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+    ci.ppEnabledExtensionNames = exts.data();
+  }
   vk_check(vkCreateDevice(physical_, &ci, nullptr, &device_), "vkCreateDevice");
   vkGetDeviceQueue(device_, family_, 0, &queue_);
 }

@@ -29,6 +29,7 @@ struct DeviceInfo {
   std::string name;                   // "llvmpipe (LLVM 15.0.6, 256 bits)"
   std::string driver_name;            // "llvmpipe", "NVIDIA", "panvk" (VkPhysicalDeviceDriverProperties)
   std::string driver_info;            // "Mesa 22.3.6 (LLVM 15.0.6)"
+  uint32_t vendor_id = 0;             // PCI vendor id (0x13B5 Arm, 0x10DE NVIDIA, …) [M5 profiles]
   uint32_t api_version = 0;           // VK_MAKE_API_VERSION
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   bool uma = false;                   // a device-local heap is also host-visible (no staging needed)
@@ -37,6 +38,7 @@ struct DeviceInfo {
   bool storage16 = false;             // storageBuffer16BitAccess
   bool int8_dot = false;              // shaderIntegerDotProduct (1.3 or VK_KHR_shader_integer_dot_product)
   bool int8_dot_accelerated = false;  // integerDotProduct4x8BitPackedSignedAccelerated
+  bool pipeline_stats = false;        // VK_KHR_pipeline_executable_properties (enabled when present)
   uint32_t subgroup_size = 0;         // default subgroup size
   uint32_t subgroup_min = 0, subgroup_max = 0;  // subgroup size control range (= default if absent)
   uint32_t shared_memory = 0;         // maxComputeSharedMemorySize, bytes

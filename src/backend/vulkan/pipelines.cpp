@@ -175,6 +175,7 @@ const Pipeline& Pipelines::get(std::string_view shader, std::vector<SpecConst> s
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = p->layout;
+  if (capture_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;  // [M5] --pipeline-stats
   VkResult r = vkCreateComputePipelines(d, vk_cache_, 1, &ci, nullptr, &p->pipeline);
   vkDestroyShaderModule(d, module, nullptr);
   vk_check(r, "vkCreateComputePipelines");

@@ -52,11 +52,23 @@ class Pipelines {
   size_t size() const { return cache_.size(); }
   // Where the VkPipelineCache lives ("" when not persisted).
   const std::string& cache_path() const { return path_; }
+  // [M5] Create later pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (only when the
+  // device enabled VK_KHR_pipeline_executable_properties; ignored otherwise). See pipeline_stats.hpp.
+  void set_capture_statistics(bool on) { capture_stats_ = on && dev_.info().pipeline_stats; }
+  bool capture_statistics() const { return capture_stats_; }
+  // Every pipeline created so far with its specialization constants (for statistics).
+  std::vector<std::pair<std::vector<std::pair<uint32_t, uint32_t>>, const Pipeline*>> all() const {
+    std::vector<std::pair<std::vector<std::pair<uint32_t, uint32_t>>, const Pipeline*>> v;
+    for (const auto& [k, p] : cache_) v.emplace_back(k.second, p.get());
+    return v;
+  }
+  Device& device() const { return dev_; }
 
  private:
   Device& dev_;
   VkPipelineCache vk_cache_ = VK_NULL_HANDLE;
   std::string path_;
+  bool capture_stats_ = false;
   std::map<std::pair<std::string, std::vector<std::pair<uint32_t, uint32_t>>>, std::unique_ptr<Pipeline>> cache_;
 };
 

@@ -35,6 +35,14 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
   recorder_ = std::make_unique<Recorder>(*device_, opts.max_binding);
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
+  // [M5] ROCKY_MATMUL=mmq: prefill matmuls through q8_1 + mul_mmq (ROCKY_TUNE=FILE overrides the
+  // profile; src/tune/tile.hpp).
+  if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) {
+    if (std::string(mm) != "mmq") fail("ROCKY_MATMUL='{}': expected mmq (or unset)", mm);
+    use_mmq_ = true;
+    mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
+    if (const char* f = std::getenv("ROCKY_TUNE"); f && *f) mmq_profile_ = tune::load_profile_override(f, mmq_profile_);
+  }
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -43,6 +51,8 @@ VulkanBackend::~VulkanBackend() {
   recorder_.reset();
   tokens_ = Buffer();
   arena_ = Buffer();
+  q81_qs_ = Buffer();  // [M5]
+  q81_ds_ = Buffer();
   kv_buffers_.clear();
   weight_buffers_.clear();
   pipelines_.reset();
@@ -220,6 +230,22 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     }
   }
   ops::Env env{*recorder_, *pipelines_, device_->info(), opts_.tile, 128, opts_.kv_f16};
+  if (use_mmq_) {  // [M5] size the q8_1 scratch for the largest K·N of this graph's matmuls
+    uint64_t kn = 0;
+    for (const auto& n : g.nodes)
+      if (n.op == Op::MATMUL && n.weight && n.ne1 > 1) kn = std::max<uint64_t>(kn, n.weight->ne[0] * uint64_t(n.ne1));
+    if (kn > 0 && (!q81_qs_ || q81_qs_.size() < kn)) {
+      q81_qs_ = Buffer();
+      q81_ds_ = Buffer();
+      q81_qs_ = memory_->create("q8_1 activations", kn, BufferKind::DEVICE);
+      q81_ds_ = memory_->create("q8_1 activation scales", kn / 32 * 8 + 8, BufferKind::DEVICE);
+    }
+    if (q81_qs_) {
+      env.q81_qs = &q81_qs_;
+      env.q81_ds = &q81_ds_;
+      env.mmq = &mmq_profile_;
+    }
+  }
   recorder_->begin(opts_.profile);
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) record_node(env, g, p, i);
   recorder_->submit_and_wait();

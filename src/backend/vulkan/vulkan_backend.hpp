@@ -73,6 +73,10 @@ class VulkanBackend final : public backend::Backend {
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
   Buffer arena_;
   Buffer tokens_;
+  // [M5] ROCKY_MATMUL=mmq: q8_1 scratch for the int8 prefill path and the device's tuning profile.
+  bool use_mmq_ = false;
+  tune::DeviceProfile mmq_profile_;
+  Buffer q81_qs_, q81_ds_;
 };
 
 }  // namespace rocky::vulkan

@@ -6,6 +6,7 @@
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
+#include "backend/vulkan/ops/matmul_fast.hpp"  // [M5]
 
 namespace rocky::vulkan::ops {
 
@@ -13,6 +14,14 @@ uint64_t rows_per_window(Env& e, const Weight& w);  // get_rows.cpp
 
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {
   if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
+  // [M5] int8 path: q8_1 activations + mul_mmq (packed int8 dot where the device has it).
+  if (e.mmq && e.q81_qs && n > 1 && fast::mmq_supports(w.type) && w.ne0 % 32 == 0 &&
+      fast::q8_1_qs_bytes(w.ne0, n) <= e.q81_qs->size() && fast::q8_1_ds_bytes(w.ne0, n) <= e.q81_ds->size()) {
+    Region qs{e.q81_qs, 0, fast::q8_1_qs_bytes(w.ne0, n)}, ds{e.q81_ds, 0, fast::q8_1_ds_bytes(w.ne0, n)};
+    fast::quantize_q8_1(e, x, static_cast<uint32_t>(w.ne0), n, qs, ds, label + " q8_1");
+    fast::mul_mmq(e, *e.mmq, w, qs, ds, n, y, e.info.int8_dot, label);
+    return;
+  }
   const MatmulTile& t = e.tile;
   const bool vec = n == 1;
   std::vector<SpecConst> spec{{ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)}};

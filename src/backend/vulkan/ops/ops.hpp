@@ -15,6 +15,7 @@
 #include "backend/vulkan/pipelines.hpp"
 #include "backend/vulkan/recorder.hpp"
 #include "core/dtype.hpp"
+#include "tune/tile.hpp"
 
 namespace rocky::vulkan::ops {
 
@@ -59,6 +60,11 @@ struct Env {
   MatmulTile tile;
   uint32_t wg = 128;     // default workgroup size of the simple kernels
   bool kv_f16 = false;   // KV cache element type
+  // [M5] int8 prefill path (ROCKY_MATMUL=mmq): when set, matmul() with N > 1 and a mul_mmq weight
+  // type quantizes x to q8_1 in these buffers and runs mul_mmq with this profile.
+  const Buffer* q81_qs = nullptr;
+  const Buffer* q81_ds = nullptr;
+  const tune::DeviceProfile* mmq = nullptr;
 };
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).

@@ -1,0 +1,233 @@
+// rocky bench-op --type q4_K --shape M,N,K [--kernel mmq|mmq-nodot] [--reps R] [--tune FILE]
+//                [--no-roofline] [--pipeline-stats [--allow-spills]] [--json] [--device N]
+// Times one prefill matrix product y[M, N] = W[K, M]ᵀ · x[K, N] (M = weight rows / output features,
+// N = tokens, K = inner dimension; FLOP = 2·M·N·K) on random weights and activations, after a
+// warm-up, best of R; checks 64 sampled outputs against a CPU f64 product of the same q8_1
+// activations; prints GFLOPS and the % of the measured roofline (int8-dot and FP32 peaks).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/ops/matmul_fast.hpp"
+#include "backend/vulkan/pipeline_stats.hpp"
+#include "backend/vulkan/roofline.hpp"
+#include "commands.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "quant/quant.hpp"
+
+namespace rocky::cli {
+namespace {
+
+struct BenchOpts {
+  std::string type = "q4_K";
+  std::string shape = "4096,512,14336";
+  std::string kernel = "mmq";
+  std::string tune;
+  uint32_t device = 0;
+  uint32_t reps = 5;
+  bool no_roofline = false;
+  bool pipeline_stats = false;
+  bool allow_spills = false;
+  bool json = false;
+};
+
+DType parse_type(const std::string& s) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    std::string n(dtype_name(t));
+    if (std::equal(n.begin(), n.end(), s.begin(), s.end(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+      return t;
+  }
+  fail("--type {}: expected one of q4_0, q8_0, q4_K, q6_K", s);
+}
+
+std::array<uint32_t, 3> parse_shape(const std::string& s) {
+  std::array<uint32_t, 3> v{};
+  std::stringstream ss(s);
+  std::string part;
+  for (int i = 0; i < 3; ++i) {
+    if (!std::getline(ss, part, ',') || part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
+        part.size() > 6 || std::stoul(part) == 0)
+      fail("--shape {}: expected M,N,K (positive integers)", s);
+    v[static_cast<size_t>(i)] = static_cast<uint32_t>(std::stoul(part));
+  }
+  return v;
+}
+
+// Offsets of the f16 scale fields of one block (set to small finite values: random bytes there
+// could be inf/NaN).
+std::vector<int> f16_fields(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q8_0: return {0};
+    case DType::Q4_K: return {0, 2};
+    case DType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+int run_bench_op(const BenchOpts& o) {
+  const DType type = parse_type(o.type);
+  const auto [M, N, K] = parse_shape(o.shape);
+  const DTypeInfo& di = dtype_info(type);
+  if (K % di.block_elems) fail("--shape: K = {} is not a multiple of {}'s block of {}", K, o.type, di.block_elems);
+  if (o.kernel != "mmq" && o.kernel != "mmq-nodot") fail("--kernel {}: expected mmq or mmq-nodot", o.kernel);
+
+  auto inst = std::make_shared<vulkan::Instance>();
+  vulkan::Device dev(inst, o.device);
+  const vulkan::DeviceInfo& info = dev.info();
+  vulkan::Roofline roof;
+  if (!o.no_roofline) roof = vulkan::measure_roofline(dev);
+
+  tune::DeviceProfile prof = tune::select_profile(info.vendor_id, info.driver_name);
+  if (!o.tune.empty()) prof = tune::load_profile_override(o.tune, prof);
+  prof.refuse_spills = !o.allow_spills;
+  const bool use_dot = o.kernel == "mmq";
+
+  vulkan::Memory mem(dev, 0);
+  vulkan::Pipelines pipes(dev, true);
+  vulkan::Recorder rec(dev, info.max_storage_buffer_range);
+  vulkan::ops::Env env{rec, pipes, info, {}, 128, false};
+  if (o.pipeline_stats) pipes.set_capture_statistics(true);
+
+  // Random weights (scales fixed to small finite values) and activations.
+  std::mt19937 rng(1234);
+  const uint64_t rb = row_bytes(type, K);
+  std::vector<uint8_t> wbytes(rb * M);
+  {
+    std::uniform_int_distribution<uint32_t> byte(0, 0xFFFFFFFFu);
+    for (size_t i = 0; i + 4 <= wbytes.size(); i += 4) {
+      uint32_t v = byte(rng);
+      std::memcpy(&wbytes[i], &v, 4);
+    }
+    std::uniform_real_distribution<float> sc(0.002f, 0.03f);
+    for (size_t b = 0; b < wbytes.size() / di.block_bytes; ++b)
+      for (int f : f16_fields(type)) {
+        uint16_t h = quant::f32_to_f16(sc(rng));
+        std::memcpy(&wbytes[b * di.block_bytes + static_cast<size_t>(f)], &h, 2);
+      }
+  }
+  std::vector<float> x(static_cast<size_t>(K) * N);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& v : x) v = u(rng);
+
+  vulkan::Buffer wbuf = mem.create("bench weight", wbytes.size(), vulkan::BufferKind::DEVICE);
+  vulkan::Buffer xbuf = mem.create("bench x", x.size() * 4, vulkan::BufferKind::DEVICE);
+  vulkan::Buffer qbuf = mem.create("bench q8_1 qs", vulkan::fast::q8_1_qs_bytes(K, N), vulkan::BufferKind::DEVICE);
+  vulkan::Buffer dbuf = mem.create("bench q8_1 ds", vulkan::fast::q8_1_ds_bytes(K, N), vulkan::BufferKind::DEVICE);
+  vulkan::Buffer ybuf = mem.create("bench y", uint64_t{M} * N * 4, vulkan::BufferKind::DEVICE);
+  mem.upload(wbuf, 0, wbytes.data(), wbytes.size());
+  mem.upload(xbuf, 0, x.data(), x.size() * 4);
+  std::vector<float> poison(static_cast<size_t>(M) * N, std::nanf(""));
+  mem.upload(ybuf, 0, poison.data(), poison.size() * 4);
+
+  vulkan::ops::Weight w{&wbuf, type, K, M, rb, "bench weight"};
+  vulkan::ops::Region xr{&xbuf, 0, xbuf.size()}, qr{&qbuf, 0, qbuf.size()}, dr{&dbuf, 0, dbuf.size()},
+      yr{&ybuf, 0, ybuf.size()};
+
+  double best_q = 1e30, best_mm = 1e30;
+  std::vector<double> all_mm;
+  for (uint32_t r = 0; r <= o.reps; ++r) {
+    rec.begin(true);
+    vulkan::fast::quantize_q8_1(env, xr, K, N, qr, dr, "quantize_q8_1");
+    vulkan::fast::mul_mmq(env, prof, w, qr, dr, N, yr, use_dot, "mul_mmq");
+    rec.submit_and_wait();
+    if (rec.timings().size() < 2) fail("bench-op: the device returned no timestamps");
+    if (r == 0) continue;  // warm-up
+    best_q = std::min(best_q, rec.timings()[0].ms);
+    double mm = 0;
+    for (size_t i = 1; i < rec.timings().size(); ++i) mm += rec.timings()[i].ms;
+    best_mm = std::min(best_mm, mm);
+    all_mm.push_back(mm);
+  }
+  std::sort(all_mm.begin(), all_mm.end());
+  const double median_mm = all_mm[all_mm.size() / 2];
+
+  // Check 64 sampled outputs against the CPU product of the same q8_1 activations.
+  std::vector<uint32_t> qs(qbuf.size() / 4);
+  std::vector<float> ds(dbuf.size() / 4), y(static_cast<size_t>(M) * N);
+  mem.download(qbuf, 0, qs.data(), qbuf.size());
+  mem.download(dbuf, 0, ds.data(), dbuf.size());
+  mem.download(ybuf, 0, y.data(), ybuf.size());
+  double num = 0, den = 0;
+  std::vector<float> wrow(K);
+  const uint32_t nblk = K / 32;
+  for (int s = 0; s < 64; ++s) {
+    uint32_t m = static_cast<uint32_t>(rng() % M), n = static_cast<uint32_t>(rng() % N);
+    quant::dequantize_row(type, wbytes.data() + rb * m, wrow.data(), K);
+    double ref = 0;
+    for (uint32_t b = 0; b < nblk; ++b) {
+      const double d = ds[2 * (static_cast<size_t>(n) * nblk + b)];
+      for (uint32_t i = 0; i < 32; ++i) {
+        uint32_t word = qs[(static_cast<size_t>(n) * nblk + b) * 8 + i / 4];
+        int q = static_cast<int8_t>((word >> (8 * (i % 4))) & 0xFF);
+        ref += static_cast<double>(wrow[b * 32 + i]) * d * q;
+      }
+    }
+    double got = y[static_cast<size_t>(n) * M + m];
+    if (!std::isfinite(got)) fail("bench-op: output ({}, {}) was not written or is not finite", m, n);
+    num += (got - ref) * (got - ref);
+    den += ref * ref;
+  }
+  const double nmse = den > 0 ? num / den : num;
+
+  const double flop = 2.0 * M * N * K;
+  const double tflops = flop / (best_mm * 1e-3) / 1e12;
+  const double tflops_q = flop / ((best_mm + best_q) * 1e-3) / 1e12;
+  const double pct_dot = roof.int8_dot_tops > 0 ? 100.0 * tflops / roof.int8_dot_tops : 0;
+  const double pct_fp32 = roof.fp32_tflops > 0 ? 100.0 * tflops / roof.fp32_tflops : 0;
+  std::vector<vulkan::PipelineStats> stats;
+  if (o.pipeline_stats) stats = vulkan::collect_statistics(pipes);
+
+  if (o.json) {
+    nlohmann::json j{{"device", info.name},       {"type", o.type},          {"M", M}, {"N", N}, {"K", K},
+                     {"kernel", o.kernel},        {"profile", prof.name},    {"tile", prof.mmq.str()},
+                     {"mul_mmq_ms", best_mm},     {"mul_mmq_median_ms", median_mm},
+                     {"quantize_ms", best_q},     {"tflops", tflops},        {"tflops_with_quantize", tflops_q},
+                     {"pct_int8_dot_peak", pct_dot}, {"pct_fp32_peak", pct_fp32}, {"nmse_sampled", nmse},
+                     {"roofline", {{"fp32_tflops", roof.fp32_tflops}, {"fp16_tflops", roof.fp16_tflops},
+                                   {"int8_dot_tops", roof.int8_dot_tops}, {"copy_gbs", roof.copy_gbs}}}};
+    if (o.pipeline_stats) j["pipeline_stats"] = vulkan::stats_json(stats);
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    if (o.pipeline_stats) vulkan::print_stats(stats);
+    fmt::print("bench-op {} M={} N={} K={} on {} — kernel {}{}, profile {}, tile {}\n", o.type, M, N, K, info.name,
+               o.kernel, use_dot ? " (OpSDot)" : " (no int8 dot)", prof.name, prof.mmq.str());
+    fmt::print("  mul_mmq        {:9.3f} ms (median {:.3f})  {:8.2f} TFLOPS", best_mm, median_mm, tflops);
+    if (!o.no_roofline)
+      fmt::print("  = {:.1f} % of int8-dot peak ({:.1f} TOPS), {:.1f} % of FP32 peak ({:.1f} TFLOPS)", pct_dot,
+                 roof.int8_dot_tops, pct_fp32, roof.fp32_tflops);
+    fmt::print("\n  quantize_q8_1  {:9.3f} ms   (matmul + quantize: {:.2f} TFLOPS)\n", best_q, tflops_q);
+    fmt::print("  check          NMSE {:.2e} on 64 sampled outputs vs CPU f64 with the same q8_1 activations\n", nmse);
+  }
+  if (!(nmse <= 1e-6)) fail("bench-op: sampled outputs differ from the CPU reference (NMSE {:.3e} > 1e-6)", nmse);
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_op(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<BenchOpts>();
+  auto* sub = app.add_subcommand("bench-op", "Time one prefill matmul (FLOP = 2·M·N·K) against the roofline");
+  sub->add_option("--type", o->type, "Weight type: q4_0, q8_0, q4_K, q6_K")->capture_default_str();
+  sub->add_option("--shape", o->shape, "M,N,K: weight rows, tokens, inner dimension")->capture_default_str();
+  sub->add_option("--kernel", o->kernel, "mmq (packed int8 dot) or mmq-nodot (fallback)")->capture_default_str();
+  sub->add_option("--tune", o->tune, "JSON tuning-profile override (src/tune/tile.hpp)");
+  sub->add_option("--device", o->device, "Vulkan device index");
+  sub->add_option("--reps", o->reps, "Timed repetitions (best and median reported)")->check(CLI::Range(1, 1000));
+  sub->add_flag("--no-roofline", o->no_roofline, "Skip measuring the roofline");
+  sub->add_flag("--pipeline-stats", o->pipeline_stats, "Log VK_KHR_pipeline_executable_properties statistics");
+  sub->add_flag("--allow-spills", o->allow_spills,
+                "With --pipeline-stats: run (and log) a kernel whose statistics show spills instead of refusing it");
+  sub->add_flag("--json", o->json, "Print one JSON object");
+  sub->callback([&run, o] { run = [o] { return run_bench_op(*o); }; });
+}
+
+}  // namespace rocky::cli

@@ -1,0 +1,75 @@
+// [M5] ABI of the fast matmul and roofline shaders (host: src/backend/vulkan/ops/matmul_fast.cpp,
+// src/backend/vulkan/roofline.cpp). Same rules as abi.h: 32-bit scalars only.
+//
+// Specialization ids 2..6 (BM, BN, BK, TM, TN) are abi.h's; the fast kernels add WM, WN (the
+// rows × tokens one subgroup-sized warp covers) and BK_STEP (k values per shared-memory stage the
+// inner loop consumes at once). Named constants, set from rocky::tune::MatmulTile.
+#ifndef ROCKY_VULKAN_FAST_ABI_H
+#define ROCKY_VULKAN_FAST_ABI_H
+#include "abi.h"
+#ifdef __cplusplus
+namespace rocky::vulkan::abi {
+#endif
+
+#define ROCKY_SC_WM 20
+#define ROCKY_SC_WN 21
+#define ROCKY_SC_BK_STEP 22
+// roofline: independent chains per invocation
+#define ROCKY_SC_CHAINS 23
+// mul_mmq: 1 = fetch stage k+1 into registers before the dot products of stage k (latency hiding,
+// more registers), 0 = fetch right before storing to shared memory.
+#define ROCKY_SC_PREFETCH 24
+
+// roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
+// `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).
+struct RooflinePC {
+  uint iters;
+  uint n_vec4;
+  float seed;
+  uint pad;
+};
+
+// quantize_q8_1: x [K, N] f32 (element offset x_off) → q8_1 blocks. Layout of the activations
+// (rocky's q8_1 "column" layout): for token n and block b = k / 32 the 32 int8 values are 8
+// uints at qs[(n * nb + b) * 8 ...] and the pair (d, d·Σq) is vec2 ds[n * nb + b] (f32), where
+// nb = K / 32.  d = max|x| / 127, q = round(x / d).
+struct Q81PC {
+  uint K;
+  uint N;
+  uint x_off;
+  uint pad;
+};
+
+// Producers that write q8_1 directly (no separate quantize dispatch in prefill):
+// rms_norm_q8_1: out = x / sqrt(mean(x²) + eps) · w per column (ne0 a multiple of 32), written as
+// q8_1 (layout as quantize_q8_1) — one workgroup per column. silu_mul_q8_1: out = silu(gate) · up
+// over [ne0, n_cols] as q8_1 — one invocation per 32-block.
+struct ProducerQ81PC {
+  uint ne0;
+  uint n_cols;
+  uint a_off;  // x (rms_norm) or gate (silu_mul), f32 element offset
+  uint b_off;  // weight (rms_norm) or up (silu_mul), f32 element offset
+  float eps;
+  uint pad0;
+  uint pad1;
+  uint pad2;
+};
+
+// mul_mmq / mul_mm: y[m0 + m, n] = Σ_k W[k, m] · x[k, n]. Weights in ggml rows at byte w_off
+// (row stride row_bytes); activations q8_1 (mul_mmq) or f32 [K, N] at x_off (mul_mm).
+struct MatmulFastPC {
+  uint M;
+  uint K;
+  uint N;
+  uint row_bytes;
+  uint w_off;
+  uint x_off;   // mul_mm: f32 element offset of x; mul_mmq: block offset (in blocks) of q8_1
+  uint y_off;
+  uint ldy;
+  uint m0;
+};
+
+#ifdef __cplusplus
+}  // namespace rocky::vulkan::abi
+#endif
+#endif

@@ -1,0 +1,74 @@
+// [M5] Matmul tiles as data, and per-device tuning profiles.
+//
+// A MatmulTile maps 1:1 onto the named specialization constants of shaders/mul_mmq.comp and
+// mul_mm.comp (shaders/fast_abi.h): a workgroup computes BM output rows × BN tokens; it is
+// (BM/WM)·(BN/WN) warps of (WM/TM)·(WN/TN) invocations each; every invocation holds TM·TN f32
+// accumulators (mul_mmq: plus TM·TN int32 partial dots); K advances BK values per shared-memory
+// stage; BK_STEP is the k-words consumed per inner step (reserved, 1).
+//
+// Profiles (DeviceProfile) give the tile per kernel family and the accumulator-register budget per
+// thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 64 on NVIDIA,
+// where mul_mmq with 8×8 (128 accumulator registers) spilled 256 B on the H200, docs/tuning-log.md). They are chosen from the Vulkan vendor id and driver
+// name (select_profile), and can be overridden from a JSON file (load_profile_override):
+//   {"profile": "mali-valhall",            // optional: start from this built-in profile
+//    "max_accumulators": 16,
+//    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1,"prefetch":1},
+//    "mm":  {...same fields...}}
+// Errors: rocky::Error naming the file and field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rocky::tune {
+
+struct MatmulTile {
+  uint32_t bm = 64, bn = 64, bk = 32;  // workgroup tile: rows, tokens, k values per stage
+  uint32_t wm = 32, wn = 32;           // warp tile
+  uint32_t tm = 4, tn = 4;             // per-invocation tile (accumulators = tm · tn)
+  uint32_t wg = 256;                   // invocations per workgroup (must equal the derived count)
+  uint32_t bk_step = 1;
+  uint32_t prefetch = 1;               // mul_mmq: 1 = register double buffering of global loads
+
+  uint32_t accumulators() const { return tm * tn; }
+  // Accumulator registers of mul_mmq: TM·TN f32 accumulators + TM·TN int32 partial dots (the
+  // budget applies to this for mul_mmq, to accumulators() for mul_mm).
+  uint32_t mmq_accumulators() const { return 2 * tm * tn; }
+  // (BM/WM)·(BN/WN)·(WM/TM)·(WN/TN).
+  uint32_t derived_invocations() const;
+  // Shared memory of each kernel family per workgroup (bytes), as declared in the shader.
+  uint32_t mmq_shared_bytes() const;
+  uint32_t mm_shared_bytes() const;
+  std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1"
+};
+
+struct DeviceProfile {
+  std::string name;                // "mali-valhall", "adreno", "intel", "amd", "nvidia", "llvmpipe", "generic"
+  uint32_t max_accumulators = 16;  // per invocation, f32 (the register budget of one thread)
+  MatmulTile mmq;                  // mul_mmq (q8_1 activations, packed int8 dot)
+  MatmulTile mm;                   // mul_mm (dequantized f32 tiles, FMA)
+  // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
+  // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
+  bool refuse_spills = true;
+};
+
+// The built-in profiles, and the one by name (rocky::Error listing the names when unknown).
+const std::vector<DeviceProfile>& builtin_profiles();
+const DeviceProfile& builtin_profile(const std::string& name);
+
+// The profile for a device: PCI vendor id (0x13B5 Arm, 0x5143 Qualcomm, 0x8086 Intel, 0x1002 AMD,
+// 0x10DE NVIDIA) and driver name ("llvmpipe" → llvmpipe; panvk → mali-valhall).
+const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name);
+
+// Apply a JSON override file (format above) to `base`.
+DeviceProfile load_profile_override(const std::string& path, const DeviceProfile& base);
+
+// Why `t` cannot run ("" when it can): shape constraints (divisibility, BK a multiple of 32,
+// derived invocations == wg ≤ max_invocations, the warp = (WM/TM)·(WN/TN)), `accumulators` (the
+// kernel's accumulator registers per invocation) over the profile's budget, `shared_bytes` over the
+// probed limit.
+std::string check_tile(const MatmulTile& t, uint32_t accumulators, uint32_t shared_bytes, uint32_t max_accumulators,
+                       uint32_t shared_limit, uint32_t max_invocations);
+
+}  // namespace rocky::tune

@@ -1,0 +1,392 @@
+// [M5] quantize_q8_1 and mul_mmq (OpSDot and no-dot variants) on lavapipe, with validation and
+// synchronization validation on, against CPU oracles:
+//  - quantize_q8_1 vs a naive CPU q8_1 (ggml's quantize_row_q8_1_ref formula);
+//  - mul_mmq vs an f64 product of the dequantized weights (rocky_quant, bit-exact with ggml) and the
+//    SAME q8_1 activations read back from the GPU: integer dots are exact, so NMSE ≤ 1e-6;
+//  - every output is written (poisoned with NaN first); random data, odd M, N from 1 to 1024.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/ops/matmul_fast.hpp"
+#include "backend/vulkan/pipeline_stats.hpp"
+#include "backend/vulkan/roofline.hpp"
+#include "core/error.hpp"
+#include "quant/quant.hpp"
+
+namespace rocky::vulkan {
+namespace {
+
+struct Harness {
+  std::shared_ptr<Instance> inst;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Memory> mem;
+  std::unique_ptr<Pipelines> pipes;
+  std::unique_ptr<Recorder> rec;
+  std::unique_ptr<ops::Env> env;
+  Harness() {
+    InstanceOptions io;
+    io.validation = true;
+    inst = std::make_shared<Instance>(io);
+    dev = std::make_unique<Device>(inst, 0);
+    mem = std::make_unique<Memory>(*dev, 0);
+    pipes = std::make_unique<Pipelines>(*dev, false);
+    pipes->set_capture_statistics(true);  // no-op on lavapipe (no VK_KHR_pipeline_executable_properties)
+    rec = std::make_unique<Recorder>(*dev, dev->info().max_storage_buffer_range);
+    env = std::make_unique<ops::Env>(ops::Env{*rec, *pipes, dev->info(), {}, 128, false});
+  }
+};
+
+Harness& harness() {
+  static Harness* h = new Harness();  // destroyed by the environment below
+  return *h;
+}
+struct HarnessEnv : ::testing::Environment {
+  void TearDown() override {
+    EXPECT_EQ(harness().inst->error_count(), 0u) << "Vulkan validation errors";
+  }
+};
+::testing::Environment* const k_env = ::testing::AddGlobalTestEnvironment(new HarnessEnv);
+
+std::vector<int> f16_fields(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q8_0: return {0};
+    case DType::Q4_K: return {0, 2};
+    case DType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+// Random weight rows (random bytes, finite small f16 scales) and their dequantized values.
+std::vector<uint8_t> random_weights(DType t, uint32_t k, uint32_t m, std::mt19937& rng, std::vector<float>& deq) {
+  const auto& di = dtype_info(t);
+  std::vector<uint8_t> w(row_bytes(t, k) * m);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> sc(0.002f, 0.03f), sgn(-1, 1);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  for (size_t blk = 0; blk < w.size() / di.block_bytes; ++blk)
+    for (int f : f16_fields(t)) {
+      uint16_t h = quant::f32_to_f16(sc(rng) * (sgn(rng) < 0 && t != DType::Q4_K ? -1.0f : 1.0f));
+      std::memcpy(&w[blk * di.block_bytes + static_cast<size_t>(f)], &h, 2);
+    }
+  deq.resize(static_cast<size_t>(k) * m);
+  for (uint32_t r = 0; r < m; ++r) quant::dequantize_row(t, w.data() + row_bytes(t, k) * r, deq.data() + size_t{r} * k, k);
+  return w;
+}
+
+struct Q81 {
+  std::vector<uint32_t> qs;
+  std::vector<float> ds;  // pairs (d, d·Σq)
+};
+
+// GPU quantize_q8_1 of x [k, n] followed by mul_mmq; returns y [m, n] and the q8_1 activations.
+std::vector<float> run_mmq(const tune::DeviceProfile& prof, DType t, const std::vector<uint8_t>& wbytes,
+                           const std::vector<float>& x, uint32_t m, uint32_t n, uint32_t k, bool use_dot, Q81* q) {
+  Harness& h = harness();
+  Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
+  Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE);
+  Buffer qb = h.mem->create("qs", fast::q8_1_qs_bytes(k, n), BufferKind::DEVICE);
+  Buffer db = h.mem->create("ds", fast::q8_1_ds_bytes(k, n), BufferKind::DEVICE);
+  Buffer yb = h.mem->create("y", size_t{m} * n * 4, BufferKind::DEVICE);
+  h.mem->upload(wb, 0, wbytes.data(), wbytes.size());
+  h.mem->upload(xb, 0, x.data(), x.size() * 4);
+  std::vector<float> y(size_t{m} * n, std::nanf(""));
+  h.mem->upload(yb, 0, y.data(), y.size() * 4);
+  ops::Weight w{&wb, t, k, m, row_bytes(t, k), "w"};
+  h.rec->begin();
+  fast::quantize_q8_1(*h.env, {&xb, 0, xb.size()}, k, n, {&qb, 0, qb.size()}, {&db, 0, db.size()}, "q");
+  fast::mul_mmq(*h.env, prof, w, {&qb, 0, qb.size()}, {&db, 0, db.size()}, n, {&yb, 0, yb.size()}, use_dot, "mmq");
+  h.rec->submit_and_wait();
+  h.mem->download(yb, 0, y.data(), y.size() * 4);
+  q->qs.resize(qb.size() / 4);
+  q->ds.resize(db.size() / 4);
+  h.mem->download(qb, 0, q->qs.data(), qb.size());
+  h.mem->download(db, 0, q->ds.data(), db.size());
+  return y;
+}
+
+double nmse_vs_same_q81(const std::vector<float>& y, const std::vector<float>& deq, const Q81& q, uint32_t m,
+                        uint32_t n, uint32_t k) {
+  const uint32_t nb = k / 32;
+  double num = 0, den = 0;
+  for (uint32_t c = 0; c < n; ++c) {
+    std::vector<double> xv(k);
+    for (uint32_t b = 0; b < nb; ++b)
+      for (uint32_t i = 0; i < 32; ++i) {
+        uint32_t word = q.qs[(size_t{c} * nb + b) * 8 + i / 4];
+        xv[b * 32 + i] = static_cast<double>(q.ds[2 * (size_t{c} * nb + b)]) * static_cast<int8_t>(word >> (8 * (i % 4)));
+      }
+    for (uint32_t r = 0; r < m; ++r) {
+      double ref = 0;
+      for (uint32_t i = 0; i < k; ++i) ref += static_cast<double>(deq[size_t{r} * k + i]) * xv[i];
+      double got = y[size_t{c} * m + r];
+      if (!std::isfinite(got)) return INFINITY;  // unwritten (NaN poison) or broken
+      num += (got - ref) * (got - ref);
+      den += ref * ref;
+    }
+  }
+  return num / den;
+}
+
+std::vector<float> random_x(uint32_t k, uint32_t n, std::mt19937& rng) {
+  std::vector<float> x(size_t{k} * n);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& v : x) v = g(rng);
+  return x;
+}
+
+const tune::DeviceProfile& device_profile() {
+  const DeviceInfo& i = harness().dev->info();
+  return tune::select_profile(i.vendor_id, i.driver_name);
+}
+
+TEST(FastMatmul, QuantizeQ81MatchesCpu) {
+  std::mt19937 rng(7);
+  const uint32_t k = 256, n = 37, nb = k / 32;
+  auto x = random_x(k, n, rng);
+  for (uint32_t i = 0; i < 32; ++i) x[32 + i] = 0.0f;  // one all-zero block: d = 0, q = 0
+  std::vector<float> deq;
+  auto w = random_weights(DType::Q8_0, k, 3, rng, deq);
+  Q81 q;
+  run_mmq(device_profile(), DType::Q8_0, w, x, 3, n, k, harness().dev->info().int8_dot, &q);
+  size_t mismatches = 0;
+  for (uint32_t c = 0; c < n; ++c)
+    for (uint32_t b = 0; b < nb; ++b) {
+      const float* xb = &x[size_t{c} * k + b * 32];
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+      const size_t blk = size_t{c} * nb + b;
+      EXPECT_NEAR(q.ds[2 * blk], d, 1e-6 * std::max(1.0f, d));
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        int want = static_cast<int>(std::roundf(xb[i] * id));
+        int got = static_cast<int8_t>(q.qs[blk * 8 + i / 4] >> (8 * (i % 4)));
+        if (got != want) ++mismatches;  // only a ±1 tie flip from a 1-ulp 1/d difference is tolerated
+        EXPECT_LE(std::abs(got - want), 1);
+        sum += got;
+      }
+      EXPECT_NEAR(q.ds[2 * blk + 1], q.ds[2 * blk] * static_cast<float>(sum), 1e-5 * std::max(1.0, std::fabs(1.0 * q.ds[2 * blk] * sum)));
+    }
+  EXPECT_LE(mismatches, size_t{2});
+}
+
+struct Shape {
+  uint32_t m, n, k;
+};
+
+void check_type(DType t, const std::vector<Shape>& shapes, const tune::DeviceProfile& prof) {
+  std::mt19937 rng(static_cast<uint32_t>(t) * 1000 + 1);
+  const bool has_dot = harness().dev->info().int8_dot;
+  for (const Shape& s : shapes) {
+    std::vector<float> deq;
+    auto w = random_weights(t, s.k, s.m, rng, deq);
+    auto x = random_x(s.k, s.n, rng);
+    for (bool dot : {true, false}) {
+      if (dot && !has_dot) continue;
+      Q81 q;
+      auto y = run_mmq(prof, t, w, x, s.m, s.n, s.k, dot, &q);
+      double e = nmse_vs_same_q81(y, deq, q, s.m, s.n, s.k);
+      EXPECT_LE(e, 1e-6) << dtype_name(t) << " M=" << s.m << " N=" << s.n << " K=" << s.k << (dot ? " dot" : " nodot")
+                         << " profile " << prof.name;
+    }
+  }
+}
+
+// N from 1 to 1024 (odd included), M odd, K a multiple of the block (256 for the K-quants).
+TEST(FastMatmul, MulMmqQ4K) { check_type(DType::Q4_K, {{67, 1, 256}, {33, 1024, 256}, {129, 45, 512}}, device_profile()); }
+TEST(FastMatmul, MulMmqQ6K) { check_type(DType::Q6_K, {{67, 1, 256}, {129, 45, 512}}, device_profile()); }
+TEST(FastMatmul, MulMmqQ8_0) { check_type(DType::Q8_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
+TEST(FastMatmul, MulMmqQ4_0) { check_type(DType::Q4_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
+
+// Other tile shapes, including two q8_1 blocks per stage (BK 64, K not a multiple of BK) and the
+// shipped mali-valhall / nvidia tiles (within lavapipe's limits).
+TEST(FastMatmul, MulMmqOtherTiles) {
+  tune::DeviceProfile p = tune::builtin_profile("mali-valhall");
+  check_type(DType::Q4_K, {{65, 19, 256}}, p);
+  p.mmq = {64, 32, 64, 32, 16, 4, 2, 256, 1, 1};  // with prefetch
+  check_type(DType::Q4_0, {{65, 19, 96}}, p);
+  check_type(DType::Q6_K, {{65, 19, 256}}, p);
+  tune::DeviceProfile nv = tune::builtin_profile("nvidia");
+  check_type(DType::Q4_K, {{131, 70, 256}}, nv);
+}
+
+// mul_mm: weights dequantized into f32 (NMSE ≤ 1e-6) or f16 (≤ 5e-4) shared tiles vs an f64 product
+// of the dequantized weights and the f32 activations.
+void check_mm(DType t, const std::vector<Shape>& shapes, const tune::DeviceProfile& prof) {
+  Harness& h = harness();
+  std::mt19937 rng(static_cast<uint32_t>(t) * 77 + 5);
+  for (const Shape& s : shapes) {
+    std::vector<float> deq;
+    std::vector<uint8_t> wbytes;
+    if (t == DType::F32 || t == DType::F16) {
+      std::uniform_real_distribution<float> u(-1, 1);
+      deq.resize(size_t{s.k} * s.m);
+      wbytes.resize(row_bytes(t, s.k) * s.m);
+      for (size_t i = 0; i < deq.size(); ++i) {
+        float f = u(rng);
+        if (t == DType::F32) {
+          std::memcpy(&wbytes[4 * i], &f, 4);
+        } else {
+          uint16_t hv = quant::f32_to_f16(f);
+          std::memcpy(&wbytes[2 * i], &hv, 2);
+          f = quant::f16_to_f32(hv);
+        }
+        deq[i] = f;
+      }
+    } else {
+      wbytes = random_weights(t, s.k, s.m, rng, deq);
+    }
+    auto x = random_x(s.k, s.n, rng);
+    for (bool f16 : {false, true}) {
+      if (f16 && !h.dev->info().fp16) continue;
+      Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
+      Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE);
+      Buffer yb = h.mem->create("y", size_t{s.m} * s.n * 4, BufferKind::DEVICE);
+      h.mem->upload(wb, 0, wbytes.data(), wbytes.size());
+      h.mem->upload(xb, 0, x.data(), x.size() * 4);
+      std::vector<float> y(size_t{s.m} * s.n, std::nanf(""));
+      h.mem->upload(yb, 0, y.data(), y.size() * 4);
+      ops::Weight w{&wb, t, s.k, s.m, row_bytes(t, s.k), "w"};
+      h.rec->begin();
+      fast::mul_mm(*h.env, prof, w, {&xb, 0, xb.size()}, s.n, {&yb, 0, yb.size()}, f16, "mm");
+      h.rec->submit_and_wait();
+      h.mem->download(yb, 0, y.data(), y.size() * 4);
+      double num = 0, den = 0;
+      bool finite = true;
+      for (uint32_t c = 0; c < s.n; ++c)
+        for (uint32_t r = 0; r < s.m; ++r) {
+          double ref = 0;
+          for (uint32_t i = 0; i < s.k; ++i) ref += static_cast<double>(deq[size_t{r} * s.k + i]) * x[size_t{c} * s.k + i];
+          double got = y[size_t{c} * s.m + r];
+          finite = finite && std::isfinite(got);
+          num += (got - ref) * (got - ref);
+          den += ref * ref;
+        }
+      EXPECT_TRUE(finite) << "unwritten output";
+      EXPECT_LE(num / den, f16 ? 5e-4 : 1e-6) << dtype_name(t) << " M=" << s.m << " N=" << s.n << " K=" << s.k
+                                               << (f16 ? " f16 tiles" : " f32 tiles") << " profile " << prof.name;
+    }
+  }
+}
+
+TEST(FastMatmul, MulMmAllWeightTypes) {
+  const auto& p = device_profile();
+  check_mm(DType::Q4_K, {{67, 1, 256}, {33, 1024, 256}}, p);
+  check_mm(DType::Q6_K, {{67, 45, 256}}, p);
+  check_mm(DType::Q8_0, {{65, 77, 96}}, p);
+  check_mm(DType::Q4_0, {{65, 7, 160}}, p);
+  check_mm(DType::F16, {{63, 29, 100}}, p);
+  check_mm(DType::F32, {{63, 29, 100}}, p);
+  check_mm(DType::Q4_K, {{65, 19, 256}}, tune::builtin_profile("mali-valhall"));
+}
+
+// Producers: rms_norm and silu·mul written straight to q8_1 equal the CPU op followed by the q8_1
+// quantizer (a ±1 flip at a rounding tie from float summation order is tolerated, rarely).
+void check_q81(const std::vector<float>& f, uint32_t ne0, uint32_t n_cols, const Q81& q) {
+  const uint32_t nb = ne0 / 32;
+  size_t flips = 0;
+  for (uint32_t c = 0; c < n_cols; ++c)
+    for (uint32_t b = 0; b < nb; ++b) {
+      const float* v = &f[size_t{c} * ne0 + b * 32];
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+      const size_t blk = size_t{c} * nb + b;
+      EXPECT_NEAR(q.ds[2 * blk], d, 1e-5 * d + 1e-12);
+      for (int i = 0; i < 32; ++i) {
+        int want = static_cast<int>(std::roundf(v[i] * id));
+        int got = static_cast<int8_t>(q.qs[blk * 8 + i / 4] >> (8 * (i % 4)));
+        EXPECT_LE(std::abs(got - want), 1);
+        flips += got != want;
+      }
+    }
+  EXPECT_LE(flips, size_t{ne0} * n_cols / 200) << "q8_1 values differing from the CPU";
+}
+
+TEST(FastMatmul, ProducersWriteQ81) {
+  Harness& h = harness();
+  std::mt19937 rng(11);
+  const uint32_t ne0 = 320, n = 7;
+  auto x = random_x(ne0, n, rng), g = random_x(ne0, n, rng), w = random_x(ne0, 1, rng);
+  Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE), gb = h.mem->create("g", g.size() * 4, BufferKind::DEVICE);
+  Buffer wb = h.mem->create("w", w.size() * 4, BufferKind::DEVICE);
+  Buffer q1 = h.mem->create("qs1", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE);
+  Buffer d1 = h.mem->create("ds1", fast::q8_1_ds_bytes(ne0, n), BufferKind::DEVICE);
+  Buffer q2 = h.mem->create("qs2", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE);
+  Buffer d2 = h.mem->create("ds2", fast::q8_1_ds_bytes(ne0, n), BufferKind::DEVICE);
+  h.mem->upload(xb, 0, x.data(), x.size() * 4);
+  h.mem->upload(gb, 0, g.data(), g.size() * 4);
+  h.mem->upload(wb, 0, w.data(), w.size() * 4);
+  const float eps = 1e-6f;
+  h.rec->begin();
+  fast::rms_norm_q8_1(*h.env, {&xb, 0, xb.size()}, {&wb, 0, wb.size()}, ne0, n, eps, {&q1, 0, q1.size()},
+                      {&d1, 0, d1.size()}, "rms_norm_q8_1");
+  fast::silu_mul_q8_1(*h.env, {&gb, 0, gb.size()}, {&xb, 0, xb.size()}, ne0, n, {&q2, 0, q2.size()},
+                      {&d2, 0, d2.size()}, "silu_mul_q8_1");
+  h.rec->submit_and_wait();
+  Q81 a, b;
+  a.qs.resize(q1.size() / 4);
+  a.ds.resize(d1.size() / 4);
+  b.qs.resize(q2.size() / 4);
+  b.ds.resize(d2.size() / 4);
+  h.mem->download(q1, 0, a.qs.data(), q1.size());
+  h.mem->download(d1, 0, a.ds.data(), d1.size());
+  h.mem->download(q2, 0, b.qs.data(), q2.size());
+  h.mem->download(d2, 0, b.ds.data(), d2.size());
+  std::vector<float> rn(x.size()), sm(x.size());
+  for (uint32_t c = 0; c < n; ++c) {
+    double ss = 0;
+    for (uint32_t i = 0; i < ne0; ++i) ss += double{x[size_t{c} * ne0 + i]} * x[size_t{c} * ne0 + i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / ne0 + eps));
+    for (uint32_t i = 0; i < ne0; ++i) rn[size_t{c} * ne0 + i] = x[size_t{c} * ne0 + i] * inv * w[i];
+  }
+  for (size_t i = 0; i < x.size(); ++i) sm[i] = g[i] / (1.0f + std::exp(-g[i])) * x[i];
+  check_q81(rn, ne0, n, a);
+  check_q81(sm, ne0, n, b);
+}
+
+TEST(FastMatmul, RefusesTilesOverTheBudget) {
+  tune::DeviceProfile p = tune::builtin_profile("mali-valhall");
+  p.mmq = {128, 128, 32, 64, 64, 8, 8, 256, 1};  // 128 accumulator registers > 16
+  Harness& h = harness();
+  Buffer wb = h.mem->create("w", row_bytes(DType::Q4_K, 256) * 5, BufferKind::DEVICE);
+  Buffer qb = h.mem->create("qs", fast::q8_1_qs_bytes(256, 4), BufferKind::DEVICE);
+  Buffer db = h.mem->create("ds", fast::q8_1_ds_bytes(256, 4), BufferKind::DEVICE);
+  Buffer yb = h.mem->create("y", 5 * 4 * 4, BufferKind::DEVICE);
+  ops::Weight w{&wb, DType::Q4_K, 256, 5, row_bytes(DType::Q4_K, 256), "w"};
+  h.rec->begin();
+  try {
+    fast::mul_mmq(*h.env, p, w, {&qb, 0, qb.size()}, {&db, 0, db.size()}, 4, {&yb, 0, yb.size()}, false, "mmq");
+    ADD_FAILURE() << "a 64-accumulator tile ran under a 16-accumulator budget";
+  } catch (const rocky::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("accumulator registers"), std::string::npos) << e.what();
+  }
+  h.rec->submit_and_wait();  // nothing was recorded
+}
+
+TEST(FastMatmul, RooflineOnLavapipe) {
+  RooflineOptions o;
+  o.reps = 1;
+  o.target_ms = 2;
+  o.copy_bytes = 4 << 20;
+  Roofline r = measure_roofline(*harness().dev, o);
+  EXPECT_GT(r.fp32_tflops, 0);
+  EXPECT_GT(r.copy_gbs, 0);
+  if (harness().dev->info().fp16) {
+    EXPECT_GT(r.fp16_tflops, 0);
+  }
+  if (harness().dev->info().int8_dot) {
+    EXPECT_GT(r.int8_dot_tops, 0);
+  }
+  // lavapipe has no VK_KHR_pipeline_executable_properties: statistics are empty, nothing refused.
+  for (const auto& s : collect_statistics(*harness().pipes)) EXPECT_FALSE(s.spills) << s.pipeline;
+}
+
+}  // namespace
+}  // namespace rocky::vulkan

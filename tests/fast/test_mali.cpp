@@ -1,0 +1,104 @@
+// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; mul_mmq and mul_mmq_nodot for
+// q4_0, q8_0, q4_K, q6_K; mul_mm and mul_mm_f16 for f16, q4_0, q8_0, q4_K, q6_K; the mali-valhall
+// profile's tiles) compiled by Mesa 25.0.7's Mali-G610
+// compiler through ../shared/mali/g610-stats must have 0 spills and tls_bytes 0; work_regs is
+// reported (32 = full occupancy). A missing tool or compiler FAILS (never skips): run
+// `MALI_G610_HOME=/opt/mali-g610-offline bash ../shared/mali/setup.sh` once.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/vulkan/shaders/fast_abi.h"
+#include "common/shared.hpp"
+#include "tune/tile.hpp"
+
+namespace {
+
+std::string run(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  *status = pclose(p);
+  return out;
+}
+
+struct Variant {
+  std::string shader;
+  std::string spec;
+};
+
+TEST(Mali, EveryShippedVariantIsSpillFree) {
+  const std::string tool = rocky::test::shared_path("mali/g610-stats");
+  const char* home_env = std::getenv("MALI_G610_HOME");
+  const std::string home = home_env ? home_env : "/opt/mali-g610-offline";
+  const std::string spv_dir = std::string(ROCKY_BINARY_DIR) + "/src/backend/vulkan/shaders/";
+  const rocky::tune::MatmulTile& t = rocky::tune::builtin_profile("mali-valhall").mmq;
+  std::vector<Variant> vs;
+  vs.push_back({"quantize_q8_1", "-s 0=64"});
+  vs.push_back({"rms_norm_q8_1", "-s 0=64"});
+  vs.push_back({"silu_mul_q8_1", "-s 0=64"});
+  for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
+    for (int type : {2, 8, 12, 14}) {
+      std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);
+      auto add = [&](int id, uint32_t v) { spec += " -s " + std::to_string(id) + "=" + std::to_string(v); };
+      add(ROCKY_SC_WTYPE, static_cast<uint32_t>(type));
+      add(ROCKY_SC_BM, t.bm);
+      add(ROCKY_SC_BN, t.bn);
+      add(ROCKY_SC_BK, t.bk);
+      add(ROCKY_SC_WM, t.wm);
+      add(ROCKY_SC_WN, t.wn);
+      add(ROCKY_SC_TM, t.tm);
+      add(ROCKY_SC_TN, t.tn);
+      add(ROCKY_SC_BK_STEP, t.bk_step);
+      add(ROCKY_SC_PREFETCH, t.prefetch);
+      vs.push_back({sh, spec});
+    }
+  }
+  const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
+  for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
+    std::string spec;
+    auto add = [&](int id, uint32_t v) { spec += (spec.empty() ? "-s " : " -s ") + std::to_string(id) + "=" + std::to_string(v); };
+    add(ROCKY_SC_WG, m.wg);
+    add(ROCKY_SC_WTYPE, static_cast<uint32_t>(type));
+    add(ROCKY_SC_BM, m.bm);
+    add(ROCKY_SC_BN, m.bn);
+    add(ROCKY_SC_BK, m.bk);
+    add(ROCKY_SC_WM, m.wm);
+    add(ROCKY_SC_WN, m.wn);
+    add(ROCKY_SC_TM, m.tm);
+    add(ROCKY_SC_TN, m.tn);
+    vs.push_back({"mul_mm", spec});
+    vs.push_back({"mul_mm_f16", spec});
+  }
+  for (const auto& v : vs) {
+    int status = 0;
+    std::string cmd = "MALI_G610_HOME='" + home + "' '" + tool + "' '" + spv_dir + v.shader + ".spv' " + v.spec + " --json 2>&1";
+    std::string out = run(cmd, &status);
+    ASSERT_EQ(status, 0) << "g610-stats failed (is the compiler built? MALI_G610_HOME=" << home
+                         << " bash ../shared/mali/setup.sh):\n" << cmd << "\n" << out;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
+    } catch (const std::exception& e) {
+      FAIL() << "unparsable g610-stats output for " << v.shader << ": " << out;
+    }
+    std::printf("mali-g610 %-14s %-120s work_regs %d threads %d spills %d fills %d tls_bytes %d inst %d\n",
+                v.shader.c_str(), v.spec.c_str(), j["work_regs"].get<int>(), j["threads"].get<int>(),
+                j["spills"].get<int>(), j["fills"].get<int>(), j["tls_bytes"].get<int>(), j["inst"].get<int>());
+    EXPECT_EQ(j["spills"].get<int>(), 0) << v.shader << " " << v.spec;
+    EXPECT_EQ(j["fills"].get<int>(), 0) << v.shader << " " << v.spec;
+    EXPECT_EQ(j["tls_bytes"].get<int>(), 0) << v.shader << " " << v.spec;
+  }
+}
+
+}  // namespace
