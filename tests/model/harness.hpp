@@ -98,27 +98,30 @@ inline void check_all_positions(const TightCase& c, double tol_rel, const Backen
   }
 }
 
-// The last prompt position of every prompt against `<prompt>.cpu.last_logits.f32`; a tolerance of
-// 0 is not checked.
+// One prompt's last-position logits against `<prompt>.cpu.last_logits.f32`; a tolerance of 0 is
+// not checked.
+inline void compare_last(const TightCase& c, const std::string& p, const std::vector<float>& got, double tol_rel,
+                         double tol_abs, const BackendSpec& b) {
+  auto ref = load_f32(ref_path(c.label, p, ".cpu.last_logits.f32"));
+  ASSERT_EQ(got.size(), ref.size()) << b.name << " " << c.label << " " << p;
+  double rel = rel_err(got, ref), ab = max_abs_diff(got, ref);
+  if (tol_rel > 0) {
+    EXPECT_LE(rel, tol_rel) << b.name << " " << c.label << " " << p;
+  }
+  if (tol_abs > 0) {
+    EXPECT_LE(ab, tol_abs) << b.name << " " << c.label << " " << p;
+  }
+  std::printf("[%s] %s %s: last position rel %.3g abs %.3g\n", b.name.c_str(), c.label, p.c_str(), rel, ab);
+}
+
+// The last prompt position of every prompt against `<prompt>.cpu.last_logits.f32`.
 inline void check_last(const TightCase& c, double tol_rel, double tol_abs, const BackendSpec& b = cpu_spec()) {
   auto m = model::Model::load(model_path(c.model));
   for (const auto& p : k_prompts) {
     auto r = load_ref(c.label, p);
-    auto ref = load_f32(ref_path(c.label, p, ".cpu.last_logits.f32"));
-    ASSERT_EQ(ref.size(), static_cast<size_t>(r.n_vocab));
     ASSERT_EQ(m->hparams().n_vocab, r.n_vocab);
     auto s = make_session(*m, b);
-    auto got = s->eval(r.eval_tokens);
-    ASSERT_EQ(got.size(), ref.size());
-    double rel = rel_err(got, ref), ab = max_abs_diff(got, ref);
-    if (tol_rel > 0) {
-      EXPECT_LE(rel, tol_rel) << b.name << " " << c.label << " " << p;
-    }
-    if (tol_abs > 0) {
-      EXPECT_LE(ab, tol_abs) << b.name << " " << c.label << " " << p;
-    }
-    std::printf("[%s] %s %s: rel %.3g abs %.3g (%zu tokens)\n", b.name.c_str(), c.label, p.c_str(), rel, ab,
-                r.eval_tokens.size());
+    compare_last(c, p, s->eval(r.eval_tokens), tol_rel, tol_abs, b);
     b.after(*s);
   }
 }
@@ -144,13 +147,18 @@ inline void check_greedy(const TightCase& c, const BackendSpec& b = cpu_spec()) 
 // Random-weight models: teacher forcing with the reference greedy ids; a different argmax counts
 // only where our own top-1/top-2 margin exceeds margin_rel · max|logit|. Two evals per prompt:
 // the prompt (last-position logits), then all forced tokens but the last in one ubatch with every
-// position's logits (so logits are computed only where they are compared).
-inline void teacher_force(const TightCase& c, const BackendSpec& b = cpu_spec(), float margin_rel = 1e-2f) {
+// position's logits (so logits are computed only where they are compared). With last_tol_rel or
+// last_tol_abs > 0 the prompt's last-position logits are also compared as check_last does (one
+// prefill for both checks: the Vulkan tests use this to stay fast on lavapipe).
+inline void teacher_force(const TightCase& c, const BackendSpec& b = cpu_spec(), float margin_rel = 1e-2f,
+                          double last_tol_rel = 0, double last_tol_abs = 0) {
   auto m = model::Model::load(model_path(c.model));
   for (const auto& p : k_prompts) {
     auto r = load_ref(c.label, p);
     auto s = make_session(*m, b);
+    ASSERT_EQ(m->hparams().n_vocab, r.n_vocab);
     std::vector<float> all = s->eval(r.eval_tokens);
+    if (last_tol_rel > 0 || last_tol_abs > 0) compare_last(c, p, all, last_tol_rel, last_tol_abs, b);
     auto rest = s->eval(std::span<const int32_t>(r.greedy_ids).first(r.greedy_ids.size() - 1), /*all_logits=*/true);
     all.insert(all.end(), rest.begin(), rest.end());
     const size_t nv = static_cast<size_t>(r.n_vocab);

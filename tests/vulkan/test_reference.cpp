@@ -9,6 +9,7 @@
 // - stories260K free-running greedy equals the reference; random-weight models by teacher forcing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "model/harness.hpp"
@@ -17,19 +18,40 @@
 namespace rocky::test {
 namespace {
 
-// A fresh validated Vulkan backend per session; KV type as the label's llama.cpp run used it.
+// A session's handle on one of the binary's shared validated backends (vk_test_util.hpp), so the
+// pipelines are compiled once, not once per session; the session's weights are released when it
+// ends (weights are keyed by TensorInfo address, which a later model may reuse).
+class BorrowedVulkan final : public backend::Backend {
+ public:
+  explicit BorrowedVulkan(vulkan::VulkanBackend& b) : b_(b) {}
+  ~BorrowedVulkan() override { b_.release_weights(); }
+  BorrowedVulkan(const BorrowedVulkan&) = delete;
+  BorrowedVulkan& operator=(const BorrowedVulkan&) = delete;
+  std::string name() const override { return b_.name(); }
+  void load_weights(std::span<const gguf::TensorInfo* const> w) override { b_.load_weights(w); }
+  void init_kv(const graph::KvShape& kv) override { b_.init_kv(kv); }
+  void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+               std::span<float> logits) override {
+    b_.compute(g, p, tokens, logits);
+  }
+  std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override {
+    return b_.read_node(g, p, node);
+  }
+  uint64_t device_memory_bytes() const override { return b_.device_memory_bytes(); }
+  const vulkan::VulkanBackend& vk() const { return b_; }
+
+ private:
+  vulkan::VulkanBackend& b_;
+};
+
+// Sessions on the shared validated backend with the given KV type; after each session, zero
+// validation messages so far.
 BackendSpec vk_spec(bool kv_f16, int32_t n_ubatch) {
   BackendSpec b;
   b.name = std::string("vulkan kv ") + (kv_f16 ? "f16" : "f32") + " -ub " + std::to_string(n_ubatch);
-  b.make = [kv_f16] {
-    vulkan::VulkanOptions o;
-    o.validation = true;
-    o.kv_f16 = kv_f16;
-    o.persist_pipeline_cache = false;
-    return std::unique_ptr<backend::Backend>(std::make_unique<vulkan::VulkanBackend>(o));
-  };
+  b.make = [kv_f16] { return std::unique_ptr<backend::Backend>(std::make_unique<BorrowedVulkan>(shared_backend(kv_f16))); };
   b.after = [](runtime::Session& s) {
-    auto& vk = dynamic_cast<vulkan::VulkanBackend&>(s.backend());
+    auto& vk = dynamic_cast<BorrowedVulkan&>(s.backend()).vk();
     EXPECT_EQ(vk.instance().error_count(), 0u) << "Vulkan validation errors";
   };
   b.n_ubatch = n_ubatch;
@@ -47,29 +69,56 @@ TEST(VulkanReference, Stories260KAllPositionsTight) {
   check_all_positions({"stories260K__kvf32_faoff", "stories260K.gguf"}, k_tight, vk_spec(false, 16));
 }
 
-TEST(VulkanReference, TightLabelsLastPosition) {
-  const int32_t ubs[] = {7, 512, 6};
-  for (size_t i = 0; i < k_tight_last.size(); ++i) check_last(k_tight_last[i], k_tight, 0, vk_spec(false, ubs[i]));
+bool teacher_forced(const TightCase& c) {
+  return std::any_of(k_teacher_forced.begin(), k_teacher_forced.end(),
+                     [&](const TightCase& t) { return std::string(t.label) == c.label; });
+}
+
+// Tight labels at the last position of every prompt, and (random-weight models) teacher forcing
+// from the same prefill. -ub 7 for llama-2-tiny-random (smaller than the prompts and than the 31
+// forced tokens); the synth models' ubatch loop is covered in LooseLabelsAbsAndTeacherForcing (on
+// lavapipe small ubatches with every position's logits over qwen2's 151,936-entry vocab are slow).
+TEST(VulkanReference, TightLabelsAndTeacherForcing) {
+  const int32_t ubs[] = {7, 512, 512};
+  for (size_t i = 0; i < k_tight_last.size(); ++i) {
+    const auto& c = k_tight_last[i];
+    if (teacher_forced(c)) {
+      teacher_force(c, vk_spec(false, ubs[i % 3]), 1e-2f, k_tight, 0);
+    } else {
+      check_last(c, k_tight, 0, vk_spec(false, ubs[i % 3]));
+    }
+  }
 }
 
 TEST(VulkanReference, LooseLabelsRel) {
   for (const auto& c : k_loose_rel) check_last(c, 1e-2, 0, vk_spec(label_kv_f16(c.label), 16));
 }
 
-TEST(VulkanReference, LooseLabelsAbs) {
+TEST(VulkanReference, LooseLabelsAbsAndTeacherForcing) {
   for (size_t i = 0; i < k_loose_abs.size(); ++i) {
     const auto& c = k_loose_abs[i];
-    check_last(c, 0, 0.35, vk_spec(label_kv_f16(c.label), i % 2 ? 5 : 512));
+    const BackendSpec b = vk_spec(label_kv_f16(c.label), i % 2 ? 5 : 512);  // q8_0 (teacher forced): 512
+    if (teacher_forced(c)) {
+      teacher_force(c, b, 1e-2f, 0, 0.35);
+    } else {
+      check_last(c, 0, 0.35, b);
+    }
+  }
+}
+
+// Every teacher-forced model is covered by one of the two tests above.
+TEST(VulkanReference, TeacherForcedCasesAllCovered) {
+  for (const auto& t : k_teacher_forced) {
+    const auto in = [&](const std::vector<TightCase>& v) {
+      return std::any_of(v.begin(), v.end(), [&](const TightCase& c) { return std::string(c.label) == t.label; });
+    };
+    EXPECT_TRUE(in(k_tight_last) || in(k_loose_abs)) << t.label;
   }
 }
 
 TEST(VulkanReference, Stories260KGreedy) {
   for (const char* label : {"stories260K__kvf32_faoff", "stories260K"})
     check_greedy({label, "stories260K.gguf"}, vk_spec(label_kv_f16(label), 512));
-}
-
-TEST(VulkanReference, TeacherForcingRandomModels) {
-  for (const auto& c : k_teacher_forced) teacher_force(c, vk_spec(label_kv_f16(c.label), 512));
 }
 
 }  // namespace
