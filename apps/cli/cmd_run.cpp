@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,6 +49,10 @@ void write_f32(const std::string& path, const float* data, size_t n) {
 }
 
 std::string read_text(const std::string& path) {
+  // A directory opens as an ifstream and reads as empty: without this check `-f DIR` would run
+  // the empty prompt.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("cannot read prompt file '{}': it is a directory", path);
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot read prompt file '{}'", path);
   std::ostringstream s;

@@ -94,6 +94,14 @@ TEST(CliRun, BadInputExitsOne) {
   EXPECT_EQ(res.rc, 2) << res.out;
 }
 
+// -f naming a directory is an error, not an empty prompt (an ifstream opens a directory and reads
+// nothing).
+TEST(CliRun, PromptFileThatIsADirectoryExitsOne) {
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + test::scratch_dir("cli_run_dir") + " -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("it is a directory"), std::string::npos) << res.out;
+}
+
 // The default device is auto: the first Vulkan GPU, else the CPU — which it says. This machine
 // (and CI) has only lavapipe, a CPU Vulkan driver, so auto must fall back and say so.
 TEST(CliRun, DefaultDeviceIsAutoAndNamesTheFallback) {
