@@ -209,7 +209,7 @@ void add_verify(CLI::App& app, Runner& run) {
   sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)");
   sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing)");
   sub->add_option("--tolerance", o->tolerance, "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3, 1e-2 with --kv-f16)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_number(0.0));
   sub->add_flag("--kv-f16", o->kv_f16, "f16 KV cache on the GPU");
   sub->add_flag("--bisect", o->bisect, "Compare every graph node; name the first that diverges");
   sub->add_flag("--json", o->json, "Print one JSON object");

@@ -102,6 +102,19 @@ TEST(CliRun, PromptFileThatIsADirectoryExitsOne) {
   EXPECT_NE(res.out.find("it is a directory"), std::string::npos) << res.out;
 }
 
+// NaN/inf sampler settings (and a repetition penalty ≤ 0, which divides by zero or flips signs) are
+// usage errors, not silently NaN logits.
+TEST(CliRun, NonFiniteSamplerSettingsAreUsageErrors) {
+  const std::string base = "run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 1 ";
+  for (const char* opt : {"--temp nan", "--temp inf", "--top-p nan", "--min-p -inf", "--repeat-penalty 0",
+                          "--repeat-penalty -1", "--repeat-penalty nan", "--temp abc"}) {
+    auto res = rocky(base + opt);
+    EXPECT_EQ(res.rc, 2) << opt << ": " << res.out;
+    EXPECT_NE(res.out.find("is not a finite number"), std::string::npos) << opt << ": " << res.out;
+  }
+  EXPECT_EQ(rocky(base + "--temp -1 --top-p 1 --min-p 0 --repeat-penalty 1.1").rc, 0);
+}
+
 // The default device is auto: the first Vulkan GPU, else the CPU — which it says. This machine
 // (and CI) has only lavapipe, a CPU Vulkan driver, so auto must fall back and say so.
 TEST(CliRun, DefaultDeviceIsAutoAndNamesTheFallback) {

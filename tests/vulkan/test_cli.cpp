@@ -91,6 +91,18 @@ TEST(VulkanCli, VerifyMemoryLimitExitsOne) {
   EXPECT_EQ(b.code, 1) << b.out;
 }
 
+// A tolerance that is not a finite positive number is a usage error (exit 2) with a readable
+// message: NaN used to pass every comparison and verify "passed"; -1 printed a 300-digit bound.
+TEST(VulkanCli, VerifyBadToleranceIsAUsageError) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  for (const char* tol : {"nan", "-1", "0", "inf", "1e-3x"}) {
+    Result r = run_cmd(k_rocky + " verify -m " + model + " --tolerance " + tol);
+    EXPECT_EQ(r.code, 2) << tol << ": " << r.out;
+    EXPECT_NE(r.out.find("is not a finite number > 0"), std::string::npos) << tol << ": " << r.out;
+    EXPECT_LT(r.out.size(), 300u) << r.out;
+  }
+}
+
 // rocky run --device vulkan: greedy text equals the CPU's; the whole prompt's logits agree.
 TEST(VulkanCli, RunOnVulkanMatchesCpu) {
   const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
