@@ -40,12 +40,20 @@ struct VerifyOpts {
 
 struct Compare {
   double max_abs = 0, max_ref = 0;
+  size_t nonfinite = 0;  // values that are NaN/inf on either side; each makes max_abs infinite
   double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
 };
 
 Compare compare(std::span<const float> a, std::span<const float> b) {
   Compare c;
   for (size_t i = 0; i < a.size(); ++i) {
+    // std::max drops NaN (every comparison with it is false): NaN logits on both sides would
+    // otherwise compare as identical and pass.
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+      ++c.nonfinite;
+      c.max_abs = INFINITY;
+      continue;
+    }
     c.max_abs = std::max(c.max_abs, std::abs(double(a[i]) - double(b[i])));
     c.max_ref = std::max(c.max_ref, std::abs(double(a[i])));
   }
@@ -136,6 +144,7 @@ int run_verify(const VerifyOpts& o) {
   out["kv_cache"] = o.kv_f16 ? "f16" : "f32";
   out["top1_agreement"] = double(agree) / n;
   out["max_abs_logit_diff"] = all.max_abs;
+  out["nonfinite_logits"] = all.nonfinite;
   out["rel"] = all.rel();
   out["tolerance"] = tol;
   out["max_kl"] = max_kl;
@@ -177,6 +186,7 @@ int run_verify(const VerifyOpts& o) {
     fmt::print("  top-1 agreement   {}/{}\n", agree, n);
     fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}, tolerance {:.0e})\n", all.max_abs, all.rel(), tol);
     fmt::print("  max KL            {:.3g}\n", max_kl);
+    if (all.nonfinite) fmt::print("  non-finite logits {} (NaN/inf on the CPU or the GPU)\n", all.nonfinite);
     if (o.bisect) {
       if (out["first_divergent_node"].is_null()) {
         fmt::print("  bisect            every node within tolerance\n");
