@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -178,10 +179,12 @@ void add_run(CLI::App& app, Runner& run) {
   auto* f = sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   p->excludes(f);
   f->excludes(p);
-  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)");
+  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)")->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)");
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)")
+      ->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
+      ->check(CLI::Range(1, INT32_MAX));
   sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)")
       ->check(finite_number());
   sub->add_option("--top-k", o->sp.top_k, "Top-k (default 40; 0 = off)");

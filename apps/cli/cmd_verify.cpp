@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -216,7 +217,8 @@ void add_verify(CLI::App& app, Runner& run) {
   sub->add_option("-m,--model", o->model, "GGUF model")->required();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("--device", o->device, "Vulkan device: vulkan[:N] (see rocky devices)");
-  sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)")
+      ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing)");
   sub->add_option("--tolerance", o->tolerance, "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3, 1e-2 with --kv-f16)")
       ->check(finite_number(0.0));

@@ -115,6 +115,16 @@ TEST(CliRun, NonFiniteSamplerSettingsAreUsageErrors) {
   EXPECT_EQ(rocky(base + "--temp -1 --top-p 1 --min-p 0 --repeat-penalty 1.1").rc, 0);
 }
 
+// Negative counts are usage errors (exit 2, naming the option), like non-numbers; they used to exit 1.
+TEST(CliRun, NegativeCountsAreUsageErrors) {
+  const std::string base = "run --device cpu -m " + model("stories260K.gguf") + " -p hi ";
+  for (const char* opt : {"-n -1", "-c -5", "-ub 0", "-ub -3"}) {
+    auto res = rocky(base + opt);
+    EXPECT_EQ(res.rc, 2) << opt << ": " << res.out;
+    EXPECT_NE(res.out.find("not in range"), std::string::npos) << opt << ": " << res.out;
+  }
+}
+
 // The default device is auto: the first Vulkan GPU, else the CPU — which it says. This machine
 // (and CI) has only lavapipe, a CPU Vulkan driver, so auto must fall back and say so.
 TEST(CliRun, DefaultDeviceIsAutoAndNamesTheFallback) {
