@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,6 +50,10 @@ void write_f32(const std::string& path, const float* data, size_t n) {
 }
 
 std::string read_text(const std::string& path) {
+  // A directory opens as an ifstream and reads as empty: without this check `-f DIR` would run
+  // the empty prompt.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("cannot read prompt file '{}': it is a directory", path);
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot read prompt file '{}'", path);
   std::ostringstream s;
@@ -173,15 +179,19 @@ void add_run(CLI::App& app, Runner& run) {
   auto* f = sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   p->excludes(f);
   f->excludes(p);
-  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)");
+  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)")->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)");
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)");
-  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)")
+      ->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
+      ->check(CLI::Range(1, INT32_MAX));
+  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)")
+      ->check(finite_number());
   sub->add_option("--top-k", o->sp.top_k, "Top-k (default 40; 0 = off)");
-  sub->add_option("--top-p", o->sp.top_p, "Top-p (default 0.95; 1 = off)");
-  sub->add_option("--min-p", o->sp.min_p, "Min-p (default 0.05; 0 = off)");
-  sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (default 1 = off)");
+  sub->add_option("--top-p", o->sp.top_p, "Top-p (default 0.95; 1 = off)")->check(finite_number());
+  sub->add_option("--min-p", o->sp.min_p, "Min-p (default 0.05; 0 = off)")->check(finite_number());
+  sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (default 1 = off)")
+      ->check(finite_number(0.0));
   sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "Tokens the penalty looks back (default 64)");
   sub->add_option("-s,--seed", o->sp.seed, "RNG seed (default: random)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -40,12 +41,20 @@ struct VerifyOpts {
 
 struct Compare {
   double max_abs = 0, max_ref = 0;
+  size_t nonfinite = 0;  // values that are NaN/inf on either side; each makes max_abs infinite
   double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
 };
 
 Compare compare(std::span<const float> a, std::span<const float> b) {
   Compare c;
   for (size_t i = 0; i < a.size(); ++i) {
+    // std::max drops NaN (every comparison with it is false): NaN logits on both sides would
+    // otherwise compare as identical and pass.
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+      ++c.nonfinite;
+      c.max_abs = INFINITY;
+      continue;
+    }
     c.max_abs = std::max(c.max_abs, std::abs(double(a[i]) - double(b[i])));
     c.max_ref = std::max(c.max_ref, std::abs(double(a[i])));
   }
@@ -136,6 +145,7 @@ int run_verify(const VerifyOpts& o) {
   out["kv_cache"] = o.kv_f16 ? "f16" : "f32";
   out["top1_agreement"] = double(agree) / n;
   out["max_abs_logit_diff"] = all.max_abs;
+  out["nonfinite_logits"] = all.nonfinite;
   out["rel"] = all.rel();
   out["tolerance"] = tol;
   out["max_kl"] = max_kl;
@@ -177,6 +187,7 @@ int run_verify(const VerifyOpts& o) {
     fmt::print("  top-1 agreement   {}/{}\n", agree, n);
     fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}, tolerance {:.0e})\n", all.max_abs, all.rel(), tol);
     fmt::print("  max KL            {:.3g}\n", max_kl);
+    if (all.nonfinite) fmt::print("  non-finite logits {} (NaN/inf on the CPU or the GPU)\n", all.nonfinite);
     if (o.bisect) {
       if (out["first_divergent_node"].is_null()) {
         fmt::print("  bisect            every node within tolerance\n");
@@ -206,10 +217,11 @@ void add_verify(CLI::App& app, Runner& run) {
   sub->add_option("-m,--model", o->model, "GGUF model")->required();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("--device", o->device, "Vulkan device: vulkan[:N] (see rocky devices)");
-  sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)")
+      ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing)");
   sub->add_option("--tolerance", o->tolerance, "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3, 1e-2 with --kv-f16)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_number(0.0));
   sub->add_flag("--kv-f16", o->kv_f16, "f16 KV cache on the GPU");
   sub->add_flag("--bisect", o->bisect, "Compare every graph node; name the first that diverges");
   sub->add_flag("--json", o->json, "Print one JSON object");

@@ -6,7 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 namespace rocky::cli {
 
@@ -22,5 +25,20 @@ void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
 void add_roofline(CLI::App& app, Runner& run);
 void add_bench_op(CLI::App& app, Runner& run);
+
+// A CLI11 check: a finite number, and > `above` when that is finite. CLI::Range/PositiveNumber let
+// NaN through (every comparison with NaN is false) and print an unbounded side as a 300-digit number.
+inline CLI::Validator finite_number(double above = -HUGE_VAL) {
+  const std::string desc = std::isfinite(above) ? " > " + CLI::detail::to_string(above) : std::string();
+  return CLI::Validator(
+      [above, desc](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || !(v > above))
+          return "value " + s + " is not a finite number" + desc;
+        return {};
+      },
+      "finite" + desc);
+}
 
 }  // namespace rocky::cli

@@ -11,7 +11,7 @@
 #include "core/error.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores"};
+  CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores", "rocky"};  // name: help says "Usage: rocky"
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");
   rocky::cli::Runner run;

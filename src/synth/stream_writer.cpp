@@ -134,6 +134,11 @@ void encode_parallel(const RowEncoder& encode, size_t index, uint64_t row0, uint
 
 uint64_t write_streaming(const std::string& path, const gguf::Writer& meta, const std::vector<StreamTensor>& tensors,
                          const RowEncoder& encode, const StreamOptions& opt) {
+  // OUT.part is renamed onto OUT at the end: fail now, not after writing gigabytes, when OUT is a
+  // directory (or no path at all).
+  std::error_code dir_ec;
+  if (path.empty()) fail("the output file name is empty");
+  if (std::filesystem::is_directory(path, dir_ec)) fail("{}: is a directory, not an output file", path);
   const uint64_t align = meta.alignment();
   // Header + metadata from the writer (it holds no tensors, so it ends right after the metadata);
   // the tensor count at byte 8 is patched, the infos appended.

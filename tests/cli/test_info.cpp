@@ -159,6 +159,13 @@ TEST(CliInfo, BadUsageExits2) {
   }
 }
 
+// Help names the program (the arguments are parsed from a vector, so CLI11 never sees argv[0]).
+TEST(CliInfo, HelpNamesTheProgram) {
+  RunResult r = run_rocky({"--help"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Usage: rocky [OPTIONS] SUBCOMMAND"), std::string::npos) << r.out;
+}
+
 TEST(CliInfo, CorruptFilesExit1WithOneLine) {
   const auto base = rocky::test::read_file_bytes(shared_path("reference/models/stories260K-f16.gguf"));
   const std::string dir = rocky::test::scratch_dir("cli_corrupt");

@@ -94,6 +94,37 @@ TEST(CliRun, BadInputExitsOne) {
   EXPECT_EQ(res.rc, 2) << res.out;
 }
 
+// -f naming a directory is an error, not an empty prompt (an ifstream opens a directory and reads
+// nothing).
+TEST(CliRun, PromptFileThatIsADirectoryExitsOne) {
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + test::scratch_dir("cli_run_dir") + " -n 1");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("it is a directory"), std::string::npos) << res.out;
+}
+
+// NaN/inf sampler settings (and a repetition penalty ≤ 0, which divides by zero or flips signs) are
+// usage errors, not silently NaN logits.
+TEST(CliRun, NonFiniteSamplerSettingsAreUsageErrors) {
+  const std::string base = "run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 1 ";
+  for (const char* opt : {"--temp nan", "--temp inf", "--top-p nan", "--min-p -inf", "--repeat-penalty 0",
+                          "--repeat-penalty -1", "--repeat-penalty nan", "--temp abc"}) {
+    auto res = rocky(base + opt);
+    EXPECT_EQ(res.rc, 2) << opt << ": " << res.out;
+    EXPECT_NE(res.out.find("is not a finite number"), std::string::npos) << opt << ": " << res.out;
+  }
+  EXPECT_EQ(rocky(base + "--temp -1 --top-p 1 --min-p 0 --repeat-penalty 1.1").rc, 0);
+}
+
+// Negative counts are usage errors (exit 2, naming the option), like non-numbers; they used to exit 1.
+TEST(CliRun, NegativeCountsAreUsageErrors) {
+  const std::string base = "run --device cpu -m " + model("stories260K.gguf") + " -p hi ";
+  for (const char* opt : {"-n -1", "-c -5", "-ub 0", "-ub -3"}) {
+    auto res = rocky(base + opt);
+    EXPECT_EQ(res.rc, 2) << opt << ": " << res.out;
+    EXPECT_NE(res.out.find("not in range"), std::string::npos) << opt << ": " << res.out;
+  }
+}
+
 // The default device is auto: the first Vulkan GPU, else the CPU — which it says. This machine
 // (and CI) has only lavapipe, a CPU Vulkan driver, so auto must fall back and say so.
 TEST(CliRun, DefaultDeviceIsAutoAndNamesTheFallback) {

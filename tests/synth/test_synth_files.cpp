@@ -244,6 +244,22 @@ TEST(SynthFiles, BadInputsAreErrors) {
   EXPECT_THROW(make("qwen2-test", out, FileType::F32, 0), Error);
   EXPECT_THROW(make("qwen2-test", out, FileType::F32, 1, 100), Error);
   EXPECT_THROW(make("qwen2-test", "/nonexistent/dir/x.gguf", FileType::F32, 1), Error);
+  // OUT a directory: refused before anything is written (no OUT.part left behind).
+  const std::string dir = scratch("out_is_a_dir");
+  std::filesystem::create_directories(dir);
+  const std::string f32 = scratch("out_is_a_dir_in.gguf");
+  make("qwen2-test", f32, FileType::F32, 1);
+  for (bool synth : {true, false}) {
+    try {
+      if (synth) make("qwen2-test", dir, FileType::F32, 1);
+      else quantize(f32, dir, FileType::Q8_0);
+      FAIL() << "a directory accepted as the output file";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(std::filesystem::is_directory(dir));
+    EXPECT_FALSE(std::filesystem::exists(dir + ".part"));
+  }
 }
 
 namespace {

@@ -6,7 +6,11 @@
 #include <array>
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
+
+#include "gguf/gguf.hpp"
 
 namespace {
 
@@ -89,6 +93,45 @@ TEST(VulkanCli, VerifyMemoryLimitExitsOne) {
   EXPECT_NE(r.out.find("-ub"), std::string::npos) << r.out;
   Result b = run_cmd(k_rocky + " verify -m " + model + " --device vulkan:x");
   EXPECT_EQ(b.code, 1) << b.out;
+}
+
+// A tolerance that is not a finite positive number is a usage error (exit 2) with a readable
+// message: NaN used to pass every comparison and verify "passed"; -1 printed a 300-digit bound.
+TEST(VulkanCli, VerifyBadToleranceIsAUsageError) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  for (const char* tol : {"nan", "-1", "0", "inf", "1e-3x"}) {
+    Result r = run_cmd(k_rocky + " verify -m " + model + " --tolerance " + tol);
+    EXPECT_EQ(r.code, 2) << tol << ": " << r.out;
+    EXPECT_NE(r.out.find("is not a finite number > 0"), std::string::npos) << tol << ": " << r.out;
+    EXPECT_LT(r.out.size(), 300u) << r.out;
+  }
+}
+
+// NaN weights make NaN logits on both sides; std::max ignored them, so verify printed
+// "max |Δlogit| 0 ... OK". Non-finite logits fail (exit 1) and are counted.
+TEST(VulkanCli, VerifyNaNLogitsFail) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  std::string bytes;
+  {
+    std::ifstream f(model, std::ios::binary);
+    ASSERT_TRUE(f) << model;
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  size_t at = 0;
+  {
+    auto g = rocky::gguf::GgufFile::open(model);
+    const auto* t = g.find_tensor("output_norm.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->type, rocky::DType::F32);
+    at = g.data_offset() + t->offset;
+    for (uint64_t i = 0; i < t->ne[0] * 4; ++i) bytes[at + i] = '\xff';  // 0xffffffff: NaN
+  }
+  const std::string nan_model = ::testing::TempDir() + "/verify_nan.gguf";
+  std::ofstream(nan_model, std::ios::binary) << bytes;
+  Result r = run_cmd(k_rocky + " verify -m " + nan_model);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("non-finite logits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
 // rocky run --device vulkan: greedy text equals the CPU's; the whole prompt's logits agree.

@@ -149,8 +149,13 @@ TEST(VulkanDevice, MemoryLimitGivesClearError) {
     EXPECT_THROW(be.load_weights(ws), OutOfMemoryError);
     EXPECT_THROW(be.init_kv({4, 4096, 4096}), OutOfMemoryError);
   }
-  ::setenv("ROCKY_DEVICE_MEMORY_LIMIT", "lots", 1);
-  EXPECT_THROW(vulkan::device_memory_limit_from_env(), Error);
+  // Not byte counts: words, a sign (strtoull would wrap "-5" to no limit), overflow, spaces.
+  for (const char* bad : {"lots", "-5", "+5", " 5", "99999999999999999999999"}) {
+    ::setenv("ROCKY_DEVICE_MEMORY_LIMIT", bad, 1);
+    EXPECT_THROW(vulkan::device_memory_limit_from_env(), Error) << bad;
+  }
+  ::setenv("ROCKY_DEVICE_MEMORY_LIMIT", "123456", 1);
+  EXPECT_EQ(vulkan::device_memory_limit_from_env(), 123456u);
   ::unsetenv("ROCKY_DEVICE_MEMORY_LIMIT");
 }
 

@@ -1,6 +1,7 @@
 #include "backend/vulkan/memory.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -29,9 +30,12 @@ uint32_t find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, Vk
 uint64_t device_memory_limit_from_env() {
   const char* s = std::getenv("ROCKY_DEVICE_MEMORY_LIMIT");
   if (s == nullptr || *s == '\0') return 0;
+  // strtoull accepts a sign ("-5" wraps to ~2^64, i.e. no limit) and saturates on overflow: digits only.
   char* end = nullptr;
+  errno = 0;
   unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s || *end != '\0') fail("ROCKY_DEVICE_MEMORY_LIMIT='{}' is not a byte count", s);
+  if (*s < '0' || *s > '9' || end == s || *end != '\0' || errno == ERANGE)
+    fail("ROCKY_DEVICE_MEMORY_LIMIT='{}' is not a byte count", s);
   return v;
 }
 
