@@ -40,6 +40,9 @@ enum class ValueType : uint32_t {
   STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
 };
 std::string_view value_type_name(ValueType t);
+// Bytes of one element of a scalar type; 0 for STRING and ARRAY (variable size); nullopt for a type
+// id outside the GGUF enum.
+std::optional<uint64_t> value_type_size(uint32_t type_id);
 
 inline constexpr uint32_t k_default_alignment = 32;
 inline constexpr uint32_t k_max_dims = 4;

@@ -30,6 +30,17 @@ std::string_view value_type_name(ValueType t) {
   return "?";
 }
 
+std::optional<uint64_t> value_type_size(uint32_t t) {
+  switch (static_cast<ValueType>(t)) {
+    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
+    case ValueType::U16: case ValueType::I16: return 2;
+    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
+    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
+    case ValueType::STRING: case ValueType::ARRAY: return 0;
+  }
+  return std::nullopt;
+}
+
 bool Value::is_integer() const {
   switch (type) {
     case ValueType::U8: case ValueType::I8: case ValueType::U16: case ValueType::I16:
@@ -56,18 +67,6 @@ namespace {
 
 constexpr uint32_t k_magic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr int k_max_nesting = 8;          // nested arrays deeper than this are refused
-
-// Size in bytes of one scalar element; 0 for STRING/ARRAY; nullopt for an unknown type id.
-std::optional<uint64_t> scalar_size(uint32_t t) {
-  switch (static_cast<ValueType>(t)) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::STRING: case ValueType::ARRAY: return 0;
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -126,7 +125,7 @@ constexpr uint64_t k_max_reserve = 4096;
 
 Value Parser::read_value(uint32_t type, uint64_t at, int depth) {
   Value v;
-  if (!scalar_size(type)) bad(at, fmt::format("unknown value type id {}", type));
+  if (!value_type_size(type)) bad(at, fmt::format("unknown value type id {}", type));
   v.type = static_cast<ValueType>(type);
   switch (v.type) {
     case ValueType::U8: v.u = read<uint8_t>("u8 value"); break;
@@ -150,7 +149,7 @@ Value Parser::read_value(uint32_t type, uint64_t at, int depth) {
       if (depth >= k_max_nesting) bad(at, fmt::format("arrays nested deeper than {} levels", k_max_nesting));
       uint64_t et_at = pos_;
       uint32_t et = read<uint32_t>("array element type");
-      auto es = scalar_size(et);
+      auto es = value_type_size(et);
       if (!es) bad(et_at, fmt::format("unknown array element type id {}", et));
       v.elem_type = static_cast<ValueType>(et);
       uint64_t cnt_at = pos_;

@@ -33,15 +33,6 @@ constexpr std::array<std::string_view, 16> k_rope_neox = {"qwen", "qwen2", "qwen
                                                           "phi3", "gemma", "gemma2", "gemma3", "falcon", "gptneox",
                                                           "stablelm", "olmo2", "starcoder2", "nemotron"};
 
-uint64_t elem_size(ValueType t) {
-  switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    default: return 0;
-  }
-}
 
 std::string scalar_text(ValueType t, const uint8_t* p) {
   switch (t) {
@@ -164,7 +155,7 @@ std::string format_value(const Value& v, size_t max_elems) {
       out += " [";
       for (uint64_t k = 0; k < shown; ++k) {
         if (k) out += ", ";
-        uint64_t es = elem_size(v.elem_type);
+        uint64_t es = value_type_size(static_cast<uint32_t>(v.elem_type)).value_or(0);
         if (es) out += scalar_text(v.elem_type, v.raw + k * es);
         else if (v.elem_type == ValueType::STRING) out += short_quote(v.strings[k]);
         else out += format_value(v.items[k], max_elems);

@@ -32,16 +32,6 @@ void put_string(std::vector<uint8_t>& out, std::string_view s) {
   put_bytes(out, s.data(), s.size());
 }
 
-uint64_t elem_size(ValueType t) {
-  switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::STRING: case ValueType::ARRAY: return 0;
-  }
-  return 0;
-}
 
 // The value without its type prefix (an array element of type ARRAY is encoded this way too).
 void put_payload(std::vector<uint8_t>& out, const Value& v, std::string_view key) {
@@ -59,7 +49,7 @@ void put_payload(std::vector<uint8_t>& out, const Value& v, std::string_view key
     case ValueType::BOOL: put<uint8_t>(out, v.u ? 1 : 0); return;
     case ValueType::STRING: put_string(out, v.str); return;
     case ValueType::ARRAY: {
-      uint64_t es = elem_size(v.elem_type);
+      uint64_t es = value_type_size(static_cast<uint32_t>(v.elem_type)).value_or(0);
       put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
       put<uint64_t>(out, v.count);
       if (es) {
