@@ -22,5 +22,6 @@ void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
 void add_roofline(CLI::App& app, Runner& run);
 void add_bench_op(CLI::App& app, Runner& run);
+void add_bench(CLI::App& app, Runner& run);
 
 }  // namespace rocky::cli
