@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/vulkan/vulkan_backend.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -25,7 +26,7 @@ namespace rocky::cli {
 namespace {
 
 struct RunOpts {
-  std::string model, prompt, prompt_file, device = "cpu", dump_logits, dump_all_logits;
+  std::string model, prompt, prompt_file, device = "auto", dump_logits, dump_all_logits;
   int32_t n_predict = 32;
   int32_t n_ctx = 0;
   int32_t n_ubatch = 512;
@@ -94,6 +95,12 @@ int run_run(const RunOpts& o) {
     logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(nv));
   }
   if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data(), nv);
+
+  // Device memory = weights + KV + arena, known once the first ubatch has run.
+  if (!o.json) {
+    if (auto* gpu = dynamic_cast<const vulkan::VulkanBackend*>(&session.backend()))
+      fmt::print(stderr, "{}: device memory {}\n", gpu->name(), gpu->memory_summary());
+  }
 
   // Generation.
   runtime::Sampler sampler(o.sp);
@@ -167,7 +174,7 @@ void add_run(CLI::App& app, Runner& run) {
   p->excludes(f);
   f->excludes(p);
   sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)");
-  sub->add_option("--device", o->device, "Backend: cpu (default), vulkan[:N], auto (first GPU, else CPU)");
+  sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)");
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)");
   sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)");

@@ -38,7 +38,7 @@ TEST(CliRun, GreedyJsonAndDumpsMatchReference) {
   for (const auto& p : test::k_prompts) {
     auto r = test::load_ref("stories260K__kvf32_faoff", p);
     const std::string last = dir + "/" + p + ".last.f32", all = dir + "/" + p + ".all.f32";
-    auto res = rocky("run -m " + model("stories260K.gguf") + " -f " + prompt(p) +
+    auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt(p) +
                      " -n 32 --temp 0 --ignore-eos --json -c 1024 -ub 7 --dump-logits " + last +
                      " --dump-all-logits " + all);
     ASSERT_EQ(res.rc, 0) << res.out;
@@ -58,40 +58,58 @@ TEST(CliRun, GreedyJsonAndDumpsMatchReference) {
 }
 
 TEST(CliRun, StreamsTextAndTimings) {
-  auto res = rocky("run -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3");
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3");
   ASSERT_EQ(res.rc, 0) << res.out;
   EXPECT_EQ(res.out.rfind("Once upon a time", 0), 0u) << res.out;
   EXPECT_NE(res.out.find("t/s"), std::string::npos) << res.out;
   // Same seed, same text.
-  EXPECT_EQ(rocky("run -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3 --json")
+  EXPECT_EQ(rocky("run --device cpu -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3 --json")
                 .rc,
             0);
 }
 
 TEST(CliRun, BadInputExitsOne) {
-  auto res = rocky("run -m " + model("stories260K.gguf") + " -f " + prompt("p2_paragraph") + " -n 4 -c 64");
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt("p2_paragraph") + " -n 4 -c 64");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("raise -c"), std::string::npos) << res.out;
-  res = rocky("run -m /nonexistent/model.gguf -p hi -n 1");
+  res = rocky("run --device cpu -m /nonexistent/model.gguf -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   res = rocky("run -m " + model("stories260K.gguf") + " -p hi -n 1 --device tpu");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("unknown device 'tpu'"), std::string::npos) << res.out;
   // A model rocky cannot run: unsupported architecture, missing tensor, unsupported type.
   std::string key = "general.architecture";
-  res = rocky("run -m " + test::patched_copy("cli_arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'}) + " -p hi -n 1");
+  res = rocky("run --device cpu -m " + test::patched_copy("cli_arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'}) + " -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("unsupported architecture 'llamb'"), std::string::npos) << res.out;
-  res = rocky("run -m " + test::patched_copy("cli_missing.gguf", "output_norm.weight", "output_norX.weight") + " -p hi -n 1");
+  res = rocky("run --device cpu -m " + test::patched_copy("cli_missing.gguf", "output_norm.weight", "output_norX.weight") + " -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("missing tensor 'output_norm.weight'"), std::string::npos) << res.out;
   std::string name = "blk.4.ffn_down.weight";
-  res = rocky("run -m " + test::patched_copy("cli_type.gguf", name, name, 4 + 16, {26, 0, 0, 0}) + " -p hi -n 1");
+  res = rocky("run --device cpu -m " + test::patched_copy("cli_type.gguf", name, name, 4 + 16, {26, 0, 0, 0}) + " -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("'blk.4.ffn_down.weight' has type i32"), std::string::npos) << res.out;
   // Usage errors are exit 2.
-  res = rocky("run -m " + model("stories260K.gguf") + " -n 1");
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -n 1");
   EXPECT_EQ(res.rc, 2) << res.out;
+}
+
+// The default device is auto: the first Vulkan GPU, else the CPU — which it says. This machine
+// (and CI) has only lavapipe, a CPU Vulkan driver, so auto must fall back and say so.
+TEST(CliRun, DefaultDeviceIsAutoAndNamesTheFallback) {
+  auto res = rocky("run -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 4 --temp 0");
+  ASSERT_EQ(res.rc, 0) << res.out;
+  EXPECT_NE(res.out.find("using the CPU backend"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("Once upon a time"), std::string::npos) << res.out;
+}
+
+// With --device vulkan the GPU path runs and prints weights + KV + arena at start.
+TEST(CliRun, VulkanPrintsDeviceMemory) {
+  auto res = rocky("run --device vulkan -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 4 --temp 0");
+  ASSERT_EQ(res.rc, 0) << res.out;
+  EXPECT_NE(res.out.find("device memory weights"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find(" + KV "), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find(" + arena "), std::string::npos) << res.out;
 }
 
 }  // namespace
