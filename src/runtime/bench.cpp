@@ -283,9 +283,10 @@ std::string bench_markdown(const std::vector<BenchRow>& rows) {
       "| ------------------------------ | ---------: | ---------: | ---------- | -------: | ------------: | -------------------: | ---------: | ------: | ------: |\n";
   for (const auto& r : rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
-    out += fmt::format("| {} | {} | {:.2f} B | {} | {} | {} | {:.2f} ± {:.2f} | {} | {:.2f} | {} |\n", r.model,
+    const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
+    out += fmt::format("| {} | {} | {:.2f} B | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} |\n", r.model,
                        human_bytes(r.model_size), double(r.model_n_params) / 1e9, r.backend, r.n_ubatch, r.test,
-                       r.avg_ts, r.stddev_ts, human_bytes(r.peak_device_memory), r.tflops, roof);
+                       r.avg_ts, r.stddev_ts, human_bytes(r.peak_device_memory), tf, roof);
   }
   return out;
 }
