@@ -25,6 +25,7 @@ void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
 void add_roofline(CLI::App& app, Runner& run);
 void add_bench_op(CLI::App& app, Runner& run);
+void add_bench(CLI::App& app, Runner& run);
 
 // A CLI11 check: a finite number, and > `above` when that is finite. CLI::Range/PositiveNumber let
 // NaN through (every comparison with NaN is false) and print an unbounded side as a 300-digit number.

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   rocky::cli::add_quantize(app, run);
   rocky::cli::add_roofline(app, run);
   rocky::cli::add_bench_op(app, run);
+  rocky::cli::add_bench(app, run);
   try {
     // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one
     // letter, so those are rewritten to their long form (--ub) before parsing.

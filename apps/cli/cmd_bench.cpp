@@ -1,0 +1,103 @@
+// rocky bench -m MODEL [-p 512] [-n 128] [-ub 64,128,...] [-b N] [-r 5] [-o md|json|csv] [--device D]
+//   [--roofline-json FILE | --no-roofline] [--no-warmup] [--profile]
+// llama-bench's table (model, size, params, backend, n_ubatch, test, t/s ± stddev) plus peak
+// device memory and the % of the device's measured roofline; see runtime/bench.hpp for the method.
+// Comma-separated lists as in llama-bench (-p 128,512). Progress goes to stderr.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/roofline.hpp"
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "runtime/bench.hpp"
+
+namespace rocky::cli {
+namespace {
+
+struct BenchOpts {
+  runtime::BenchParams p;
+  std::vector<int32_t> n_batch;  // accepted for llama-bench compatibility (rocky has no separate logical batch)
+  std::string output = "md";
+  std::string roofline_json;
+  bool no_roofline = false;
+  bool no_warmup = false;
+  bool quiet = false;
+};
+
+int run_bench(BenchOpts o) {
+  o.p.warmup = !o.no_warmup;
+  const bool on_gpu = o.p.device != "cpu";
+  if (!o.roofline_json.empty()) {
+    o.p.roofline = runtime::load_roofline_json(o.roofline_json);
+  } else if (!o.no_roofline && on_gpu) {
+    uint32_t idx = 0;
+    std::string why;
+    if (auto i = vulkan::parse_vulkan_device(o.p.device)) {
+      idx = *i;
+    } else if (auto g = vulkan::first_gpu(&why)) {
+      idx = *g;
+    } else {
+      idx = UINT32_MAX;
+    }
+    if (idx != UINT32_MAX) {
+      if (!o.quiet) fmt::print(stderr, "bench: measuring the roofline of vulkan:{} (skip: --no-roofline or --roofline-json)\n", idx);
+      auto inst = std::make_shared<vulkan::Instance>();
+      vulkan::Device dev(inst, idx);
+      vulkan::Roofline r = vulkan::measure_roofline(dev);
+      o.p.roofline = runtime::BenchRoofline{r.fp32_tflops, r.int8_dot_tops, r.copy_gbs};
+    }
+  }
+  auto rows = runtime::run_bench(o.p, [&](const std::string& s) {
+    if (!o.quiet) fmt::print(stderr, "{}\n", s);
+  });
+  if (o.output == "json") {
+    fmt::print("{}\n", runtime::bench_json(rows).dump(2));
+  } else if (o.output == "csv") {
+    fmt::print("{}", runtime::bench_csv(rows));
+  } else {
+    fmt::print("{}", runtime::bench_markdown(rows));
+    if (o.p.profile) {
+      for (const auto& r : rows) {
+        if (r.profile.empty()) continue;
+        double total = 0;
+        for (const auto& e : r.profile) total += e["ms"].get<double>();
+        fmt::print("\nGPU time per op, last ubatch of {} at ub {} ({:.3f} ms):\n", r.test, r.n_ubatch, total);
+        for (const auto& e : r.profile)
+          fmt::print("  {:<20} {:9.3f} ms {:5.1f} % {:5} dispatches\n", e["op"].get<std::string>(), e["ms"].get<double>(),
+                     total > 0 ? 100.0 * e["ms"].get<double>() / total : 0.0, e["dispatches"].get<int>());
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<BenchOpts>();
+  auto* sub = app.add_subcommand("bench", "Measure prefill (pp) and decode (tg) throughput, llama-bench style");
+  sub->add_option("-m,--model", o->p.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  sub->add_option("-p,--n-prompt", o->p.n_prompt, "Prompt lengths (pp tests), comma-separated")
+      ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("-n,--n-gen", o->p.n_gen, "Generated tokens (tg tests), comma-separated")
+      ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
+      ->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("-b,--batch-size", o->n_batch, "Accepted for llama-bench compatibility (ignored: rocky's batch is the ubatch)")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")->check(CLI::Range(1, 1000))->capture_default_str();
+  sub->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json", "csv"}))->capture_default_str();
+  sub->add_option("--device", o->p.device, "cpu, vulkan[:N] or auto")->capture_default_str();
+  sub->add_option("--roofline-json", o->roofline_json, "Peaks from `rocky roofline --json` (else measured once)")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--no-roofline", o->no_roofline, "No % of roofline column");
+  sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
+  sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch (timestamps; slows the run)");
+  sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
+  sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  sub->callback([&run, o] { run = [o] { return run_bench(*o); }; });
+}
+
+}  // namespace rocky::cli

@@ -1,0 +1,321 @@
+// rocky bench (see bench.hpp).
+#include "runtime/bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/vulkan_backend.hpp"
+#include "core/error.hpp"
+#include "runtime/session.hpp"
+
+namespace rocky::runtime {
+namespace {
+
+// llama.cpp's llama_ftype names (llama_model_ftype_name) for the types rocky writes.
+std::string ftype_name(uint64_t ft) {
+  switch (ft) {
+    case 0: return "all F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 7: return "Q8_0";
+    case 15: return "Q4_K - Medium";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return fmt::format("ftype {}", ft);
+  }
+}
+
+std::string model_label(const model::Model& m, uint64_t n_params) {
+  const auto& f = m.file();
+  std::string t = f.get_uint("general.file_type") ? ftype_name(*f.get_uint("general.file_type")) : "?";
+  return fmt::format("{} {:.2f}B {}", m.hparams().arch_str, double(n_params) / 1e9, t);
+}
+
+struct Timer {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double ns() const { return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()); }
+};
+
+std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool profile) {
+  if (device == "cpu") {
+    if (profile) fail("bench --profile needs a Vulkan device");
+    return backend::cpu::make_cpu_backend();
+  }
+  std::optional<uint32_t> idx = vulkan::parse_vulkan_device(device);
+  if (!idx && device == "auto") {
+    std::string why;
+    idx = vulkan::first_gpu(&why);
+    if (!idx) {
+      if (profile) fail("bench --profile needs a Vulkan device ({})", why);
+      fmt::print(stderr, "rocky: no Vulkan GPU ({}); using the CPU backend\n", why);
+      return backend::cpu::make_cpu_backend();
+    }
+  }
+  if (!idx) fail("unknown device '{}' (accepted: cpu, vulkan, vulkan:N, auto)", device);
+  vulkan::VulkanOptions o;
+  o.device = *idx;
+  o.profile = profile;
+  return std::make_unique<vulkan::VulkanBackend>(o);
+}
+
+void stats(BenchRow& r, const std::vector<double>& ns, int64_t tokens) {
+  r.samples_ts.clear();
+  double sum_ns = 0;
+  for (double t : ns) {
+    r.samples_ts.push_back(double(tokens) * 1e9 / t);
+    sum_ns += t;
+  }
+  const double n = double(r.samples_ts.size());
+  double mean = 0;
+  for (double v : r.samples_ts) mean += v;
+  mean /= n;
+  double var = 0;
+  for (double v : r.samples_ts) var += (v - mean) * (v - mean);
+  r.avg_ts = mean;
+  r.stddev_ts = r.samples_ts.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
+  r.avg_ns = sum_ns / n;
+}
+
+std::string human_bytes(uint64_t b) {
+  const double g = double(b) / double(1ull << 30);
+  if (g >= 1.0) return fmt::format("{:.2f} GiB", g);
+  return fmt::format("{:.2f} MiB", double(b) / double(1ull << 20));
+}
+
+nlohmann::json row_json(const BenchRow& r) {
+  return nlohmann::json{{"model", r.model},
+                        {"model_file", r.model_file},
+                        {"model_size", r.model_size},
+                        {"model_n_params", r.model_n_params},
+                        {"backend", r.backend},
+                        {"n_ubatch", r.n_ubatch},
+                        {"n_prompt", r.n_prompt},
+                        {"n_gen", r.n_gen},
+                        {"test", r.test},
+                        {"reps", r.reps},
+                        {"samples_ts", r.samples_ts},
+                        {"avg_ts", r.avg_ts},
+                        {"stddev_ts", r.stddev_ts},
+                        {"avg_ns", r.avg_ns},
+                        {"peak_device_memory", r.peak_device_memory},
+                        {"flops_per_token", r.flops_per_token},
+                        {"tflops", r.tflops},
+                        {"gbs", r.gbs},
+                        {"roof_kind", r.roof_kind},
+                        {"roof_pct", r.roof_pct},
+                        {"matmul_path", r.matmul_path},
+                        {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile}};
+}
+
+}  // namespace
+
+double flops_per_token(const model::Model& m, double ctx_avg) {
+  const auto& hp = m.hparams();
+  double w = 0;
+  bool has_output = false;
+  const gguf::TensorInfo* embd = nullptr;
+  for (const auto& t : m.file().tensors()) {
+    if (t.name == "output.weight") has_output = true;
+    if (t.name == "token_embd.weight") {
+      embd = &t;
+      continue;
+    }
+    if (t.ne[1] > 1 && t.ne[2] == 1 && t.ne[3] == 1) w += double(t.ne[0]) * double(t.ne[1]);
+  }
+  if (!has_output && embd) w += double(embd->ne[0]) * double(embd->ne[1]);  // tied output head
+  const double attn = 4.0 * hp.n_layer * double(hp.n_head) * hp.head_dim * ctx_avg;
+  return 2.0 * w + attn;
+}
+
+BenchRoofline load_roofline_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("--roofline-json: cannot open '{}'", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    BenchRoofline r;
+    r.fp32_tflops = j.at("fp32_tflops").get<double>();
+    r.int8_dot_tops = j.at("int8_dot_tops").get<double>();
+    r.copy_gbs = j.at("copy_gbs").get<double>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    fail("--roofline-json '{}': not the output of `rocky roofline --json` ({})", path, e.what());
+  }
+}
+
+std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(const std::string&)>& log) {
+  if (p.reps < 1) fail("bench: -r must be ≥ 1 (got {})", p.reps);
+  for (int32_t v : p.n_prompt)
+    if (v < 0) fail("bench: -p must be ≥ 0 (got {})", v);
+  for (int32_t v : p.n_gen)
+    if (v < 0) fail("bench: -n must be ≥ 0 (got {})", v);
+  for (int32_t v : p.n_ubatch)
+    if (v < 1) fail("bench: -ub must be ≥ 1 (got {})", v);
+  auto model = model::Model::load(p.model);
+  const auto& hp = model->hparams();
+  uint64_t size = 0, n_params = 0;
+  for (const auto& t : model->file().tensors()) {
+    size += t.n_bytes;
+    n_params += t.n_elements;
+  }
+  const int32_t max_p = p.n_prompt.empty() ? 0 : *std::max_element(p.n_prompt.begin(), p.n_prompt.end());
+  const int32_t max_n = p.n_gen.empty() ? 0 : *std::max_element(p.n_gen.begin(), p.n_gen.end());
+  const int32_t n_ctx = std::max({max_p, max_n, 1});
+  const char* mm = std::getenv("ROCKY_MATMUL");
+  const bool mmq = mm && std::string(mm) == "mmq";
+
+  // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
+  std::mt19937_64 rng(p.seed);
+  std::uniform_int_distribution<int32_t> dist(1, std::max(1, hp.n_vocab - 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_p, max_n)));
+  for (auto& t : tokens) t = dist(rng);
+
+  std::vector<BenchRow> rows;
+  for (int32_t ub : p.n_ubatch) {
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    so.n_ubatch = ub;
+    Session s(*model, bench_backend(p.device, p.profile), so);
+    BenchRow base;
+    base.model = model_label(*model, n_params);
+    base.model_file = p.model;
+    base.model_size = size;
+    base.model_n_params = n_params;
+    base.backend = s.backend().name();
+    base.n_ubatch = ub;
+    base.reps = p.reps;
+    base.matmul_path = mmq ? "mmq" : "default";
+    std::vector<BenchRow> ub_rows;
+    for (int32_t np : p.n_prompt) {
+      if (np == 0) continue;
+      BenchRow r = base;
+      r.n_prompt = np;
+      r.test = fmt::format("pp{}", np);
+      std::span<const int32_t> tok(tokens.data(), static_cast<size_t>(np));
+      if (p.warmup) {
+        log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
+        s.reset();
+        s.eval(tok);
+      }
+      std::vector<double> ns;
+      for (int32_t i = 0; i < p.reps; ++i) {
+        log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
+        s.reset();
+        Timer t;
+        s.eval(tok);
+        ns.push_back(t.ns());
+      }
+      stats(r, ns, np);
+      r.flops_per_token = flops_per_token(*model, (np + 1) / 2.0);
+      r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+      if (p.roofline) {
+        const double peak = mmq ? p.roofline->int8_dot_tops : p.roofline->fp32_tflops;
+        r.roof_kind = mmq ? "int8_dot" : "fp32";
+        r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
+      }
+      if (p.profile) {
+        auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend());
+        std::map<std::string, std::pair<double, int>> by_op;
+        if (vk)
+          for (const auto& t : vk->recorder().timings()) {
+            std::string key = t.label;
+            if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
+            by_op[key].first += t.ms;
+            by_op[key].second += 1;
+          }
+        r.profile = nlohmann::json::array();
+        for (auto& [k, v] : by_op) r.profile.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
+      }
+      ub_rows.push_back(std::move(r));
+    }
+    for (int32_t ng : p.n_gen) {
+      if (ng == 0) continue;
+      BenchRow r = base;
+      r.n_gen = ng;
+      r.test = fmt::format("tg{}", ng);
+      auto gen = [&] {
+        s.reset();
+        for (int32_t i = 0; i < ng; ++i) s.eval(std::span<const int32_t>(tokens.data() + i, 1));
+      };
+      if (p.warmup) {
+        log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
+        s.reset();
+        s.eval(std::span<const int32_t>(tokens.data(), 1));
+      }
+      std::vector<double> ns;
+      for (int32_t i = 0; i < p.reps; ++i) {
+        log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
+        Timer t;
+        gen();
+        ns.push_back(t.ns());
+      }
+      stats(r, ns, ng);
+      r.flops_per_token = flops_per_token(*model, ng / 2.0);
+      r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+      r.gbs = r.avg_ts * double(size) / 1e9;
+      if (p.roofline) {
+        r.roof_kind = "copy";
+        r.roof_pct = p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / p.roofline->copy_gbs : 0.0;
+      }
+      ub_rows.push_back(std::move(r));
+    }
+    const uint64_t peak = s.backend().device_memory_bytes();
+    for (auto& r : ub_rows) {
+      r.peak_device_memory = peak;
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+std::string bench_markdown(const std::vector<BenchRow>& rows) {
+  std::string out =
+      "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | % roof |\n"
+      "| ------------------------------ | ---------: | ---------: | ---------- | -------: | ------------: | -------------------: | ---------: | ------: | ------: |\n";
+  for (const auto& r : rows) {
+    std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
+    const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
+    out += fmt::format("| {} | {} | {:.2f} B | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} |\n", r.model,
+                       human_bytes(r.model_size), double(r.model_n_params) / 1e9, r.backend, r.n_ubatch, r.test,
+                       r.avg_ts, r.stddev_ts, human_bytes(r.peak_device_memory), tf, roof);
+  }
+  return out;
+}
+
+std::string bench_csv(const std::vector<BenchRow>& rows) {
+  auto q = [](const std::string& s) {
+    std::string o = "\"";
+    for (char c : s) {
+      if (c == '"') o += '"';
+      o += c;
+    }
+    return o + "\"";
+  };
+  std::string out =
+      "model,model_file,model_size,model_n_params,backend,n_ubatch,n_prompt,n_gen,test,reps,avg_ts,stddev_ts,avg_ns,"
+      "peak_device_memory,flops_per_token,tflops,gbs,roof_kind,roof_pct,matmul_path\n";
+  for (const auto& r : rows) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.0f},{},{:.6g},{:.6f},{:.6f},{},{:.4f},{}\n", q(r.model),
+                       q(r.model_file), r.model_size, r.model_n_params, q(r.backend), r.n_ubatch, r.n_prompt, r.n_gen,
+                       r.test, r.reps, r.avg_ts, r.stddev_ts, r.avg_ns, r.peak_device_memory, r.flops_per_token,
+                       r.tflops, r.gbs, r.roof_kind, r.roof_pct, r.matmul_path);
+  }
+  return out;
+}
+
+nlohmann::json bench_json(const std::vector<BenchRow>& rows) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows) a.push_back(row_json(r));
+  return a;
+}
+
+}  // namespace rocky::runtime

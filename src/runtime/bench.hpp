@@ -1,0 +1,88 @@
+// `rocky bench`: llama-bench-style throughput of prefill (pp) and decode (tg) through the runtime's
+// Session, plus peak device memory and the share of the device's measured roofline.
+//
+// Method (as llama-bench, llama.cpp tools/llama-bench):
+//   - one fresh backend + Session per ubatch size (so "peak device memory" is per ub);
+//   - pp rows: a prefill of n_prompt seeded random tokens in ubatches of n_ubatch tokens, starting
+//     from an empty KV cache each repetition (Session::reset()); only the last token's logits;
+//   - tg rows: n_gen 1-token decode steps from an empty KV cache;
+//   - one warm-up run of each test first (not timed, unless warmup = false);
+//   - t/s = tokens / wall seconds of the whole eval (graph build + plan + submit + wait);
+//     reported as mean ± sample standard deviation over `reps` repetitions.
+//
+// FLOP per token (flops_per_token()): 2 · (every 2-D weight a token multiplies, except the token
+// embedding table; the output head counted once, tied or not) + attention 4 · n_layer · n_head ·
+// head_dim · average context ((n+1)/2 for a prefill of n tokens, n_gen/2 for decode).
+// Roofline: pp rows against the int8-dot peak when the int8 path is on (ROCKY_MATMUL=mmq), else
+// the FP32 FMA peak; tg rows against the copy bandwidth with the model's bytes read per token.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.hpp"
+
+namespace rocky::runtime {
+
+struct BenchRoofline {  // the subset of `rocky roofline --json` the bench uses
+  double fp32_tflops = 0;
+  double int8_dot_tops = 0;
+  double copy_gbs = 0;
+};
+
+struct BenchParams {
+  std::string model;
+  std::vector<int32_t> n_prompt{512};
+  std::vector<int32_t> n_gen{128};
+  std::vector<int32_t> n_ubatch{512};
+  int32_t reps = 5;
+  std::string device = "auto";
+  bool warmup = true;
+  bool profile = false;  // per-op GPU time of the last pp ubatch (Vulkan only; slows the run)
+  uint64_t seed = 1234;
+  std::optional<BenchRoofline> roofline;  // empty: no % column
+};
+
+struct BenchRow {
+  std::string model;       // "qwen2 3.09B Q4_K - Medium"
+  std::string model_file;
+  uint64_t model_size = 0;     // bytes of tensor data
+  uint64_t model_n_params = 0;
+  std::string backend;         // Backend::name()
+  int32_t n_ubatch = 0;
+  int32_t n_prompt = 0;        // pp rows
+  int32_t n_gen = 0;           // tg rows
+  std::string test;            // "pp512", "tg128"
+  int32_t reps = 0;
+  std::vector<double> samples_ts;
+  double avg_ts = 0, stddev_ts = 0;
+  double avg_ns = 0;           // mean wall ns per repetition
+  uint64_t peak_device_memory = 0;  // bytes, after every run of this ub
+  double flops_per_token = 0;
+  double tflops = 0;           // achieved (avg_ts · flops_per_token), pp and tg
+  double gbs = 0;              // tg: achieved bytes/s of weights read (model_size · t/s) / 1e9
+  std::string roof_kind;       // "int8_dot" | "fp32" | "copy" | "" (no roofline)
+  double roof_pct = 0;         // % of that peak; 0 when roof_kind is ""
+  std::string matmul_path;     // "mmq" (ROCKY_MATMUL=mmq) or "default"
+  nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile
+};
+
+// FLOP of one token at an average attention context of `ctx_avg` positions (see above).
+double flops_per_token(const model::Model& m, double ctx_avg);
+
+// Runs the benchmark; progress lines on stderr via `log`. rocky::Error on bad params/model.
+std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(const std::string&)>& log);
+
+std::string bench_markdown(const std::vector<BenchRow>& rows);
+std::string bench_csv(const std::vector<BenchRow>& rows);
+nlohmann::json bench_json(const std::vector<BenchRow>& rows);  // a list of row objects
+
+// Parse `rocky roofline --json` output.
+BenchRoofline load_roofline_json(const std::string& path);
+
+}  // namespace rocky::runtime

@@ -1,0 +1,164 @@
+// `rocky bench` end to end on a tiny reference model: -o json parses and carries every field of
+// the table with consistent values (t/s from the samples, stddev, TFLOP/s, % of a given roofline);
+// md and csv have the llama-bench shape; bad flags exit 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench/run_rocky.hpp"
+#include "common/shared.hpp"
+
+using nlohmann::json;
+using rocky::test::run_rocky;
+using rocky::test::shared_path;
+
+namespace {
+
+const char* k_model = "reference/models/stories260K.gguf";
+
+std::string roofline_file() {
+  const std::string p = rocky::test::scratch_dir("bench_cli") + "/roofline.json";
+  std::ofstream(p) << R"({"device":"test","driver":"test","fp32_tflops":0.5,"fp16_tflops":1.0,
+                          "int8_dot_tops":2.0,"int8_dot_accelerated":true,"copy_gbs":40.0})";
+  return p;
+}
+
+std::vector<std::string> split(const std::string& s, char c) {
+  std::vector<std::string> v;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == c) {
+      v.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  v.push_back(cur);
+  return v;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  auto v = split(s, '\n');
+  while (!v.empty() && v.back().empty()) v.pop_back();
+  return v;
+}
+
+}  // namespace
+
+TEST(BenchCli, JsonCarriesEveryField) {
+  for (const std::string dev : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(dev);
+    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "24", "-n", "5", "-ub", "8,32", "-r", "3",
+                                     "-o", "json", "--device", dev, "--roofline-json", roofline_file()});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("rep 3/3"), std::string::npos) << "progress goes to stderr";
+    json rows = json::parse(r.out);
+    ASSERT_TRUE(rows.is_array());
+    ASSERT_EQ(rows.size(), 4u);  // (pp24, tg5) × (ub 8, ub 32)
+    const char* fields[] = {"model", "model_file", "model_size", "model_n_params", "backend", "n_ubatch", "n_prompt",
+                            "n_gen", "test", "reps", "samples_ts", "avg_ts", "stddev_ts", "avg_ns",
+                            "peak_device_memory", "flops_per_token", "tflops", "gbs", "roof_kind", "roof_pct",
+                            "matmul_path", "profile"};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const json& x = rows[i];
+      SCOPED_TRACE(x.dump());
+      for (const char* f : fields) EXPECT_TRUE(x.contains(f)) << f;
+      EXPECT_EQ(x["n_ubatch"].get<int>(), i < 2 ? 8 : 32);
+      const bool pp = i % 2 == 0;
+      EXPECT_EQ(x["test"].get<std::string>(), pp ? "pp24" : "tg5");
+      EXPECT_EQ(x["n_prompt"].get<int>(), pp ? 24 : 0);
+      EXPECT_EQ(x["n_gen"].get<int>(), pp ? 0 : 5);
+      EXPECT_EQ(x["model_n_params"].get<uint64_t>(), 292800u);  // as `rocky info` counts it
+      EXPECT_GT(x["model_size"].get<uint64_t>(), 0u);
+      EXPECT_EQ(x["backend"].get<std::string>().rfind(dev, 0), 0u);
+      EXPECT_EQ(x["matmul_path"].get<std::string>(), "default");
+      // t/s: mean of the samples, stddev the sample standard deviation, avg_ns their mean time.
+      auto s = x["samples_ts"].get<std::vector<double>>();
+      ASSERT_EQ(s.size(), 3u);
+      double mean = (s[0] + s[1] + s[2]) / 3, var = 0, ns = 0;
+      const double toks = pp ? 24 : 5;
+      for (double v : s) {
+        EXPECT_GT(v, 0);
+        var += (v - mean) * (v - mean);
+        ns += toks * 1e9 / v / 3;
+      }
+      EXPECT_NEAR(x["avg_ts"].get<double>(), mean, 1e-9 * mean);
+      EXPECT_NEAR(x["stddev_ts"].get<double>(), std::sqrt(var / 2), 1e-6 * mean);
+      EXPECT_NEAR(x["avg_ns"].get<double>(), ns, 1e-6 * ns);
+      // FLOP/token: 2·(weights a token multiplies; tied head counted once) + attention (see bench.hpp).
+      // stories260K: 5 layers, n_embd 64, n_ff 172, 8 heads, 4 KV heads, head dim 8, vocab 512, tied.
+      const double w = 5 * (64.0 * 64 * 2 + 64.0 * 32 * 2 + 64.0 * 172 * 3) + 64.0 * 512;
+      const double ctx = pp ? 12.5 : 2.5;
+      EXPECT_NEAR(x["flops_per_token"].get<double>(), 2 * w + 4.0 * 5 * 8 * 8 * ctx, 1e-6);
+      const double tf = x["avg_ts"].get<double>() * x["flops_per_token"].get<double>() / 1e12;
+      EXPECT_NEAR(x["tflops"].get<double>(), tf, 1e-9 * tf + 1e-15);
+      if (pp) {
+        EXPECT_EQ(x["roof_kind"].get<std::string>(), "fp32");
+        EXPECT_NEAR(x["roof_pct"].get<double>(), 100 * tf / 0.5, 1e-6);
+      } else {
+        EXPECT_EQ(x["roof_kind"].get<std::string>(), "copy");
+        const double gbs = x["avg_ts"].get<double>() * double(x["model_size"].get<uint64_t>()) / 1e9;
+        EXPECT_NEAR(x["gbs"].get<double>(), gbs, 1e-9 * gbs);
+        EXPECT_NEAR(x["roof_pct"].get<double>(), 100 * gbs / 40.0, 1e-6);
+      }
+      if (dev == "vulkan") {
+        EXPECT_GT(x["peak_device_memory"].get<uint64_t>(), x["model_size"].get<uint64_t>());
+      }
+    }
+  }
+}
+
+TEST(BenchCli, MarkdownAndCsvShape) {
+  const std::string m = shared_path(k_model);
+  auto md = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "3", "-ub", "8,16", "-b", "16", "-r", "2",
+                                    "--device", "cpu", "--no-roofline"});
+  ASSERT_EQ(md.rc, 0) << md.err;
+  auto l = lines(md.out);
+  ASSERT_EQ(l.size(), 6u) << md.out;  // header, separator, 4 rows
+  EXPECT_EQ(l[0], "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | % roof |");
+  for (const auto& line : l) EXPECT_EQ(split(line, '|').size(), 12u) << line;  // 10 columns
+  EXPECT_NE(l[2].find("| 8 | pp16 |"), std::string::npos) << l[2];
+  EXPECT_NE(l[3].find("| 8 | tg3 |"), std::string::npos) << l[3];
+  EXPECT_NE(l[4].find("| 16 | pp16 |"), std::string::npos) << l[4];
+  EXPECT_NE(l[2].find(" ± "), std::string::npos);
+  EXPECT_NE(l[2].find("| 0.00 B |"), std::string::npos) << "params in billions (292,800), llama-bench style";
+  EXPECT_NE(l[2].find("MiB"), std::string::npos) << "size under 1 GiB in MiB";
+
+  auto csv = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "0", "-ub", "8,16", "-r", "1", "-o", "csv",
+                                     "--device", "cpu", "--no-roofline", "--no-warmup"});
+  ASSERT_EQ(csv.rc, 0) << csv.err;
+  auto c = lines(csv.out);
+  ASSERT_EQ(c.size(), 3u) << csv.out;  // header + 2 pp rows (-n 0: no tg rows)
+  const size_t cols = split(c[0], ',').size();
+  EXPECT_EQ(cols, 20u);
+  EXPECT_EQ(c[0].rfind("model,model_file,model_size,model_n_params,backend,n_ubatch", 0), 0u);
+  for (size_t i = 1; i < c.size(); ++i) {
+    EXPECT_EQ(split(c[i], ',').size(), cols) << c[i];
+    EXPECT_NE(c[i].find(",pp16,"), std::string::npos) << c[i];
+  }
+}
+
+TEST(BenchCli, BadFlagsExit2) {
+  const std::string m = shared_path(k_model);
+  const std::vector<std::vector<std::string>> bad = {
+      {"bench"},                                          // no -m
+      {"bench", "-m", m, "-r", "0"},                      // zero repetitions
+      {"bench", "-m", m, "-o", "xml"},                    // unknown format
+      {"bench", "-m", m, "-ub", "0"},                     // zero ubatch
+      {"bench", "-m", m, "-ub", "64,x"},                  // not a number
+      {"bench", "-m", m, "-p", "-5"},                     // negative prompt
+      {"bench", "-m", m, "--frobnicate"},                 // unknown flag
+      {"bench", "-m", "/nonexistent/model.gguf"},         // missing file
+      {"bench", "-m", m, "--roofline-json", "/nonexistent.json"},
+  };
+  for (const auto& args : bad) {
+    auto r = run_rocky("bench_cli", args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(r.rc, 2) << joined << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << joined;
+  }
+}
