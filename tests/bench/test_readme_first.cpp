@@ -31,7 +31,7 @@ TEST(ReadmeFirstCommand, SynthAndVerifyExitZero) {
   ASSERT_TRUE(in) << "README.md not found";
   std::string line, first;
   while (std::getline(in, line)) {
-    if (line.rfind("sudo bash scripts/install-deps.sh && bash scripts/build.sh && ", 0) == 0) {
+    if (line.rfind("bash scripts/install-deps.sh && bash scripts/build.sh && ", 0) == 0) {
       first = line;
       break;
     }
