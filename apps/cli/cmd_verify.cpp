@@ -219,7 +219,10 @@ void add_verify(CLI::App& app, Runner& run) {
   sub->add_option("--device", o->device, "Vulkan device: vulkan[:N] (see rocky devices)");
   sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)")
       ->check(CLI::Range(0, INT32_MAX));
-  sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing)");
+  sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing; 0 = the device limit)")
+      ->check(CLI::Validator(  // an unsigned option would wrap "-1" to a huge cap (no windowing)
+          [](std::string& v) { return !v.empty() && v[0] == '-' ? "value " + v + " is negative (a byte count)" : std::string(); },
+          "BYTES"));
   sub->add_option("--tolerance", o->tolerance, "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3, 1e-2 with --kv-f16)")
       ->check(finite_number(0.0));
   sub->add_flag("--kv-f16", o->kv_f16, "f16 KV cache on the GPU");

@@ -107,6 +107,15 @@ TEST(VulkanCli, VerifyBadToleranceIsAUsageError) {
   }
 }
 
+// A negative --max-binding used to wrap to a huge unsigned cap (no windowing) silently.
+TEST(VulkanCli, VerifyNegativeMaxBindingIsAUsageError) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
+  Result r = run_cmd(k_rocky + " verify -m " + model + " --max-binding -1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is negative"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.size(), 300u) << r.out;
+}
+
 // NaN weights make NaN logits on both sides; std::max ignored them, so verify printed
 // "max |Δlogit| 0 ... OK". Non-finite logits fail (exit 1) and are counted.
 TEST(VulkanCli, VerifyNaNLogitsFail) {
