@@ -74,6 +74,10 @@ void get_rows(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region 
 void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out, const std::string& label);
 // y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel.
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
+// The shared dispatch of the three elementwise binary shaders (add, bias_add, silu_mul): one
+// invocation per output element, abi::BinaryPC{n, ne0, offsets}; ne0 = the bias length (else 0).
+void binary_elementwise(Env& e, const char* shader, Region a, Region b, uint32_t ne0, uint64_t n, Region out,
+                        const std::string& label);
 void add(Env& e, Region a, Region b, uint64_t n, Region out, const std::string& label);
 void bias_add(Env& e, Region a, Region bias, uint32_t ne0, uint64_t n, Region out, const std::string& label);
 void silu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
