@@ -1,4 +1,4 @@
-// rocky bench -m MODEL [-p 512] [-n 128] [-ub 64,128,...] [-b N] [-r 5] [-o md|json|csv] [--device D]
+// rocky bench -m MODEL [-p 512] [-n 128] [-ub 64,128,...] [-b N] [-r 5] [-o md|json|csv] [--device D] [--matmul P]
 //   [--roofline-json FILE | --no-roofline] [--no-warmup] [--profile]
 // llama-bench's table (model, size, params, backend, n_ubatch, test, t/s ± stddev) plus peak
 // device memory and the % of the device's measured roofline; see runtime/bench.hpp for the method.
@@ -90,6 +90,8 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json", "csv"}))->capture_default_str();
   sub->add_option("--device", o->p.device, "cpu, vulkan[:N] or auto")->capture_default_str();
+  sub->add_option("--matmul", o->p.matmul, "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
   sub->add_option("--roofline-json", o->roofline_json, "Peaks from `rocky roofline --json` (else measured once)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--no-roofline", o->no_roofline, "No % of roofline column");

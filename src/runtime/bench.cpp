@@ -45,7 +45,7 @@ struct Timer {
   double ns() const { return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()); }
 };
 
-std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool profile) {
+std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool profile, const std::string& matmul) {
   if (device == "cpu") {
     if (profile) fail("bench --profile needs a Vulkan device");
     return backend::cpu::make_cpu_backend();
@@ -64,6 +64,7 @@ std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool 
   vulkan::VulkanOptions o;
   o.device = *idx;
   o.profile = profile;
+  o.matmul = vulkan::ops::parse_matmul_path(matmul, "--matmul");
   return std::make_unique<vulkan::VulkanBackend>(o);
 }
 
@@ -170,8 +171,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   const int32_t max_p = p.n_prompt.empty() ? 0 : *std::max_element(p.n_prompt.begin(), p.n_prompt.end());
   const int32_t max_n = p.n_gen.empty() ? 0 : *std::max_element(p.n_gen.begin(), p.n_gen.end());
   const int32_t n_ctx = std::max({max_p, max_n, 1});
-  const char* mm = std::getenv("ROCKY_MATMUL");
-  const bool mmq = mm && std::string(mm) == "mmq";
+  vulkan::ops::parse_matmul_path(p.matmul, "--matmul");  // a usage error before the model loads
 
   // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
   std::mt19937_64 rng(p.seed);
@@ -184,7 +184,14 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     SessionOptions so;
     so.n_ctx = n_ctx;
     so.n_ubatch = ub;
-    Session s(*model, bench_backend(p.device, p.profile), so);
+    Session s(*model, bench_backend(p.device, p.profile, p.matmul), so);
+    auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend());
+    // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
+    auto path_used = [&] {
+      if (!vk) return std::string("cpu");
+      if (vk->int8_matmuls() > 0) return std::string("mmq");
+      return std::string(vk->matmul_path() == vulkan::ops::MatmulPath::MM ? "mm" : "basic");
+    };
     BenchRow base;
     base.model = model_label(*model, n_params);
     base.model_file = p.model;
@@ -193,7 +200,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.backend = s.backend().name();
     base.n_ubatch = ub;
     base.reps = p.reps;
-    base.matmul_path = mmq ? "mmq" : "default";
+    base.matmul_path = path_used();
     std::vector<BenchRow> ub_rows;
     for (int32_t np : p.n_prompt) {
       if (np == 0) continue;
@@ -215,6 +222,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         ns.push_back(t.ns());
       }
       stats(r, ns, np);
+      r.matmul_path = path_used();
+      const bool mmq = r.matmul_path == "mmq";
       r.flops_per_token = flops_per_token(*model, (np + 1) / 2.0);
       r.tflops = r.avg_ts * r.flops_per_token / 1e12;
       if (p.roofline) {
@@ -223,7 +232,6 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
       }
       if (p.profile) {
-        auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend());
         std::map<std::string, std::pair<double, int>> by_op;
         if (vk)
           for (const auto& t : vk->recorder().timings()) {
