@@ -63,7 +63,8 @@ int run_bench(BenchOpts o) {
         if (r.profile.empty()) continue;
         double total = 0;
         for (const auto& e : r.profile) total += e["ms"].get<double>();
-        fmt::print("\nGPU time per op, last ubatch of {} at ub {} ({:.3f} ms):\n", r.test, r.n_ubatch, total);
+        fmt::print("\nGPU time per op, last {} of {} at ub {} ({:.3f} ms):\n", r.n_gen > 0 ? "token" : "ubatch", r.test,
+                   r.n_ubatch, total);
         for (const auto& e : r.profile)
           fmt::print("  {:<20} {:9.3f} ms {:5.1f} % {:5} dispatches\n", e["op"].get<std::string>(), e["ms"].get<double>(),
                      total > 0 ? 100.0 * e["ms"].get<double>() / total : 0.0, e["dispatches"].get<int>());
@@ -96,7 +97,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->check(CLI::ExistingFile);
   sub->add_flag("--no-roofline", o->no_roofline, "No % of roofline column");
   sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
-  sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch (timestamps; slows the run)");
+  sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch and tg token (timestamps; slows the run)");
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   sub->callback([&run, o] { run = [o] { return run_bench(*o); }; });

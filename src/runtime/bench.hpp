@@ -43,7 +43,7 @@ struct BenchParams {
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
-  bool profile = false;  // per-op GPU time of the last pp ubatch (Vulkan only; slows the run)
+  bool profile = false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run)
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
@@ -70,7 +70,11 @@ struct BenchRow {
   std::string roof_kind;       // "int8_dot" | "fp32" | "copy" | "" (no roofline)
   double roof_pct = 0;         // % of that peak; 0 when roof_kind is ""
   std::string matmul_path;     // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
-  nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile
+  nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
+  // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
+  // plan (plan_arena), setup / record / submit_wait / readback (VulkanBackend::host_timing(); zero
+  // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.
+  nlohmann::json host_ms_per_ubatch;
 };
 
 // FLOP of one token at an average attention context of `ctx_avg` positions (see above).

@@ -187,6 +187,24 @@ void check_int8_path(const std::string& model, const std::string& ref_dir, const
   // Unfused: one quantize per activation = 4 per layer (attn_norm, kqv_out, ffn_norm, swiglu) instead of
   // 1 (kqv_out); the producers replace rms_norm / silu_mul one for one.
   EXPECT_EQ(unfused.dispatches, run.dispatches + uint32_t(3 * m.n_layer));
+  // Discrete-GPU I/O (token ids in host memory, logits copied into a host buffer by the ubatch's
+  // own command buffer) and a KV cache zeroed in place by init_kv of the same shape: same logits.
+  {
+    vulkan::VulkanOptions h;
+    h.validation = true;
+    h.persist_pipeline_cache = false;
+    h.host_io = true;
+    vulkan::VulkanBackend be3(h);
+    auto w = all_weights(g);
+    be3.load_weights(w);
+    for (int rep = 0; rep < 2; ++rep) {
+      be3.init_kv(g.kv);
+      std::vector<float> got(logits.size());
+      be3.compute(g, own_plan(g), tokens, got);
+      EXPECT_EQ(got, logits) << "host_io, repetition " << rep;
+    }
+    EXPECT_EQ(be3.instance().error_count(), 0u);
+  }
   double max_fu = 0;
   for (size_t i = 0; i < logits.size(); ++i) max_fu = std::max(max_fu, std::abs(double(logits[i]) - unfused.logits[i]));
   EXPECT_LE(max_fu, 1e-2) << "the q8_1 producers must match quantize_q8_1 of the f32 op";
