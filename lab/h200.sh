@@ -18,13 +18,17 @@ for t in q4_K q6_K q8_0; do
   $R bench-op --type $t --shape $S --reps 3 --no-roofline --pipeline-stats --allow-spills > "$W/stats_$t.txt" 2>&1
   grep -E "^pipeline mul_mmq|TFLOPS" "$W/stats_$t.txt" | cut -c1-400
 done
+for f in z02_64x128_4x8_wg256 z08_128x64_8x4_wg256 z13_128x128_8x8_wg256 z16_64x256_vec4on; do
+  $R bench-op --type q4_K --shape $S --reps 1 --no-roofline --pipeline-stats --allow-spills --tune "$D/lab/tiles/$f.json" > "$W/stats_q4_K_$f.txt" 2>&1
+  grep -E "^pipeline mul_mmq" "$W/stats_q4_K_$f.txt" | cut -c1-400
+done
 cat "$W"/stats_*.txt > "$O/stats.txt"
 run() { local name=$1; shift; $R bench-op --reps 10 --no-roofline --json "$@" > "$W/b_$name.json" 2> "$W/b_$name.err" || { echo "$name FAILED"; tail -3 "$W/b_$name.err"; }; }
 run q4K_default --type q4_K --shape $S
 for f in "$D"/lab/tiles/z*.json; do n=$(basename "$f" .json); run "q4K_$n" --type q4_K --shape $S --tune "$f"; done
 run q4K_nodot --type q4_K --shape $S --kernel mmq-nodot
 for t in q6_K q8_0 q4_0; do run "${t}_default" --type $t --shape $S; done
-run q6K_nibtile_z09 --type q6_K --shape $S --tune "$D/lab/tiles/z09_64x256_8x4_wg512.json"
+for f in z02_64x128_4x8_wg256 z08_128x64_8x4_wg256 z13_128x128_8x8_wg256 z16_64x256_vec4on; do run "q6K_$f" --type q6_K --shape $S --tune "$D/lab/tiles/$f.json"; done
 for sh in $SHAPES; do
   for t in q4_K q6_K; do
     run "shape_${t}_${sh//,/x}_pick" --type $t --shape $sh
@@ -40,11 +44,11 @@ try:
 except Exception:
     r = {"fp32_tflops": 50.8, "int8_dot_tops": 94.9, "fp16_tflops": 0, "copy_gbs": 0}
 print(f"roofline: fp32 {r['fp32_tflops']:.1f} TFLOPS, fp16 {r['fp16_tflops']:.1f}, int8dot {r['int8_dot_tops']:.1f} TOPS, copy {r['copy_gbs']:.0f} GB/s")
-print(f"{'run':34} {'shape':16} {'tile':44} {'ms':>7} {'TFLOPS':>6} {'%dot':>5} {'nmse':>7}")
+print(f"{'run':34} {'shape':16} {'tile':46} {'ms':>7} {'TFLOPS':>6} {'%dot':>5} {'nmse':>7}")
 for f in sorted(glob.glob(os.path.join(o, "b_*.json"))):
     try: j = json.load(open(f))
     except Exception: print(os.path.basename(f), "no result"); continue
     t = j['tflops']
     sh = f"{j['M']}x{j['N']}x{j['K']}"
-    print(f"{os.path.basename(f)[2:-5]:34} {sh:16} {j['tile'][:44]:44} {j['mul_mmq_ms']:7.3f} {t:6.2f} {100*t/r['int8_dot_tops']:5.1f} {j['nmse_sampled']:7.0e}")
+    print(f"{os.path.basename(f)[2:-5]:34} {sh:16} {j['tile'].replace(' step1','').replace('bk_step','')[:46]:46} {j['mul_mmq_ms']:7.3f} {t:6.2f} {100*t/r['int8_dot_tops']:5.1f} {j['nmse_sampled']:7.0e}")
 PY
