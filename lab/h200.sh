@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: roofline, pipeline statistics, then mul_mmq (weights in the mmq repack layout)
-# on q4_K M=4096,N=512,K=14336 with the nvidia profile and the tile variants lab/tiles/z*.json,
+# on q4_K M=4096,N=512,K=14336 with the nvidia profile and the tile variants lab/tiles/$SWEEP*.json
+# (z: sweeps 1-2 of tuning-log #8, n: sweep 3 of #9),
 # the no-dot fallback, the other weight types, and the shape-aware tile choice on the small-grid
 # shapes of a 3B model (attn_k/attn_v 256×2048, attn_q 2048×2048, ffn_down 2048×11008) with the
 # profile's choice vs the main tile only (lab/tiles/shape_main_tile_only.json).
@@ -18,17 +19,17 @@ for t in q4_K q6_K q8_0; do
   $R bench-op --type $t --shape $S --reps 3 --no-roofline --pipeline-stats --allow-spills > "$W/stats_$t.txt" 2>&1
   grep -E "^pipeline mul_mmq|TFLOPS" "$W/stats_$t.txt" | cut -c1-400
 done
-for f in z02_64x128_4x8_wg256 z08_128x64_8x4_wg256 z13_128x128_8x8_wg256 z16_64x256_vec4on; do
+for f in ${STATS_TILES:-n05_64x128_8x8_wg128 n07_128x256_8x8_wg512 n10_64x256_4x8_wg512_prev_default}; do
   $R bench-op --type q4_K --shape $S --reps 1 --no-roofline --pipeline-stats --allow-spills --tune "$D/lab/tiles/$f.json" > "$W/stats_q4_K_$f.txt" 2>&1
   grep -E "^pipeline mul_mmq" "$W/stats_q4_K_$f.txt" | cut -c1-400
 done
 cat "$W"/stats_*.txt > "$O/stats.txt"
 run() { local name=$1; shift; $R bench-op --reps 10 --no-roofline --json "$@" > "$W/b_$name.json" 2> "$W/b_$name.err" || { echo "$name FAILED"; tail -3 "$W/b_$name.err"; }; }
 run q4K_default --type q4_K --shape $S
-for f in "$D"/lab/tiles/z*.json; do n=$(basename "$f" .json); run "q4K_$n" --type q4_K --shape $S --tune "$f"; done
+for f in "$D"/lab/tiles/${SWEEP:-n}*.json; do n=$(basename "$f" .json); run "q4K_$n" --type q4_K --shape $S --tune "$f"; done
 run q4K_nodot --type q4_K --shape $S --kernel mmq-nodot
 for t in q6_K q8_0 q4_0; do run "${t}_default" --type $t --shape $S; done
-for f in z02_64x128_4x8_wg256 z08_128x64_8x4_wg256 z13_128x128_8x8_wg256 z16_64x256_vec4on; do run "q6K_$f" --type q6_K --shape $S --tune "$D/lab/tiles/$f.json"; done
+for f in ${Q6K_TILES:-n05_64x128_8x8_wg128 n08_128x128_8x4_wg512 n10_64x256_4x8_wg512_prev_default}; do run "q6K_$f" --type q6_K --shape $S --tune "$D/lab/tiles/$f.json"; done
 for sh in $SHAPES; do
   for t in q4_K q6_K; do
     run "shape_${t}_${sh//,/x}_pick" --type $t --shape $sh

@@ -7,9 +7,10 @@
 // stage; BK_STEP is the k-words consumed per inner step (reserved, 1).
 //
 // Profiles (DeviceProfile) give the tile per kernel family and the accumulator-register budget per
-// thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 64 on NVIDIA,
-// where mul_mmq with 8×8 (128 accumulator registers) spilled 256 B on the H200, docs/tuning-log.md). They are chosen from the Vulkan vendor id and driver
-// name (select_profile), and can be overridden from a JSON file (load_profile_override):
+// thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 128 on NVIDIA,
+// where mul_mmq 8×8 (128 accumulator registers) runs in 234 registers, docs/tuning-log.md). They
+// are chosen from the Vulkan vendor id and driver name (select_profile), and can be overridden from
+// a JSON file (load_profile_override):
 //   {"profile": "mali-valhall",            // optional: start from this built-in profile
 //    "max_accumulators": 16,
 //    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1,"prefetch":1,"vec4":1},

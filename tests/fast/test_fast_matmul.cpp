@@ -215,7 +215,13 @@ TEST(FastMatmul, MulMmqOtherTiles) {
   check_type(DType::Q4_0, {{65, 19, 96}}, p);
   check_type(DType::Q6_K, {{65, 19, 256}}, p);
   tune::DeviceProfile nv = tune::builtin_profile("nvidia");
+  check_type(DType::Q4_K, {{131, 70, 256}}, nv);  // 2 workgroups < min_workgroups: the 32×64 alternative
+  nv.min_workgroups = 0;                          // the main 128×128 8×8 tile
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);
+  check_type(DType::Q6_K, {{131, 70, 256}}, nv);
+  nv.min_workgroups = 3;  // 64×128 4×8: 3 workgroups
+  ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 64u);
+  check_type(DType::Q8_0, {{131, 70, 96}}, nv);
 }
 
 // The mmq repack (ops/matmul_fast.hpp) reproduces rocky_quant's dequantize_row (bit-exact with
