@@ -53,3 +53,11 @@ for f in sorted(glob.glob(os.path.join(o, "b_*.json"))):
     sh = f"{j['M']}x{j['N']}x{j['K']}"
     print(f"{os.path.basename(f)[2:-5]:34} {sh:16} {j['tile'].replace(' step1','').replace('bk_step','')[:46]:46} {j['mul_mmq_ms']:7.3f} {t:6.2f} {100*t/r['int8_dot_tops']:5.1f} {j['nmse_sampled']:7.0e}")
 PY
+# End to end (E2E=1): pp512 at ub 512 with the int8 path, per-op profile (synth qwen2.5-3b q4_K_M).
+if [[ ${E2E:-0} == 1 ]]; then
+  timeout 200 $R synth --preset qwen2.5-3b --type q4_k_m -q -o /tmp/q3b.gguf > "$W/synth.txt" 2>&1
+  ROCKY_MATMUL=mmq timeout 120 $R bench -m /tmp/q3b.gguf -p 512 -n 0 -ub 512 -r 3 --no-roofline -q > "$W/e2e_bench.txt" 2>&1
+  ROCKY_MATMUL=mmq timeout 120 $R bench -m /tmp/q3b.gguf -p 512 -n 0 -ub 512 -r 1 --no-roofline --profile -q > "$W/e2e_profile.txt" 2>&1
+  tar -C "$W" -czf "$O/results.tar.gz" .
+  cat "$W/e2e_bench.txt"; grep -iE "ffn|attn|kqv|total|q8_1|quant" "$W/e2e_profile.txt" | head -30
+fi
