@@ -59,7 +59,9 @@ struct DeviceProfile {
   uint32_t min_workgroups = 0;
   // mul_mmq weight layout chosen at load (fast::repack_for_mmq): q4_K values as nibble pairs
   // (0.5 byte per value; the kernel expands them in shared-memory stores) or int8 (1 byte).
-  bool mmq_q4k_nibbles = false;
+  // Nibbles everywhere by default: the repack is kept beside the ggml weights, and int8 values
+  // were only 1 % faster on the H200 (docs/tuning-log.md #10).
+  bool mmq_q4k_nibbles = true;
   // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;

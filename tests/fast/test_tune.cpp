@@ -87,10 +87,11 @@ TEST(Tune, JsonOverride) {
   };
   // Shape-aware tile list and the q4_K repack layout.
   auto q = load_profile_override(
-      write("b.json", R"({"min_workgroups": 64, "mmq_q4k_nibbles": 1, "mmq_alt": [{"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 4}]})"),
+      write("b.json", R"({"min_workgroups": 64, "mmq_q4k_nibbles": 0, "mmq_alt": [{"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 4}]})"),
       base);
   EXPECT_EQ(q.min_workgroups, 64u);
-  EXPECT_TRUE(q.mmq_q4k_nibbles);
+  EXPECT_TRUE(base.mmq_q4k_nibbles);  // the default layout
+  EXPECT_FALSE(q.mmq_q4k_nibbles);
   ASSERT_EQ(q.mmq_alt.size(), 1u);
   EXPECT_EQ(q.mmq_alt[0].bm, 32u);
   EXPECT_EQ(q.mmq_alt[0].bk, base.mmq.bk);  // fields not given come from the main mmq tile
