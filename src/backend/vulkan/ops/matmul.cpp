@@ -33,7 +33,7 @@ const char* matmul_path_name(MatmulPath p) {
 
 bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n) {
   if (e.matmul != MatmulPath::AUTO && e.matmul != MatmulPath::MMQ) return false;
-  if (e.prof == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0) return false;
+  if (e.prof == nullptr || w.mmq_buf == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0) return false;
   const uint64_t lim = e.rec.max_binding();
   return fast::q8_1_qs_bytes(w.ne0, n) <= lim && fast::q8_1_ds_bytes(w.ne0, n) <= lim &&
          w.rows * uint64_t{n} * 4 + 256 <= lim && w.ne0 * uint64_t{n} * 4 + 256 <= lim;

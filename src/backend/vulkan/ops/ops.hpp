@@ -34,6 +34,13 @@ struct Weight {
   uint64_t rows = 0;
   uint64_t row_bytes = 0;
   std::string name;
+  // [M5] The same rows repacked for mul_mmq (fast::repack_for_mmq; layout in matmul_fast.hpp),
+  // present when the backend uses the int8 path: values at byte 0 (mmq_q_row_bytes per row), f32
+  // scale pairs at byte mmq_s_offset (K/32 · 8 bytes per row). nullptr otherwise.
+  const Buffer* mmq_buf = nullptr;
+  uint64_t mmq_q_row_bytes = 0;
+  uint64_t mmq_s_offset = 0;
+  bool mmq_nibbles = false;  // q4_K values as nibble pairs (16 bytes per 32-block)
 };
 
 // Matmul tile shape, mapped to the named specialization constants ROCKY_SC_BM … ROCKY_SC_TN.
@@ -93,7 +100,7 @@ void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float e
 // y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel, N > 1 the kernel e.matmul selects.
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
 // True when a prefill matmul of `w` over N = n tokens runs on the int8 path under e.matmul and
-// e.prof (the q8_1 activations [K, n] and y [M, n] each fit one binding).
+// e.prof (w carries its mmq repack; the q8_1 activations [K, n] and y [M, n] each fit one binding).
 bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n);
 // The int8 path's product from activations already in q8_1 (fast::q8_1_qs_bytes / ds_bytes of
 // [K, n] at offset 0 of qs / ds): mul_mmq, OpSDot where the device has it. Needs e.prof.
