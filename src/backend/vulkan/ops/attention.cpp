@@ -1,9 +1,63 @@
-// attention — shaders/attention.comp: flash-style causal GQA attention over the KV cache.
+// attention — two kernels, chosen per call:
+//   shaders/attention_flash.comp: tiled FlashAttention-2-style prefill (Br query rows × Bc keys per
+//     step, K/V blocks staged once per GQA group, register tiles, online softmax) — n_tokens ≥
+//     k_flash_min_tokens and head_dim % 4 == 0 (≤ 256);
+//   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
+//     the shapes the tiled kernel does not take (odd head_dim).
+// ROCKY_ATTN=flash|simple forces one (tests, benchmarks); anything else or unset = the rule above.
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
 
 namespace rocky::vulkan::ops {
+namespace {
+
+// Below this many tokens the per-(head, token) kernel wins or ties: with N·G query rows < Br the
+// tiled kernel leaves most of its rows idle (lavapipe: see docs/tuning-log.md [M6] attention).
+constexpr uint32_t k_flash_min_tokens = 8;
+constexpr uint32_t k_flash_max_hd = 256;
+
+// Tiles are data: invocations, query rows per workgroup, rows and keys per invocation.
+struct FlashTile {
+  uint32_t wg, br, tr, tc;
+  uint32_t bc() const { return tc * wg / (br / tr); }
+  uint32_t shared_bytes(uint32_t hd) const { return (br + bc()) * (hd / 4 + 1) * 16 + 2 * br * bc() * 4; }
+};
+
+// Candidates per device class, best first; the first whose shared memory and workgroup size the
+// device allows is used. CPU drivers (lavapipe, 32 KB of shared memory): many accumulators per
+// invocation. Arm Mali (Valhall): 16 rows × 16 keys, 1×2 scores and ≤ 4 vec4 of O per invocation
+// — 0 spills at head_dim 64 and 128 (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows ×
+// 32 keys, 2×4 scores, 2×4 vec4 of O (41 KB of shared memory at head_dim 128, under the 48 KB
+// desktop drivers allow).
+constexpr FlashTile k_cpu_tiles[] = {{64, 32, 4, 4}, {64, 32, 4, 2}, {64, 16, 2, 2}, {64, 8, 1, 1}};
+constexpr FlashTile k_arm_tiles[] = {{128, 16, 1, 2}, {64, 8, 1, 1}};
+constexpr FlashTile k_arm_tiles_wide[] = {{256, 16, 1, 2}, {128, 8, 1, 1}};  // head_dim > 128
+constexpr FlashTile k_gpu_tiles[] = {{128, 32, 2, 4}, {128, 16, 1, 2}, {64, 8, 1, 1}};
+
+// The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
+const FlashTile* flash_tile(const DeviceInfo& d, uint32_t hd) {
+  if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
+  std::span<const FlashTile> c = k_gpu_tiles;
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) c = k_cpu_tiles;
+  else if (d.vendor_id == 0x13B5) c = hd <= 128 ? std::span<const FlashTile>(k_arm_tiles) : k_arm_tiles_wide;
+  for (const FlashTile& t : c)
+    if (t.shared_bytes(hd) <= d.shared_memory && t.wg <= d.max_workgroup_invocations) return &t;
+  return nullptr;
+}
+
+bool want_flash(const AttnArgs& a) {
+  const char* force = std::getenv("ROCKY_ATTN");
+  if (force && std::strcmp(force, "simple") == 0) return false;
+  if (force && std::strcmp(force, "flash") == 0) return true;
+  return a.n_tokens >= k_flash_min_tokens;
+}
+
+}  // namespace
 
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label) {
   constexpr uint32_t k_wg = 64, k_dpt = 8, k_hd_max = k_wg * k_dpt;  // DPT in attention.comp
@@ -11,14 +65,28 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv) {
     fail("{}: n_head {} is not a multiple of n_head_kv {}", label, a.n_head, a.n_head_kv);
   }
-  const Pipeline& p = e.pipes.get(
-      "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
   const uint64_t elem = e.kv_f16 ? 2 : 4;
   const uint64_t used = uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;  // columns read
   Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, used};
   Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true)};
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
                  static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale};
+  const FlashTile* tile = want_flash(a) ? flash_tile(e.info, a.head_dim) : nullptr;
+  if (tile) {
+    const FlashTile& t = *tile;
+    const Pipeline& p = e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},
+                                                        {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                        {ROCKY_SC_FA_BR, t.br},
+                                                        {ROCKY_SC_FA_TR, t.tr},
+                                                        {ROCKY_SC_FA_TC, t.tc},
+                                                        {ROCKY_SC_FA_HD, a.head_dim}});
+    const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
+    const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);
+    e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);
+    return;
+  }
+  const Pipeline& p = e.pipes.get(
+      "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
   e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
 }
 
