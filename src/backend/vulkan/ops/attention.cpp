@@ -31,12 +31,13 @@ struct FlashTile {
 // Candidates per device class, best first; the first whose shared memory and workgroup size the
 // device allows is used. CPU drivers (lavapipe, 32 KB of shared memory): many accumulators per
 // invocation. Arm Mali (Valhall): 16 rows × 16 keys, 1×2 scores and ≤ 4 vec4 of O per invocation
-// — 0 spills at head_dim 64 and 128 (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows ×
+// (head_dim 256: 8 rows × 16 keys) — 0 spills, tls 0, work_regs 64 at head_dim 64, 80, 128, 256
+// (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows ×
 // 32 keys, 2×4 scores, 2×4 vec4 of O (41 KB of shared memory at head_dim 128, under the 48 KB
 // desktop drivers allow).
 constexpr FlashTile k_cpu_tiles[] = {{64, 32, 4, 4}, {64, 32, 4, 2}, {64, 16, 2, 2}, {64, 8, 1, 1}};
 constexpr FlashTile k_arm_tiles[] = {{128, 16, 1, 2}, {64, 8, 1, 1}};
-constexpr FlashTile k_arm_tiles_wide[] = {{256, 16, 1, 2}, {128, 8, 1, 1}};  // head_dim > 128
+constexpr FlashTile k_arm_tiles_wide[] = {{128, 8, 1, 1}, {64, 8, 1, 1}};  // head_dim > 128
 constexpr FlashTile k_gpu_tiles[] = {{128, 32, 2, 4}, {128, 16, 1, 2}, {64, 8, 1, 1}};
 
 // The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
