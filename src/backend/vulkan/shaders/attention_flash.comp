@@ -18,7 +18,8 @@
 // it owns dims 4·(tc + CT·u) … +3 (u < DPT4 = ceil(HD/4 / CT)). Registers: TR·TC scores + TR·DPT4
 // vec4 accumulators (+ the TR + TC vec4 operands of the inner product).
 // Shared memory (f32): Q [BR][HD/4 + 1] vec4 (scaled), K or V block [BC][HD/4 + 1] vec4 (the row
-// pad of one vec4 spreads the CT keys read together over distinct banks), S and P [BR][BC].
+// pad of one vec4 spreads the CT keys read together over distinct banks), P [BR][BC], and
+// [BR][CT] partial row maxima / sums (each invocation reduces its own TC keys first).
 //
 // Requirements (host-checked in ops/attention.cpp): HD % 4 == 0, BR % TR == 0, WG % RG == 0.
 // Bindings and push constants as attention.comp (AttnPC): 0 q [head_dim·n_head, N] f32, 1 K cache,
@@ -46,7 +47,7 @@ const float k_neg = -1e30;
 
 shared vec4 qs[BR * QS];
 shared vec4 kvs[BC * QS];
-shared float ss[BR * BC];
+shared float red[BR * CT];  // per-thread partial row maxima (then, at the end, row sums)
 shared float ps[BR * BC];
 
 // Four consecutive cache elements starting at element e (f32 words, or f16 halves).
@@ -128,37 +129,51 @@ void main() {
         for (uint k = 0u; k < TC; ++k)
           if (k0 + tc + CT * k > last[i]) s[i][k] = k_neg;
     }
-    for (uint i = 0u; i < TR; ++i)
-      for (uint k = 0u; k < TC; ++k) ss[(rg * TR + i) * BC + tc + CT * k] = s[i][k];
+    for (uint i = 0u; i < TR; ++i) {
+      float mx = s[i][0];
+      for (uint k = 1u; k < TC; ++k) mx = max(mx, s[i][k]);
+      red[(rg * TR + i) * CT + tc] = mx;
+    }
     barrier();
 
-    // Row max over the block (every thread of the row group reads the same row: broadcasts),
-    // then this thread's probabilities; meanwhile the V block replaces the K block.
+    // Row max over the block from the CT partial maxima of the row group (broadcast reads), then
+    // this thread's probabilities and its partial row sum; meanwhile V replaces K in kvs.
     float alpha[TR];
     for (uint i = 0u; i < TR; ++i) {
       float mx = m[i];
-      for (uint c = 0u; c < BC; ++c) mx = max(mx, ss[(rg * TR + i) * BC + c]);
+      for (uint c = 0u; c < CT; ++c) mx = max(mx, red[(rg * TR + i) * CT + c]);
       alpha[i] = exp(m[i] - mx);
       m[i] = mx;
-      for (uint k = 0u; k < TC; ++k) ps[(rg * TR + i) * BC + tc + CT * k] = exp(s[i][k] - mx);
+      float sum = 0.0;
+      for (uint k = 0u; k < TC; ++k) {
+        const float p = exp(s[i][k] - mx);
+        sum += p;
+        ps[(rg * TR + i) * BC + tc + CT * k] = p;
+      }
+      l[i] = l[i] * alpha[i] + sum;
+      for (uint u = 0u; u < DPT4; ++u) o[i][u] *= alpha[i];
     }
     load_block(false, k0, kv_end, kvh);
     barrier();
 
-    for (uint i = 0u; i < TR; ++i) {
-      l[i] *= alpha[i];
-      for (uint u = 0u; u < DPT4; ++u) o[i][u] *= alpha[i];
-    }
     for (uint c = 0u; c < BC; ++c) {
       vec4 vv[DPT4];
       for (uint u = 0u; u < DPT4; ++u) vv[u] = tc + CT * u < D4 ? kvs[c * QS + tc + CT * u] : vec4(0.0);
       for (uint i = 0u; i < TR; ++i) {
         const float p = ps[(rg * TR + i) * BC + c];
-        l[i] += p;
         for (uint u = 0u; u < DPT4; ++u) o[i][u] += p * vv[u];
       }
     }
     barrier();
+  }
+
+  // Row sums: each thread holds the sum over its own keys (all scaled to the final m).
+  for (uint i = 0u; i < TR; ++i) red[(rg * TR + i) * CT + tc] = l[i];
+  barrier();
+  for (uint i = 0u; i < TR; ++i) {
+    float sum = 0.0;
+    for (uint c = 0u; c < CT; ++c) sum += red[(rg * TR + i) * CT + c];
+    l[i] = sum;
   }
 
   for (uint i = 0u; i < TR; ++i) {
