@@ -3,7 +3,8 @@
 // oracle's attention (backend/cpu/ops.hpp: f64 dot products, softmax and sums) on random data of
 // awkward shapes: n_tokens 1, 3, 37, 130 × n_past 0, 5, 77 (the cache filled by an earlier
 // ubatch) × head_dim 64, 128 × GQA groups 1, 2, 7 × f32 and f16 KV cache; half the shapes use
-// scale 1 (peaked softmax), half 1/√head_dim. With an f16 cache the oracle reads the same
+// scale 1 (peaked softmax), half 1/√head_dim; the tiled kernel also with other tiles (register
+// prefetch on, keys per block 8 … 32) through ROCKY_ATTN_TILE. With an f16 cache the oracle reads the same
 // f16-rounded K and V, so both caches are held to the f32-arithmetic bound: NMSE ≤ 1e-10.
 // Validation layer + synchronization validation on; zero errors asserted.
 #include <gtest/gtest.h>
@@ -32,6 +33,7 @@ class VulkanAttention : public ::testing::Test {
  protected:
   void TearDown() override {
     unsetenv("ROCKY_ATTN");
+    unsetenv("ROCKY_ATTN_TILE");
     for (auto& [key, be] : shared_backends()) {
       EXPECT_EQ(be->instance().error_count(), 0u) << "validation errors (kv_f16=" << std::get<0>(key) << ")";
       be->release_weights();
@@ -117,8 +119,10 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
   return nmse(out, std::vector<double>(ref_f.begin(), ref_f.end()));
 }
 
-void sweep(const char* kernel, bool kv_f16) {
+// tile: a ROCKY_ATTN_TILE value for the flash kernel (nullptr = the device's table).
+void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr) {
   setenv("ROCKY_ATTN", kernel, 1);
+  if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
   auto& be = shared_backend(kv_f16);
   std::mt19937 rng(kv_f16 ? 71 : 70);
   double worst = 0;
@@ -138,11 +142,20 @@ void sweep(const char* kernel, bool kv_f16) {
       }
     }
   }
-  std::printf("attention %-6s kv_f16=%d: %d shapes, worst NMSE %.3g (bound %.0e)\n", kernel, kv_f16, cases, worst, k_tol);
+  std::printf("attention %-6s kv_f16=%d tile %-12s: %d shapes, worst NMSE %.3g (bound %.0e)\n", kernel, kv_f16,
+              tile ? tile : "default", cases, worst, k_tol);
+  unsetenv("ROCKY_ATTN_TILE");
 }
 
 TEST_F(VulkanAttention, FlashF32Kv) { sweep("flash", false); }
 TEST_F(VulkanAttention, FlashF16Kv) { sweep("flash", true); }
+// Register prefetch of K/V blocks (the GPU tiles' PREFETCH 1) and odd tiles: 32 rows × 12 keys
+// (a K block is 1.5 passes of the invocations at head_dim 64), 16 rows × 8 keys without prefetch.
+TEST_F(VulkanAttention, FlashPrefetchTiles) {
+  sweep("flash", false, "64,16,2,2,1");
+  sweep("flash", true, "128,32,1,3,1");
+  sweep("flash", false, "64,16,2,1,0");
+}
 TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
 

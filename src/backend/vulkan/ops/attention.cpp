@@ -5,7 +5,7 @@
 //   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
 //     the shapes the tiled kernel does not take (odd head_dim).
 // ROCKY_ATTN=flash|simple forces one (tests, benchmarks); anything else or unset = the rule above.
-// ROCKY_ATTN_TILE=WG,BR,TR,TC replaces the tile table (tuning; rocky::Error when it is malformed or
+// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH] replaces the tile table (tuning; rocky::Error when it is malformed or
 // does not fit the device).
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +28,7 @@ constexpr uint32_t k_flash_max_hd = 256;
 
 // Tiles are data: invocations, query rows per workgroup, rows and keys per invocation.
 struct FlashTile {
-  uint32_t wg, br, tr, tc;
+  uint32_t wg, br, tr, tc, prefetch = 0;
   uint32_t ct() const { return wg / (br / tr); }
   uint32_t bc() const { return tc * ct(); }
   uint32_t shared_bytes(uint32_t hd) const { return (br + bc()) * (hd / 4 + 1) * 16 + br * (bc() + ct()) * 4; }
@@ -38,13 +38,13 @@ struct FlashTile {
 // device allows is used. CPU drivers (lavapipe, 32 KB of shared memory): many accumulators per
 // invocation. Arm Mali (Valhall): 16 rows × 16 keys, 1×2 scores and ≤ 4 vec4 of O per invocation
 // (head_dim 256: 8 rows × 16 keys) — 0 spills, tls 0, work_regs 64 at head_dim 64, 80, 128, 256
-// (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows ×
-// 32 keys, 2×4 scores, 2×4 vec4 of O (41 KB of shared memory at head_dim 128, under the 48 KB
-// desktop drivers allow).
+// (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows × 32 keys, 2×4 scores, 2×4 vec4 of
+// O, K/V blocks prefetched through 8 vec4 registers (38 KB of shared memory at head_dim 128, under
+// the 48 KB desktop drivers allow).
 constexpr FlashTile k_cpu_tiles[] = {{64, 32, 4, 4}, {64, 32, 4, 1}, {64, 16, 2, 2}, {64, 8, 1, 1}};
 constexpr FlashTile k_arm_tiles[] = {{128, 16, 1, 2}, {64, 8, 1, 1}};
 constexpr FlashTile k_arm_tiles_wide[] = {{128, 8, 1, 1}, {64, 8, 1, 1}};  // head_dim > 128
-constexpr FlashTile k_gpu_tiles[] = {{128, 32, 2, 4}, {128, 16, 1, 2}, {64, 8, 1, 1}};
+constexpr FlashTile k_gpu_tiles[] = {{128, 32, 2, 4, 1}, {128, 16, 1, 2, 1}, {64, 8, 1, 1}};
 
 bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd) {
   return t.shared_bytes(hd) <= d.shared_memory && t.wg <= d.max_workgroup_invocations;
@@ -56,9 +56,10 @@ bool tile_override(const DeviceInfo& d, uint32_t hd, FlashTile* out) {
   if (!env || !*env) return false;
   FlashTile t{};
   char tail = 0;
-  if (std::sscanf(env, "%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &tail) != 4 || !t.wg || !t.br || !t.tr || !t.tc ||
-      t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024) {
-    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC with BR % TR == 0 and WG % (BR / TR) == 0", env);
+  const int got = std::sscanf(env, "%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &tail);
+  if ((got != 4 && got != 5) || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
+      t.prefetch > 1) {
+    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with BR % TR == 0 and WG % (BR / TR) == 0", env);
   }
   if (!fits(t, d, hd)) {
     fail("ROCKY_ATTN_TILE='{}': needs {} B of shared memory and {} invocations at head_dim {} (device: {} B, {})", env,
@@ -110,7 +111,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                         {ROCKY_SC_FA_BR, t.br},
                                                         {ROCKY_SC_FA_TR, t.tr},
                                                         {ROCKY_SC_FA_TC, t.tc},
-                                                        {ROCKY_SC_FA_HD, a.head_dim}});
+                                                        {ROCKY_SC_FA_HD, a.head_dim},
+                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch}});
     const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
     const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);
     e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);

@@ -143,6 +143,8 @@ struct TakeColsPC {
 #define ROCKY_SC_FA_TR 41
 #define ROCKY_SC_FA_TC 42
 #define ROCKY_SC_FA_HD 43
+// 1: K/V blocks are fetched into registers one phase ahead (global loads overlap compute).
+#define ROCKY_SC_FA_PREFETCH 44
 
 #ifdef __cplusplus
 }  // namespace rocky::vulkan::abi

@@ -30,6 +30,7 @@ layout(constant_id = ROCKY_SC_FA_BR) const uint BR = 32;
 layout(constant_id = ROCKY_SC_FA_TR) const uint TR = 2;
 layout(constant_id = ROCKY_SC_FA_TC) const uint TC = 4;
 layout(constant_id = ROCKY_SC_FA_HD) const uint HD = 128;
+layout(constant_id = ROCKY_SC_FA_PREFETCH) const uint PREFETCH = 0;
 layout(push_constant) uniform PC { AttnPC pc; };
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer Kc { uint kc[]; };
@@ -76,6 +77,26 @@ void load_block(bool is_k, uint k0, uint p_end, uint kvh) {
   }
 }
 
+// PREFETCH = 1: blocks travel through registers so their global loads overlap compute — V(k0) is
+// fetched before S = Q·Kᵀ and stored after it, K(k0 + BC) is fetched before the P·V product.
+const uint NPRE = (BC * D4 + WG - 1u) / WG;
+vec4 pre[NPRE];
+void fetch(bool is_k, uint k0, uint p_end, uint kvh) {
+  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh * HD;
+  for (uint n = 0u; n < NPRE; ++n) {
+    const uint idx = gl_LocalInvocationID.x + n * WG;
+    const uint c = idx / D4, d4 = idx % D4;
+    const uint p = k0 + c;
+    pre[n] = idx < BC * D4 && p < p_end ? load4(is_k, base + p * pc.n_embd_kv + 4u * d4) : vec4(0.0);
+  }
+}
+void commit() {
+  for (uint n = 0u; n < NPRE; ++n) {
+    const uint idx = gl_LocalInvocationID.x + n * WG;
+    if (idx < BC * D4) kvs[(idx / D4) * QS + idx % D4] = pre[n];
+  }
+}
+
 void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint tc = t % CT, rg = t / CT;
@@ -110,9 +131,15 @@ void main() {
     for (uint u = 0u; u < DPT4; ++u) o[i][u] = vec4(0.0);
   }
 
+  if (PREFETCH != 0u) fetch(true, 0u, kv_end, kvh);
   for (uint k0 = 0u; k0 < kv_end; k0 += BC) {
-    load_block(true, k0, kv_end, kvh);
+    if (PREFETCH != 0u) {
+      commit();
+    } else {
+      load_block(true, k0, kv_end, kvh);
+    }
     barrier();
+    if (PREFETCH != 0u) fetch(false, k0, kv_end, kvh);
 
     float s[TR][TC];
     for (uint i = 0u; i < TR; ++i)
@@ -153,7 +180,12 @@ void main() {
       l[i] = l[i] * alpha[i] + sum;
       for (uint u = 0u; u < DPT4; ++u) o[i][u] *= alpha[i];
     }
-    load_block(false, k0, kv_end, kvh);
+    if (PREFETCH != 0u) {
+      commit();
+      if (k0 + BC < kv_end) fetch(true, k0 + BC, kv_end, kvh);
+    } else {
+      load_block(false, k0, kv_end, kvh);
+    }
     barrier();
 
     for (uint c = 0u; c < BC; ++c) {
