@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <vector>
 
 #include "backend/cpu/ops.hpp"
 #include "quant/quant.hpp"
@@ -120,7 +121,7 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
 }
 
 // tile: a ROCKY_ATTN_TILE value for the flash kernel (nullptr = the device's table).
-void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr) {
+void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vector<int32_t> head_dims = {64, 128}) {
   setenv("ROCKY_ATTN", kernel, 1);
   if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
   auto& be = shared_backend(kv_f16);
@@ -129,7 +130,7 @@ void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr) {
   int cases = 0;
   for (int32_t n : {1, 3, 37, 130}) {
     for (int32_t n_past : {0, 5, 77}) {
-      for (int32_t hd : {64, 128}) {
+      for (int32_t hd : head_dims) {
         for (int32_t group : {1, 2, 7}) {
           const Shape s{n, n_past, hd, group, 1 + cases % 2, cases % 2 ? 1.0f : 1.0f / std::sqrt(float(hd))};
           const double e = run_shape(be, kv_f16, s, rng);
@@ -155,6 +156,12 @@ TEST_F(VulkanAttention, FlashPrefetchTiles) {
   sweep("flash", false, "64,16,2,2,1");
   sweep("flash", true, "128,32,1,3,1");
   sweep("flash", false, "64,16,2,1,0");
+}
+// The shipped GPU tiles of ops/attention.cpp, run on lavapipe: Arm (16 rows × 16 keys) and the
+// desktop one (32 × 32 with prefetch; at head_dim 64 only: 128 needs 38 KB > lavapipe's 32 KB).
+TEST_F(VulkanAttention, FlashShippedGpuTiles) {
+  sweep("flash", true, "128,16,1,2,0");
+  sweep("flash", false, "128,32,2,4,1", {64});
 }
 TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
