@@ -129,6 +129,10 @@ int run_bench_op(const BenchOpts& o) {
   mem.upload(ybuf, 0, poison.data(), poison.size() * 4);
 
   vulkan::ops::Weight w{&wbuf, type, K, M, rb, "bench weight"};
+  // The same load-time repack as VulkanBackend::load_weights (layout: ops/matmul_fast.hpp).
+  vulkan::Buffer mmq_buf = vulkan::fast::upload_for_mmq(mem, w, wbytes.data(), prof.mmq_q4k_nibbles);
+  w.mmq_buf = &mmq_buf;
+  const tune::MatmulTile& tile = tune::pick_mmq_tile(prof, M, N);
   vulkan::ops::Region xr{&xbuf, 0, xbuf.size()}, qr{&qbuf, 0, qbuf.size()}, dr{&dbuf, 0, dbuf.size()},
       yr{&ybuf, 0, ybuf.size()};
 
@@ -188,7 +192,7 @@ int run_bench_op(const BenchOpts& o) {
 
   if (o.json) {
     nlohmann::json j{{"device", info.name},       {"type", o.type},          {"M", M}, {"N", N}, {"K", K},
-                     {"kernel", o.kernel},        {"profile", prof.name},    {"tile", prof.mmq.str()},
+                     {"kernel", o.kernel},        {"profile", prof.name},    {"tile", tile.str()},       {"q4k_nibbles", w.mmq_nibbles},
                      {"mul_mmq_ms", best_mm},     {"mul_mmq_median_ms", median_mm},
                      {"quantize_ms", best_q},     {"tflops", tflops},        {"tflops_with_quantize", tflops_q},
                      {"pct_int8_dot_peak", pct_dot}, {"pct_fp32_peak", pct_fp32}, {"nmse_sampled", nmse},
@@ -199,7 +203,7 @@ int run_bench_op(const BenchOpts& o) {
   } else {
     if (o.pipeline_stats) vulkan::print_stats(stats);
     fmt::print("bench-op {} M={} N={} K={} on {} — kernel {}{}, profile {}, tile {}\n", o.type, M, N, K, info.name,
-               o.kernel, use_dot ? " (OpSDot)" : " (no int8 dot)", prof.name, prof.mmq.str());
+               o.kernel, use_dot ? " (OpSDot)" : " (no int8 dot)", prof.name, tile.str() + (w.mmq_nibbles ? " q4_K nibbles" : ""));
     fmt::print("  mul_mmq        {:9.3f} ms (median {:.3f})  {:8.2f} TFLOPS", best_mm, median_mm, tflops);
     if (!o.no_roofline)
       fmt::print("  = {:.1f} % of int8-dot peak ({:.1f} TOPS), {:.1f} % of FP32 peak ({:.1f} TFLOPS)", pct_dot,

@@ -16,22 +16,24 @@ uint32_t MatmulTile::derived_invocations() const {
 }
 
 uint32_t MatmulTile::mmq_shared_bytes() const {
+  // shaders/common/mul_mmq.glsl: values as uvec4 rows of stride 2·BB + 1, one vec2 scale pair per
+  // (block, row) and per (block, token).
   const uint32_t bb = bk / 32;
-  return bb * 8 * bm * 4 + bb * bm * 16 + bb * 8 * bn * 4 + bb * bn * 8;
+  return (bm + bn) * (2 * bb + 1) * 16 + (bm + bn) * bb * 8;
 }
 
 uint32_t MatmulTile::mm_shared_bytes() const { return (bm + bn) * bk * 4; }
 
 std::string MatmulTile::str() const {
-  return fmt::format("bm{} bn{} bk{} wm{} wn{} tm{} tn{} wg{} step{} pf{}", bm, bn, bk, wm, wn, tm, tn, wg, bk_step,
-                     prefetch);
+  return fmt::format("bm{} bn{} bk{} wm{} wn{} tm{} tn{} wg{} step{} pf{}{}", bm, bn, bk, wm, wn, tm, tn, wg, bk_step,
+                     prefetch, vec4 ? "" : " v1");
 }
 
 namespace {
 
 MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm, uint32_t wn, uint32_t tm, uint32_t tn,
-                uint32_t prefetch = 1) {
-  MatmulTile t{bm, bn, bk, wm, wn, tm, tn, 0, 1, prefetch};
+                uint32_t prefetch = 1, uint32_t vec4 = 1) {
+  MatmulTile t{bm, bn, bk, wm, wn, tm, tn, 0, 1, prefetch, vec4};
   t.wg = t.derived_invocations();
   return t;
 }
@@ -40,22 +42,53 @@ MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm, uint32_t wn,
 
 const std::vector<DeviceProfile>& builtin_profiles() {
   // Budgets: Mali-Valhall 16 (anchors.md: 16 accumulators spill-free, 32 halve occupancy); Adreno
-  // and Intel keep to 32; AMD/NVIDIA desktop GPUs have 128–255 registers per thread: 64.
-  static const std::vector<DeviceProfile> all = {
-      // mul_mmq 4×2 → 16 accumulator registers: 0 spills, tls 0 with Mesa 25.0.7's G610 compiler
-      // (4×4 → 32 spilled 13:68, 200 B: docs/tuning-log.md).
-      {"mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 2, 0), tile(64, 32, 32, 32, 16, 4, 4)},
-      {"adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
-      {"intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)},
-      {"amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)},
-      // H200: 8×4 was the fastest of 8 tiles and does not spill; 8×8 spilled (tuning-log #1).
-      // (sweep 4: 64×256, 4×8 per invocation, BK 64, 512 invocations: 36.1 TFLOPS at q4_K
-      // 4096×512×14336, the fastest of 31 configurations: docs/tuning-log.md).
-      {"nvidia", 64, tile(64, 256, 64, 32, 64, 4, 8), tile(128, 64, 32, 64, 32, 8, 4)},
-      {"llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)},
-      {"generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0), tile(64, 32, 32, 32, 16, 4, 4)},
+  // and Intel keep to 32; AMD desktop GPUs 64; NVIDIA 128 (255 registers per thread at 256
+  // invocations: mul_mmq 8×8 compiles to 234 registers without local memory on the H200).
+  auto prof = [](const char* name, uint32_t budget, MatmulTile mmq, MatmulTile mm) {
+    DeviceProfile p;
+    p.name = name;
+    p.max_accumulators = budget;
+    p.mmq = mmq;
+    p.mm = mm;
+    return p;
   };
+  static const std::vector<DeviceProfile> all = [&] {
+    std::vector<DeviceProfile> v;
+    // mul_mmq 4×2 → 16 accumulator registers: 0 spills, tls 0 with Mesa 25.0.7's G610 compiler
+    // (4×4 → 32 spilled 13:68, 200 B: docs/tuning-log.md).
+    v.push_back(prof("mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
+    v.push_back(prof("adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
+    v.push_back(prof("intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
+    v.push_back(prof("amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)));
+    // H200 (docs/tuning-log.md #8-#9): 128×128, 8×8 per invocation, BK 64, 256 invocations,
+    // word-by-word shared reads: 75.9 TFLOPS at q4_K 4096×512×14336 (234 registers, no local
+    // memory once the epilogue lost its `continue`). Smaller grids (attn_q/attn_output/ffn_down
+    // with 2048 rows: 64 workgroups; attn_k/attn_v with 256 rows: 8) take 64×128 4×8 (256
+    // invocations) or 32×64 4×4 (128).
+    v.push_back(prof("nvidia", 128, tile(128, 128, 64, 64, 64, 8, 8, 1, 0), tile(128, 64, 32, 64, 32, 8, 4)));
+    v.back().mmq_alt = {tile(64, 128, 64, 32, 64, 4, 8, 1, 0), tile(32, 64, 64, 32, 32, 4, 4, 1, 0)};
+    // q4_K as nibble pairs (the default): 75.1 against 75.9 TFLOPS with int8 values (−1 %), for
+    // 0.5 byte less per weight (pp512 peak memory of qwen2.5-3b q4_K_M: 5.50 GiB with int8).
+    v.back().min_workgroups = 120;
+    v.push_back(prof("llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)));
+    v.push_back(prof("generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
+    return v;
+  }();
   return all;
+}
+
+const MatmulTile& pick_mmq_tile(const DeviceProfile& p, uint32_t m, uint32_t n) {
+  auto groups = [&](const MatmulTile& t) -> uint64_t {
+    if (!t.bm || !t.bn) return 0;
+    return uint64_t{(m + t.bm - 1) / t.bm} * ((n + t.bn - 1) / t.bn);
+  };
+  if (groups(p.mmq) >= p.min_workgroups) return p.mmq;
+  const MatmulTile* best = &p.mmq;
+  for (const MatmulTile& t : p.mmq_alt) {
+    if (groups(t) >= p.min_workgroups) return t;
+    if (groups(t) > groups(*best)) best = &t;
+  }
+  return *best;
 }
 
 const DeviceProfile& builtin_profile(const std::string& name) {
@@ -90,13 +123,14 @@ MatmulTile tile_from_json(const nlohmann::json& j, const MatmulTile& base, const
   const std::pair<const char*, uint32_t*> fields[] = {{"bm", &t.bm}, {"bn", &t.bn}, {"bk", &t.bk},
                                                       {"wm", &t.wm}, {"wn", &t.wn}, {"tm", &t.tm},
                                                       {"tn", &t.tn}, {"wg", &t.wg}, {"bk_step", &t.bk_step},
-                                                      {"prefetch", &t.prefetch}};
+                                                      {"prefetch", &t.prefetch}, {"vec4", &t.vec4}};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;
     for (const auto& [name, dst] : fields) {
       if (it.key() != name) continue;
       known = true;
-      const uint64_t lo = std::string_view(name) == "prefetch" ? 0 : 1, hi = std::string_view(name) == "prefetch" ? 1 : 4096;
+      const bool flag = std::string_view(name) == "prefetch" || std::string_view(name) == "vec4";
+      const uint64_t lo = flag ? 0 : 1, hi = flag ? 1 : 4096;
       if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < lo || it.value().get<uint64_t>() > hi)
         fail("{}.{}: expected an integer in {}..{}", where, name, lo, hi);
       *dst = it.value().get<uint32_t>();
@@ -139,8 +173,22 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
       p.mmq = tile_from_json(it.value(), p.mmq, path + ": mmq");
     } else if (k == "mm") {
       p.mm = tile_from_json(it.value(), p.mm, path + ": mm");
+    } else if (k == "mmq_alt") {
+      if (!it.value().is_array()) fail("{}: mmq_alt: expected an array of tiles", path);
+      p.mmq_alt.clear();
+      for (size_t i = 0; i < it.value().size(); ++i)
+        p.mmq_alt.push_back(tile_from_json(it.value()[i], p.mmq, fmt::format("{}: mmq_alt[{}]", path, i)));
+    } else if (k == "min_workgroups") {
+      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1000000)
+        fail("{}: min_workgroups: expected an integer in 0..1000000", path);
+      p.min_workgroups = it.value().get<uint32_t>();
+    } else if (k == "mmq_q4k_nibbles") {
+      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1)
+        fail("{}: mmq_q4k_nibbles: expected 0 or 1", path);
+      p.mmq_q4k_nibbles = it.value().get<uint32_t>() == 1;
     } else {
-      fail("{}: unknown field '{}' (profile, max_accumulators, mmq, mm)", path, k);
+      fail("{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles)",
+           path, k);
     }
   }
   p.name += " (override " + path + ")";

@@ -7,13 +7,17 @@
 // stage; BK_STEP is the k-words consumed per inner step (reserved, 1).
 //
 // Profiles (DeviceProfile) give the tile per kernel family and the accumulator-register budget per
-// thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 64 on NVIDIA,
-// where mul_mmq with 8×8 (128 accumulator registers) spilled 256 B on the H200, docs/tuning-log.md). They are chosen from the Vulkan vendor id and driver
-// name (select_profile), and can be overridden from a JSON file (load_profile_override):
+// thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 128 on NVIDIA,
+// where mul_mmq 8×8 (128 accumulator registers) runs in 234 registers, docs/tuning-log.md). They
+// are chosen from the Vulkan vendor id and driver name (select_profile), and can be overridden from
+// a JSON file (load_profile_override):
 //   {"profile": "mali-valhall",            // optional: start from this built-in profile
 //    "max_accumulators": 16,
-//    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1,"prefetch":1},
-//    "mm":  {...same fields...}}
+//    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1,"prefetch":1,"vec4":1},
+//    "mm":  {...same fields...},
+//    "mmq_alt": [{...}, ...],                // more mul_mmq tiles, in order of preference
+//    "min_workgroups": 100,                  // pick_mmq_tile: first tile with this many workgroups
+//    "mmq_q4k_nibbles": 1}                   // q4_K repacked as nibble pairs (else int8)
 // Errors: rocky::Error naming the file and field.
 #pragma once
 
@@ -30,6 +34,7 @@ struct MatmulTile {
   uint32_t wg = 256;                   // invocations per workgroup (must equal the derived count)
   uint32_t bk_step = 1;
   uint32_t prefetch = 1;               // mul_mmq: 1 = register double buffering of global loads
+  uint32_t vec4 = 1;                   // mul_mmq: 1 = uvec4 shared-memory reads, 0 = word by word
 
   uint32_t accumulators() const { return tm * tn; }
   // Accumulator registers of mul_mmq: TM·TN f32 accumulators + TM·TN int32 partial dots (the
@@ -40,7 +45,7 @@ struct MatmulTile {
   // Shared memory of each kernel family per workgroup (bytes), as declared in the shader.
   uint32_t mmq_shared_bytes() const;
   uint32_t mm_shared_bytes() const;
-  std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1"
+  std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1" (+ " v1" when vec4 = 0)
 };
 
 struct DeviceProfile {
@@ -48,6 +53,15 @@ struct DeviceProfile {
   uint32_t max_accumulators = 16;  // per invocation, f32 (the register budget of one thread)
   MatmulTile mmq;                  // mul_mmq (q8_1 activations, packed int8 dot)
   MatmulTile mm;                   // mul_mm (dequantized f32 tiles, FMA)
+  // Shape-aware choice (pick_mmq_tile): the alternatives to `mmq` for grids too small to fill the
+  // device, and the workgroup count a grid needs (0: always `mmq`).
+  std::vector<MatmulTile> mmq_alt;
+  uint32_t min_workgroups = 0;
+  // mul_mmq weight layout chosen at load (fast::repack_for_mmq): q4_K values as nibble pairs
+  // (0.5 byte per value; the kernel expands them in shared-memory stores) or int8 (1 byte).
+  // Nibbles everywhere by default: the repack is kept beside the ggml weights, and int8 values
+  // were only 1 % faster on the H200 (docs/tuning-log.md #10).
+  bool mmq_q4k_nibbles = true;
   // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;
@@ -60,6 +74,11 @@ const DeviceProfile& builtin_profile(const std::string& name);
 // The profile for a device: PCI vendor id (0x13B5 Arm, 0x5143 Qualcomm, 0x8086 Intel, 0x1002 AMD,
 // 0x10DE NVIDIA) and driver name ("llvmpipe" → llvmpipe; panvk → mali-valhall).
 const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name);
+
+// The mul_mmq tile for an M × N product: the first of {mmq, mmq_alt...} whose grid
+// ceil(M/BM)·ceil(N/BN) has at least min_workgroups workgroups, else the one with the most
+// workgroups (the first of equals).
+const MatmulTile& pick_mmq_tile(const DeviceProfile& p, uint32_t m, uint32_t n);
 
 // Apply a JSON override file (format above) to `base`.
 DeviceProfile load_profile_override(const std::string& path, const DeviceProfile& base);

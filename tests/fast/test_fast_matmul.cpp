@@ -98,6 +98,8 @@ std::vector<float> run_mmq(const tune::DeviceProfile& prof, DType t, const std::
   std::vector<float> y(size_t{m} * n, std::nanf(""));
   h.mem->upload(yb, 0, y.data(), y.size() * 4);
   ops::Weight w{&wb, t, k, m, row_bytes(t, k), "w"};
+  Buffer rb = fast::upload_for_mmq(*h.mem, w, wbytes.data(), prof.mmq_q4k_nibbles);
+  w.mmq_buf = &rb;
   h.rec->begin();
   fast::quantize_q8_1(*h.env, {&xb, 0, xb.size()}, k, n, {&qb, 0, qb.size()}, {&db, 0, db.size()}, "q");
   fast::mul_mmq(*h.env, prof, w, {&qb, 0, qb.size()}, {&db, 0, db.size()}, n, {&yb, 0, yb.size()}, use_dot, "mmq");
@@ -213,7 +215,82 @@ TEST(FastMatmul, MulMmqOtherTiles) {
   check_type(DType::Q4_0, {{65, 19, 96}}, p);
   check_type(DType::Q6_K, {{65, 19, 256}}, p);
   tune::DeviceProfile nv = tune::builtin_profile("nvidia");
+  check_type(DType::Q4_K, {{131, 70, 256}}, nv);  // 2 workgroups < min_workgroups: the 32×64 alternative
+  nv.min_workgroups = 0;                          // the main 128×128 8×8 tile
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);
+  check_type(DType::Q6_K, {{131, 70, 256}}, nv);
+  nv.min_workgroups = 3;  // 64×128 4×8: 3 workgroups
+  ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 64u);
+  check_type(DType::Q8_0, {{131, 70, 96}}, nv);
+}
+
+// The mmq repack (ops/matmul_fast.hpp) reproduces rocky_quant's dequantize_row (bit-exact with
+// ggml) bit for bit: value i of a block = s0 · q_i (q6_K: s0 / s1 by half; q4_K: s0 · q_i + s1).
+TEST(FastMatmul, RepackForMmqIsBitExact) {
+  std::mt19937 rng(99);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
+    for (bool nib : {false, true}) {
+      const uint32_t k = 512, m = 7;
+      std::vector<float> deq;
+      auto w = random_weights(t, k, m, rng, deq);
+      const fast::MmqLayout l = fast::mmq_layout(t, k, m, nib);
+      EXPECT_EQ(l.nibbles, nib && t == DType::Q4_K);
+      EXPECT_EQ(l.s_offset % 256, 0u);
+      std::vector<uint8_t> r(l.bytes);
+      fast::repack_for_mmq(t, w.data(), k, m, nib, r.data());
+      size_t bad = 0;
+      for (uint32_t row = 0; row < m; ++row)
+        for (uint32_t b = 0; b < k / 32; ++b) {
+          float s[2];
+          std::memcpy(s, &r[l.s_offset + row * l.s_row_bytes + b * 8], 8);
+          for (uint32_t i = 0; i < 32; ++i) {
+            int q;
+            if (l.nibbles) {
+              const uint8_t byte = r[row * l.q_row_bytes + b * 16 + i % 16];
+              q = i < 16 ? byte & 0xF : byte >> 4;
+            } else {
+              q = static_cast<int8_t>(r[row * l.q_row_bytes + b * 32 + i]);
+            }
+            float v;
+            if (t == DType::Q4_K) {
+              const float a = s[0] * static_cast<float>(q);
+              v = a + s[1];
+            } else {
+              v = (t == DType::Q6_K && i >= 16 ? s[1] : s[0]) * static_cast<float>(q);
+            }
+            const float want = deq[size_t{row} * k + b * 32 + i];
+            uint32_t vb, wb;
+            std::memcpy(&vb, &v, 4);
+            std::memcpy(&wb, &want, 4);
+            bad += vb != wb;
+          }
+        }
+      EXPECT_EQ(bad, 0u) << dtype_name(t) << (nib ? " nibbles" : " int8");
+    }
+  EXPECT_THROW(fast::mmq_layout(DType::Q4_K, 100, 3, false), rocky::Error);
+  EXPECT_THROW(fast::mmq_layout(DType::F16, 256, 3, false), rocky::Error);
+}
+
+// q4_K in both repack layouts through the kernel, and the shape-aware tile choice: with
+// min_workgroups above the main tile's grid an alternative tile runs (odd M, several N).
+TEST(FastMatmul, MulMmqNibblesAndAltTiles) {
+  tune::DeviceProfile p = tune::builtin_profile("llvmpipe");
+  p.mmq_q4k_nibbles = true;
+  check_type(DType::Q4_K, {{67, 5, 256}, {33, 70, 512}}, p);
+  p.mmq_q4k_nibbles = false;
+  p.mmq_alt = {{16, 32, 64, 16, 16, 4, 4, 32, 1, 1}, {16, 16, 32, 16, 16, 4, 2, 32, 1, 0}};
+  p.min_workgroups = 1000;  // none reaches it: the tile with the most workgroups runs
+  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 37).bn, 16u);  // 32×32: 6, 16×32: 10, 16×16: 15
+  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bn, 32u);   // 3, 5, 5: the first of equals
+  check_type(DType::Q4_K, {{67, 5, 256}}, p);
+  check_type(DType::Q6_K, {{67, 37, 256}}, p);
+  p.min_workgroups = 4;  // 67×5: 32×32 gives 3, 16×32 gives 5: the first reaching it
+  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bm, 16u);
+  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bn, 32u);
+  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 64).bm, 32u);  // 3 × 2 = 6: the main tile
+  check_type(DType::Q8_0, {{67, 5, 96}}, p);
+  p.mmq_alt[1].tm = 8;  // an alternative over the device's limits is refused even when unused
+  EXPECT_THROW(check_type(DType::Q8_0, {{67, 5, 96}}, p), rocky::Error);
 }
 
 // mul_mm: weights dequantized into f32 (NMSE ≤ 1e-6) or f16 (≤ 5e-4) shared tiles vs an f64 product
@@ -360,6 +437,8 @@ TEST(FastMatmul, RefusesTilesOverTheBudget) {
   Buffer db = h.mem->create("ds", fast::q8_1_ds_bytes(256, 4), BufferKind::DEVICE);
   Buffer yb = h.mem->create("y", 5 * 4 * 4, BufferKind::DEVICE);
   ops::Weight w{&wb, DType::Q4_K, 256, 5, row_bytes(DType::Q4_K, 256), "w"};
+  Buffer rb = h.mem->create("mmq", fast::mmq_layout(DType::Q4_K, 256, 5, false).bytes, BufferKind::DEVICE);
+  w.mmq_buf = &rb;
   h.rec->begin();
   try {
     fast::mul_mmq(*h.env, p, w, {&qb, 0, qb.size()}, {&db, 0, db.size()}, 4, {&yb, 0, yb.size()}, false, "mmq");

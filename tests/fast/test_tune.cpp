@@ -35,6 +35,9 @@ TEST(Tune, EveryBuiltinTileIsConsistentAndWithinItsBudget) {
     EXPECT_EQ(p.mmq.derived_invocations(), p.mmq.wg) << p.name;
     EXPECT_EQ(check_tile(p.mmq, p.mmq.mmq_accumulators(), p.mmq.mmq_shared_bytes(), p.max_accumulators, 32768, 1024), "")
         << p.name;
+    for (const MatmulTile& a : p.mmq_alt)
+      EXPECT_EQ(check_tile(a, a.mmq_accumulators(), a.mmq_shared_bytes(), p.max_accumulators, 32768, 1024), "")
+          << p.name << " " << a.str();
     EXPECT_EQ(p.mm.derived_invocations(), p.mm.wg) << p.name;
     EXPECT_EQ(check_tile(p.mm, p.mm.accumulators(), p.mm.mm_shared_bytes(), p.max_accumulators, 32768, 1024), "")
         << p.name;
@@ -58,8 +61,9 @@ TEST(Tune, RefusesTilesOverBudgetOrLimits) {
   bad = t;
   bad.wm = 48;
   EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("divide"), std::string::npos);
-  // Shared memory of mul_mmq: BK/32 blocks × (8 words + 16 B scales per row + 8 words + 8 B per token).
-  EXPECT_EQ(t.mmq_shared_bytes(), 128u * 32 + 128 * 16 + 128 * 32 + 128 * 8);
+  // Shared memory of mul_mmq: per row and per token, 2·BK/32 + 1 uvec4 (values, padded) and
+  // BK/32 scale pairs (8 B).
+  EXPECT_EQ(t.mmq_shared_bytes(), (128u + 128) * 3 * 16 + (128 + 128) * 8);
 }
 
 TEST(Tune, JsonOverride) {
@@ -81,6 +85,25 @@ TEST(Tune, JsonOverride) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
+  // Shape-aware tile list and the q4_K repack layout.
+  auto q = load_profile_override(
+      write("b.json", R"({"min_workgroups": 64, "mmq_q4k_nibbles": 0, "mmq_alt": [{"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 4}]})"),
+      base);
+  EXPECT_EQ(q.min_workgroups, 64u);
+  EXPECT_TRUE(base.mmq_q4k_nibbles);  // the default layout
+  EXPECT_FALSE(q.mmq_q4k_nibbles);
+  ASSERT_EQ(q.mmq_alt.size(), 1u);
+  EXPECT_EQ(q.mmq_alt[0].bm, 32u);
+  EXPECT_EQ(q.mmq_alt[0].bk, base.mmq.bk);  // fields not given come from the main mmq tile
+  EXPECT_EQ(q.mmq_alt[0].wg, 128u);
+  EXPECT_EQ(pick_mmq_tile(q, 4096, 512).bm, base.mmq.bm);  // 64×256: 128 workgroups ≥ 64
+  EXPECT_EQ(pick_mmq_tile(q, 256, 512).bm, 32u);           // 8 → the alternative: 64
+  EXPECT_EQ(pick_mmq_tile(base, 256, 512).bn, 64u);        // built-in nvidia: 32×64 for attn_k/attn_v
+  EXPECT_EQ(pick_mmq_tile(base, 2048, 512).bn, 128u);      // 64 → 64×128: 128
+  err(R"({"mmq_alt": {}})", "mmq_alt");
+  err(R"({"mmq_alt": [{"bz": 1}]})", "mmq_alt[0]");
+  err(R"({"min_workgroups": -3})", "min_workgroups");
+  err(R"({"mmq_q4k_nibbles": 2})", "mmq_q4k_nibbles");
   err("{", "not valid JSON");
   err("[]", "expected a JSON object");
   err(R"({"mmq": {"bm": -1}})", "mmq.bm");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
 
@@ -84,6 +85,12 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
     weight_bytes_ += b->size();
     w.buf = b.get();
     weight_buffers_.push_back(std::move(b));
+    if (use_mmq_ && fast::mmq_supports(t->type)) {  // [M5] + the layout mul_mmq reads (matmul_fast.hpp)
+      auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_q4k_nibbles));
+      weight_bytes_ += r->size();
+      w.mmq_buf = r.get();
+      weight_buffers_.push_back(std::move(r));
+    }
     weights_[t] = w;
   }
 }

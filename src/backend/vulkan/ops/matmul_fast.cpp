@@ -1,18 +1,144 @@
 #include "backend/vulkan/ops/matmul_fast.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "backend/vulkan/pipeline_stats.hpp"
+#include <fmt/format.h>
+
 #include "backend/vulkan/shaders/fast_abi.h"
 #include "core/error.hpp"
 
 namespace rocky::vulkan::fast {
 
 static_assert(sizeof(abi::MatmulFastPC) == 9 * 4);
+static_assert(sizeof(abi::MatmulMmqPC) == 9 * 4);
 static_assert(sizeof(abi::Q81PC) == 4 * 4);
 static_assert(sizeof(abi::RooflinePC) == 4 * 4);
 
 bool mmq_supports(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
+
+namespace {
+
+// IEEE binary16 → binary32 (exact: every half is a float).
+float half_to_float(const uint8_t* p) {
+  const uint32_t h = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8;
+  const uint32_t sign = (h >> 15) & 1, e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  float v;
+  if (e == 0) v = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31) v = m ? std::nanf("") : INFINITY;
+  else v = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
+  return sign ? -v : v;
+}
+
+// 6-bit scale and min of sub-block j of a q4_K super-block's 12 scale bytes (ggml's get_scale_min_k4).
+void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// One 32-block: int8 values v[32] and the scale pair.
+struct Block32 {
+  int8_t v[32];
+  float s0, s1;
+};
+
+// Block b (0-based, 32 values) of a ggml row.
+Block32 decode_block(DType t, const uint8_t* row, uint64_t b) {
+  Block32 o{};
+  if (t == DType::Q8_0) {
+    const uint8_t* p = row + b * 34;
+    o.s0 = o.s1 = half_to_float(p);
+    std::memcpy(o.v, p + 2, 32);
+  } else if (t == DType::Q4_0) {
+    const uint8_t* p = row + b * 18;
+    o.s0 = o.s1 = half_to_float(p);
+    for (int i = 0; i < 16; ++i) {
+      o.v[i] = static_cast<int8_t>((p[2 + i] & 0xF) - 8);
+      o.v[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
+    }
+  } else if (t == DType::Q4_K) {  // 144 bytes: d, dmin, scales[12], qs[128]
+    const uint8_t* p = row + (b / 8) * 144;
+    const int j = static_cast<int>(b % 8);
+    int sc = 0, m = 0;
+    q4k_scale_min(p + 4, j, sc, m);
+    o.s0 = half_to_float(p) * static_cast<float>(sc);
+    o.s1 = -(half_to_float(p + 2) * static_cast<float>(m));
+    const uint8_t* q = p + 16 + (j / 2) * 32;
+    for (int l = 0; l < 32; ++l) o.v[l] = static_cast<int8_t>(j % 2 ? q[l] >> 4 : q[l] & 0xF);
+  } else if (t == DType::Q6_K) {  // 210 bytes: ql[128], qh[64], scales[16] (int8), d
+    const uint8_t* p = row + (b / 8) * 210;
+    const int j = static_cast<int>(b % 8), n = j / 4, r = j % 4;  // element 128n + 32r + l
+    const uint8_t *ql = p + 64 * n, *qh = p + 128 + 32 * n;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192) + 8 * n;
+    const float d = half_to_float(p + 208);
+    for (int l = 0; l < 32; ++l) {
+      const int lo = r < 2 ? ql[32 * r + l] & 0xF : ql[32 * (r - 2) + l] >> 4;
+      const int hi = (qh[l] >> (2 * r)) & 3;
+      o.v[l] = static_cast<int8_t>((lo | hi << 4) - 32);
+    }
+    o.s0 = d * static_cast<float>(sc[2 * r]);
+    o.s1 = d * static_cast<float>(sc[2 * r + 1]);
+  } else {
+    fail("repack_for_mmq: weight type {} is not supported by mul_mmq", dtype_name(t));
+  }
+  return o;
+}
+
+}  // namespace
+
+MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles) {
+  if (!mmq_supports(t)) fail("mmq layout: weight type {} is not supported by mul_mmq", dtype_name(t));
+  if (k % dtype_info(t).block_elems || k % 32) fail("mmq layout: K = {} is not a multiple of {}'s block", k, dtype_name(t));
+  MmqLayout l;
+  l.nibbles = q4k_nibbles && t == DType::Q4_K;
+  l.q_row_bytes = l.nibbles ? k / 2 : k;
+  l.s_row_bytes = k / 32 * 8;
+  l.s_offset = (rows * l.q_row_bytes + 255) / 256 * 256;
+  l.bytes = l.s_offset + rows * l.s_row_bytes;
+  return l;
+}
+
+void repack_for_mmq(DType t, const void* src, uint64_t k, uint64_t rows, bool q4k_nibbles, uint8_t* dst) {
+  const MmqLayout l = mmq_layout(t, k, rows, q4k_nibbles);
+  const uint64_t rb = row_bytes(t, k), nblk = k / 32;
+  const auto* in = static_cast<const uint8_t*>(src);
+  std::memset(dst, 0, l.bytes);
+  for (uint64_t r = 0; r < rows; ++r) {
+    uint8_t* q = dst + r * l.q_row_bytes;
+    uint8_t* s = dst + l.s_offset + r * l.s_row_bytes;
+    for (uint64_t b = 0; b < nblk; ++b) {
+      const Block32 blk = decode_block(t, in + r * rb, b);
+      if (l.nibbles) {
+        for (int i = 0; i < 16; ++i)
+          q[b * 16 + static_cast<uint64_t>(i)] = static_cast<uint8_t>(blk.v[i] | blk.v[i + 16] << 4);
+      } else {
+        std::memcpy(q + b * 32, blk.v, 32);
+      }
+      std::memcpy(s + b * 8, &blk.s0, 4);
+      std::memcpy(s + b * 8 + 4, &blk.s1, 4);
+    }
+  }
+}
+
+Buffer upload_for_mmq(Memory& mem, ops::Weight& w, const void* ggml_rows, bool q4k_nibbles) {
+  const MmqLayout l = mmq_layout(w.type, w.ne0, w.rows, q4k_nibbles);
+  std::vector<uint8_t> bytes(l.bytes);
+  repack_for_mmq(w.type, ggml_rows, w.ne0, w.rows, q4k_nibbles, bytes.data());
+  Buffer b = mem.create("mmq repack " + w.name, l.bytes, BufferKind::DEVICE);
+  mem.upload(b, 0, bytes.data(), bytes.size());
+  w.mmq_q_row_bytes = l.q_row_bytes;
+  w.mmq_s_offset = l.s_offset;
+  w.mmq_nibbles = l.nibbles;
+  return b;  // the caller sets w.mmq_buf once the buffer has its final address
+}
 
 void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Region qs, ops::Region ds,
                    const std::string& label) {
@@ -58,36 +184,45 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label) {
   if (!mmq_supports(w.type)) fail("{}: mul_mmq does not support weight type {}", w.name, dtype_name(w.type));
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
-  const tune::MatmulTile& t = prof.mmq;
-  std::string why = tune::check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), prof.max_accumulators, e.info.shared_memory,
-                                     e.info.max_workgroup_invocations);
-  if (!why.empty()) fail("mul_mmq ({} profile): {}", prof.name, why);
+  for (size_t i = 0; i <= prof.mmq_alt.size(); ++i) {
+    const tune::MatmulTile& c = i == 0 ? prof.mmq : prof.mmq_alt[i - 1];
+    std::string why = tune::check_tile(c, c.mmq_accumulators(), c.mmq_shared_bytes(), prof.max_accumulators,
+                                       e.info.shared_memory, e.info.max_workgroup_invocations);
+    if (!why.empty()) fail("mul_mmq ({} profile{}): {}", prof.name, i ? fmt::format(", mmq_alt[{}]", i - 1) : "", why);
+  }
+  if (!w.mmq_buf)
+    fail("{}: mul_mmq needs the weight repacked at load (fast::upload_for_mmq; the backend does it when the int8 "
+         "path is on)", w.name);
+  const tune::MatmulTile& t = tune::pick_mmq_tile(prof, static_cast<uint32_t>(w.rows), n);
   const Pipeline& p = e.pipes.get(use_dot ? "mul_mmq" : "mul_mmq_nodot",
                                   {{ROCKY_SC_WG, t.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
                                    {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn}, {ROCKY_SC_BK, t.bk},
                                    {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
                                    {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step},
-                                   {ROCKY_SC_PREFETCH, t.prefetch}});
+                                   {ROCKY_SC_PREFETCH, t.prefetch}, {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
+                                   {ROCKY_SC_MMQ_VEC4, t.vec4}});
   if (e.pipes.capture_statistics() && prof.refuse_spills)
     refuse_spills(pipeline_statistics(e.pipes.device(), p, "mul_mmq " + t.str()));
   Bound bq = ops::bind(e, qs, false), bd = ops::bind(e, ds, false), by = ops::bind(e, y, true);
   if (bq.delta || bd.delta) fail("mul_mmq: q8_1 regions must be aligned to the storage offset alignment");
-  const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / w.row_bytes);
+  const uint64_t srow = w.ne0 / 32 * 8;
+  const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / std::max(w.mmq_q_row_bytes, srow));
   for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
     const uint64_t r1 = std::min(w.rows, r0 + per);
-    Bound bw = e.rec.bind(*w.buf, r0 * w.row_bytes, (r1 - r0) * w.row_bytes, false);
-    if (w.type == DType::Q4_K && bw.delta % 4) fail("{}: q4_K rows must start 4-byte aligned", w.name);
-    abi::MatmulFastPC pc{};
+    Bound bw = e.rec.bind(*w.mmq_buf, r0 * w.mmq_q_row_bytes, (r1 - r0) * w.mmq_q_row_bytes, false);
+    Bound bs = e.rec.bind(*w.mmq_buf, w.mmq_s_offset + r0 * srow, (r1 - r0) * srow, false);
+    if (bw.delta % 16 || bs.delta % 8) fail("{}: mmq repack windows are not 16/8-byte aligned", w.name);
+    abi::MatmulMmqPC pc{};
     pc.M = static_cast<uint32_t>(r1 - r0);
     pc.K = static_cast<uint32_t>(w.ne0);
     pc.N = n;
-    pc.row_bytes = static_cast<uint32_t>(w.row_bytes);
-    pc.w_off = bw.delta;
+    pc.wq_off = bw.delta / 16;
+    pc.ws_off = bs.delta / 8;
     pc.x_off = 0;
     pc.y_off = ops::f32_off(by);
     pc.ldy = static_cast<uint32_t>(w.rows);
     pc.m0 = static_cast<uint32_t>(r0);
-    Bound b[] = {bw, bq, bd, by};
+    Bound b[] = {bw, bs, bq, bd, by};
     e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
   }
 }

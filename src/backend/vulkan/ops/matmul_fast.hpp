@@ -3,8 +3,19 @@
 //    (fast_abi.h): `qs` = N·K int8 values as 8 words per 32-block (token-major), `ds` = N·K/32
 //    pairs (d, d·Σq) as f32.
 //  - mul_mmq (shaders/mul_mmq.comp, or mul_mmq_nodot.comp when the device lacks
-//    shaderIntegerDotProduct): y [ldy = M, N] = W · x from ggml weight rows (q4_0, q8_0, q4_K, q6_K,
-//    read in their ggml layout; no repacking yet) and q8_1 activations.
+//    shaderIntegerDotProduct): y [ldy = M, N] = W · x from weights (q4_0, q8_0, q4_K, q6_K)
+//    repacked at load into the mmq layout below, and q8_1 activations.
+//
+// The mmq layout (repack_for_mmq; shaders/common/mul_mmq.glsl reads it), for a weight of `rows`
+// rows of K values (K a multiple of 32), in one buffer:
+//  - values at byte 0, row r at r · q_row_bytes: per 32-block of the row, 32 signed int8 (q8_0: q;
+//    q4_0: q − 8; q6_K: q − 32; q4_K: q in 0..15), q_row_bytes = K; or, for q4_K with `nibbles`,
+//    16 bytes per block where byte i = q[i] | q[i + 16] << 4, q_row_bytes = K / 2;
+//  - scale pairs at byte s_offset (256-aligned), row r at s_offset + r · K/32 · 8: per block two
+//    f32 (s0, s1): q8_0, q4_0: (d, d); q6_K: (d · scale of values 0..15, d · scale of 16..31);
+//    q4_K: (d · sc, −(dmin · m)).
+// Block value i is then s0 · q_i (q6_K: s0 or s1 by half; q4_K: s0 · q_i + s1), bit-exact with
+// ggml's dequantize_row_* (tests/fast/test_fast_matmul.cpp checks every type).
 // The tile comes from rocky::tune (a profile chosen for the device, or a JSON override) and is
 // refused with a rocky::Error naming the violated limit (accumulators over the profile's budget,
 // shared memory over the device's limit, inconsistent shape), and — when the pipelines capture
@@ -15,6 +26,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/vulkan/memory.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 #include "tune/tile.hpp"
 
@@ -27,6 +39,26 @@ inline uint64_t q8_1_ds_bytes(uint64_t k, uint64_t n) { return k / 32 * n * 8; }
 // True when mul_mmq handles weight type `t`.
 bool mmq_supports(DType t);
 
+// Sizes of the mmq layout (above) of `rows` rows of K values of `t`.
+struct MmqLayout {
+  uint64_t q_row_bytes = 0;  // values per row
+  uint64_t s_row_bytes = 0;  // scale pairs per row (K/32 · 8)
+  uint64_t s_offset = 0;     // byte offset of the scale region
+  uint64_t bytes = 0;        // whole buffer
+  bool nibbles = false;
+};
+MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles);
+
+// Repack `rows` ggml rows of `t` (k values each, ggml row size apart from `src`) into the mmq
+// layout at `dst` (mmq_layout(...).bytes). rocky::Error for an unsupported type or K not a
+// multiple of the block.
+void repack_for_mmq(DType t, const void* src, uint64_t k, uint64_t rows, bool q4k_nibbles, uint8_t* dst);
+
+// Repack w's ggml rows `ggml_rows` (w.rows · w.row_bytes bytes) on the host, upload them into a
+// new device buffer and point w.mmq_* at it (q4k_nibbles: the profile's mmq_q4k_nibbles). The
+// caller keeps the buffer alive as long as w is used.
+Buffer upload_for_mmq(Memory& mem, ops::Weight& w, const void* ggml_rows, bool q4k_nibbles);
+
 void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Region qs, ops::Region ds,
                    const std::string& label);
 
@@ -38,7 +70,9 @@ void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint
 void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, uint32_t n_cols, ops::Region qs,
                    ops::Region ds, const std::string& label);
 
-// `use_dot`: OpSDot variant (requires info.int8_dot) or the unpacked fallback.
+// `use_dot`: OpSDot variant (requires info.int8_dot) or the unpacked fallback. w must carry its
+// mmq repack (upload_for_mmq). The tile is tune::pick_mmq_tile(prof, w.rows, n); every tile of the
+// profile is checked (tune::check_tile) first.
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label);
 

@@ -19,6 +19,12 @@ namespace rocky::vulkan::abi {
 // mul_mmq: 1 = fetch stage k+1 into registers before the dot products of stage k (latency hiding,
 // more registers), 0 = fetch right before storing to shared memory.
 #define ROCKY_SC_PREFETCH 24
+// mul_mmq: 1 = q4_K values repacked as nibble pairs (16 bytes per 32-block) rather than int8
+// (32 bytes); the repack layout must match (fast::MmqLayout::nibbles).
+#define ROCKY_SC_MMQ_NIB 25
+// mul_mmq: 1 = read shared-memory operands as uvec4 (fewer load instructions, more live
+// registers), 0 = one 32-bit word at a time (MatmulTile::vec4).
+#define ROCKY_SC_MMQ_VEC4 26
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).
@@ -55,15 +61,31 @@ struct ProducerQ81PC {
   uint pad2;
 };
 
-// mul_mmq / mul_mm: y[m0 + m, n] = Σ_k W[k, m] · x[k, n]. Weights in ggml rows at byte w_off
-// (row stride row_bytes); activations q8_1 (mul_mmq) or f32 [K, N] at x_off (mul_mm).
+// mul_mm: y[m0 + m, n] = Σ_k W[k, m] · x[k, n]. Weights in ggml rows at byte w_off
+// (row stride row_bytes); f32 activations [K, N] at x_off.
 struct MatmulFastPC {
   uint M;
   uint K;
   uint N;
   uint row_bytes;
   uint w_off;
-  uint x_off;   // mul_mm: f32 element offset of x; mul_mmq: block offset (in blocks) of q8_1
+  uint x_off;   // f32 element offset of x
+  uint y_off;
+  uint ldy;
+  uint m0;
+};
+
+// mul_mmq: y[m0 + m, n] = Σ_k W[k, m] · x[k, n] with W in the mmq repack layout
+// (ops/matmul_fast.hpp): values at uvec4 offset wq_off (binding 0, row stride K/16 uvec4, or K/32
+// with nibbles), scale pairs at vec2 offset ws_off (binding 1, row stride K/32); q8_1 activations
+// at block offset x_off (uvec4 index 2·block, vec2 index block).
+struct MatmulMmqPC {
+  uint M;
+  uint K;
+  uint N;
+  uint wq_off;
+  uint ws_off;
+  uint x_off;
   uint y_off;
   uint ldy;
   uint m0;
