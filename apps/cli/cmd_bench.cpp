@@ -1,4 +1,4 @@
-// rocky bench -m MODEL [-p 512] [-n 128] [-ub 64,128,...] [-b N] [-r 5] [-o md|json|csv] [--device D]
+// rocky bench -m MODEL [-p 512] [-n 128] [-ub 64,128,...] [-b N] [-r 5] [-o md|json|csv] [--device D] [--matmul P]
 //   [--roofline-json FILE | --no-roofline] [--no-warmup] [--profile]
 // llama-bench's table (model, size, params, backend, n_ubatch, test, t/s ± stddev) plus peak
 // device memory and the % of the device's measured roofline; see runtime/bench.hpp for the method.
@@ -63,7 +63,8 @@ int run_bench(BenchOpts o) {
         if (r.profile.empty()) continue;
         double total = 0;
         for (const auto& e : r.profile) total += e["ms"].get<double>();
-        fmt::print("\nGPU time per op, last ubatch of {} at ub {} ({:.3f} ms):\n", r.test, r.n_ubatch, total);
+        fmt::print("\nGPU time per op, last {} of {} at ub {} ({:.3f} ms):\n", r.n_gen > 0 ? "token" : "ubatch", r.test,
+                   r.n_ubatch, total);
         for (const auto& e : r.profile)
           fmt::print("  {:<20} {:9.3f} ms {:5.1f} % {:5} dispatches\n", e["op"].get<std::string>(), e["ms"].get<double>(),
                      total > 0 ? 100.0 * e["ms"].get<double>() / total : 0.0, e["dispatches"].get<int>());
@@ -90,11 +91,13 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json", "csv"}))->capture_default_str();
   sub->add_option("--device", o->p.device, "cpu, vulkan[:N] or auto")->capture_default_str();
+  sub->add_option("--matmul", o->p.matmul, "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
   sub->add_option("--roofline-json", o->roofline_json, "Peaks from `rocky roofline --json` (else measured once)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--no-roofline", o->no_roofline, "No % of roofline column");
   sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
-  sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch (timestamps; slows the run)");
+  sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch and tg token (timestamps; slows the run)");
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   sub->callback([&run, o] { run = [o] { return run_bench(*o); }; });

@@ -1,4 +1,5 @@
-// rocky run -m MODEL (-p TEXT | -f FILE) -n N [--device cpu|vulkan[:N]|auto] [-c N] [-ub N] [--temp T] [--seed S]
+// rocky run -m MODEL (-p TEXT | -f FILE) -n N [--device cpu|vulkan[:N]|auto] [--matmul auto|mmq|mm|basic]
+//           [-c N] [-ub N] [--temp T] [--seed S]
 //           [--json] [--dump-logits FILE] [--dump-all-logits FILE]
 // Tokenizes the prompt (BOS as the model's metadata says), prefills it in ubatches of -ub tokens,
 // then generates up to N tokens one at a time (stops at end-of-generation unless --ignore-eos),
@@ -28,7 +29,7 @@ namespace rocky::cli {
 namespace {
 
 struct RunOpts {
-  std::string model, prompt, prompt_file, device = "auto", dump_logits, dump_all_logits;
+  std::string model, prompt, prompt_file, device = "auto", dump_logits, dump_all_logits, matmul = "auto";
   int32_t n_predict = 32;
   int32_t n_ctx = 0;
   int32_t n_ubatch = 512;
@@ -74,7 +75,7 @@ int run_run(const RunOpts& o) {
   }
   std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty()) fail("the prompt is empty (no tokens to evaluate)");
-  runtime::Session session(*model, runtime::make_backend(o.device), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::Session session(*model, runtime::make_backend(o.device, {o.matmul}), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
     fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
   }
@@ -181,6 +182,8 @@ void add_run(CLI::App& app, Runner& run) {
   f->excludes(p);
   sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)")->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
+  sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
   sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)")
       ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")

@@ -10,12 +10,14 @@
 
 namespace rocky::runtime {
 
-std::unique_ptr<backend::Backend> make_backend(const std::string& device) {
+std::unique_ptr<backend::Backend> make_backend(const std::string& device, const BackendOptions& bo) {
+  const vulkan::ops::MatmulPath matmul = vulkan::ops::parse_matmul_path(bo.matmul, "--matmul");
   if (device == "cpu") return backend::cpu::make_cpu_backend();
   // Vulkan: vulkan[:N]; auto = the first Vulkan GPU, else the CPU (said on stderr).
   if (auto index = vulkan::parse_vulkan_device(device)) {
     vulkan::VulkanOptions o;
     o.device = *index;
+    o.matmul = matmul;
     return std::make_unique<vulkan::VulkanBackend>(o);
   }
   if (device == "auto") {
@@ -23,6 +25,7 @@ std::unique_ptr<backend::Backend> make_backend(const std::string& device) {
     if (auto gpu = vulkan::first_gpu(&why)) {
       vulkan::VulkanOptions o;
       o.device = *gpu;
+      o.matmul = matmul;
       return std::make_unique<vulkan::VulkanBackend>(o);
     }
     fmt::print(stderr, "rocky: no Vulkan GPU ({}); using the CPU backend\n", why);

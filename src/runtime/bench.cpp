@@ -45,7 +45,7 @@ struct Timer {
   double ns() const { return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()); }
 };
 
-std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool profile) {
+std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool profile, const std::string& matmul) {
   if (device == "cpu") {
     if (profile) fail("bench --profile needs a Vulkan device");
     return backend::cpu::make_cpu_backend();
@@ -64,6 +64,7 @@ std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool 
   vulkan::VulkanOptions o;
   o.device = *idx;
   o.profile = profile;
+  o.matmul = vulkan::ops::parse_matmul_path(matmul, "--matmul");
   return std::make_unique<vulkan::VulkanBackend>(o);
 }
 
@@ -113,7 +114,43 @@ nlohmann::json row_json(const BenchRow& r) {
                         {"roof_kind", r.roof_kind},
                         {"roof_pct", r.roof_pct},
                         {"matmul_path", r.matmul_path},
-                        {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile}};
+                        {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile},
+                        {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch}};
+}
+
+// Host split per ubatch of the timed repetitions (see BenchRow::host_ms_per_ubatch).
+nlohmann::json host_split(Session& s, const std::vector<double>& ns) {
+  const EvalTiming& t = s.timing();
+  if (t.ubatches == 0) return nlohmann::json::object();
+  const double u = double(t.ubatches);
+  double wall = 0;
+  for (double v : ns) wall += v * 1e-6;
+  nlohmann::json j{{"graph", t.graph_ms / u}, {"plan", t.plan_ms / u}};
+  double inside = t.graph_ms + t.plan_ms + t.compute_ms;
+  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend())) {
+    const vulkan::HostTiming& h = vk->host_timing();
+    j["setup"] = h.setup_ms / u;
+    j["record"] = h.record_ms / u;
+    j["submit_wait"] = h.submit_wait_ms / u;
+    j["readback"] = h.readback_ms / u;
+    j["dispatches"] = double(h.dispatches) / u;
+    j["compute_other"] = (t.compute_ms - h.setup_ms - h.record_ms - h.submit_wait_ms - h.readback_ms) / u;
+  } else {
+    j["compute"] = t.compute_ms / u;
+  }
+  j["other"] = (wall - inside) / u;
+  return j;
+}
+
+void reset_timing(Session& s) {
+  s.reset_timing();
+  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend())) vk->reset_host_timing();
+}
+
+std::string split_line(const nlohmann::json& j) {
+  std::string out;
+  for (auto& [k, v] : j.items()) out += fmt::format("{}{} {:.3f}", out.empty() ? "" : ", ", k, v.get<double>());
+  return out;
 }
 
 }  // namespace
@@ -170,8 +207,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   const int32_t max_p = p.n_prompt.empty() ? 0 : *std::max_element(p.n_prompt.begin(), p.n_prompt.end());
   const int32_t max_n = p.n_gen.empty() ? 0 : *std::max_element(p.n_gen.begin(), p.n_gen.end());
   const int32_t n_ctx = std::max({max_p, max_n, 1});
-  const char* mm = std::getenv("ROCKY_MATMUL");
-  const bool mmq = mm && std::string(mm) == "mmq";
+  vulkan::ops::parse_matmul_path(p.matmul, "--matmul");  // a usage error before the model loads
 
   // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
   std::mt19937_64 rng(p.seed);
@@ -184,7 +220,14 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     SessionOptions so;
     so.n_ctx = n_ctx;
     so.n_ubatch = ub;
-    Session s(*model, bench_backend(p.device, p.profile), so);
+    Session s(*model, bench_backend(p.device, p.profile, p.matmul), so);
+    auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend());
+    // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
+    auto path_used = [&] {
+      if (!vk) return std::string("cpu");
+      if (vk->int8_matmuls() > 0) return std::string("mmq");
+      return std::string(vk->matmul_path() == vulkan::ops::MatmulPath::MM ? "mm" : "basic");
+    };
     BenchRow base;
     base.model = model_label(*model, n_params);
     base.model_file = p.model;
@@ -193,7 +236,21 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.backend = s.backend().name();
     base.n_ubatch = ub;
     base.reps = p.reps;
-    base.matmul_path = mmq ? "mmq" : "default";
+    base.matmul_path = path_used();
+    // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
+    auto profile_by_op = [&] {
+      std::map<std::string, std::pair<double, int>> by_op;
+      if (vk)
+        for (const auto& t : vk->recorder().timings()) {
+          std::string key = t.label;
+          if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
+          by_op[key].first += t.ms;
+          by_op[key].second += 1;
+        }
+      nlohmann::json prof = nlohmann::json::array();
+      for (auto& [k, v] : by_op) prof.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
+      return prof;
+    };
     std::vector<BenchRow> ub_rows;
     for (int32_t np : p.n_prompt) {
       if (np == 0) continue;
@@ -207,6 +264,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         s.eval(tok);
       }
       std::vector<double> ns;
+      reset_timing(s);
       for (int32_t i = 0; i < p.reps; ++i) {
         log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
         s.reset();
@@ -215,6 +273,10 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         ns.push_back(t.ns());
       }
       stats(r, ns, np);
+      r.host_ms_per_ubatch = host_split(s, ns);
+      log(fmt::format("bench: ub {} {} host ms per ubatch: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
+      r.matmul_path = path_used();
+      const bool mmq = r.matmul_path == "mmq";
       r.flops_per_token = flops_per_token(*model, (np + 1) / 2.0);
       r.tflops = r.avg_ts * r.flops_per_token / 1e12;
       if (p.roofline) {
@@ -222,19 +284,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         r.roof_kind = mmq ? "int8_dot" : "fp32";
         r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
       }
-      if (p.profile) {
-        auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend());
-        std::map<std::string, std::pair<double, int>> by_op;
-        if (vk)
-          for (const auto& t : vk->recorder().timings()) {
-            std::string key = t.label;
-            if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
-            by_op[key].first += t.ms;
-            by_op[key].second += 1;
-          }
-        r.profile = nlohmann::json::array();
-        for (auto& [k, v] : by_op) r.profile.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
-      }
+      if (p.profile) r.profile = profile_by_op();
       ub_rows.push_back(std::move(r));
     }
     for (int32_t ng : p.n_gen) {
@@ -252,6 +302,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         s.eval(std::span<const int32_t>(tokens.data(), 1));
       }
       std::vector<double> ns;
+      reset_timing(s);
       for (int32_t i = 0; i < p.reps; ++i) {
         log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
         Timer t;
@@ -259,6 +310,9 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         ns.push_back(t.ns());
       }
       stats(r, ns, ng);
+      r.host_ms_per_ubatch = host_split(s, ns);
+      log(fmt::format("bench: ub {} {} host ms per token: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
+      if (p.profile) r.profile = profile_by_op();
       r.flops_per_token = flops_per_token(*model, ng / 2.0);
       r.tflops = r.avg_ts * r.flops_per_token / 1e12;
       r.gbs = r.avg_ts * double(size) / 1e9;

@@ -13,8 +13,8 @@
 // FLOP per token (flops_per_token()): 2 · (every 2-D weight a token multiplies, except the token
 // embedding table; the output head counted once, tied or not) + attention 4 · n_layer · n_head ·
 // head_dim · average context ((n+1)/2 for a prefill of n tokens, n_gen/2 for decode).
-// Roofline: pp rows against the int8-dot peak when the int8 path is on (ROCKY_MATMUL=mmq), else
-// the FP32 FMA peak; tg rows against the copy bandwidth with the model's bytes read per token.
+// Roofline: pp rows against the int8-dot peak when the prefill ran on the int8 path (--matmul
+// auto/mmq with quantized weights), else the FP32 FMA peak; tg rows against the copy bandwidth with the model's bytes read per token.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,8 @@ struct BenchParams {
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
-  bool profile = false;  // per-op GPU time of the last pp ubatch (Vulkan only; slows the run)
+  bool profile = false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run)
+  std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
 };
@@ -68,8 +69,12 @@ struct BenchRow {
   double gbs = 0;              // tg: achieved bytes/s of weights read (model_size · t/s) / 1e9
   std::string roof_kind;       // "int8_dot" | "fp32" | "copy" | "" (no roofline)
   double roof_pct = 0;         // % of that peak; 0 when roof_kind is ""
-  std::string matmul_path;     // "mmq" (ROCKY_MATMUL=mmq) or "default"
-  nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile
+  std::string matmul_path;     // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
+  nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
+  // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
+  // plan (plan_arena), setup / record / submit_wait / readback (VulkanBackend::host_timing(); zero
+  // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.
+  nlohmann::json host_ms_per_ubatch;
 };
 
 // FLOP of one token at an average attention context of `ctx_avg` positions (see above).

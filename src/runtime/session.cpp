@@ -2,11 +2,16 @@
 #include "runtime/session.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.hpp"
-#include "graph/planner.hpp"
 
 namespace rocky::runtime {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+}  // namespace
 
 Session::Session(const model::Model& m, std::unique_ptr<backend::Backend> be, SessionOptions o)
     : model_(m), be_(std::move(be)) {
@@ -40,9 +45,19 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     const bool last = i0 + nt == n;
     // Only the last ubatch's last token is needed unless all logits are asked for.
     const model::Logits want = all_logits ? model::Logits::ALL : last ? model::Logits::LAST : model::Logits::NONE;
-    model::UbatchSpec u{nt, n_past_, n_ctx_, want};
-    graph::Graph g = model_.build_graph(u);
-    graph::Plan p = graph::plan_arena(g);
+    const auto t0 = Clock::now();
+    auto key = std::make_pair(nt, static_cast<int>(want));
+    auto it = shapes_.find(key);
+    if (it == shapes_.end()) {
+      if (shapes_.size() >= 8) shapes_.clear();  // bounded: a run uses ≤ 3 shapes (ubatch, last, decode)
+      it = shapes_.emplace(key, Shape{model_.build_graph(model::UbatchSpec{nt, n_past_, n_ctx_, want}), {}}).first;
+    }
+    graph::Graph& g = it->second.g;
+    g.n_past = n_past_;
+    const auto t1 = Clock::now();
+    if (it->second.p.offset.empty()) it->second.p = graph::plan_arena(g);
+    const graph::Plan& p = it->second.p;
+    const auto t2 = Clock::now();
     std::span<float> dst;
     if (want == model::Logits::ALL) {
       dst = std::span<float>(out).subspan(static_cast<size_t>(i0 * n_vocab), static_cast<size_t>(nt * n_vocab));
@@ -50,6 +65,11 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
       dst = std::span<float>(out);
     }
     be_->compute(g, p, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt)), dst);
+    const auto t3 = Clock::now();
+    timing_.graph_ms += ms(t0, t1);
+    timing_.plan_ms += ms(t1, t2);
+    timing_.compute_ms += ms(t2, t3);
+    timing_.ubatches += 1;
     n_past_ += nt;
     if (progress) progress(i0 + nt, n);
   }

@@ -1,21 +1,33 @@
 // A generation session: one model, one backend, one KV cache; the ubatch loop.
 //
 // Prefill splits the tokens into ubatches of at most n_ubatch tokens (each one graph + plan +
-// compute); decode is a 1-token ubatch. Positions run 0 .. n_ctx-1; going past n_ctx is a
+// compute); decode is a 1-token ubatch. A graph depends on n_past only through Graph::n_past, so
+// graphs and plans are built once per (tokens, logits) shape and reused with n_past updated
+// (decode builds nothing after its first token). Positions run 0 .. n_ctx-1; going past n_ctx is a
 // rocky::Error naming the sizes and the fix (-c).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "graph/planner.hpp"
 #include "model/model.hpp"
 
 namespace rocky::runtime {
+
+// Host wall time of eval() outside the backend's compute(), accumulated (reset_timing() clears it).
+struct EvalTiming {
+  double graph_ms = 0;    // model::build_graph
+  double plan_ms = 0;     // graph::plan_arena
+  double compute_ms = 0;  // Backend::compute (its own split: VulkanBackend::host_timing())
+  int64_t ubatches = 0;
+};
 
 struct SessionOptions {
   int32_t n_ctx = 0;       // KV positions; 0 = the model's n_ctx_train, capped at 4096
@@ -39,6 +51,8 @@ class Session {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_vocab() const { return model_.hparams().n_vocab; }
   backend::Backend& backend() { return *be_; }
+  const EvalTiming& timing() const { return timing_; }
+  void reset_timing() { timing_ = {}; }
 
  private:
   const model::Model& model_;
@@ -46,6 +60,12 @@ class Session {
   int32_t n_ctx_ = 0;
   int32_t n_ubatch_ = 0;
   int32_t n_past_ = 0;
+  EvalTiming timing_;
+  struct Shape {
+    graph::Graph g;
+    graph::Plan p;
+  };
+  std::map<std::pair<int32_t, int>, Shape> shapes_;  // (n_tokens, model::Logits) → graph + plan
 };
 
 }  // namespace rocky::runtime

@@ -74,7 +74,8 @@ TEST(BenchCli, JsonCarriesEveryField) {
       EXPECT_EQ(x["model_n_params"].get<uint64_t>(), 292800u);  // as `rocky info` counts it
       EXPECT_GT(x["model_size"].get<uint64_t>(), 0u);
       EXPECT_EQ(x["backend"].get<std::string>().rfind(dev, 0), 0u);
-      EXPECT_EQ(x["matmul_path"].get<std::string>(), "default");
+      // stories260K's weights are f32: the int8 path (default --matmul auto) does not apply.
+      EXPECT_EQ(x["matmul_path"].get<std::string>(), dev == "cpu" ? "cpu" : "basic");
       // t/s: mean of the samples, stddev the sample standard deviation, avg_ns their mean time.
       auto s = x["samples_ts"].get<std::vector<double>>();
       ASSERT_EQ(s.size(), 3u);
@@ -109,6 +110,31 @@ TEST(BenchCli, JsonCarriesEveryField) {
       }
     }
   }
+}
+
+// --matmul on a quantized model: the pp row names the kernels the prefill used and takes its % of
+// the matching peak (int8 dot for mmq, FP32 otherwise); every row carries the host split.
+TEST(BenchCli, MatmulPathOnQuantizedModel) {
+  const std::string m = shared_path("reference/models/synth/synth-llama-q8_0.gguf");
+  for (const std::string path : {"auto", "mm", "basic"}) {
+    SCOPED_TRACE(path);
+    auto r = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "2", "-ub", "16", "-r", "1", "-o", "json",
+                                     "--device", "vulkan", "--matmul", path, "--roofline-json", roofline_file()});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 2u);
+    const std::string used = path == "auto" ? "mmq" : path;
+    EXPECT_EQ(rows[0]["matmul_path"].get<std::string>(), used);
+    EXPECT_EQ(rows[0]["roof_kind"].get<std::string>(), used == "mmq" ? "int8_dot" : "fp32");
+    for (const auto& row : rows) {
+      const json& h = row["host_ms_per_ubatch"];
+      for (const char* k : {"graph", "plan", "setup", "record", "submit_wait", "readback", "dispatches", "other"})
+        EXPECT_TRUE(h.contains(k)) << k << " " << h.dump();
+      EXPECT_GT(h["dispatches"].get<double>(), 0.0);
+    }
+  }
+  auto bad = run_rocky("bench_cli", {"bench", "-m", m, "--matmul", "int4"});
+  EXPECT_EQ(bad.rc, 2) << bad.err;
 }
 
 TEST(BenchCli, MarkdownAndCsvShape) {

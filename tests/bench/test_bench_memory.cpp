@@ -5,8 +5,10 @@
 // with the number of submits: ub 64 prefills 257 tokens (5 submits), ub 1024 1025 tokens (2), and a
 // further prefill after reset() must leave the peak unchanged.
 // The bound is computed here from the GGUF tensor sizes, the KV shape, graph::plan_arena and the
-// matmul shapes. The int8 path (ROCKY_MATMUL=mmq) is used because it is ≈ 4× faster on lavapipe
-// than the f32 tiles (a 1025-token prefill of this model: ≈ 1 min instead of > 4).
+// matmul shapes. The default int8 path (q8_1 activations + mul_mmq) runs: ≈ 4× faster on lavapipe
+// than the f32 tiles (a 1025-token prefill of this model: ≈ 1 min instead of > 4). Its q8_1 scratch
+// here is one slot (each activation's q8_1 copy is dead before the next is produced) of the
+// largest K·N.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +46,7 @@ std::vector<int32_t> ubatches() {
 
 TEST(BenchMemory, PeakWithinWeightsKvArena) {
   using namespace rocky;
-  setenv("ROCKY_MATMUL", "mmq", 1);
+  unsetenv("ROCKY_MATMUL");  // the default path
   const std::string path = test::scratch_dir("bench_memory") + "/q15-2l.gguf";
   auto s = test::run_rocky("bench_memory", {"synth", "--preset", "qwen2.5-1.5b", "--layers", "2", "--type", "q4_k_m",
                                             "--vocab", "2048", "-q", "-o", path});

@@ -1,7 +1,11 @@
-// [M5] End to end with the int8 prefill path (ROCKY_MATMUL=mmq: q8_1 activations + mul_mmq) on the
-// quantized synth models against llama.cpp's CPU (which also rounds activations to 8-bit blocks):
-// ../shared/reference/README.md int8-path tolerance, ≤ 0.35 absolute on the last logits, argmax
-// equal where the reference margin exceeds it. Graph helpers copied from tests/vulkan/test_model.cpp.
+// [M5] End to end with the int8 prefill path — the Vulkan backend's DEFAULT (VulkanOptions{}.matmul
+// = auto: q8_1 activations + mul_mmq) — on the quantized synth models against llama.cpp's CPU (which
+// also rounds activations to 8-bit blocks): ../shared/reference/README.md int8-path tolerance,
+// ≤ 0.35 absolute on the last logits, argmax equal where the reference margin exceeds it.
+// Also: every prefill matmul of these models took the int8 path; rms_norm and silu·mul write q8_1
+// themselves and each activation is quantized once for all its matmuls (one quantize_q8_1 per layer,
+// for the attention output), checked by counting dispatches against the per-matmul quantization
+// (fuse_q8_1 = false: f32 op + quantize_q8_1), whose logits must agree. Graph helpers copied from tests/vulkan/test_model.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -133,9 +137,26 @@ std::vector<float> read_f32(const std::string& path) {
 }
 
 
-// stories260K, every prompt position, f32 and f16 KV cache; then greedy decode (mat-vec path).
+struct Int8Run {
+  std::vector<float> logits;
+  uint32_t int8_matmuls = 0, dispatches = 0;
+};
+
+Int8Run run_graph(vulkan::VulkanBackend& be, const Graph& g, const std::vector<int32_t>& tokens, int32_t n_vocab) {
+  auto w = all_weights(g);
+  be.load_weights(w);
+  be.init_kv(g.kv);
+  Int8Run r;
+  r.logits.resize(static_cast<size_t>(n_vocab));
+  be.compute(g, own_plan(g), tokens, r.logits);
+  r.int8_matmuls = be.int8_matmuls();
+  r.dispatches = be.recorder().dispatches();
+  be.release_weights();
+  EXPECT_EQ(be.instance().error_count(), 0u);
+  return r;
+}
+
 void check_int8_path(const std::string& model, const std::string& ref_dir, const std::string& prompt) {
-  setenv("ROCKY_MATMUL", "mmq", 1);
   auto f = gguf::GgufFile::open(shared_path("reference/models/synth/" + model + ".gguf"));
   Llama m = load_llama(f);
   std::ifstream js(shared_path("reference/ref/" + ref_dir + "/" + prompt + ".json"));
@@ -143,14 +164,50 @@ void check_int8_path(const std::string& model, const std::string& ref_dir, const
   const int32_t n = static_cast<int32_t>(tokens.size());
   ASSERT_GT(n, 1) << "a prefill of one token would not use the matmul path";
   Graph g = build_llama(m, n, 0, n + 8, false);
-  auto& be = shared_backend(false, 0);
-  auto w = all_weights(g);
-  be.load_weights(w);
-  be.init_kv(g.kv);
-  std::vector<float> logits(static_cast<size_t>(m.n_vocab));
-  be.compute(g, own_plan(g), tokens, logits);
-  be.release_weights();
-  EXPECT_EQ(be.instance().error_count(), 0u);
+  // The backend's default options (validation on); ROCKY_MATMUL must not override them here.
+  ::unsetenv("ROCKY_MATMUL");
+  auto& be = shared_backend(false, 0, false, vulkan::VulkanOptions{}.matmul);
+  Int8Run run = run_graph(be, g, tokens, m.n_vocab);
+  std::vector<float>& logits = run.logits;
+  // 7 matmuls per layer on the int8 path (the head runs on one token: mat-vec).
+  EXPECT_EQ(run.int8_matmuls, uint32_t(7 * m.n_layer));
+  // fuse_q8_1 = false: the f32 rms_norm / silu·mul, then one quantize_q8_1 per activation (same q8_1
+  // values up to rounding ties). Main before this change quantized per matmul: 7 per layer.
+  vulkan::VulkanOptions o;
+  o.validation = true;
+  o.persist_pipeline_cache = false;
+  o.fuse_q8_1 = false;
+  Int8Run unfused;
+  {
+    vulkan::VulkanBackend be2(o);
+    unfused = run_graph(be2, g, tokens, m.n_vocab);
+  }
+  std::printf("%s: %u dispatches (int8 producers, one q8_1 per activation), %u with a q8_1 pass per activation\n",
+              model.c_str(), run.dispatches, unfused.dispatches);
+  // Unfused: one quantize per activation = 4 per layer (attn_norm, kqv_out, ffn_norm, swiglu) instead of
+  // 1 (kqv_out); the producers replace rms_norm / silu_mul one for one.
+  EXPECT_EQ(unfused.dispatches, run.dispatches + uint32_t(3 * m.n_layer));
+  // Discrete-GPU I/O (token ids in host memory, logits copied into a host buffer by the ubatch's
+  // own command buffer) and a KV cache zeroed in place by init_kv of the same shape: same logits.
+  {
+    vulkan::VulkanOptions h;
+    h.validation = true;
+    h.persist_pipeline_cache = false;
+    h.host_io = true;
+    vulkan::VulkanBackend be3(h);
+    auto w = all_weights(g);
+    be3.load_weights(w);
+    for (int rep = 0; rep < 2; ++rep) {
+      be3.init_kv(g.kv);
+      std::vector<float> got(logits.size());
+      be3.compute(g, own_plan(g), tokens, got);
+      EXPECT_EQ(got, logits) << "host_io, repetition " << rep;
+    }
+    EXPECT_EQ(be3.instance().error_count(), 0u);
+  }
+  double max_fu = 0;
+  for (size_t i = 0; i < logits.size(); ++i) max_fu = std::max(max_fu, std::abs(double(logits[i]) - unfused.logits[i]));
+  EXPECT_LE(max_fu, 1e-2) << "the q8_1 producers must match quantize_q8_1 of the f32 op";
   auto ref = read_f32(shared_path("reference/ref/" + ref_dir + "/" + prompt + ".cpu.last_logits.f32"));
   ASSERT_EQ(ref.size(), logits.size());
   double maxd = 0;

@@ -169,4 +169,36 @@ TEST(VulkanCli, RunOnVulkanMatchesCpu) {
   EXPECT_EQ(aut.code, 0) << aut.out;
 }
 
+// --matmul: the default (auto) takes the int8 path on quantized weights and verify then holds it to
+// the int8 bound (0.35 absolute, ../shared/reference/README.md); --matmul basic is the f32 path with
+// the tight rel 1e-3; a bad value is a usage error (exit 2), a bad ROCKY_MATMUL an error (exit 1).
+TEST(VulkanCli, VerifyMatmulPathsAndTolerances) {
+  const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/synth/synth-llama-q8_0.gguf";
+  Result a = run_cmd(k_rocky + " verify -m " + model + " --json");
+  ASSERT_EQ(a.code, 0) << a.out;
+  auto ja = nlohmann::json::parse(a.out.substr(a.out.find('{')));
+  EXPECT_EQ(ja["matmul"], "auto");
+  EXPECT_GT(ja["int8_matmuls"].get<int>(), 0);
+  EXPECT_EQ(ja["tolerance_kind"], "abs");
+  EXPECT_DOUBLE_EQ(ja["tolerance"].get<double>(), 0.35);
+  EXPECT_GT(ja["max_abs_logit_diff"].get<double>(), 1e-3) << "q8_1 activations differ from the f32 oracle";
+  EXPECT_LE(ja["max_abs_logit_diff"].get<double>(), 0.35);
+  Result b = run_cmd(k_rocky + " verify -m " + model + " --json --matmul basic");
+  ASSERT_EQ(b.code, 0) << b.out;
+  auto jb = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  EXPECT_EQ(jb["int8_matmuls"].get<int>(), 0);
+  EXPECT_EQ(jb["tolerance_kind"], "rel");
+  EXPECT_LE(jb["rel"].get<double>(), 1e-3);
+  // ROCKY_MATMUL overrides the option (lab scripts).
+  Result c = run_cmd("ROCKY_MATMUL=basic " + k_rocky + " verify -m " + model + " --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("\"int8_matmuls\": 0"), std::string::npos) << c.out;
+  Result d = run_cmd(k_rocky + " verify -m " + model + " --matmul fast");
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_NE(d.out.find("--matmul"), std::string::npos) << d.out;
+  Result e = run_cmd("ROCKY_MATMUL=fast " + k_rocky + " verify -m " + model);
+  EXPECT_EQ(e.code, 1) << e.out;
+  EXPECT_NE(e.out.find("ROCKY_MATMUL 'fast': expected auto, mmq, mm or basic"), std::string::npos) << e.out;
+}
+
 }  // namespace

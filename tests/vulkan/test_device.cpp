@@ -308,6 +308,7 @@ TEST(VulkanDevice, PipelineCachePersistsAndProfileTimes) {
     vulkan::VulkanOptions o;
     o.validation = true;
     o.profile = true;
+    o.matmul = vulkan::ops::MatmulPath::BASIC;  // one matmul.comp dispatch (the int8 path adds a quantize)
     vulkan::VulkanBackend be(o);
     const gguf::TensorInfo* ws[] = {&ea->info};
     be.load_weights(ws);

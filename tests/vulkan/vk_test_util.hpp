@@ -115,7 +115,7 @@ inline double nmse(const std::vector<float>& got, const std::vector<double>& ref
   return den == 0 ? num : num / den;
 }
 
-using BackendKey = std::tuple<bool, uint64_t, bool>;
+using BackendKey = std::tuple<bool, uint64_t, bool, vulkan::ops::MatmulPath>;
 inline std::map<BackendKey, std::unique_ptr<vulkan::VulkanBackend>>& shared_backends() {
   static std::map<BackendKey, std::unique_ptr<vulkan::VulkanBackend>> all;
   return all;
@@ -130,14 +130,19 @@ inline ::testing::Environment* const k_shared_backends_env = ::testing::AddGloba
 
 // A backend per configuration, created once per test binary with validation on. gpu_tile: the
 // matmul tile GPUs get (ops::default_tile of a non-CPU device), so lavapipe tests it too.
-inline vulkan::VulkanBackend& shared_backend(bool kv_f16 = false, uint64_t max_binding = 0, bool gpu_tile = false) {
-  auto& b = shared_backends()[{kv_f16, max_binding, gpu_tile}];
+// matmul: the prefill kernels. The Vulkan tests compare with f32-exact references at rel ≤ 1e-3 /
+// NMSE ≤ 1e-6, so they pin BASIC (matmul.comp); the int8 default (VulkanOptions{}.matmul) is
+// checked against its own 0.35-absolute bound in tests/fast/test_fast_model.cpp.
+inline vulkan::VulkanBackend& shared_backend(bool kv_f16 = false, uint64_t max_binding = 0, bool gpu_tile = false,
+                                             vulkan::ops::MatmulPath matmul = vulkan::ops::MatmulPath::BASIC) {
+  auto& b = shared_backends()[{kv_f16, max_binding, gpu_tile, matmul}];
   if (!b) {
     vulkan::VulkanOptions o;
     o.validation = true;
     o.kv_f16 = kv_f16;
     o.max_binding = max_binding;
     o.persist_pipeline_cache = false;
+    o.matmul = matmul;
     if (gpu_tile) {
       vulkan::DeviceInfo gpu;
       gpu.type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;

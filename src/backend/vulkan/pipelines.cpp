@@ -103,7 +103,35 @@ Pipelines::~Pipelines() {
   vkDestroyPipelineCache(d, vk_cache_, nullptr);
 }
 
+namespace {
+uint64_t spec_hash(std::string_view shader, const std::vector<SpecConst>& spec) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xFF;
+      h *= 1099511628211ull;
+    }
+  };
+  for (char c : shader) mix(static_cast<unsigned char>(c));
+  for (const SpecConst& s : spec) mix((uint64_t{s.id} << 32) | s.value);
+  return h;
+}
+}  // namespace
+
 const Pipeline& Pipelines::get(std::string_view shader, std::vector<SpecConst> spec) {
+  const uint64_t h = spec_hash(shader, spec);
+  if (auto f = fast_.find(h); f != fast_.end() && f->second.shader == shader && f->second.spec.size() == spec.size() &&
+                              std::equal(spec.begin(), spec.end(), f->second.spec.begin(), [](const SpecConst& a, const SpecConst& b) {
+                                return a.id == b.id && a.value == b.value;
+                              })) {
+    return *f->second.p;
+  }
+  const Pipeline& p = get_slow(shader, spec);
+  fast_[h] = FastEntry{std::string(shader), std::move(spec), &p};
+  return p;
+}
+
+const Pipeline& Pipelines::get_slow(std::string_view shader, std::vector<SpecConst> spec) {
   std::sort(spec.begin(), spec.end(), [](const SpecConst& a, const SpecConst& b) { return a.id < b.id; });
   std::vector<std::pair<uint32_t, uint32_t>> key_spec;
   uint32_t wg = 0;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -65,11 +66,20 @@ class Pipelines {
   Device& device() const { return dev_; }
 
  private:
+  const Pipeline& get_slow(std::string_view shader, std::vector<SpecConst> spec);
   Device& dev_;
   VkPipelineCache vk_cache_ = VK_NULL_HANDLE;
   std::string path_;
   bool capture_stats_ = false;
   std::map<std::pair<std::string, std::vector<std::pair<uint32_t, uint32_t>>>, std::unique_ptr<Pipeline>> cache_;
+  // Per-dispatch lookup without allocation: a hash of (shader, spec as the caller ordered it) →
+  // the pipeline, verified against the stored key on a hit (collisions fall back to cache_).
+  struct FastEntry {
+    std::string shader;
+    std::vector<SpecConst> spec;  // caller's order
+    const Pipeline* p = nullptr;
+  };
+  std::unordered_map<uint64_t, FastEntry> fast_;
 };
 
 }  // namespace rocky::vulkan

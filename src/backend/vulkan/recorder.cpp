@@ -27,6 +27,8 @@ constexpr uint64_t k_wait_timeout_ns = 5ull * 1000 * 1000 * 1000;
 
 Recorder::Recorder(Device& dev, uint64_t max_binding) : dev_(dev) {
   max_binding_ = dev.info().max_storage_buffer_range;
+  fill_fn_ = reinterpret_cast<PFN_vkCmdFillBuffer>(vkGetInstanceProcAddr(dev.instance().handle(), "vkCmdFillBuffer"));
+  if (fill_fn_ == nullptr) fail("Vulkan: the loader does not provide vkCmdFillBuffer");
   if (max_binding != 0) max_binding_ = std::min(max_binding_, max_binding);
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -183,8 +185,10 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
   for (const Bound& b : bindings) pending_.push_back({b.buffer, b.offset, b.offset + b.range, b.write});
 
   VkDescriptorSet set = allocate_set(p);
-  std::vector<VkDescriptorBufferInfo> infos(bindings.size());
-  std::vector<VkWriteDescriptorSet> writes(bindings.size());
+  constexpr size_t k_max_bindings = 8;  // no per-dispatch heap allocation
+  if (bindings.size() > k_max_bindings) fail("shader {}: {} bindings (at most {})", p.shader, bindings.size(), k_max_bindings);
+  std::array<VkDescriptorBufferInfo, k_max_bindings> infos{};
+  std::array<VkWriteDescriptorSet, k_max_bindings> writes{};
   for (size_t i = 0; i < bindings.size(); ++i) {
     infos[i] = {bindings[i].buffer, bindings[i].offset, bindings[i].range};
     writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
@@ -194,7 +198,7 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(dev_.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  vkUpdateDescriptorSets(dev_.handle(), static_cast<uint32_t>(bindings.size()), writes.data(), 0, nullptr);
   vkCmdBindPipeline(f.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   vkCmdBindDescriptorSets(f.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_size > 0) vkCmdPushConstants(f.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
@@ -208,14 +212,51 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
   ++dispatches_;
 }
 
+namespace {
+// Everything recorded so far (compute and transfer) → everything after (compute and transfer).
+void full_barrier(VkCommandBuffer cb) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+}  // namespace
+
+void Recorder::copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t bytes) {
+  if (!recording_) fail("Recorder::copy outside begin()/submit_and_wait()");
+  if (src_off + bytes > src.size() || dst_off + bytes > dst.size()) {
+    fail("Recorder::copy: {} bytes from {}+{} to {}+{} past a buffer's end", bytes, src.label(), src_off, dst.label(), dst_off);
+  }
+  if (bytes == 0) return;
+  Frame& f = frames_[current_];
+  full_barrier(f.cb);
+  VkBufferCopy region{src_off, dst_off, bytes};
+  vkCmdCopyBuffer(f.cb, src.handle(), dst.handle(), 1, &region);
+  full_barrier(f.cb);
+  pending_.clear();
+  barriers_ += 2;
+}
+
+void Recorder::fill(const Buffer& dst, uint32_t value) {
+  if (!recording_) fail("Recorder::fill outside begin()/submit_and_wait()");
+  Frame& f = frames_[current_];
+  full_barrier(f.cb);
+  fill_fn_(f.cb, dst.handle(), 0, VK_WHOLE_SIZE, value);
+  full_barrier(f.cb);
+  pending_.clear();
+  barriers_ += 2;
+}
+
 void Recorder::submit_and_wait() {
   Frame& f = frames_[current_];
-  // Shader writes → host reads and transfers after the fence.
+  // Shader and transfer writes → host reads and transfers after the fence.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
-  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   vk_check(vkEndCommandBuffer(f.cb), "vkEndCommandBuffer");
   recording_ = false;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};

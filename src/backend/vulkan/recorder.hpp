@@ -57,6 +57,12 @@ class Recorder {
   // Record one dispatch (barrier inserted first when needed). `label` names it for --profile.
   void dispatch(const Pipeline& p, std::span<const Bound> bindings, const void* push, uint32_t push_size,
                 uint32_t gx, uint32_t gy, uint32_t gz, const std::string& label = {});
+  // Transfers recorded between dispatches: copy `bytes` from src to dst (e.g. the logits into a
+  // host readback buffer: no separate submit), fill all of dst with a 32-bit value (e.g. zeroing
+  // the KV cache). Each is ordered after every earlier dispatch and before every later one;
+  // submit_and_wait() makes their writes visible to the host.
+  void copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t bytes);
+  void fill(const Buffer& dst, uint32_t value);
   // Grid for `groups` workgroups laid out as (x, y) within the device's count limits.
   std::array<uint32_t, 2> grid_1d(uint64_t groups) const;
   // End, submit, and wait for completion (rocky::Error on device loss; no hang).
@@ -88,6 +94,7 @@ class Recorder {
   void wait(Frame& f);
 
   Device& dev_;
+  PFN_vkCmdFillBuffer fill_fn_ = nullptr;  // resolved here (not in vk.hpp's shared table)
   uint64_t max_binding_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::array<Frame, 2> frames_{};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -36,14 +37,11 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
   recorder_ = std::make_unique<Recorder>(*device_, opts.max_binding);
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
-  // [M5] ROCKY_MATMUL=mmq: prefill matmuls through q8_1 + mul_mmq (ROCKY_TUNE=FILE overrides the
-  // profile; src/tune/tile.hpp).
-  if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) {
-    if (std::string(mm) != "mmq") fail("ROCKY_MATMUL='{}': expected mmq (or unset)", mm);
-    use_mmq_ = true;
-    mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
-    if (const char* f = std::getenv("ROCKY_TUNE"); f && *f) mmq_profile_ = tune::load_profile_override(f, mmq_profile_);
-  }
+  // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
+  if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) opts_.matmul = ops::parse_matmul_path(mm, "ROCKY_MATMUL");
+  // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
+  mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
+  if (const char* f = std::getenv("ROCKY_TUNE"); f && *f) mmq_profile_ = tune::load_profile_override(f, mmq_profile_);
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -51,9 +49,9 @@ VulkanBackend::~VulkanBackend() {
   if (device_) vkDeviceWaitIdle(device_->handle());
   recorder_.reset();
   tokens_ = Buffer();
+  readback_ = Buffer();
   arena_ = Buffer();
-  q81_qs_ = Buffer();  // [M5]
-  q81_ds_ = Buffer();
+  q81_slots_.clear();
   kv_buffers_.clear();
   weight_buffers_.clear();
   pipelines_.reset();
@@ -85,7 +83,7 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
     weight_bytes_ += b->size();
     w.buf = b.get();
     weight_buffers_.push_back(std::move(b));
-    if (use_mmq_ && fast::mmq_supports(t->type)) {  // [M5] + the layout mul_mmq reads (matmul_fast.hpp)
+    if ((opts_.matmul == ops::MatmulPath::AUTO || opts_.matmul == ops::MatmulPath::MMQ) && fast::mmq_supports(t->type)) {  // [M5] + the layout mul_mmq reads (matmul_fast.hpp)
       auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_q4k_nibbles));
       weight_bytes_ += r->size();
       w.mmq_buf = r.get();
@@ -102,19 +100,26 @@ void VulkanBackend::release_weights() {
 }
 
 void VulkanBackend::init_kv(const graph::KvShape& kv) {
-  kv_buffers_.clear();
-  kv_ = kv;
-  const uint64_t elem = opts_.kv_f16 ? 2 : 4;
-  const uint64_t bytes = uint64_t(kv.n_embd_kv) * uint64_t(kv.n_ctx) * elem;
-  for (int32_t l = 0; l < kv.n_layer; ++l) {
-    for (int kvi = 0; kvi < 2; ++kvi) {
-      Buffer b = memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv.n_ctx), bytes,
-                                 BufferKind::DEVICE);
-      std::vector<uint8_t> zeros(b.size(), 0);
-      memory_->upload(b, 0, zeros.data(), zeros.size());
-      kv_buffers_.push_back(std::move(b));
+  // Same shape again (Session::reset between benchmark repetitions): keep the buffers, zero them.
+  const bool same = !kv_buffers_.empty() && kv.n_layer == kv_.n_layer && kv.n_embd_kv == kv_.n_embd_kv &&
+                    kv.n_ctx == kv_.n_ctx && kv_f16_now_ == opts_.kv_f16;
+  if (!same) {
+    kv_buffers_.clear();
+    kv_ = kv;
+    kv_f16_now_ = opts_.kv_f16;
+    const uint64_t elem = opts_.kv_f16 ? 2 : 4;
+    const uint64_t bytes = uint64_t(kv.n_embd_kv) * uint64_t(kv.n_ctx) * elem;
+    for (int32_t l = 0; l < kv.n_layer; ++l) {
+      for (int kvi = 0; kvi < 2; ++kvi) {
+        kv_buffers_.push_back(memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv.n_ctx),
+                                              bytes, BufferKind::DEVICE));
+      }
     }
   }
+  // Zeros by the GPU, all layers in one submit (was one staged upload per buffer on discrete GPUs).
+  recorder_->begin(false);
+  for (const Buffer& b : kv_buffers_) recorder_->fill(b, 0);
+  recorder_->submit_and_wait();
 }
 
 const ops::Weight& VulkanBackend::weight(const gguf::TensorInfo* t) const {
@@ -157,6 +162,12 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
     }
     case Op::RMS_NORM:
       if (src(0).ne0 != n.ne0 || n.weight->n_elements != uint64_t(n.ne0)) fail("graph node {}: shape mismatch", n.name);
+      if (q81_.fused[size_t(id)]) {  // every consumer is an int8 matmul: write only their q8_1 input
+        const int32_t s = q81_.slot[size_t(id)];
+        fast::rms_norm_q8_1(env, in(0), weight_region(n.weight), ne0, ne1, n.eps,
+                                slot_qs(s, fast::q8_1_qs_bytes(ne0, ne1)), slot_ds(s, fast::q8_1_ds_bytes(ne0, ne1)), n.name);
+        break;
+      }
       ops::rms_norm(env, in(0), weight_region(n.weight), ne0, ne1, n.eps, node_region(g, p, id), n.name);
       break;
     case Op::MATMUL: {
@@ -164,6 +175,14 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (w.ne0 != uint64_t(src(0).ne0) || w.rows != uint64_t(n.ne0) || src(0).ne1 != n.ne1) {
         fail("graph node {}: weight {} [{}, {}] does not fit x [{}, {}] → y [{}, {}]", n.name, w.name, w.ne0, w.rows,
              src(0).ne0, src(0).ne1, n.ne0, n.ne1);
+      }
+      if (q81_.mmq[size_t(id)]) {  // the int8 path reads the q8_1 copy of its input
+        const int32_t s = q81_.slot[size_t(n.src[0])];
+        if (s < 0) fail("graph node {}: int8 matmul without a q8_1 input (internal)", n.name);
+        ops::matmul_q8_1(env, w, slot_qs(s, fast::q8_1_qs_bytes(w.ne0, ne1)), slot_ds(s, fast::q8_1_ds_bytes(w.ne0, ne1)),
+                         ne1, node_region(g, p, id), n.name);
+        ++int8_matmuls_;
+        break;
       }
       ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
       break;
@@ -206,6 +225,12 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
       break;
     }
     case Op::SILU_MUL:
+      if (q81_.fused[size_t(id)]) {
+        const int32_t s = q81_.slot[size_t(id)];
+        fast::silu_mul_q8_1(env, in(0), in(1), ne0, ne1, slot_qs(s, fast::q8_1_qs_bytes(ne0, ne1)),
+                            slot_ds(s, fast::q8_1_ds_bytes(ne0, ne1)), n.name);
+        break;
+      }
       ops::silu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::ADD:
@@ -221,9 +246,18 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
 void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                             std::span<float> logits) {
   if (tokens.size() != static_cast<size_t>(g.n_tokens)) fail("compute: {} tokens for a graph of {}", tokens.size(), g.n_tokens);
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  const auto t0 = Clock::now();
   if (g.output >= static_cast<int32_t>(g.nodes.size())) fail("compute: output node {} out of range", g.output);
+  // Token ids: written by the host each ubatch; in host-visible memory so that no staging submit is
+  // needed (UMA: device memory is host-visible already).
+  const bool host_io = opts_.host_io || !device_->info().uma;
   const uint64_t tok_bytes = std::max<uint64_t>(4, tokens.size() * 4);
-  if (!tokens_ || tokens_.size() < tok_bytes) tokens_ = memory_->create("token ids", tok_bytes, BufferKind::DEVICE);
+  if (!tokens_ || tokens_.size() < tok_bytes) {
+    tokens_ = Buffer();
+    tokens_ = memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE);
+  }
   memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
   if (p.arena_bytes > 0 && (!arena_ || arena_.size() < p.arena_bytes)) {
     arena_ = Buffer();
@@ -237,25 +271,48 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     }
   }
   ops::Env env{*recorder_, *pipelines_, device_->info(), opts_.tile, 128, opts_.kv_f16};
-  if (use_mmq_) {  // [M5] size the q8_1 scratch for the largest K·N of this graph's matmuls
-    uint64_t kn = 0;
-    for (const auto& n : g.nodes)
-      if (n.op == Op::MATMUL && n.weight && n.ne1 > 1) kn = std::max<uint64_t>(kn, n.weight->ne[0] * uint64_t(n.ne1));
-    if (kn > 0 && (!q81_qs_ || q81_qs_.size() < kn)) {
-      q81_qs_ = Buffer();
-      q81_ds_ = Buffer();
-      q81_qs_ = memory_->create("q8_1 activations", kn, BufferKind::DEVICE);
-      q81_ds_ = memory_->create("q8_1 activation scales", kn / 32 * 8 + 8, BufferKind::DEVICE);
+  env.matmul = opts_.matmul;
+  env.prof = &mmq_profile_;
+  q81_ = plan_q8_1(env, g);
+  while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
+  for (uint32_t i = 0; i < q81_.n_slots; ++i) {  // grown only when a larger graph arrives
+    auto& [qs, ds] = q81_slots_[i];
+    if (!qs || qs.size() < q81_.qs_bytes) {
+      qs = Buffer();
+      qs = memory_->create(fmt::format("q8_1 activations (slot {})", i), q81_.qs_bytes, BufferKind::DEVICE);
     }
-    if (q81_qs_) {
-      env.q81_qs = &q81_qs_;
-      env.q81_ds = &q81_ds_;
-      env.mmq = &mmq_profile_;
+    if (!ds || ds.size() < q81_.ds_bytes) {
+      ds = Buffer();
+      ds = memory_->create(fmt::format("q8_1 activation scales (slot {})", i), q81_.ds_bytes, BufferKind::DEVICE);
     }
   }
+  int8_matmuls_ = 0;
+  // Logits: copied into a host buffer by the same command buffer unless the arena is host-visible.
+  uint64_t out_bytes = 0;
+  if (g.output >= 0) {
+    const graph::Node& out = g.nodes[static_cast<size_t>(g.output)];
+    out_bytes = uint64_t(out.ne0) * uint64_t(out.ne1) * 4;
+  }
+  const bool copy_out = out_bytes > 0 && (host_io || !arena_.mapped());
+  if (copy_out && (!readback_ || readback_.size() < out_bytes)) {
+    readback_ = Buffer();
+    readback_ = memory_->create("logits readback", out_bytes, BufferKind::HOST);
+  }
+  const auto t1 = Clock::now();
   recorder_->begin(opts_.profile);
-  for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) record_node(env, g, p, i);
+  for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
+    record_node(env, g, p, i);
+    record_q8_1_output(env, g, p, i);
+  }
+  if (copy_out) recorder_->copy(arena_, p.offset[static_cast<size_t>(g.output)], readback_, 0, out_bytes);
+  const auto t2 = Clock::now();
   recorder_->submit_and_wait();
+  const auto t3 = Clock::now();
+  timing_.setup_ms += ms(t0, t1);
+  timing_.record_ms += ms(t1, t2);
+  timing_.submit_wait_ms += ms(t2, t3);
+  timing_.computes += 1;
+  timing_.dispatches += recorder_->dispatches();
   if (g.output < 0) {  // a prefill ubatch that only fills the KV cache
     if (!logits.empty()) fail("compute: logits buffer given but the graph has no output node");
     return;
@@ -263,10 +320,86 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const graph::Node& out = g.nodes[static_cast<size_t>(g.output)];
   const uint64_t n_out = uint64_t(out.ne0) * uint64_t(out.ne1);
   if (logits.size() != n_out) fail("compute: logits buffer holds {} floats, the output node {} has {}", logits.size(), out.name, n_out);
-  memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
+  if (copy_out) {
+    memory_->download(readback_, 0, logits.data(), n_out * 4);  // mapped: a memcpy
+  } else {
+    memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
+  }
+  timing_.readback_ms += ms(t3, Clock::now());
+}
+
+VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph::Graph& g) const {
+  const size_t nn = g.nodes.size();
+  Q81Plan q;
+  q.mmq.assign(nn, 0);
+  q.slot.assign(nn, -1);
+  q.fused.assign(nn, 0);
+  // Which matmuls take the int8 path, and how many of each node's consumers do / do not.
+  std::vector<uint32_t> mmq_uses(nn, 0), other_uses(nn, 0);
+  for (size_t i = 0; i < nn; ++i) {
+    const graph::Node& n = g.nodes[i];
+    if (n.op == Op::MATMUL && n.weight && n.src[0] >= 0 && size_t(n.src[0]) < i) {
+      auto it = weights_.find(n.weight);
+      if (it != weights_.end() && ops::matmul_uses_q8_1(env, it->second, static_cast<uint32_t>(n.ne1))) q.mmq[i] = 1;
+    }
+    for (size_t k = 0; k < n.src.size(); ++k) {
+      const int32_t s = n.src[k];
+      if (s < 0 || size_t(s) >= i) continue;
+      if (k == 0 && q.mmq[i]) {
+        ++mmq_uses[size_t(s)];
+      } else {
+        ++other_uses[size_t(s)];
+      }
+    }
+  }
+  if (g.output >= 0 && size_t(g.output) < nn) ++other_uses[size_t(g.output)];
+  // Slots: a node's q8_1 copy lives from its producer to its last int8 consumer; a slot is reused
+  // once every consumer of its previous tenant has been recorded (graph order = recording order;
+  // the recorder's hazard tracking puts the WAR barrier between the last read and the next write).
+  std::vector<uint32_t> left;  // per slot: int8 consumers not yet recorded
+  for (size_t i = 0; i < nn; ++i) {
+    const graph::Node& n = g.nodes[i];
+    if (q.mmq[i]) --left[size_t(q.slot[size_t(n.src[0])])];
+    if (mmq_uses[i] == 0) continue;
+    int32_t slot = -1;
+    for (size_t k = 0; k < left.size() && slot < 0; ++k)
+      if (left[k] == 0) slot = static_cast<int32_t>(k);
+    if (slot < 0) {
+      slot = static_cast<int32_t>(left.size());
+      left.push_back(0);
+    }
+    left[size_t(slot)] = mmq_uses[i];
+    q.slot[i] = slot;
+    const uint64_t k = uint64_t(n.ne0), cols = uint64_t(n.ne1);
+    q.qs_bytes = std::max(q.qs_bytes, fast::q8_1_qs_bytes(k, cols));
+    q.ds_bytes = std::max(q.ds_bytes, fast::q8_1_ds_bytes(k, cols));
+    // rms_norm and silu·mul write the q8_1 layout themselves when nothing else reads their output.
+    q.fused[i] = opts_.fuse_q8_1 && other_uses[i] == 0 && (n.op == Op::RMS_NORM || n.op == Op::SILU_MUL) && k % 32 == 0;
+  }
+  q.n_slots = static_cast<uint32_t>(left.size());
+  return q;
+}
+
+void VulkanBackend::record_q8_1_output(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
+  const int32_t s = q81_.slot[size_t(id)];
+  if (s < 0 || q81_.fused[size_t(id)]) return;
+  // The f32 output is needed too (or its op has no q8_1 producer): quantize it once for all its
+  // int8 consumers (e.g. the attention output before attn_output).
+  const graph::Node& n = g.nodes[size_t(id)];
+  const uint32_t k = static_cast<uint32_t>(n.ne0), cols = static_cast<uint32_t>(n.ne1);
+  fast::quantize_q8_1(env, node_region(g, p, id), k, cols, slot_qs(s, fast::q8_1_qs_bytes(k, cols)),
+                      slot_ds(s, fast::q8_1_ds_bytes(k, cols)), n.name + " q8_1");
+}
+
+bool VulkanBackend::node_written(int32_t id) const {
+  return id < 0 || size_t(id) >= q81_.fused.size() || !q81_.fused[size_t(id)];
 }
 
 std::vector<float> VulkanBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
+  if (!node_written(node) && size_t(node) < g.nodes.size()) {
+    fail("graph node {} was not written in f32: its producer wrote only the q8_1 copy its int8 matmuls read "
+         "(VulkanOptions::fuse_q8_1)", g.nodes[size_t(node)].name);
+  }
   ops::Region r = node_region(g, p, node);
   std::vector<float> v(r.bytes / 4);
   memory_->download(arena_, r.offset, v.data(), r.bytes);

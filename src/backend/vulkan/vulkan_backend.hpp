@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -29,6 +30,26 @@ struct VulkanOptions {
   bool profile = false;             // per-dispatch GPU time (timings())
   bool persist_pipeline_cache = true;
   ops::MatmulTile tile{};           // all 0: ops::default_tile(device); ROCKY_MATMUL_TILE overrides
+  // Prefill matmul kernels (ops::MatmulPath; CLI --matmul auto|mmq|mm|basic). The environment
+  // variable ROCKY_MATMUL=auto|mmq|mm|basic overrides it (lab scripts).
+  ops::MatmulPath matmul = ops::MatmulPath::AUTO;
+  // Int8 path: the op producing an activation (rms_norm, silu·mul) writes q8_1 directly when every
+  // consumer is an int8 matmul; false = f32 op + one quantize_q8_1 per activation (A/B, tests).
+  bool fuse_q8_1 = true;
+  // Per-ubatch I/O without staging submits: token ids live in host-visible memory and the logits
+  // are copied into a host readback buffer inside the ubatch's command buffer. Always so when the
+  // device memory is not host-visible (discrete GPUs); true forces it on UMA devices (tests).
+  bool host_io = false;
+};
+
+// Host wall time spent in compute(), accumulated over calls (reset_host_timing() clears it): where a
+// decode step's time goes besides the GPU (rocky bench reports it per token for tg rows).
+struct HostTiming {
+  double setup_ms = 0;        // token upload, buffer checks, q8_1 planning
+  double record_ms = 0;       // recording every dispatch (pipeline lookup, descriptors, barriers)
+  double submit_wait_ms = 0;  // vkQueueSubmit until the fence signals (includes the GPU's time)
+  double readback_ms = 0;     // logits to host memory after the fence
+  uint64_t computes = 0, dispatches = 0;
 };
 
 class VulkanBackend final : public backend::Backend {
@@ -53,6 +74,14 @@ class VulkanBackend final : public backend::Backend {
   const Recorder& recorder() const { return *recorder_; }
   size_t pipeline_count() const { return pipelines_->size(); }
   const ops::MatmulTile& tile() const { return opts_.tile; }
+  ops::MatmulPath matmul_path() const { return opts_.matmul; }
+  // Matmuls of the last compute() that ran on the int8 path (q8_1 activations + mul_mmq).
+  uint32_t int8_matmuls() const { return int8_matmuls_; }
+  const HostTiming& host_timing() const { return timing_; }
+  void reset_host_timing() { timing_ = {}; }
+  // False for a node of the last compute() whose f32 output was never written (its producer wrote
+  // only the q8_1 copy its int8 matmuls read); read_node() of such a node is a rocky::Error.
+  bool node_written(int32_t id) const;
 
  private:
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
@@ -73,10 +102,28 @@ class VulkanBackend final : public backend::Backend {
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
   Buffer arena_;
   Buffer tokens_;
-  // [M5] ROCKY_MATMUL=mmq: q8_1 scratch for the int8 prefill path and the device's tuning profile.
-  bool use_mmq_ = false;
+  Buffer readback_;  // logits, when the arena is not host-visible (or host_io)
+  bool kv_f16_now_ = false;  // element type of kv_buffers_
+  // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides) and the q8_1 slots.
+  // Planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node outputs get a q8_1
+  // copy in which slot, and which producers write q8_1 only.
+  struct Q81Plan {
+    std::vector<uint8_t> mmq;       // [node] MATMUL on the int8 path
+    std::vector<int32_t> slot;      // [node] q8_1 slot holding this node's output, -1 = none
+    std::vector<uint8_t> fused;     // [node] the producer writes q8_1 only (no f32 output)
+    uint32_t n_slots = 0;
+    uint64_t qs_bytes = 0, ds_bytes = 0;  // per slot
+  };
+  Q81Plan plan_q8_1(const ops::Env& env, const graph::Graph& g) const;
+  void record_q8_1_output(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
+  ops::Region slot_qs(int32_t slot, uint64_t bytes) const { return {&q81_slots_[size_t(slot)].first, 0, bytes}; }
+  ops::Region slot_ds(int32_t slot, uint64_t bytes) const { return {&q81_slots_[size_t(slot)].second, 0, bytes}; }
+
   tune::DeviceProfile mmq_profile_;
-  Buffer q81_qs_, q81_ds_;
+  std::vector<std::pair<Buffer, Buffer>> q81_slots_;  // (qs, ds)
+  Q81Plan q81_;
+  uint32_t int8_matmuls_ = 0;
+  HostTiming timing_;
 };
 
 }  // namespace rocky::vulkan

@@ -1,4 +1,5 @@
-// matmul / matvec — shaders/matmul.comp (tiled, N > 1) and shaders/matvec.comp (N = 1). Weights
+// matmul / matvec — shaders/matmul.comp (tiled, N > 1; MatmulPath::BASIC) and shaders/matvec.comp
+// (N = 1); the int8 path (mul_mmq) and mul_mm are chosen here by Env::matmul (ops.hpp). Weights
 // larger than one binding are multiplied in windows of whole rows (one dispatch per window), and
 // activations larger than one binding in chunks of whole token columns.
 #include <algorithm>
@@ -12,14 +13,51 @@ namespace rocky::vulkan::ops {
 
 uint64_t rows_per_window(Env& e, const Weight& w);  // get_rows.cpp
 
+MatmulPath parse_matmul_path(const std::string& s, const std::string& what) {
+  if (s == "auto") return MatmulPath::AUTO;
+  if (s == "mmq") return MatmulPath::MMQ;
+  if (s == "mm") return MatmulPath::MM;
+  if (s == "basic") return MatmulPath::BASIC;
+  fail("{} '{}': expected auto, mmq, mm or basic", what, s);
+}
+
+const char* matmul_path_name(MatmulPath p) {
+  switch (p) {
+    case MatmulPath::AUTO: return "auto";
+    case MatmulPath::MMQ: return "mmq";
+    case MatmulPath::MM: return "mm";
+    case MatmulPath::BASIC: return "basic";
+  }
+  return "?";
+}
+
+bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n) {
+  if (e.matmul != MatmulPath::AUTO && e.matmul != MatmulPath::MMQ) return false;
+  if (e.prof == nullptr || w.mmq_buf == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0) return false;
+  const uint64_t lim = e.rec.max_binding();
+  return fast::q8_1_qs_bytes(w.ne0, n) <= lim && fast::q8_1_ds_bytes(w.ne0, n) <= lim &&
+         w.rows * uint64_t{n} * 4 + 256 <= lim && w.ne0 * uint64_t{n} * 4 + 256 <= lim;
+}
+
+void matmul_q8_1(Env& e, const Weight& w, Region qs, Region ds, uint32_t n, Region y, const std::string& label) {
+  if (e.prof == nullptr) fail("{}: the int8 matmul path needs a tuning profile", label);
+  fast::mul_mmq(e, *e.prof, w, qs, ds, n, y, e.info.int8_dot, label);
+}
+
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {
   if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
-  // [M5] int8 path: q8_1 activations + mul_mmq (packed int8 dot where the device has it).
-  if (e.mmq && e.q81_qs && n > 1 && fast::mmq_supports(w.type) && w.ne0 % 32 == 0 &&
-      fast::q8_1_qs_bytes(w.ne0, n) <= e.q81_qs->size() && fast::q8_1_ds_bytes(w.ne0, n) <= e.q81_ds->size()) {
+  // Int8 path with matmul()'s own quantization (the backend quantizes in the producer instead).
+  if (e.q81_qs && e.q81_ds && matmul_uses_q8_1(e, w, n) && fast::q8_1_qs_bytes(w.ne0, n) <= e.q81_qs->size() &&
+      fast::q8_1_ds_bytes(w.ne0, n) <= e.q81_ds->size()) {
     Region qs{e.q81_qs, 0, fast::q8_1_qs_bytes(w.ne0, n)}, ds{e.q81_ds, 0, fast::q8_1_ds_bytes(w.ne0, n)};
     fast::quantize_q8_1(e, x, static_cast<uint32_t>(w.ne0), n, qs, ds, label + " q8_1");
-    fast::mul_mmq(e, *e.mmq, w, qs, ds, n, y, e.info.int8_dot, label);
+    matmul_q8_1(e, w, qs, ds, n, y, label);
+    return;
+  }
+  // mul_mm, f32 tiles: x and y each within one binding (no chunking in mul_mm).
+  if (e.matmul == MatmulPath::MM && e.prof && n > 1 && x.bytes + 256 <= e.rec.max_binding() &&
+      y.bytes + 256 <= e.rec.max_binding()) {
+    fast::mul_mm(e, *e.prof, w, x, n, y, /*f16_tiles=*/false, label);
     return;
   }
   const MatmulTile& t = e.tile;

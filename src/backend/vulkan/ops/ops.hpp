@@ -60,6 +60,21 @@ inline MatmulTile default_tile(const DeviceInfo& d) {
   return MatmulTile{32, 32, 16, 2, 4};                                               // 128 invocations, 8 acc
 }
 
+// Which kernels run the prefill matmuls (N > 1; N = 1 always uses matvec.comp):
+//   MMQ   — int8 path: activations as q8_1 + mul_mmq (packed int8 dot, or the no-dot variant when
+//           the device lacks shaderIntegerDotProduct) for weights fast::mmq_supports() lists with
+//           K % 32 == 0 and q8_1 / output regions that fit one binding; every other matmul BASIC.
+//           Error vs exact math: that of 8-bit activation blocks (../shared/reference/README.md:
+//           ≤ 0.35 absolute on the logits, like llama.cpp's CPU).
+//   MM    — mul_mm with f32 shared-memory tiles (weights dequantized; NMSE ≤ 1e-6 vs f64).
+//   BASIC — shaders/matmul.comp (the [M4] tiled kernel; f32, windows/chunks over any binding size).
+//   AUTO  — the default: MMQ (faster than the f32 kernels on the H200 at ub ≥ 128, 2.3× at ub 512,
+//           docs/PERF.md; ≈ 4× on lavapipe).
+enum class MatmulPath { AUTO, MMQ, MM, BASIC };
+// "auto" | "mmq" | "mm" | "basic"; rocky::Error naming `what` (e.g. "--matmul") otherwise.
+MatmulPath parse_matmul_path(const std::string& s, const std::string& what);
+const char* matmul_path_name(MatmulPath p);
+
 struct Env {
   Recorder& rec;
   Pipelines& pipes;
@@ -67,11 +82,14 @@ struct Env {
   MatmulTile tile;
   uint32_t wg = 128;     // default workgroup size of the simple kernels
   bool kv_f16 = false;   // KV cache element type
-  // [M5] int8 prefill path (ROCKY_MATMUL=mmq): when set, matmul() with N > 1 and a mul_mmq weight
-  // type quantizes x to q8_1 in these buffers and runs mul_mmq with this profile.
+  // Prefill matmul kernels (see MatmulPath). Direct users of ops (tests, bench-op) get BASIC unless
+  // they set a path and `prof`.
+  MatmulPath matmul = MatmulPath::BASIC;
+  const tune::DeviceProfile* prof = nullptr;  // mul_mmq / mul_mm tiles (MMQ / MM need it)
+  // Scratch for matmul()'s own quantization on the int8 path (the backend instead quantizes once
+  // per activation in its producer and calls matmul_q8_1). Unset: matmul() never takes MMQ.
   const Buffer* q81_qs = nullptr;
   const Buffer* q81_ds = nullptr;
-  const tune::DeviceProfile* mmq = nullptr;
 };
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).
@@ -79,8 +97,14 @@ bool gpu_supports(DType t);
 
 void get_rows(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out, const std::string& label);
 void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out, const std::string& label);
-// y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel.
+// y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel, N > 1 the kernel e.matmul selects.
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
+// True when a prefill matmul of `w` over N = n tokens runs on the int8 path under e.matmul and
+// e.prof (w carries its mmq repack; the q8_1 activations [K, n] and y [M, n] each fit one binding).
+bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n);
+// The int8 path's product from activations already in q8_1 (fast::q8_1_qs_bytes / ds_bytes of
+// [K, n] at offset 0 of qs / ds): mul_mmq, OpSDot where the device has it. Needs e.prof.
+void matmul_q8_1(Env& e, const Weight& w, Region qs, Region ds, uint32_t n, Region y, const std::string& label);
 // The shared dispatch of the three elementwise binary shaders (add, bias_add, silu_mul): one
 // invocation per output element, abi::BinaryPC{n, ne0, offsets}; ne0 = the bias length (else 0).
 void binary_elementwise(Env& e, const char* shader, Region a, Region b, uint32_t ne0, uint64_t n, Region out,
