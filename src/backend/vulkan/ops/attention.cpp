@@ -1,9 +1,94 @@
-// attention — shaders/attention.comp: flash-style causal GQA attention over the KV cache.
+// attention — two kernels, chosen per call:
+//   shaders/attention_flash.comp: tiled FlashAttention-2-style prefill (Br query rows × Bc keys per
+//     step, K/V blocks staged once per GQA group, register tiles, online softmax) — head_dim % 4
+//     == 0 (≤ 256) and, on GPUs, n_tokens ≥ k_flash_min_tokens_gpu;
+//   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
+//     the shapes the tiled kernel does not take (odd head_dim).
+// ROCKY_ATTN=flash|simple forces one (tests, benchmarks); anything else or unset = the rule above.
+// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH] replaces the tile table (tuning; rocky::Error when it is malformed or
+// does not fit the device).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
 
 namespace rocky::vulkan::ops {
+namespace {
+
+// GPUs: below this many tokens the per-(head, token) kernel keeps more workgroups in flight (the
+// tiled one launches ceil(N·G / BR) · n_head_kv of them: 2 for one qwen2.5 decode token) — a
+// guess until measured on a GPU. CPU drivers: the tiled kernel is faster at every N measured on
+// lavapipe (1 … 512 tokens; docs/tuning-log.md, [M6] entry 8), so it always runs there.
+constexpr uint32_t k_flash_min_tokens_gpu = 8;
+constexpr uint32_t k_flash_max_hd = 256;
+
+// Tiles are data: invocations, query rows per workgroup, rows and keys per invocation.
+struct FlashTile {
+  uint32_t wg, br, tr, tc, prefetch = 0;
+  uint32_t ct() const { return wg / (br / tr); }
+  uint32_t bc() const { return tc * ct(); }
+  uint32_t shared_bytes(uint32_t hd) const { return (br + bc()) * (hd / 4 + 1) * 16 + br * (bc() + ct()) * 4; }
+};
+
+// Candidates per device class, best first; the first whose shared memory and workgroup size the
+// device allows is used. CPU drivers (lavapipe, 32 KB of shared memory): many accumulators per
+// invocation. Arm Mali (Valhall): 16 rows × 16 keys, 1×2 scores and ≤ 4 vec4 of O per invocation
+// (head_dim 256: 8 rows × 16 keys) — 0 spills, tls 0, work_regs 64 at head_dim 64, 80, 128, 256
+// (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows × 32 keys, 2×4 scores, 2×4 vec4 of
+// O, K/V blocks prefetched through 8 vec4 registers (38 KB of shared memory at head_dim 128, under
+// the 48 KB desktop drivers allow).
+constexpr FlashTile k_cpu_tiles[] = {{64, 32, 4, 4}, {64, 32, 4, 1}, {64, 16, 2, 2}, {64, 8, 1, 1}};
+constexpr FlashTile k_arm_tiles[] = {{128, 16, 1, 2}, {64, 8, 1, 1}};
+constexpr FlashTile k_arm_tiles_wide[] = {{128, 8, 1, 1}, {64, 8, 1, 1}};  // head_dim > 128
+constexpr FlashTile k_gpu_tiles[] = {{128, 32, 2, 4, 1}, {128, 16, 1, 2, 1}, {64, 8, 1, 1}};
+
+bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd) {
+  return t.shared_bytes(hd) <= d.shared_memory && t.wg <= d.max_workgroup_invocations;
+}
+
+// ROCKY_ATTN_TILE, parsed and checked once per call (cheap next to recording a dispatch).
+bool tile_override(const DeviceInfo& d, uint32_t hd, FlashTile* out) {
+  const char* env = std::getenv("ROCKY_ATTN_TILE");
+  if (!env || !*env) return false;
+  FlashTile t{};
+  char tail = 0;
+  const int got = std::sscanf(env, "%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &tail);
+  if ((got != 4 && got != 5) || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
+      t.prefetch > 1) {
+    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with BR % TR == 0 and WG % (BR / TR) == 0", env);
+  }
+  if (!fits(t, d, hd)) {
+    fail("ROCKY_ATTN_TILE='{}': needs {} B of shared memory and {} invocations at head_dim {} (device: {} B, {})", env,
+         t.shared_bytes(hd), t.wg, hd, d.shared_memory, d.max_workgroup_invocations);
+  }
+  *out = t;
+  return true;
+}
+
+// The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
+const FlashTile* flash_tile(const DeviceInfo& d, uint32_t hd, FlashTile* scratch) {
+  if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
+  if (tile_override(d, hd, scratch)) return scratch;
+  std::span<const FlashTile> c = k_gpu_tiles;
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) c = k_cpu_tiles;
+  else if (d.vendor_id == 0x13B5) c = hd <= 128 ? std::span<const FlashTile>(k_arm_tiles) : k_arm_tiles_wide;
+  for (const FlashTile& t : c)
+    if (fits(t, d, hd)) return &t;
+  return nullptr;
+}
+
+bool want_flash(const DeviceInfo& d, const AttnArgs& a) {
+  const char* force = std::getenv("ROCKY_ATTN");
+  if (force && std::strcmp(force, "simple") == 0) return false;
+  if (force && std::strcmp(force, "flash") == 0) return true;
+  return d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || a.n_tokens >= k_flash_min_tokens_gpu;
+}
+
+}  // namespace
 
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label) {
   constexpr uint32_t k_wg = 64, k_dpt = 8, k_hd_max = k_wg * k_dpt;  // DPT in attention.comp
@@ -11,14 +96,30 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv) {
     fail("{}: n_head {} is not a multiple of n_head_kv {}", label, a.n_head, a.n_head_kv);
   }
-  const Pipeline& p = e.pipes.get(
-      "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
   const uint64_t elem = e.kv_f16 ? 2 : 4;
   const uint64_t used = uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;  // columns read
   Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, used};
   Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true)};
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
                  static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale};
+  FlashTile scratch{};
+  const FlashTile* tile = want_flash(e.info, a) ? flash_tile(e.info, a.head_dim, &scratch) : nullptr;
+  if (tile) {
+    const FlashTile& t = *tile;
+    const Pipeline& p = e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},
+                                                        {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                        {ROCKY_SC_FA_BR, t.br},
+                                                        {ROCKY_SC_FA_TR, t.tr},
+                                                        {ROCKY_SC_FA_TC, t.tc},
+                                                        {ROCKY_SC_FA_HD, a.head_dim},
+                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch}});
+    const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
+    const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);
+    e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);
+    return;
+  }
+  const Pipeline& p = e.pipes.get(
+      "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
   e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
 }
 

@@ -136,6 +136,16 @@ struct TakeColsPC {
   uint out_off;
 };
 
+// ---- [M6] attention_flash.comp (tiled prefill attention; push constants: AttnPC) ----
+// Query rows per workgroup (BR), rows per invocation (TR), keys per invocation (TC; keys per
+// block BC = TC · WG / (BR / TR)), exact head_dim (HD, a multiple of 4).
+#define ROCKY_SC_FA_BR 40
+#define ROCKY_SC_FA_TR 41
+#define ROCKY_SC_FA_TC 42
+#define ROCKY_SC_FA_HD 43
+// 1: K/V blocks are fetched into registers one phase ahead (global loads overlap compute).
+#define ROCKY_SC_FA_PREFETCH 44
+
 #ifdef __cplusplus
 }  // namespace rocky::vulkan::abi
 #endif

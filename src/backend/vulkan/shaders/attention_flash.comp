@@ -1,0 +1,227 @@
+#version 450
+// attention_flash (prefill): tiled causal GQA attention, FlashAttention-2 style (Dao 2023,
+// "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning", Alg. 1):
+// a workgroup owns BR query rows and walks the keys in blocks of BC positions, staging each K and
+// V block once in shared memory; S = Q·Kᵀ is computed as register tiles, the softmax is online
+// (running row max m and row sum l in f32, O rescaled by exp(m_old − m_new)) and O lives in
+// registers until the single normalised store. No n_tokens × n_ctx scratch exists.
+//
+// Query rows. For KV head kvh the G = n_head / n_head_kv query heads that read it are processed
+// together: flat row i ∈ [0, n_tokens·G) is (token j = i / G, head h = kvh·G + i % G), so one
+// K/V block serves every head of the group. Grid: (ceil(n_tokens·G / BR), n_head_kv); row blocks
+// are visited last-first so the long (late-token) blocks start first.
+// Causality: token j sees positions p ≤ n_past + j; blocks past the workgroup's last visible
+// position are never loaded, and the mask is evaluated only in blocks that cross the diagonal.
+//
+// Invocations. WG invocations = RG row groups × CT column threads, RG = BR / TR. Invocation
+// (rg, tc) owns rows rg·TR + i (i < TR); in S it owns keys tc + CT·k (k < TC), so BC = CT·TC; in O
+// it owns dims 4·(tc + CT·u) … +3 (u < DPT4 = ceil(HD/4 / CT)). Registers: TR·TC scores + TR·DPT4
+// vec4 accumulators (+ the TR + TC vec4 operands of the inner product).
+// Shared memory (f32): Q [BR][HD/4 + 1] vec4 (scaled), K or V block [BC][HD/4 + 1] vec4 (the row
+// pad of one vec4 spreads the CT keys read together over distinct banks), P [BR][BC], and
+// [BR][CT] partial row maxima / sums (each invocation reduces its own TC keys first).
+//
+// Requirements (host-checked in ops/attention.cpp): HD % 4 == 0, BR % TR == 0, WG % RG == 0.
+// Bindings and push constants as attention.comp (AttnPC): 0 q [head_dim·n_head, N] f32, 1 K cache,
+// 2 V cache (uint words: f32 bits, or packed f16 pairs when KV_F16 = 1), 3 out like q.
+#include "common/header.glsl"
+layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
+layout(constant_id = ROCKY_SC_FA_BR) const uint BR = 32;
+layout(constant_id = ROCKY_SC_FA_TR) const uint TR = 2;
+layout(constant_id = ROCKY_SC_FA_TC) const uint TC = 4;
+layout(constant_id = ROCKY_SC_FA_HD) const uint HD = 128;
+layout(constant_id = ROCKY_SC_FA_PREFETCH) const uint PREFETCH = 0;
+layout(push_constant) uniform PC { AttnPC pc; };
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer Kc { uint kc[]; };
+layout(binding = 2) readonly buffer Vc { uint vc[]; };
+layout(binding = 3) writeonly buffer Out { float outv[]; };
+
+const uint WG = gl_WorkGroupSize.x;
+const uint RG = BR / TR;
+const uint CT = WG / RG;
+const uint BC = CT * TC;
+const uint D4 = HD / 4u;
+const uint QS = D4 + 1u;  // padded row stride, vec4 units
+const uint DPT4 = (D4 + CT - 1u) / CT;
+const float k_neg = -1e30;
+
+shared vec4 qs[BR * QS];
+shared vec4 kvs[BC * QS];
+shared float red[BR * CT];  // per-thread partial row maxima (then, at the end, row sums)
+shared float ps[BR * BC];
+
+// Four consecutive cache elements starting at element e (f32 words, or f16 halves).
+vec4 load4(bool is_k, uint e) {
+  if (KV_F16 == 0u) {
+    if (is_k) return vec4(uintBitsToFloat(kc[e]), uintBitsToFloat(kc[e + 1u]), uintBitsToFloat(kc[e + 2u]),
+                          uintBitsToFloat(kc[e + 3u]));
+    return vec4(uintBitsToFloat(vc[e]), uintBitsToFloat(vc[e + 1u]), uintBitsToFloat(vc[e + 2u]),
+                uintBitsToFloat(vc[e + 3u]));
+  }
+  uint w = e >> 1;
+  uint w0 = is_k ? kc[w] : vc[w];
+  uint w1 = is_k ? kc[w + 1u] : vc[w + 1u];
+  if ((e & 1u) == 0u) return vec4(unpackHalf2x16(w0), unpackHalf2x16(w1));
+  uint w2 = is_k ? kc[w + 2u] : vc[w + 2u];
+  return vec4(unpackHalf2x16(w0).y, unpackHalf2x16(w1), unpackHalf2x16(w2).x);
+}
+
+// Stage positions k0 … k0 + BC − 1 of KV head kvh (zeros at p ≥ p_end) into kvs.
+void load_block(bool is_k, uint k0, uint p_end, uint kvh) {
+  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh * HD;
+  for (uint idx = gl_LocalInvocationID.x; idx < BC * D4; idx += WG) {
+    const uint c = idx / D4, d4 = idx % D4;
+    const uint p = k0 + c;
+    kvs[c * QS + d4] = p < p_end ? load4(is_k, base + p * pc.n_embd_kv + 4u * d4) : vec4(0.0);
+  }
+}
+
+// PREFETCH = 1: blocks travel through registers so their global loads overlap compute — V(k0) is
+// fetched before S = Q·Kᵀ and stored after it, K(k0 + BC) is fetched before the P·V product.
+const uint NPRE = (BC * D4 + WG - 1u) / WG;
+vec4 pre[NPRE];
+void fetch(bool is_k, uint k0, uint p_end, uint kvh) {
+  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh * HD;
+  for (uint n = 0u; n < NPRE; ++n) {
+    const uint idx = gl_LocalInvocationID.x + n * WG;
+    const uint c = idx / D4, d4 = idx % D4;
+    const uint p = k0 + c;
+    pre[n] = idx < BC * D4 && p < p_end ? load4(is_k, base + p * pc.n_embd_kv + 4u * d4) : vec4(0.0);
+  }
+}
+void commit() {
+  for (uint n = 0u; n < NPRE; ++n) {
+    const uint idx = gl_LocalInvocationID.x + n * WG;
+    if (idx < BC * D4) kvs[(idx / D4) * QS + idx % D4] = pre[n];
+  }
+}
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint tc = t % CT, rg = t / CT;
+  const uint G = pc.n_head / pc.n_head_kv;
+  const uint kvh = gl_WorkGroupID.y;
+  const uint n_rows = pc.n_tokens * G;
+  const uint i0 = (gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x) * BR;
+  const uint j_lo = i0 / G, j_hi = min(i0 + BR - 1u, n_rows - 1u) / G;
+  const uint kv_end = pc.n_past + j_hi + 1u;   // keys past this are invisible to every row
+  const uint full_end = pc.n_past + j_lo + 1u;  // keys before this are visible to every row
+
+  // Q block, pre-scaled; rows past n_rows are zero (their results are never stored).
+  for (uint idx = t; idx < BR * D4; idx += WG) {
+    const uint r = idx / D4, d4 = idx % D4;
+    const uint i = i0 + r;
+    vec4 v = vec4(0.0);
+    if (i < n_rows) {
+      const uint j = i / G, h = kvh * G + i % G;
+      const uint e = pc.q_off + (j * pc.n_head + h) * HD + 4u * d4;
+      v = vec4(q[e], q[e + 1u], q[e + 2u], q[e + 3u]) * pc.scale;
+    }
+    qs[r * QS + d4] = v;
+  }
+
+  uint last[TR];  // last visible position of each owned row
+  float m[TR], l[TR];
+  vec4 o[TR][DPT4];
+  for (uint i = 0u; i < TR; ++i) {
+    last[i] = pc.n_past + (i0 + rg * TR + i) / G;
+    m[i] = k_neg;
+    l[i] = 0.0;
+    for (uint u = 0u; u < DPT4; ++u) o[i][u] = vec4(0.0);
+  }
+
+  if (PREFETCH != 0u) fetch(true, 0u, kv_end, kvh);
+  for (uint k0 = 0u; k0 < kv_end; k0 += BC) {
+    if (PREFETCH != 0u) {
+      commit();
+    } else {
+      load_block(true, k0, kv_end, kvh);
+    }
+    barrier();
+    if (PREFETCH != 0u) fetch(false, k0, kv_end, kvh);
+
+    float s[TR][TC];
+    for (uint i = 0u; i < TR; ++i)
+      for (uint k = 0u; k < TC; ++k) s[i][k] = 0.0;
+    for (uint d4 = 0u; d4 < D4; ++d4) {
+      vec4 qv[TR], kv[TC];
+      for (uint i = 0u; i < TR; ++i) qv[i] = qs[(rg * TR + i) * QS + d4];
+      for (uint k = 0u; k < TC; ++k) kv[k] = kvs[(tc + CT * k) * QS + d4];
+      for (uint i = 0u; i < TR; ++i)
+        for (uint k = 0u; k < TC; ++k) s[i][k] += dot(qv[i], kv[k]);
+    }
+    if (k0 + BC > full_end) {  // the block crosses the diagonal of some row
+      for (uint i = 0u; i < TR; ++i)
+        for (uint k = 0u; k < TC; ++k)
+          if (k0 + tc + CT * k > last[i]) s[i][k] = k_neg;
+    }
+    for (uint i = 0u; i < TR; ++i) {
+      float mx = s[i][0];
+      for (uint k = 1u; k < TC; ++k) mx = max(mx, s[i][k]);
+      red[(rg * TR + i) * CT + tc] = mx;
+    }
+    barrier();
+
+    // Row max over the block from the CT partial maxima of the row group (broadcast reads), then
+    // this thread's probabilities and its partial row sum; meanwhile V replaces K in kvs.
+    float alpha[TR];
+    for (uint i = 0u; i < TR; ++i) {
+      float mx = m[i];
+      for (uint c = 0u; c < CT; ++c) mx = max(mx, red[(rg * TR + i) * CT + c]);
+      alpha[i] = exp(m[i] - mx);
+      m[i] = mx;
+      float sum = 0.0;
+      for (uint k = 0u; k < TC; ++k) {
+        const float p = exp(s[i][k] - mx);
+        sum += p;
+        ps[(rg * TR + i) * BC + tc + CT * k] = p;
+      }
+      l[i] = l[i] * alpha[i] + sum;
+      for (uint u = 0u; u < DPT4; ++u) o[i][u] *= alpha[i];
+    }
+    if (PREFETCH != 0u) {
+      commit();
+      if (k0 + BC < kv_end) fetch(true, k0 + BC, kv_end, kvh);
+    } else {
+      load_block(false, k0, kv_end, kvh);
+    }
+    barrier();
+
+    for (uint c = 0u; c < BC; ++c) {
+      vec4 vv[DPT4];
+      for (uint u = 0u; u < DPT4; ++u) vv[u] = tc + CT * u < D4 ? kvs[c * QS + tc + CT * u] : vec4(0.0);
+      for (uint i = 0u; i < TR; ++i) {
+        const float p = ps[(rg * TR + i) * BC + c];
+        for (uint u = 0u; u < DPT4; ++u) o[i][u] += p * vv[u];
+      }
+    }
+    barrier();
+  }
+
+  // Row sums: each thread holds the sum over its own keys (all scaled to the final m).
+  for (uint i = 0u; i < TR; ++i) red[(rg * TR + i) * CT + tc] = l[i];
+  barrier();
+  for (uint i = 0u; i < TR; ++i) {
+    float sum = 0.0;
+    for (uint c = 0u; c < CT; ++c) sum += red[(rg * TR + i) * CT + c];
+    l[i] = sum;
+  }
+
+  for (uint i = 0u; i < TR; ++i) {
+    const uint row = i0 + rg * TR + i;
+    if (row >= n_rows) continue;
+    const uint j = row / G, h = kvh * G + row % G;
+    const uint e = pc.out_off + (j * pc.n_head + h) * HD;
+    const float inv = 1.0 / l[i];
+    for (uint u = 0u; u < DPT4; ++u) {
+      const uint d4 = tc + CT * u;
+      if (d4 >= D4) continue;
+      const vec4 v = o[i][u] * inv;
+      outv[e + 4u * d4] = v.x;
+      outv[e + 4u * d4 + 1u] = v.y;
+      outv[e + 4u * d4 + 2u] = v.z;
+      outv[e + 4u * d4 + 3u] = v.w;
+    }
+  }
+}
