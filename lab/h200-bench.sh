@@ -15,8 +15,14 @@ RJ="--roofline-json $O/roofline.json"
 time timeout 240 $R bench -m /tmp/q3b.gguf -p 512 -n 128 -ub $UB -r $REPS $RJ -o json > "$O/bench.json" 2> "$O/bench.err" || tail -5 "$O/bench.err"
 P="-m /tmp/q3b.gguf -p 512 -n 1 -ub 512 -r 1 --profile $RJ"
 timeout 90 $R bench $P > "$O/profile.txt" 2>&1 || echo "profile failed"
-for t in ${ATTN_TILES:-}; do ROCKY_ATTN_TILE=$t timeout 90 $R bench $P > "$O/profile_attn_$t.txt" 2>&1 || echo "profile $t failed"; grep -E "kqv_out|total" "$O/profile_attn_$t.txt" | sed "s/^/[$t] /"; done
-timeout 60 $R bench-op --type q4_K --shape 4096,512,14336 --reps 10 $RJ > "$O/bar_q4K.txt" 2>&1; tail -3 "$O/bar_q4K.txt"
+i=0; for t in ${ATTN_TILES:-}; do i=$((i+1)); ROCKY_ATTN_TILE=$t timeout 90 $R bench $P > "$O/profile_attn$i.txt" 2>&1 || echo "profile $t failed"; grep -E "pp512 at|kqv_out  " "$O/profile_attn$i.txt" | head -2 | sed "s/^/[attn $t] /"; done
+# q4_K repack layout A/B (nibble pairs, the default, against int8 values) end to end and on the ffn_gate shape.
+if [[ ${NIB_AB:-0} == 1 ]]; then
+  echo '{"mmq_q4k_nibbles": 0}' > /tmp/int8.json
+  ROCKY_TUNE=/tmp/int8.json timeout 90 $R bench $P > "$O/profile_int8.txt" 2>&1; grep -E "pp512 at|ffn_gate  |ffn_up  " "$O/profile_int8.txt" | head -3 | sed "s/^/[q4_K int8] /"
+  for tu in "" /tmp/int8.json; do timeout 60 $R bench-op --type q4_K --shape 11008,512,2048 --reps 10 --no-roofline ${tu:+--tune $tu} 2>&1 | grep mul_mmq | sed "s|^|[ffn_gate shape ${tu:-nibbles}] |"; done
+fi
+timeout 60 $R bench-op --type q4_K --shape 4096,512,14336 --reps 10 > "$O/bar_q4K.txt" 2>&1; grep -E "mul_mmq|NMSE" "$O/bar_q4K.txt"
 cat "$O/profile.txt"
 python3 - "$O" <<'PY'
 import json, sys, os
@@ -27,5 +33,5 @@ try: rows = json.load(open(os.path.join(o, "bench.json")))
 except Exception as e: rows = []; print("bench: no result", e)
 for x in rows:
     print(f"ub {x['n_ubatch']:5} {x['test']:7} {x['avg_ts']:10.1f} ± {x['stddev_ts']:7.1f} t/s {x['tflops']:7.2f} TFLOP/s "
-          f"{x['roof_pct']:5.1f}% {x['roof_kind']:8} host {x.get('host_ms_per_ubatch', 0):7.2f} ms peak {x['peak_device_memory']/2**30:.2f} GiB")
+          f"{x['roof_pct']:5.1f}% {x['roof_kind']:8} host readback {x['host_ms_per_ubatch']['readback']:6.2f} ms submit_wait {x['host_ms_per_ubatch']['submit_wait']:7.2f} ms peak {x['peak_device_memory']/2**30:.2f} GiB")
 PY

@@ -251,8 +251,11 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const auto t0 = Clock::now();
   if (g.output >= static_cast<int32_t>(g.nodes.size())) fail("compute: output node {} out of range", g.output);
   // Token ids: written by the host each ubatch; in host-visible memory so that no staging submit is
-  // needed (UMA: device memory is host-visible already).
-  const bool host_io = opts_.host_io || !device_->info().uma;
+  // needed (UMA: device memory is host-visible already). A discrete GPU whose device memory is
+  // host-visible through a resizable BAR is not treated as UMA here: CPU reads of that memory are
+  // uncached PCIe reads (the H200 took 20–23 ms to read 608 KB of logits, docs/tuning-log.md #12),
+  // so tokens and logits go through host memory and the ubatch's own command buffer copies them.
+  const bool host_io = opts_.host_io || !device_->info().uma || device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   const uint64_t tok_bytes = std::max<uint64_t>(4, tokens.size() * 4);
   if (!tokens_ || tokens_.size() < tok_bytes) {
     tokens_ = Buffer();

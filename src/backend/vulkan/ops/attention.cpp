@@ -38,13 +38,15 @@ struct FlashTile {
 // device allows is used. CPU drivers (lavapipe, 32 KB of shared memory): many accumulators per
 // invocation. Arm Mali (Valhall): 16 rows × 16 keys, 1×2 scores and ≤ 4 vec4 of O per invocation
 // (head_dim 256: 8 rows × 16 keys) — 0 spills, tls 0, work_regs 64 at head_dim 64, 80, 128, 256
-// (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 32 rows × 32 keys, 2×4 scores, 2×4 vec4 of
-// O, K/V blocks prefetched through 8 vec4 registers (38 KB of shared memory at head_dim 128, under
-// the 48 KB desktop drivers allow).
+// (g610-stats, tests/fast/test_mali.cpp). Other GPUs: 16 rows × 16 keys, 1×2 scores, K/V blocks
+// prefetched through registers — on the H200 (qwen2.5-3b, 512 tokens, 36 layers) 4.7 ms against
+// 26.4 ms for 32 rows × 32 keys, 2×4 scores (twice the workgroups, shorter causal critical path;
+// docs/tuning-log.md #12); the 32 × 32 tile (38 KB of shared memory at head_dim 128) is the
+// fallback order's second.
 constexpr FlashTile k_cpu_tiles[] = {{64, 32, 4, 4}, {64, 32, 4, 1}, {64, 16, 2, 2}, {64, 8, 1, 1}};
 constexpr FlashTile k_arm_tiles[] = {{128, 16, 1, 2}, {64, 8, 1, 1}};
 constexpr FlashTile k_arm_tiles_wide[] = {{128, 8, 1, 1}, {64, 8, 1, 1}};  // head_dim > 128
-constexpr FlashTile k_gpu_tiles[] = {{128, 32, 2, 4, 1}, {128, 16, 1, 2, 1}, {64, 8, 1, 1}};
+constexpr FlashTile k_gpu_tiles[] = {{128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1}};
 
 bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd) {
   return t.shared_bytes(hd) <= d.shared_memory && t.wg <= d.max_workgroup_invocations;
