@@ -428,6 +428,84 @@ TEST(FastMatmul, ProducersWriteQ81) {
   check_q81(sm, ne0, n, b);
 }
 
+// The producers' q8_1 is bit-identical to the f32 op (rms_norm at the same workgroup size, so the
+// same Σx² order; silu_mul) followed by quantize_q8_1, on awkward shapes: ne0 = 32·odd, odd and
+// single columns, and inputs at f32 offsets that are not 16-byte aligned (the producers' scalar
+// load path) as well as aligned ones (vec4 loads). Also against the CPU (check_q81) on the same data.
+TEST(FastMatmul, ProducersEqualQuantizeOfTheF32Op) {
+  Harness& h = harness();
+  struct Case {
+    uint32_t ne0, n, off;  // off: f32 elements before x, w and gate in their buffers
+  };
+  std::mt19937 rng(23);
+  for (const Case& c : {Case{96, 5, 0}, Case{352, 3, 1}, Case{32, 1, 3}, Case{2080, 9, 4}, Case{1120, 33, 2}}) {
+    const uint32_t ne0 = c.ne0, n = c.n;
+    auto x = random_x(ne0, n, rng), g = random_x(ne0, n, rng), w = random_x(ne0, 1, rng);
+    for (uint32_t i = 0; i < 32; ++i) x[i] = 0.0f;  // an all-zero rms block of column 0 is not zero after
+    for (uint32_t i = 0; i < 32; ++i) g[(n - 1) * size_t{ne0} + i] = 0.0f;  // silu(0)·up = 0: d = 0
+    for (auto& v : g) v *= 4.0f;  // silu's tails
+    const uint64_t off = uint64_t{c.off} * 4, bytes = x.size() * 4;
+    Buffer xb = h.mem->create("x", off + bytes, BufferKind::DEVICE), gb = h.mem->create("g", off + bytes, BufferKind::DEVICE);
+    Buffer wb = h.mem->create("w", off + ne0 * 4, BufferKind::DEVICE);
+    Buffer fb = h.mem->create("f32", bytes, BufferKind::DEVICE), sb = h.mem->create("silu f32", bytes, BufferKind::DEVICE);
+    std::vector<Buffer> q, d;
+    for (int i = 0; i < 5; ++i) {
+      q.push_back(h.mem->create("qs", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE));
+      d.push_back(h.mem->create("ds", fast::q8_1_ds_bytes(ne0, n), BufferKind::DEVICE));
+    }
+    h.mem->upload(xb, off, x.data(), bytes);
+    h.mem->upload(gb, off, g.data(), bytes);
+    h.mem->upload(wb, off, w.data(), ne0 * 4);
+    const ops::Region xr{&xb, off, bytes}, gr{&gb, off, bytes}, wr{&wb, off, uint64_t{ne0} * 4};
+    const float eps = 1e-5f;
+    auto qr = [&](int i) { return ops::Region{&q[i], 0, q[i].size()}; };
+    auto dr = [&](int i) { return ops::Region{&d[i], 0, d[i].size()}; };
+    const uint32_t wg = h.env->wg;
+    h.env->wg = 64;  // rms_norm.comp at rms_norm_q8_1's workgroup size
+    h.rec->begin();
+    fast::rms_norm_q8_1(*h.env, xr, wr, ne0, n, eps, qr(0), dr(0), "rms_norm_q8_1");
+    ops::rms_norm(*h.env, xr, wr, ne0, n, eps, {&fb, 0, bytes}, "rms_norm");
+    fast::quantize_q8_1(*h.env, {&fb, 0, bytes}, ne0, n, qr(1), dr(1), "q8_1 of rms_norm");
+    fast::silu_mul_q8_1(*h.env, gr, xr, ne0, n, qr(2), dr(2), "silu_mul_q8_1");
+    ops::silu_mul(*h.env, gr, xr, uint64_t{ne0} * n, {&sb, 0, bytes}, "silu_mul");
+    fast::quantize_q8_1(*h.env, {&sb, 0, bytes}, ne0, n, qr(3), dr(3), "q8_1 of silu_mul");
+    fast::quantize_q8_1(*h.env, xr, ne0, n, qr(4), dr(4), "q8_1 of x");  // x at f32 offset c.off
+    h.rec->submit_and_wait();
+    h.env->wg = wg;
+    std::vector<Q81> r(5);
+    for (int i = 0; i < 5; ++i) {
+      r[i].qs.resize(q[i].size() / 4);
+      r[i].ds.resize(d[i].size() / 4);
+      h.mem->download(q[i], 0, r[i].qs.data(), q[i].size());
+      h.mem->download(d[i], 0, r[i].ds.data(), d[i].size());
+    }
+    const std::string what = "ne0 " + std::to_string(ne0) + " n " + std::to_string(n) + " off " + std::to_string(c.off);
+    for (int p : {0, 2}) {
+      EXPECT_EQ(r[p].qs, r[p + 1].qs) << (p ? "silu_mul_q8_1 " : "rms_norm_q8_1 ") << what;
+      EXPECT_EQ(0, std::memcmp(r[p].ds.data(), r[p + 1].ds.data(), r[p].ds.size() * 4))
+          << (p ? "silu_mul_q8_1 " : "rms_norm_q8_1 ") << what;
+    }
+    // Independent oracles: the CPU ops (f64 Σx²) quantized on the CPU, and the CPU quantizer of the
+    // GPU's own f32 silu_mul (quantize_q8_1 from an offset-0 region) and of x (from offset c.off).
+    std::vector<float> rn(x.size()), sm(x.size()), sg(x.size());
+    for (uint32_t col = 0; col < n; ++col) {
+      double ss = 0;
+      for (uint32_t i = 0; i < ne0; ++i) ss += double{x[size_t{col} * ne0 + i]} * x[size_t{col} * ne0 + i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / ne0 + eps));
+      for (uint32_t i = 0; i < ne0; ++i) rn[size_t{col} * ne0 + i] = x[size_t{col} * ne0 + i] * inv * w[i];
+    }
+    for (size_t i = 0; i < x.size(); ++i) sm[i] = g[i] / (1.0f + std::exp(-g[i])) * x[i];
+    h.mem->download(sb, 0, sg.data(), bytes);
+    check_q81(rn, ne0, n, r[0]);
+    check_q81(sm, ne0, n, r[2]);
+    check_q81(sg, ne0, n, r[3]);
+    check_q81(x, ne0, n, r[4]);
+    const size_t zero_blk = size_t{n - 1} * (ne0 / 32);
+    EXPECT_EQ(r[2].ds[2 * zero_blk], 0.0f) << what;
+    EXPECT_EQ(r[2].qs[zero_blk * 8], 0u) << what;
+  }
+}
+
 TEST(FastMatmul, RefusesTilesOverTheBudget) {
   tune::DeviceProfile p = tune::builtin_profile("mali-valhall");
   p.mmq = {128, 128, 32, 64, 64, 8, 8, 256, 1};  // 128 accumulator registers > 16

@@ -148,7 +148,7 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
   Bound bx = ops::bind(e, x, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
   if (bq.delta || bd.delta) fail("quantize_q8_1: q8_1 regions must be aligned to the storage offset alignment");
   abi::Q81PC pc{k, n, ops::f32_off(bx), 0};
-  auto grid = e.rec.grid_1d((static_cast<uint64_t>(k / 32) * n + wg - 1) / wg);
+  auto grid = e.rec.grid_1d((static_cast<uint64_t>(k / 32) * n * 8 + wg - 1) / wg);  // 8 invocations per block
   Bound b[] = {bx, bq, bd};
   e.rec.dispatch(p, b, &pc, sizeof pc, grid[0], grid[1], 1, label);
 }
@@ -175,7 +175,7 @@ void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, 
   Bound bg = ops::bind(e, gate, false), bu = ops::bind(e, up, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
   if (bq.delta || bd.delta) fail("silu_mul_q8_1: q8_1 regions must be aligned to the storage offset alignment");
   abi::ProducerQ81PC pc{ne0, n_cols, ops::f32_off(bg), ops::f32_off(bu), 0.0f, 0, 0, 0};
-  auto grid = e.rec.grid_1d((static_cast<uint64_t>(ne0 / 32) * n_cols + wg - 1) / wg);
+  auto grid = e.rec.grid_1d((static_cast<uint64_t>(ne0 / 32) * n_cols * 8 + wg - 1) / wg);  // 8 invocations per block
   Bound b[] = {bg, bu, bq, bd};
   e.rec.dispatch(p, b, &pc, sizeof pc, grid[0], grid[1], 1, label);
 }

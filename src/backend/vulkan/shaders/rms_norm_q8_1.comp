@@ -1,33 +1,69 @@
 #version 450
 // rms_norm_q8_1: rms_norm whose output is written as q8_1 for the next mul_mmq (fast_abi.h,
-// ProducerQ81PC). One workgroup per column. Bindings: 0 x, 1 weight (f32), 2 qs, 3 ds.
+// ProducerQ81PC). One workgroup per column (WG a multiple of 8). Σx² is summed in the same order as
+// rms_norm.comp at the same WG (invocation t: x[t], x[t+WG], ... sequentially, then the tree), with
+// four loads in flight per step. The q8_1 pass: 8 invocations per 32-block
+// (common/q8_1_store.glsl), each reading 4 consecutive values of x and w (vec4 when the offsets are
+// 16-byte aligned); WG/8 blocks per round, the next round's loads issued before this round's
+// reductions. Bindings: 0 x, 1 weight (f32), 2 qs, 3 ds.
 #extension GL_EXT_control_flow_attributes : require
 #include "common/header.glsl"
 #include "fast_abi.h"
 layout(push_constant) uniform PC { ProducerQ81PC pc; };
 layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 1) readonly buffer Wt { float w[]; };
+layout(binding = 1) readonly buffer Wt4 { vec4 w4[]; };
 layout(binding = 2) writeonly buffer Q { uint qs[]; };
 layout(binding = 3) writeonly buffer D { vec2 ds[]; };
 #include "common/q8_1_store.glsl"
 shared float partial[gl_WorkGroupSize.x];
 
+// x · w values 4q..4q+3 of the column (x at element `base`); 0 past the end.
+void load4(uint base, uint q, bool vec, out vec4 xv, out vec4 wv) {
+  xv = vec4(0.0);
+  wv = vec4(0.0);
+  if (4u * q >= pc.ne0) return;
+  if (vec) {
+    xv = x4[base / 4u + q];
+    wv = w4[pc.b_off / 4u + q];
+  } else {
+    const uint i = base + 4u * q, k = pc.b_off + 4u * q;
+    xv = vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+    wv = vec4(w[k], w[k + 1u], w[k + 2u], w[k + 3u]);
+  }
+}
+
 void main() {
+  const uint WG = gl_WorkGroupSize.x;
   const uint j = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
   const uint base = pc.a_off + j * pc.ne0;
   float s = 0.0;
-  for (uint i = t; i < pc.ne0; i += gl_WorkGroupSize.x) s += x[base + i] * x[base + i];
+  uint i = t;
+  for (; i + 3u * WG < pc.ne0; i += 4u * WG) {
+    const float a = x[base + i], b = x[base + i + WG], c = x[base + i + 2u * WG], e = x[base + i + 3u * WG];
+    s += a * a;
+    s += b * b;
+    s += c * c;
+    s += e * e;
+  }
+  for (; i < pc.ne0; i += WG) s += x[base + i] * x[base + i];
   partial[t] = s;
   barrier();
-  for (uint h = gl_WorkGroupSize.x / 2u; h > 0u; h >>= 1) {
+  for (uint h = WG / 2u; h > 0u; h >>= 1) {
     if (t < h) partial[t] += partial[t + h];
     barrier();
   }
   const float inv = inversesqrt(partial[0] / float(pc.ne0) + pc.eps);
   const uint nb = pc.ne0 / 32u;
-  for (uint b = t; b < nb; b += gl_WorkGroupSize.x) {
-    float v[32];
-    [[unroll]] for (uint i = 0u; i < 32u; ++i) v[i] = x[base + b * 32u + i] * inv * w[pc.b_off + b * 32u + i];
-    store_q8_1(v, j * nb + b);
+  const bool vec = ((base | pc.b_off) & 3u) == 0u;
+  // Round r covers blocks r·WG/8 .. (r+1)·WG/8 - 1; invocation t holds values 4q..4q+3, q = r·WG + t.
+  vec4 xv, wv;
+  load4(base, t, vec, xv, wv);
+  for (uint q0 = 0u; q0 < pc.ne0 / 4u; q0 += WG) {
+    const vec4 cx = xv, cw = wv;
+    load4(base, q0 + WG + t, vec, xv, wv);
+    const uint b = (q0 + t) >> 3u;
+    store_q8_1_x8(cx * inv * cw, j * nb + b, b < nb);
   }
 }
