@@ -155,10 +155,15 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
 
 static_assert(sizeof(abi::ProducerQ81PC) == 8 * 4);
 
+uint32_t rms_norm_q8_1_wg(const DeviceInfo& info) {
+  if (info.vendor_id == 0x13B5) return 64;
+  return info.max_workgroup_invocations >= 256 && info.max_workgroup_size[0] >= 256 ? 256 : 128;  // Vulkan's minimum is 128
+}
+
 void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps,
                    ops::Region qs, ops::Region ds, const std::string& label) {
   if (ne0 % 32) fail("rms_norm_q8_1: ne0 = {} is not a multiple of 32", ne0);
-  constexpr uint32_t wg = 64;
+  const uint32_t wg = rms_norm_q8_1_wg(e.info);
   const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}});
   Bound bx = ops::bind(e, x, false), bw = ops::bind(e, w, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
   if (bq.delta || bd.delta) fail("rms_norm_q8_1: q8_1 regions must be aligned to the storage offset alignment");

@@ -67,6 +67,10 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
 // (ne0 a multiple of 32). Same q8_1 values as quantize_q8_1 of the f32 result.
 void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps,
                    ops::Region qs, ops::Region ds, const std::string& label);
+// rms_norm_q8_1's workgroup (one per column; a power of two): 64 on Mali (the `mali` label's
+// variant), else 256 (128 where the device allows no more), so that a 2,048-wide column's Σx² pass
+// has 8 loads per invocation and enough bytes in flight on a big GPU.
+uint32_t rms_norm_q8_1_wg(const DeviceInfo& info);
 void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, uint32_t n_cols, ops::Region qs,
                    ops::Region ds, const std::string& label);
 

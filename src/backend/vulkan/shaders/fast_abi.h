@@ -49,7 +49,7 @@ struct Q81PC {
 // Producers that write q8_1 directly (no separate quantize dispatch in prefill):
 // rms_norm_q8_1: out = x / sqrt(mean(x²) + eps) · w per column (ne0 a multiple of 32), written as
 // q8_1 (layout as quantize_q8_1) — one workgroup per column. silu_mul_q8_1: out = silu(gate) · up
-// over [ne0, n_cols] as q8_1 — one invocation per 32-block.
+// over [ne0, n_cols] as q8_1 — 8 invocations per 32-block (common/q8_1_store.glsl).
 struct ProducerQ81PC {
   uint ne0;
   uint n_cols;
