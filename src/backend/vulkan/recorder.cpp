@@ -249,6 +249,23 @@ void Recorder::fill(const Buffer& dst, uint32_t value) {
   barriers_ += 2;
 }
 
+void Recorder::flush() {
+  if (!recording_) fail("Recorder::flush outside begin()/submit_and_wait()");
+  if (profile_) return;
+  Frame& f = frames_[current_];
+  vk_check(vkEndCommandBuffer(f.cb), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &f.cb;
+  vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  f.pending = true;
+  const uint32_t dispatches = dispatches_, barriers = barriers_;
+  begin(false);
+  dispatches_ = dispatches;
+  barriers_ = barriers + 1;
+  full_barrier(frames_[current_].cb);
+}
+
 void Recorder::submit_and_wait() {
   Frame& f = frames_[current_];
   // Shader and transfer writes → host reads and transfers after the fence.

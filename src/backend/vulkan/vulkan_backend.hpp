@@ -40,6 +40,9 @@ struct VulkanOptions {
   // are copied into a host readback buffer inside the ubatch's command buffer. Always so when the
   // device memory is not host-visible (discrete GPUs); true forces it on UMA devices (tests).
   bool host_io = false;
+  // Dispatches recorded per command buffer before it is submitted without waiting (Recorder::flush),
+  // so the GPU starts while the host records the rest; 0 = one command buffer per ubatch.
+  uint32_t flush_dispatches = 96;
 };
 
 // Host wall time spent in compute(), accumulated over calls (reset_host_timing() clears it): where a
