@@ -1,6 +1,7 @@
 #include "backend/vulkan/recorder.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "core/error.hpp"
@@ -115,6 +116,7 @@ void Recorder::begin(bool profile) {
   pending_.clear();
   labels_.clear();
   dispatches_ = barriers_ = 0;
+  flush_wait_ms_ = 0;
 }
 
 VkDescriptorSet Recorder::allocate_set(const Pipeline& p) {
@@ -260,9 +262,12 @@ void Recorder::flush() {
   vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
   f.pending = true;
   const uint32_t dispatches = dispatches_, barriers = barriers_;
-  begin(false);
+  const double waited = flush_wait_ms_;
+  const auto t0 = std::chrono::steady_clock::now();
+  begin(false);  // waits for the other frame's fence
   dispatches_ = dispatches;
   barriers_ = barriers + 1;
+  flush_wait_ms_ = waited + std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   full_barrier(frames_[current_].cb);
 }
 

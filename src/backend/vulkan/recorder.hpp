@@ -76,6 +76,9 @@ class Recorder {
   void submit_and_wait();
 
   uint32_t dispatches() const { return dispatches_; }
+  // Host milliseconds spent waiting for a frame's fence inside flush() since begin() (GPU time the
+  // host waited while recording; callers count it as submit/wait time, not recording).
+  double flush_wait_ms() const { return flush_wait_ms_; }
   // Descriptor pools held by both frames (bounded by the largest graph, not the submit count).
   size_t descriptor_pools() const { return frames_[0].pools.size() + frames_[1].pools.size(); }
   uint32_t barriers() const { return barriers_; }
@@ -110,6 +113,7 @@ class Recorder {
   bool profile_ = false;
   std::vector<Access> pending_;
   uint32_t dispatches_ = 0, barriers_ = 0;
+  double flush_wait_ms_ = 0;
   std::vector<std::string> labels_;
   std::vector<OpTiming> timings_;
 };

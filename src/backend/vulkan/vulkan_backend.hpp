@@ -50,7 +50,7 @@ struct VulkanOptions {
 struct HostTiming {
   double setup_ms = 0;        // token upload, buffer checks, q8_1 planning
   double record_ms = 0;       // recording every dispatch (pipeline lookup, descriptors, barriers)
-  double submit_wait_ms = 0;  // vkQueueSubmit until the fence signals (includes the GPU's time)
+  double submit_wait_ms = 0;  // waiting for fences: in flush() while recording, and after the last submit (GPU time)
   double readback_ms = 0;     // logits to host memory after the fence
   uint64_t computes = 0, dispatches = 0;
 };
