@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -220,6 +221,8 @@ struct Run {
 };
 
 Run run_model(const model::Model& m, const std::vector<int32_t>& tokens, bool fuse) {
+  ::unsetenv("ROCKY_MATMUL");  // the defaults (int8 path on lavapipe), not a lab override
+  ::unsetenv("ROCKY_FUSE_EPILOGUE");
   VulkanOptions o;
   o.validation = true;
   o.persist_pipeline_cache = false;
@@ -251,7 +254,8 @@ uint32_t total(const std::map<std::string, uint32_t>& m) {
   return s;
 }
 
-void check_model(const std::string& file, uint32_t per_layer_unfused, uint32_t per_layer_fused) {
+void check_model(const std::string& file, uint32_t per_layer_unfused, uint32_t per_layer_fused,
+                 const std::vector<std::string>& fused_labels) {
   auto m = model::Model::load(test::shared_path("reference/models/synth/" + file));
   const int32_t n_layer = m->hparams().n_layer;
   std::mt19937 rng(11);
@@ -279,12 +283,16 @@ void check_model(const std::string& file, uint32_t per_layer_unfused, uint32_t p
   EXPECT_EQ(plain.dispatches, fused.dispatches + per * uint32_t(n_layer));
   EXPECT_EQ(total(plain.per_layer), per_layer_unfused);
   EXPECT_EQ(total(fused.per_layer), per_layer_fused);
+  // Fused dispatches are labelled "blk.N.<matmul>+<consumer>" (--profile groups them per op).
+  for (const std::string& l : fused_labels) EXPECT_EQ(fused.per_layer.count(l), 1u) << l;
   EXPECT_FALSE(fused.attn_out_written) << "attn_out wrote ffn_inp through its epilogue";
   EXPECT_TRUE(plain.attn_out_written);
 }
 
-TEST(MmqEpilogue, Qwen2BiasesAndResidualsFused) { check_model("synth-qwen2-q4_k_m.gguf", 21, 16); }
-TEST(MmqEpilogue, LlamaResidualsFused) { check_model("synth-llama-q4_k_m.gguf", 18, 16); }
+TEST(MmqEpilogue, Qwen2BiasesAndResidualsFused) { check_model("synth-qwen2-q4_k_m.gguf", 21, 16,
+              {"blk.0.attn_q+attn_q_b", "blk.0.attn_k+attn_k_b", "blk.0.attn_v+attn_v_b", "blk.0.attn_out+ffn_inp",
+               "blk.0.ffn_out+l_out"});; }
+TEST(MmqEpilogue, LlamaResidualsFused) { check_model("synth-llama-q4_k_m.gguf", 18, 16, {"blk.0.attn_out+ffn_inp", "blk.0.ffn_out+l_out"}); }
 
 }  // namespace
 }  // namespace rocky::vulkan

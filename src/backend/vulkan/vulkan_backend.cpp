@@ -39,6 +39,12 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
   // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
   if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) opts_.matmul = ops::parse_matmul_path(mm, "ROCKY_MATMUL");
+  // ROCKY_FUSE_EPILOGUE=0|1 overrides fuse_epilogue (A/B runs of rocky bench in lab scripts).
+  if (const char* fe = std::getenv("ROCKY_FUSE_EPILOGUE"); fe && *fe) {
+    const std::string v = fe;
+    if (v != "0" && v != "1") fail("ROCKY_FUSE_EPILOGUE='{}': expected 0 or 1", v);
+    opts_.fuse_epilogue = v == "1";
+  }
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
   if (const char* f = std::getenv("ROCKY_TUNE"); f && *f) mmq_profile_ = tune::load_profile_override(f, mmq_profile_);
@@ -192,8 +198,11 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
             epi.kind = fast::Epilogue::RESIDUAL;
             epi.operand = node_region(g, p, cn.src[cn.src[0] == id ? 1 : 0]);
           }
-          fast::mul_mmq(env, mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot,
-                        n.name + "+" + cn.name, epi);
+          // Label "blk.N.attn_q+attn_q_b": --profile groups it per op like the others.
+          const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
+                                       ? cn.name.substr(cn.name.find('.', 4) + 1)
+                                       : cn.name;
+          fast::mul_mmq(env, mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot, n.name + "+" + tail, epi);
           ++fused_epilogues_;
           break;
         }

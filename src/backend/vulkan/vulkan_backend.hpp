@@ -39,7 +39,7 @@ struct VulkanOptions {
   // Int8 path: a MATMUL whose only consumer is the next node, an ADD_BIAS (q/k/v bias) or an ADD
   // (residual), adds the bias / residual in mul_mmq's epilogue and writes straight into that
   // node's output; the ADD_BIAS / ADD dispatch is skipped (fast::MmqEpilogue). false = separate
-  // dispatches (A/B, tests).
+  // dispatches (A/B, tests). The environment variable ROCKY_FUSE_EPILOGUE=0|1 overrides it.
   bool fuse_epilogue = true;
   // Per-ubatch I/O without staging submits: token ids live in host-visible memory and the logits
   // are copied into a host readback buffer inside the ubatch's command buffer. Always so when the
