@@ -6,7 +6,8 @@
 //   - pp rows: a prefill of n_prompt seeded random tokens in ubatches of n_ubatch tokens, starting
 //     from an empty KV cache each repetition (Session::reset()); only the last token's logits;
 //   - tg rows: n_gen 1-token decode steps from an empty KV cache;
-//   - one warm-up run of each test first (not timed, unless warmup = false);
+//   - warm-up runs of each test first, repeated until 0.5 s have passed (at least one; not timed;
+//     none when warmup = false): GPU clocks ramp up (the H200's first timed run was 2× slow after one);
 //   - t/s = tokens / wall seconds of the whole eval (graph build + plan + submit + wait);
 //     reported as mean ± sample standard deviation over `reps` repetitions.
 //

@@ -72,34 +72,14 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
     const int32_t q = g.add(get_rows_node(*eq, n, "q"));
     const int32_t k = g.add(get_rows_node(*ek, n, "k"));
     const int32_t v = g.add(get_rows_node(*ev, n, "v"));
-    Node ks;
-    ks.op = Op::KV_STORE;
-    ks.name = "k_store";
-    ks.src[0] = k;
-    ks.layer = 0;
-    ks.kv = 0;
-    const int32_t iks = g.add(ks);
-    Node vs = ks;
-    vs.name = "v_store";
-    vs.src[0] = v;
-    vs.kv = 1;
-    const int32_t ivs = g.add(vs);
-    Node at;
-    at.op = Op::ATTENTION;
-    at.name = "attn";
-    at.ne0 = int64_t(hd) * n_head;
-    at.ne1 = n;
-    at.src = {q, iks, ivs};
-    at.layer = 0;
-    at.attn = {hd, n_head, n_kv, s.scale};
-    g.output = g.add(at);
+    g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, s.scale);
     std::vector<int32_t> tok(all_tok.begin() + g.n_past, all_tok.begin() + g.n_past + n);
     if (ub == 0) {
       g.output = -1;
       be.compute(g, own_plan(g), tok, {});
       continue;
     }
-    out.assign(static_cast<size_t>(at.ne0 * n), 0.0f);
+    out.assign(static_cast<size_t>(int64_t(hd) * n_head * n), 0.0f);
     be.compute(g, own_plan(g), tok, out);
   }
 
@@ -200,30 +180,12 @@ TEST(VulkanAttentionBench, DISABLED_OpTime) {
       g.n_past = n_past;
       g.kv = {1, hd * n_kv, total};
       const int32_t q = g.add(get_rows_node(*eq, n, "q"));
-      Node ks;
-      ks.op = Op::KV_STORE;
-      ks.name = "k_store";
-      ks.src[0] = g.add(get_rows_node(*ek, n, "k"));
-      ks.layer = 0;
-      ks.kv = 0;
-      const int32_t iks = g.add(ks);
-      Node vs = ks;
-      vs.name = "v_store";
-      vs.src[0] = g.add(get_rows_node(*ev, n, "v"));
-      vs.kv = 1;
-      const int32_t ivs = g.add(vs);
-      Node at;
-      at.op = Op::ATTENTION;
-      at.name = "attn";
-      at.ne0 = int64_t(hd) * n_head;
-      at.ne1 = n;
-      at.src = {q, iks, ivs};
-      at.layer = 0;
-      at.attn = {hd, n_head, n_kv, 1.0f / std::sqrt(float(hd))};
-      g.output = g.add(at);
+      const int32_t k = g.add(get_rows_node(*ek, n, "k"));
+      const int32_t v = g.add(get_rows_node(*ev, n, "v"));
+      g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, 1.0f / std::sqrt(float(hd)));
       std::vector<int32_t> tok(static_cast<size_t>(n));
       for (int32_t i = 0; i < n; ++i) tok[static_cast<size_t>(i)] = n_past + i;
-      std::vector<float> out(static_cast<size_t>(at.ne0 * n));
+      std::vector<float> out(static_cast<size_t>(int64_t(hd) * n_head * n));
       double best = 1e300, wall = 1e300;
       for (int rep = 0; rep < 3; ++rep) {
         const auto t0 = std::chrono::steady_clock::now();

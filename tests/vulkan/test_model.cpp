@@ -86,5 +86,34 @@ TEST(VulkanModel, SynthQ4KMWindowedEqualsUnwindowed) {
   EXPECT_LE(rel, 1e-3);
 }
 
+// Recorder::flush: the ubatch split into many command buffers (one per dispatch, two in flight)
+// gives bit-identical logits to one command buffer, with zero validation (synchronization) errors.
+TEST(VulkanModel, FlushedCommandBuffersEqualOne) {
+  auto m = model::Model::load(shared_path("reference/models/synth/synth-llama-q4_k_m.gguf"));
+  RefCase r = load_ref("synth-llama-q4_k_m-dequant-f32__kvf32_faoff", "p1_short");
+  const int32_t n = static_cast<int32_t>(r.eval_tokens.size());
+  std::vector<std::vector<float>> results;
+  for (uint32_t every : {0u, 1u, 7u}) {
+    for (auto path : {vulkan::ops::MatmulPath::BASIC, vulkan::ops::MatmulPath::AUTO}) {
+      vulkan::VulkanOptions o;
+      o.validation = true;
+      o.persist_pipeline_cache = false;
+      o.flush_dispatches = every;
+      o.matmul = path;
+      vulkan::VulkanBackend be(o);
+      graph::Graph g = m->build_graph({n, 0, n + 8, Logits::LAST});
+      auto w = g.weights();
+      be.load_weights(w);
+      be.init_kv(g.kv);
+      std::vector<float> logits(static_cast<size_t>(m->hparams().n_vocab));
+      be.compute(g, own_plan(g), r.eval_tokens, logits);
+      EXPECT_GT(be.recorder().dispatches(), 20u);
+      EXPECT_EQ(be.instance().error_count(), 0u) << "flush every " << every;
+      results.push_back(std::move(logits));
+    }
+  }
+  for (size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]) << "run " << i;
+}
+
 }  // namespace
 }  // namespace rocky::test

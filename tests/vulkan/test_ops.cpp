@@ -254,34 +254,14 @@ void attention_shapes(bool kv_f16, int n_shapes, uint32_t seed, double tol) {
       int32_t q = g.add(get_rows_node(*eq, n, "q"));
       int32_t k = g.add(get_rows_node(*ek, n, "k"));
       int32_t v = g.add(get_rows_node(*ev, n, "v"));
-      Node ks;
-      ks.op = Op::KV_STORE;
-      ks.name = "k_store";
-      ks.src[0] = k;
-      ks.layer = 0;
-      ks.kv = 0;
-      int32_t iks = g.add(ks);
-      Node vs = ks;
-      vs.name = "v_store";
-      vs.src[0] = v;
-      vs.kv = 1;
-      int32_t ivs = g.add(vs);
-      Node at;
-      at.op = Op::ATTENTION;
-      at.name = "attn";
-      at.ne0 = int64_t(hd) * n_head;
-      at.ne1 = n;
-      at.src = {q, iks, ivs};
-      at.layer = 0;
-      at.attn = {hd, n_head, n_kv, scale};
-      g.output = g.add(at);
+      g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, scale);
       std::vector<int32_t> tok(all_tok.begin() + g.n_past, all_tok.begin() + g.n_past + n);
       if (ub == 0) {  // an early prefill ubatch: no logits wanted, only the KV cache filled
         g.output = -1;
         be.compute(g, own_plan(g), tok, {});
         continue;
       }
-      out.assign(static_cast<size_t>(at.ne0 * n), 0.0f);
+      out.assign(static_cast<size_t>(int64_t(hd) * n_head * n), 0.0f);
       be.compute(g, own_plan(g), tok, out);
     }
     // Reference over all n1 + n2 positions; check the second ubatch's tokens.

@@ -163,4 +163,31 @@ inline graph::Node get_rows_node(const HostWeight& w, int32_t n_tokens, const st
   return n;
 }
 
+// The tail of an attention test graph: store k and v (node ids) into layer 0 of the KV cache, then
+// attend q over it (causal, GQA n_head / n_kv, head_dim hd); returns the ATTENTION node's id.
+inline int32_t add_kv_store_attention(graph::Graph& g, int32_t q, int32_t k, int32_t v, int32_t hd, int32_t n_head,
+                                      int32_t n_kv, float scale) {
+  graph::Node ks;
+  ks.op = graph::Op::KV_STORE;
+  ks.name = "k_store";
+  ks.src[0] = k;
+  ks.layer = 0;
+  ks.kv = 0;
+  const int32_t iks = g.add(ks);
+  graph::Node vs = ks;
+  vs.name = "v_store";
+  vs.src[0] = v;
+  vs.kv = 1;
+  const int32_t ivs = g.add(vs);
+  graph::Node at;
+  at.op = graph::Op::ATTENTION;
+  at.name = "attn";
+  at.ne0 = int64_t(hd) * n_head;
+  at.ne1 = g.n_tokens;
+  at.src = {q, iks, ivs};
+  at.layer = 0;
+  at.attn = {hd, n_head, n_kv, scale};
+  return g.add(at);
+}
+
 }  // namespace rocky::test

@@ -1,6 +1,7 @@
 #include "backend/vulkan/recorder.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "core/error.hpp"
@@ -115,6 +116,7 @@ void Recorder::begin(bool profile) {
   pending_.clear();
   labels_.clear();
   dispatches_ = barriers_ = 0;
+  flush_wait_ms_ = 0;
 }
 
 VkDescriptorSet Recorder::allocate_set(const Pipeline& p) {
@@ -247,6 +249,26 @@ void Recorder::fill(const Buffer& dst, uint32_t value) {
   full_barrier(f.cb);
   pending_.clear();
   barriers_ += 2;
+}
+
+void Recorder::flush() {
+  if (!recording_) fail("Recorder::flush outside begin()/submit_and_wait()");
+  if (profile_) return;
+  Frame& f = frames_[current_];
+  vk_check(vkEndCommandBuffer(f.cb), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &f.cb;
+  vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  f.pending = true;
+  const uint32_t dispatches = dispatches_, barriers = barriers_;
+  const double waited = flush_wait_ms_;
+  const auto t0 = std::chrono::steady_clock::now();
+  begin(false);  // waits for the other frame's fence
+  dispatches_ = dispatches;
+  barriers_ = barriers + 1;
+  flush_wait_ms_ = waited + std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  full_barrier(frames_[current_].cb);
 }
 
 void Recorder::submit_and_wait() {

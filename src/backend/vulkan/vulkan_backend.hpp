@@ -45,6 +45,9 @@ struct VulkanOptions {
   // are copied into a host readback buffer inside the ubatch's command buffer. Always so when the
   // device memory is not host-visible (discrete GPUs); true forces it on UMA devices (tests).
   bool host_io = false;
+  // Dispatches recorded per command buffer before it is submitted without waiting (Recorder::flush),
+  // so the GPU starts while the host records the rest; 0 = one command buffer per ubatch.
+  uint32_t flush_dispatches = 96;
 };
 
 // Host wall time spent in compute(), accumulated over calls (reset_host_timing() clears it): where a
@@ -52,7 +55,7 @@ struct VulkanOptions {
 struct HostTiming {
   double setup_ms = 0;        // token upload, buffer checks, q8_1 planning
   double record_ms = 0;       // recording every dispatch (pipeline lookup, descriptors, barriers)
-  double submit_wait_ms = 0;  // vkQueueSubmit until the fence signals (includes the GPU's time)
+  double submit_wait_ms = 0;  // waiting for fences: in flush() while recording, and after the last submit (GPU time)
   double readback_ms = 0;     // logits to host memory after the fence
   uint64_t computes = 0, dispatches = 0;
 };
