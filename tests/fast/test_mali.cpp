@@ -1,4 +1,5 @@
-// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; mul_mmq and mul_mmq_nodot for
+// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; mul_mmq and mul_mmq_nodot, with
+// and without their bias / residual epilogues, for
 // q4_0, q8_0, q4_K, q6_K with the profile's q4_K repack layout, plus q4_K's other layout; mul_mm
 // and mul_mm_f16 for f16, q4_0, q8_0, q4_K, q6_K; the mali-valhall profile's tiles) compiled by Mesa 25.0.7's Mali-G610
 // compiler through ../shared/mali/g610-stats must have 0 spills and tls_bytes 0; work_regs is
@@ -64,6 +65,10 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
       add(ROCKY_SC_MMQ_VEC4, t.vec4);
       const bool nib = rocky::tune::builtin_profile("mali-valhall").mmq_q4k_nibbles;
       vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "1" : "0")});
+      // The bias and residual epilogues (VulkanOptions::fuse_epilogue) ship too.
+      for (int epi : {ROCKY_MMQ_EPI_BIAS, ROCKY_MMQ_EPI_RESIDUAL})
+        vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "1" : "0") + " -s " +
+                              std::to_string(ROCKY_SC_MMQ_EPI) + "=" + std::to_string(epi)});
       if (type == 12)  // q4_K's other repack layout (not shipped; reported for the layout choice)
         vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "0" : "1")});
     }

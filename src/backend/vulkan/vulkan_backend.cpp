@@ -39,6 +39,12 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
   // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
   if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) opts_.matmul = ops::parse_matmul_path(mm, "ROCKY_MATMUL");
+  // ROCKY_FUSE_EPILOGUE=0|1 overrides fuse_epilogue (A/B runs of rocky bench in lab scripts).
+  if (const char* fe = std::getenv("ROCKY_FUSE_EPILOGUE"); fe && *fe) {
+    const std::string v = fe;
+    if (v != "0" && v != "1") fail("ROCKY_FUSE_EPILOGUE='{}': expected 0 or 1", v);
+    opts_.fuse_epilogue = v == "1";
+  }
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
   if (const char* f = std::getenv("ROCKY_TUNE"); f && *f) mmq_profile_ = tune::load_profile_override(f, mmq_profile_);
@@ -179,9 +185,28 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (q81_.mmq[size_t(id)]) {  // the int8 path reads the q8_1 copy of its input
         const int32_t s = q81_.slot[size_t(n.src[0])];
         if (s < 0) fail("graph node {}: int8 matmul without a q8_1 input (internal)", n.name);
-        ops::matmul_q8_1(env, w, slot_qs(s, fast::q8_1_qs_bytes(w.ne0, ne1)), slot_ds(s, fast::q8_1_ds_bytes(w.ne0, ne1)),
-                         ne1, node_region(g, p, id), n.name);
+        const ops::Region qs = slot_qs(s, fast::q8_1_qs_bytes(w.ne0, ne1)), ds = slot_ds(s, fast::q8_1_ds_bytes(w.ne0, ne1));
         ++int8_matmuls_;
+        if (const int32_t c = q81_.epi_into[size_t(id)]; c >= 0) {
+          // + bias / residual in mul_mmq's epilogue, written into the consumer's output (plan_q8_1).
+          const graph::Node& cn = g.nodes[size_t(c)];
+          fast::MmqEpilogue epi;
+          if (cn.op == Op::ADD_BIAS) {
+            epi.kind = fast::Epilogue::BIAS;
+            epi.operand = weight_region(cn.weight);
+          } else {
+            epi.kind = fast::Epilogue::RESIDUAL;
+            epi.operand = node_region(g, p, cn.src[cn.src[0] == id ? 1 : 0]);
+          }
+          // Label "blk.N.attn_q+attn_q_b": --profile groups it per op like the others.
+          const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
+                                       ? cn.name.substr(cn.name.find('.', 4) + 1)
+                                       : cn.name;
+          fast::mul_mmq(env, mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot, n.name + "+" + tail, epi);
+          ++fused_epilogues_;
+          break;
+        }
+        ops::matmul_q8_1(env, w, qs, ds, ne1, node_region(g, p, id), n.name);
         break;
       }
       ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
@@ -189,6 +214,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
     }
     case Op::ADD_BIAS:
       if (n.weight->n_elements != uint64_t(n.ne0)) fail("graph node {}: bias size mismatch", n.name);
+      if (q81_.epi_done[size_t(id)]) break;  // written by its matmul's epilogue
       ops::bias_add(env, in(0), weight_region(n.weight), ne0, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::ROPE: {
@@ -234,6 +260,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
       ops::silu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::ADD:
+      if (q81_.epi_done[size_t(id)]) break;  // written by its matmul's epilogue
       ops::add(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::TAKE_COLS:
@@ -290,6 +317,7 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     }
   }
   int8_matmuls_ = 0;
+  fused_epilogues_ = 0;
   // Logits: copied into a host buffer by the same command buffer unless the arena is host-visible.
   uint64_t out_bytes = 0;
   if (g.output >= 0) {
@@ -386,6 +414,33 @@ VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph
     q.fused[i] = opts_.fuse_q8_1 && other_uses[i] == 0 && (n.op == Op::RMS_NORM || n.op == Op::SILU_MUL) && k % 32 == 0;
   }
   q.n_slots = static_cast<uint32_t>(left.size());
+  // Epilogue fusion: an int8 matmul i whose output is read by exactly one node, the NEXT one (j =
+  // i + 1): an ADD_BIAS with an f32 bias, or an ADD whose other source r was written before i.
+  // mul_mmq then writes W·x + bias / W·x + r into j's region at i and j records nothing. Safe with
+  // the arena planner (graph/planner.hpp): j's region never overlaps j's inputs (r, i's output);
+  // what it may overlap are outputs freed after node i — i's own f32 input among them, which the
+  // int8 matmul does not read (it reads the q8_1 slot) — and nothing runs between i and j.
+  q.epi_into.assign(nn, -1);
+  q.epi_done.assign(nn, 0);
+  if (!opts_.fuse_epilogue) return q;
+  for (size_t i = 0; i + 1 < nn; ++i) {
+    if (!q.mmq[i] || mmq_uses[i] != 0 || other_uses[i] != 1) continue;
+    const graph::Node& n = g.nodes[i];
+    const graph::Node& c = g.nodes[i + 1];
+    if (c.ne0 != n.ne0 || c.ne1 != n.ne1) continue;
+    const int32_t me = static_cast<int32_t>(i);
+    bool ok = false;
+    if (c.op == Op::ADD_BIAS && c.src[0] == me && c.weight && c.weight->n_elements == uint64_t(n.ne0)) {
+      auto it = weights_.find(c.weight);
+      ok = it != weights_.end() && it->second.type == DType::F32;
+    } else if (c.op == Op::ADD && (c.src[0] == me) != (c.src[1] == me)) {
+      const int32_t r = c.src[c.src[0] == me ? 1 : 0];
+      ok = r >= 0 && r < me && !q.fused[size_t(r)] && g.nodes[size_t(r)].ne0 == n.ne0 && g.nodes[size_t(r)].ne1 == n.ne1;
+    }
+    if (!ok) continue;
+    q.epi_into[i] = static_cast<int32_t>(i + 1);
+    q.epi_done[i + 1] = 1;
+  }
   return q;
 }
 
@@ -401,13 +456,14 @@ void VulkanBackend::record_q8_1_output(ops::Env& env, const graph::Graph& g, con
 }
 
 bool VulkanBackend::node_written(int32_t id) const {
-  return id < 0 || size_t(id) >= q81_.fused.size() || !q81_.fused[size_t(id)];
+  return id < 0 || size_t(id) >= q81_.fused.size() || (!q81_.fused[size_t(id)] && q81_.epi_into[size_t(id)] < 0);
 }
 
 std::vector<float> VulkanBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
   if (!node_written(node) && size_t(node) < g.nodes.size()) {
     fail("graph node {} was not written in f32: its producer wrote only the q8_1 copy its int8 matmuls read "
-         "(VulkanOptions::fuse_q8_1)", g.nodes[size_t(node)].name);
+         "(VulkanOptions::fuse_q8_1), or it is a matmul that wrote its consumer's output through its epilogue "
+         "(VulkanOptions::fuse_epilogue)", g.nodes[size_t(node)].name);
   }
   ops::Region r = node_region(g, p, node);
   std::vector<float> v(r.bytes / 4);

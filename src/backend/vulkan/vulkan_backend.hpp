@@ -36,6 +36,11 @@ struct VulkanOptions {
   // Int8 path: the op producing an activation (rms_norm, silu·mul) writes q8_1 directly when every
   // consumer is an int8 matmul; false = f32 op + one quantize_q8_1 per activation (A/B, tests).
   bool fuse_q8_1 = true;
+  // Int8 path: a MATMUL whose only consumer is the next node, an ADD_BIAS (q/k/v bias) or an ADD
+  // (residual), adds the bias / residual in mul_mmq's epilogue and writes straight into that
+  // node's output; the ADD_BIAS / ADD dispatch is skipped (fast::MmqEpilogue). false = separate
+  // dispatches (A/B, tests). The environment variable ROCKY_FUSE_EPILOGUE=0|1 overrides it.
+  bool fuse_epilogue = true;
   // Per-ubatch I/O without staging submits: token ids live in host-visible memory and the logits
   // are copied into a host readback buffer inside the ubatch's command buffer. Always so when the
   // device memory is not host-visible (discrete GPUs); true forces it on UMA devices (tests).
@@ -80,10 +85,14 @@ class VulkanBackend final : public backend::Backend {
   ops::MatmulPath matmul_path() const { return opts_.matmul; }
   // Matmuls of the last compute() that ran on the int8 path (q8_1 activations + mul_mmq).
   uint32_t int8_matmuls() const { return int8_matmuls_; }
+  // Of those, the matmuls of the last compute() that applied a bias / residual epilogue (each one
+  // ADD_BIAS / ADD dispatch fewer; VulkanOptions::fuse_epilogue).
+  uint32_t fused_epilogues() const { return fused_epilogues_; }
   const HostTiming& host_timing() const { return timing_; }
   void reset_host_timing() { timing_ = {}; }
   // False for a node of the last compute() whose f32 output was never written (its producer wrote
-  // only the q8_1 copy its int8 matmuls read); read_node() of such a node is a rocky::Error.
+  // only the q8_1 copy its int8 matmuls read, or it is a matmul that wrote its bias / residual
+  // consumer's output instead); read_node() of such a node is a rocky::Error.
   bool node_written(int32_t id) const;
 
  private:
@@ -114,6 +123,8 @@ class VulkanBackend final : public backend::Backend {
     std::vector<uint8_t> mmq;       // [node] MATMUL on the int8 path
     std::vector<int32_t> slot;      // [node] q8_1 slot holding this node's output, -1 = none
     std::vector<uint8_t> fused;     // [node] the producer writes q8_1 only (no f32 output)
+    std::vector<int32_t> epi_into;  // [MATMUL node] consumer whose output it writes with its epilogue, -1 = none
+    std::vector<uint8_t> epi_done;  // [ADD_BIAS / ADD node] written by its matmul's epilogue: no dispatch
     uint32_t n_slots = 0;
     uint64_t qs_bytes = 0, ds_bytes = 0;  // per slot
   };
@@ -126,6 +137,7 @@ class VulkanBackend final : public backend::Backend {
   std::vector<std::pair<Buffer, Buffer>> q81_slots_;  // (qs, ds)
   Q81Plan q81_;
   uint32_t int8_matmuls_ = 0;
+  uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
 };
 

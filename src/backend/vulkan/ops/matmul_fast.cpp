@@ -14,7 +14,7 @@
 namespace rocky::vulkan::fast {
 
 static_assert(sizeof(abi::MatmulFastPC) == 9 * 4);
-static_assert(sizeof(abi::MatmulMmqPC) == 9 * 4);
+static_assert(sizeof(abi::MatmulMmqPC) == 10 * 4);
 static_assert(sizeof(abi::Q81PC) == 4 * 4);
 static_assert(sizeof(abi::RooflinePC) == 4 * 4);
 
@@ -186,7 +186,7 @@ void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, 
 }
 
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
-             uint32_t n, ops::Region y, bool use_dot, const std::string& label) {
+             uint32_t n, ops::Region y, bool use_dot, const std::string& label, const MmqEpilogue& epi) {
   if (!mmq_supports(w.type)) fail("{}: mul_mmq does not support weight type {}", w.name, dtype_name(w.type));
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
   for (size_t i = 0; i <= prof.mmq_alt.size(); ++i) {
@@ -205,11 +205,21 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
                                    {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
                                    {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step},
                                    {ROCKY_SC_PREFETCH, t.prefetch}, {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
-                                   {ROCKY_SC_MMQ_VEC4, t.vec4}});
+                                   {ROCKY_SC_MMQ_VEC4, t.vec4},
+                                   {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)}});
   if (e.pipes.capture_statistics() && prof.refuse_spills)
     refuse_spills(pipeline_statistics(e.pipes.device(), p, "mul_mmq " + t.str()));
   Bound bq = ops::bind(e, qs, false), bd = ops::bind(e, ds, false), by = ops::bind(e, y, true);
   if (bq.delta || bd.delta) fail("mul_mmq: q8_1 regions must be aligned to the storage offset alignment");
+  // Binding 5: the epilogue operand, or (no epilogue) the q8_1 scales again as a read-only dummy.
+  Bound be = bd;
+  if (epi.kind != Epilogue::NONE) {
+    const uint64_t need = (epi.kind == Epilogue::BIAS ? w.rows : w.rows * n) * 4;
+    if (!epi.operand.buf || epi.operand.bytes < need)
+      fail("{}: mul_mmq {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
+           epi.operand.bytes, need);
+    be = ops::bind(e, epi.operand, false);
+  }
   const uint64_t srow = w.ne0 / 32 * 8;
   const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / std::max(w.mmq_q_row_bytes, srow));
   for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
@@ -227,7 +237,8 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
     pc.y_off = ops::f32_off(by);
     pc.ldy = static_cast<uint32_t>(w.rows);
     pc.m0 = static_cast<uint32_t>(r0);
-    Bound b[] = {bw, bs, bq, bd, by};
+    pc.e_off = epi.kind == Epilogue::NONE ? 0 : ops::f32_off(be);
+    Bound b[] = {bw, bs, bq, bd, by, be};
     e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
   }
 }

@@ -4,7 +4,8 @@
 //    pairs (d, d·Σq) as f32.
 //  - mul_mmq (shaders/mul_mmq.comp, or mul_mmq_nodot.comp when the device lacks
 //    shaderIntegerDotProduct): y [ldy = M, N] = W · x from weights (q4_0, q8_0, q4_K, q6_K)
-//    repacked at load into the mmq layout below, and q8_1 activations.
+//    repacked at load into the mmq layout below, and q8_1 activations; optionally + a bias or a
+//    residual in the same dispatch (MmqEpilogue).
 //
 // The mmq layout (repack_for_mmq; shaders/common/mul_mmq.glsl reads it), for a weight of `rows`
 // rows of K values (K a multiple of 32), in one buffer:
@@ -74,11 +75,22 @@ uint32_t rms_norm_q8_1_wg(const DeviceInfo& info);
 void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, uint32_t n_cols, ops::Region qs,
                    ops::Region ds, const std::string& label);
 
+// Epilogue of mul_mmq, applied per output element before the store (spec constant
+// ROCKY_SC_MMQ_EPI, binding 5): BIAS adds operand[m] (f32 [M], e.g. attn_q.bias), RESIDUAL adds
+// operand[n, m] (f32 [M, N], the y layout, e.g. the residual stream). The result is the same f32
+// sum as a separate bias_add / add of the matmul output. The operand must not overlap y unless it
+// IS y (same offset): each invocation reads its element before writing it.
+enum class Epilogue : uint32_t { NONE = 0, BIAS = 1, RESIDUAL = 2 };
+struct MmqEpilogue {
+  Epilogue kind = Epilogue::NONE;
+  ops::Region operand{};  // BIAS: ≥ M floats; RESIDUAL: ≥ M·N floats
+};
+
 // `use_dot`: OpSDot variant (requires info.int8_dot) or the unpacked fallback. w must carry its
 // mmq repack (upload_for_mmq). The tile is tune::pick_mmq_tile(prof, w.rows, n); every tile of the
-// profile is checked (tune::check_tile) first.
+// profile is checked (tune::check_tile) first. rocky::Error when the epilogue operand is too small.
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
-             uint32_t n, ops::Region y, bool use_dot, const std::string& label);
+             uint32_t n, ops::Region y, bool use_dot, const std::string& label, const MmqEpilogue& epi = {});
 
 // mul_mm (shaders/mul_mm.comp, or mul_mm_f16.comp with f16 tiles: needs shaderFloat16): y [ldy =
 // M, N] = W · x for any weight type ops::gpu_supports() lists and f32 activations x [K, N]; the

@@ -25,6 +25,12 @@ namespace rocky::vulkan::abi {
 // mul_mmq: 1 = read shared-memory operands as uvec4 (fewer load instructions, more live
 // registers), 0 = one 32-bit word at a time (MatmulTile::vec4).
 #define ROCKY_SC_MMQ_VEC4 26
+// mul_mmq epilogue (binding 5, e_off): 0 none, 1 bias (y[n, m] += e[m]), 2 residual
+// (y[n, m] += e[n, m], same [ldy, N] layout as y). fast::MmqEpilogue on the host.
+#define ROCKY_SC_MMQ_EPI 27
+#define ROCKY_MMQ_EPI_NONE 0
+#define ROCKY_MMQ_EPI_BIAS 1
+#define ROCKY_MMQ_EPI_RESIDUAL 2
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).
@@ -78,7 +84,8 @@ struct MatmulFastPC {
 // mul_mmq: y[m0 + m, n] = Σ_k W[k, m] · x[k, n] with W in the mmq repack layout
 // (ops/matmul_fast.hpp): values at uvec4 offset wq_off (binding 0, row stride K/16 uvec4, or K/32
 // with nibbles), scale pairs at vec2 offset ws_off (binding 1, row stride K/32); q8_1 activations
-// at block offset x_off (uvec4 index 2·block, vec2 index block).
+// at block offset x_off (uvec4 index 2·block, vec2 index block); the epilogue operand (ROCKY_SC_MMQ_EPI)
+// at float offset e_off of binding 5.
 struct MatmulMmqPC {
   uint M;
   uint K;
@@ -89,6 +96,7 @@ struct MatmulMmqPC {
   uint y_off;
   uint ldy;
   uint m0;
+  uint e_off;  // epilogue operand (binding 5) offset in floats; 0 without epilogue
 };
 
 #ifdef __cplusplus

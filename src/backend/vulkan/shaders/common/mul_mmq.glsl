@@ -20,7 +20,12 @@
 // the uvec4 form spilled 53:222, 836 B tls; the word form 0 spills).
 // Grid: (ceil(M / BM), ceil(N / BN)).
 // Bindings: 0 W values (uvec4), 1 W scale pairs (vec2), 2 q8_1 values (uvec4), 3 q8_1 (d, d·Σq),
-// 4 y [ldy, N] f32. Push constants: MatmulMmqPC.
+// 4 y [ldy, N] f32, 5 epilogue operand f32 (read only when EPILOGUE != 0; the host binds a dummy
+// region otherwise). Push constants: MatmulMmqPC.
+// Epilogue (EPILOGUE, fast_abi.h): 0 y = W·x; 1 (bias) y[n, m] = W·x + e[e_off + m0 + m];
+// 2 (residual) y[n, m] = W·x + e[e_off + n·ldy + m0 + m]. Each output is read (operand) and written
+// (y) by the same invocation, so y may even be the residual operand itself. Same f32 sum as the
+// separate bias_add / add dispatch: acc + e, one rounding.
 #extension GL_EXT_control_flow_attributes : require
 #include "common/header.glsl"
 #include "fast_abi.h"
@@ -48,12 +53,14 @@ layout(constant_id = ROCKY_SC_BK_STEP) const uint BK_STEP = 1;
 layout(constant_id = ROCKY_SC_PREFETCH) const bool PREFETCH = true;
 layout(constant_id = ROCKY_SC_MMQ_NIB) const bool NIB = false;
 layout(constant_id = ROCKY_SC_MMQ_VEC4) const bool VEC4 = true;
+layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
 layout(binding = 1) readonly buffer Ws { vec2 ws[]; };
 layout(binding = 2) readonly buffer XQ { uvec4 xq[]; };
 layout(binding = 3) readonly buffer XD { vec2 xd[]; };
 layout(binding = 4) writeonly buffer Y { float y[]; };
+layout(binding = 5) readonly buffer E { float ev[]; };
 
 const uint BB = BK / 32u;           // blocks per stage
 const uint SS = 2u * BB + 1u;       // shared row stride (uvec4)
@@ -208,7 +215,12 @@ void main() {
     const uint m = mb + r0 + i * WARP_R;
     [[unroll]] for (uint j = 0u; j < TN; ++j) {
       const uint n = nb_ + c0 + j * WARP_C;
-      if (m < pc.M && n < pc.N) y[pc.y_off + n * pc.ldy + pc.m0 + m] = acc[i * TN + j];
+      if (m < pc.M && n < pc.N) {
+        float v = acc[i * TN + j];
+        if (EPILOGUE == ROCKY_MMQ_EPI_BIAS) v += ev[pc.e_off + pc.m0 + m];
+        if (EPILOGUE == ROCKY_MMQ_EPI_RESIDUAL) v += ev[pc.e_off + n * pc.ldy + pc.m0 + m];
+        y[pc.y_off + n * pc.ldy + pc.m0 + m] = v;
+      }
     }
   }
 }
