@@ -130,4 +130,11 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }
 inline uint32_t f32_off(const Bound& b) { return b.delta / 4; }
 
+// Decode (N = 1) over the weight's mmq repack (shaders/matvec_mmq.comp, f32 activations, f32
+// accumulation): matmul() takes it for n == 1 when matvec_uses_mmq (w.mmq_buf set, type in
+// fast::mmq_supports, K % 32 == 0), else shaders/matvec.comp. x [K], y [M] f32; weight windows of
+// whole rows within e.rec.max_binding().
+bool matvec_uses_mmq(const Env& e, const Weight& w);
+void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& label);
+
 }  // namespace rocky::vulkan::ops
