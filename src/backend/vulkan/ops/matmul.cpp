@@ -1,5 +1,6 @@
 // matmul / matvec — shaders/matmul.comp (tiled, N > 1; MatmulPath::BASIC) and shaders/matvec.comp
-// (N = 1); the int8 path (mul_mmq) and mul_mm are chosen here by Env::matmul (ops.hpp). Weights
+// (N = 1; matvec_mmq.comp over the mmq repack when the weight has one); the int8 path (mul_mmq) and
+// mul_mm are chosen here by Env::matmul (ops.hpp). Weights
 // larger than one binding are multiplied in windows of whole rows (one dispatch per window), and
 // activations larger than one binding in chunks of whole token columns.
 #include <algorithm>

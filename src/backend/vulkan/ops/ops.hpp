@@ -60,7 +60,8 @@ inline MatmulTile default_tile(const DeviceInfo& d) {
   return MatmulTile{32, 32, 16, 2, 4};                                               // 128 invocations, 8 acc
 }
 
-// Which kernels run the prefill matmuls (N > 1; N = 1 always uses matvec.comp):
+// Which kernels run the prefill matmuls (N > 1; N = 1 uses matvec_mmq.comp when the weight carries
+// its mmq repack, else matvec.comp):
 //   MMQ   — int8 path: activations as q8_1 + mul_mmq (packed int8 dot, or the no-dot variant when
 //           the device lacks shaderIntegerDotProduct) for weights fast::mmq_supports() lists with
 //           K % 32 == 0 and q8_1 / output regions that fit one binding; every other matmul BASIC.
