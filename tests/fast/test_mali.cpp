@@ -1,5 +1,5 @@
-// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; mul_mmq and mul_mmq_nodot, with
-// and without their bias / residual epilogues, for
+// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; matvec_mmq; mul_mmq and
+// mul_mmq_nodot, with and without their bias / residual epilogues, for
 // q4_0, q8_0, q4_K, q6_K with the profile's q4_K repack layout, plus q4_K's other layout; mul_mm
 // and mul_mm_f16 for f16, q4_0, q8_0, q4_K, q6_K; the mali-valhall profile's tiles) compiled by Mesa 25.0.7's Mali-G610
 // compiler through ../shared/mali/g610-stats must have 0 spills and tls_bytes 0; work_regs is
@@ -73,6 +73,15 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
         vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "0" : "1")});
     }
   }
+  // matvec_mmq (decode) with the GPU shape of ops/matmul.cpp (64 invocations, 4 rows), every mmq
+  // type and both q4_K layouts.
+  for (int type : {2, 8, 12, 14})
+    for (int nib : {0, 1}) {
+      if (nib && type != 12) continue;
+      vs.push_back({"matvec_mmq", "-s " + std::to_string(ROCKY_SC_WG) + "=64 -s " + std::to_string(ROCKY_SC_WTYPE) +
+                                      "=" + std::to_string(type) + " -s " + std::to_string(ROCKY_SC_BM) + "=4 -s " +
+                                      std::to_string(ROCKY_SC_MMQ_NIB) + "=" + std::to_string(nib)});
+    }
   const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
   for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
     std::string spec;

@@ -1,5 +1,6 @@
 // matmul / matvec — shaders/matmul.comp (tiled, N > 1; MatmulPath::BASIC) and shaders/matvec.comp
-// (N = 1); the int8 path (mul_mmq) and mul_mm are chosen here by Env::matmul (ops.hpp). Weights
+// (N = 1; matvec_mmq.comp over the mmq repack when the weight has one); the int8 path (mul_mmq) and
+// mul_mm are chosen here by Env::matmul (ops.hpp). Weights
 // larger than one binding are multiplied in windows of whole rows (one dispatch per window), and
 // activations larger than one binding in chunks of whole token columns.
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
 #include "backend/vulkan/ops/matmul_fast.hpp"  // [M5]
+#include "backend/vulkan/shaders/fast_abi.h"
 
 namespace rocky::vulkan::ops {
 
@@ -44,8 +46,70 @@ void matmul_q8_1(Env& e, const Weight& w, Region qs, Region ds, uint32_t n, Regi
   fast::mul_mmq(e, *e.prof, w, qs, ds, n, y, e.info.int8_dot, label);
 }
 
+bool matvec_uses_mmq(const Env& e, const Weight& w) {
+  (void)e;
+  return w.mmq_buf != nullptr && fast::mmq_supports(w.type) && w.ne0 % 32 == 0 && w.mmq_q_row_bytes > 0;
+}
+
+// matvec_mmq's shape per device class (data): invocations per workgroup (a power of two) and rows
+// per workgroup. Lavapipe runs a workgroup as one CPU thread's SIMD loop, so several rows per group
+// amortize its per-group cost; GPUs get 64 invocations (two 32-wide warps, four 16-wide Mali
+// warps) and a few rows each, for enough 16-byte loads in flight per workgroup.
+struct MatvecMmqShape {
+  uint32_t wg, rows;
+};
+static MatvecMmqShape matvec_mmq_shape(const DeviceInfo& d) {
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8};
+  return {64, 4};
+}
+
+void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& label) {
+  if (!matvec_uses_mmq(e, w))
+    fail("{}: matvec_mmq needs a weight of a type mul_mmq supports with its mmq repack (K = {})", w.name, w.ne0);
+  if (x.bytes < w.ne0 * 4 || y.bytes < w.rows * 4)
+    fail("{}: matvec_mmq regions too small (x {} bytes for K = {}, y {} bytes for M = {})", label, x.bytes, w.ne0,
+         y.bytes, w.rows);
+  const MatvecMmqShape sh = matvec_mmq_shape(e.info);
+  const Pipeline& p = e.pipes.get("matvec_mmq", {{ROCKY_SC_WG, sh.wg},
+                                                 {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                                 {ROCKY_SC_BM, sh.rows},
+                                                 {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u}});
+  Bound bx = bind(e, Region{x.buf, x.offset, w.ne0 * 4}, false), by = bind(e, Region{y.buf, y.offset, w.rows * 4}, true);
+  // Windows of whole rows: each binding spans at most its rows plus the alignment remainder.
+  const uint64_t srow = w.ne0 / 32 * 8;
+  const uint64_t slack = std::max<uint64_t>(4, e.info.min_storage_offset_alignment) + 4;
+  const uint64_t row_max = std::max(w.mmq_q_row_bytes, srow);
+  if (e.rec.max_binding() < slack + row_max)
+    fail("{}: one repacked row ({} bytes) exceeds the storage binding limit ({} bytes)", w.name, row_max,
+         e.rec.max_binding());
+  const uint64_t per = (e.rec.max_binding() - slack) / row_max;
+  for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
+    const uint64_t r1 = std::min(w.rows, r0 + per);
+    Bound bw = e.rec.bind(*w.mmq_buf, r0 * w.mmq_q_row_bytes, (r1 - r0) * w.mmq_q_row_bytes, false);
+    Bound bs = e.rec.bind(*w.mmq_buf, w.mmq_s_offset + r0 * srow, (r1 - r0) * srow, false);
+    if (bw.delta % 16 || bs.delta % 8) fail("{}: mmq repack windows are not 16/8-byte aligned", w.name);
+    abi::MatmulMmqPC pc{};
+    pc.M = static_cast<uint32_t>(r1 - r0);
+    pc.K = static_cast<uint32_t>(w.ne0);
+    pc.N = 1;
+    pc.wq_off = bw.delta / 16;
+    pc.ws_off = bs.delta / 8;
+    pc.x_off = f32_off(bx);
+    pc.y_off = f32_off(by);
+    pc.ldy = static_cast<uint32_t>(w.rows);
+    pc.m0 = static_cast<uint32_t>(r0);
+    Bound b[] = {bw, bs, bx, by};
+    auto g = e.rec.grid_1d((pc.M + sh.rows - 1) / sh.rows);
+    e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], 1, label);
+  }
+}
+
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {
   if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
+  if (n == 1 && matvec_uses_mmq(e, w)) {
+    matvec_mmq(e, w, x, y, label);
+    return;
+  }
   // Int8 path with matmul()'s own quantization (the backend quantizes in the producer instead).
   if (e.q81_qs && e.q81_ds && matmul_uses_q8_1(e, w, n) && fast::q8_1_qs_bytes(w.ne0, n) <= e.q81_qs->size() &&
       fast::q8_1_ds_bytes(w.ne0, n) <= e.q81_ds->size()) {

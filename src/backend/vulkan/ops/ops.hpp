@@ -60,7 +60,8 @@ inline MatmulTile default_tile(const DeviceInfo& d) {
   return MatmulTile{32, 32, 16, 2, 4};                                               // 128 invocations, 8 acc
 }
 
-// Which kernels run the prefill matmuls (N > 1; N = 1 always uses matvec.comp):
+// Which kernels run the prefill matmuls (N > 1; N = 1 uses matvec_mmq.comp when the weight carries
+// its mmq repack, else matvec.comp):
 //   MMQ   — int8 path: activations as q8_1 + mul_mmq (packed int8 dot, or the no-dot variant when
 //           the device lacks shaderIntegerDotProduct) for weights fast::mmq_supports() lists with
 //           K % 32 == 0 and q8_1 / output regions that fit one binding; every other matmul BASIC.
@@ -129,5 +130,12 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 // Helpers shared by the op files.
 inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }
 inline uint32_t f32_off(const Bound& b) { return b.delta / 4; }
+
+// Decode (N = 1) over the weight's mmq repack (shaders/matvec_mmq.comp, f32 activations, f32
+// accumulation): matmul() takes it for n == 1 when matvec_uses_mmq (w.mmq_buf set, type in
+// fast::mmq_supports, K % 32 == 0), else shaders/matvec.comp. x [K], y [M] f32; weight windows of
+// whole rows within e.rec.max_binding().
+bool matvec_uses_mmq(const Env& e, const Weight& w);
+void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& label);
 
 }  // namespace rocky::vulkan::ops
