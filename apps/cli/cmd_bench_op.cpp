@@ -224,7 +224,7 @@ void add_bench_op(CLI::App& app, Runner& run) {
   sub->add_option("--shape", o->shape, "M,N,K: weight rows, tokens, inner dimension")->capture_default_str();
   sub->add_option("--kernel", o->kernel, "mmq (packed int8 dot) or mmq-nodot (fallback)")->capture_default_str();
   sub->add_option("--tune", o->tune, "JSON tuning-profile override (src/tune/tile.hpp)");
-  sub->add_option("--device", o->device, "Vulkan device index");
+  sub->add_option("--device", o->device, "Vulkan device: N or vulkan:N")->transform(vulkan_device_index());
   sub->add_option("--reps", o->reps, "Timed repetitions (best and median reported)")->check(CLI::Range(1, 1000));
   sub->add_flag("--no-roofline", o->no_roofline, "Skip measuring the roofline");
   sub->add_flag("--pipeline-stats", o->pipeline_stats, "Log VK_KHR_pipeline_executable_properties statistics");

@@ -47,7 +47,7 @@ int run_roofline(const RooflineOpts& o) {
 void add_roofline(CLI::App& app, Runner& run) {
   auto o = std::make_shared<RooflineOpts>();
   auto* sub = app.add_subcommand("roofline", "Measure the device's FP32/FP16/int8-dot peaks and memory bandwidth");
-  sub->add_option("--device", o->device, "Vulkan device index (see `rocky devices`)");
+  sub->add_option("--device", o->device, "Vulkan device: N or vulkan:N (see `rocky devices`)")->transform(vulkan_device_index());
   sub->add_flag("--json", o->json, "Print one JSON object");
   sub->add_option("--reps", o->reps, "Timed repetitions per benchmark (best is kept)")->check(CLI::Range(1, 100));
   sub->add_option("--target-ms", o->target_ms, "Calibrate each dispatch to this many ms (default 4 on a GPU, 30 on a CPU)")

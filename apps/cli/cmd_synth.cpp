@@ -45,7 +45,8 @@ void add_synth(CLI::App& app, Runner& run) {
   sub->add_option("-o,--output", o->out, "Output GGUF file")->required();
   sub->add_option("--type", o->type, "f32, f16, bf16, q8_0, q6_k or q4_k_m")->capture_default_str();
   sub->add_option("--layers", o->layers, "Number of blocks (default: the preset's)")->check(CLI::Range(1, 1024));
-  sub->add_option("--vocab", o->vocab, "Override the vocab size (tests: small files); default: the preset's");
+  sub->add_option("--vocab", o->vocab, "Override the vocab size (tests: small files); default: the preset's")
+      ->check(CLI::Range(512u, 16777216u));
   sub->add_option("--seed", o->seed, "Weight seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Worker threads (0: all)");
   sub->add_flag("-q,--quiet", o->quiet, "No progress bar");

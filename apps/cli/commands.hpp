@@ -27,6 +27,18 @@ void add_roofline(CLI::App& app, Runner& run);
 void add_bench_op(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 
+// --device of the single-device tools (roofline, bench-op): accepts `N`, `vulkan:N` and `vulkan` (= 0),
+// the spelling run/verify/bench use, and leaves the index for the uint32_t option.
+inline CLI::Validator vulkan_device_index() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "vulkan") s = "0";
+        else if (s.rfind("vulkan:", 0) == 0) s = s.substr(7);
+        return {};
+      },
+      "N or vulkan:N");
+}
+
 // A CLI11 check: a finite number, and > `above` when that is finite. CLI::Range/PositiveNumber let
 // NaN through (every comparison with NaN is false) and print an unbounded side as a 300-digit number.
 inline CLI::Validator finite_number(double above = -HUGE_VAL) {

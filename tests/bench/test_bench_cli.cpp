@@ -167,6 +167,16 @@ TEST(BenchCli, MarkdownAndCsvShape) {
   }
 }
 
+// roofline and bench-op take the device as run/verify/bench spell it (vulkan:N), or a bare index.
+TEST(BenchCli, SingleDeviceToolsTakeVulkanN) {
+  for (const char* dev : {"vulkan:0", "vulkan", "0"}) {
+    auto r = run_rocky("bench_cli", {"bench-op", "--type", "q8_0", "--shape", "33,5,64", "--reps", "1", "--no-roofline",
+                                     "--device", dev});
+    EXPECT_EQ(r.rc, 0) << dev << "\n" << r.err;
+    EXPECT_NE(r.out.find("NMSE"), std::string::npos) << r.out;
+  }
+}
+
 TEST(BenchCli, BadFlagsExit2) {
   const std::string m = shared_path(k_model);
   const std::vector<std::vector<std::string>> bad = {
@@ -179,6 +189,8 @@ TEST(BenchCli, BadFlagsExit2) {
       {"bench", "-m", m, "--frobnicate"},                 // unknown flag
       {"bench", "-m", "/nonexistent/model.gguf"},         // missing file
       {"bench", "-m", m, "--roofline-json", "/nonexistent.json"},
+      {"roofline", "--device", "vulkan:x"},               // not an index
+      {"bench-op", "--type", "q4_K", "--shape", "64,8,256", "--device", "gpu:0"},
   };
   for (const auto& args : bad) {
     auto r = run_rocky("bench_cli", args);

@@ -358,6 +358,7 @@ TEST(SynthCli, ExitCodes) {
   EXPECT_EQ(run_rocky("synth --preset nope -o " + c), 1);
   EXPECT_EQ(run_rocky("synth --preset llama-test --type q2 -o " + c), 1);
   EXPECT_EQ(run_rocky("synth -o " + c), 2);  // --preset missing
+  EXPECT_EQ(run_rocky("synth --preset llama-test --vocab 300 -o " + c), 2);  // under the 512 fixed tokens
   EXPECT_EQ(run_rocky("quantize " + a), 2);
   EXPECT_FALSE(std::filesystem::exists(c));
 }
