@@ -4,6 +4,8 @@
 // larger than one binding are multiplied in windows of whole rows (one dispatch per window), and
 // activations larger than one binding in chunks of whole token columns.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/push_constants.hpp"
@@ -59,6 +61,16 @@ struct MatvecMmqShape {
   uint32_t wg, rows;
 };
 static MatvecMmqShape matvec_mmq_shape(const DeviceInfo& d) {
+  // ROCKY_MMV_SHAPE=WG,ROWS overrides the choice (tuning experiments; docs/tuning-log.md).
+  if (const char* v = std::getenv("ROCKY_MMV_SHAPE"); v && *v) {
+    MatvecMmqShape s{};
+    if (std::sscanf(v, "%u,%u", &s.wg, &s.rows) != 2 || s.wg == 0 || (s.wg & (s.wg - 1)) || s.rows == 0 ||
+        s.rows > s.wg || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
+      fail("ROCKY_MMV_SHAPE='{}': expected WG,ROWS with WG a power of two ≤ {} and 1 ≤ ROWS ≤ WG", v,
+           d.max_workgroup_invocations);
+    }
+    return s;
+  }
   if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8};
   return {64, 4};
 }
