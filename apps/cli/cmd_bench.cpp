@@ -3,6 +3,7 @@
 // llama-bench's table (model, size, params, backend, n_ubatch, test, t/s ± stddev) plus peak
 // device memory and the % of the device's measured roofline; see runtime/bench.hpp for the method.
 // Comma-separated lists as in llama-bench (-p 128,512). Progress goes to stderr.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <memory>
@@ -85,7 +86,7 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("-n,--n-gen", o->p.n_gen, "Generated tokens (tg tests), comma-separated")
       ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
-      ->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+      ->delimiter(',')->check(finite_number(0))->capture_default_str();
   sub->add_option("-b,--batch-size", o->n_batch, "Accepted for llama-bench compatibility (ignored: rocky's batch is the ubatch)")
       ->delimiter(',')->check(CLI::PositiveNumber);
   sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")->check(CLI::Range(1, 1000))->capture_default_str();
@@ -100,7 +101,12 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch and tg token (timestamps; slows the run)");
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
-  sub->callback([&run, o] { run = [o] { return run_bench(*o); }; });
+  sub->callback([&run, o] {
+    const auto positive = [](const std::vector<int32_t>& v) { return std::any_of(v.begin(), v.end(), [](int32_t x) { return x > 0; }); };
+    if (!positive(o->p.n_prompt) && !positive(o->p.n_gen))  // a usage error (exit 2), not an empty table
+      throw CLI::ValidationError("-p/-n", "every prompt and generation length is 0: nothing to measure");
+    run = [o] { return run_bench(*o); };
+  });
 }
 
 }  // namespace rocky::cli

@@ -55,8 +55,9 @@ std::array<uint32_t, 3> parse_shape(const std::string& s) {
   std::string part;
   for (int i = 0; i < 3; ++i) {
     if (!std::getline(ss, part, ',') || part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
-        part.size() > 6 || std::stoul(part) == 0)
+        std::stoul(part) == 0)
       fail("--shape {}: expected M,N,K (positive integers)", s);
+    if (part.size() > 6) fail("--shape {}: {} is over the 999999 this tool accepts per dimension", s, part);
     v[static_cast<size_t>(i)] = static_cast<uint32_t>(std::stoul(part));
   }
   return v;

@@ -189,6 +189,7 @@ TEST(BenchCli, BadFlagsExit2) {
       {"bench", "-m", m, "--frobnicate"},                 // unknown flag
       {"bench", "-m", "/nonexistent/model.gguf"},         // missing file
       {"bench", "-m", m, "--roofline-json", "/nonexistent.json"},
+      {"bench", "-m", m, "-p", "0", "-n", "0"},           // nothing to measure
       {"roofline", "--device", "vulkan:x"},               // not an index
       {"bench-op", "--type", "q4_K", "--shape", "64,8,256", "--device", "gpu:0"},
   };

@@ -61,7 +61,7 @@ bool tile_override(const DeviceInfo& d, uint32_t hd, FlashTile* out) {
   const int got = std::sscanf(env, "%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &tail);
   if ((got != 4 && got != 5) || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
       t.prefetch > 1) {
-    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with BR % TR == 0 and WG % (BR / TR) == 0", env);
+    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with WG ≤ 1024, BR % TR == 0 and WG % (BR / TR) == 0", env);
   }
   if (!fits(t, d, hd)) {
     fail("ROCKY_ATTN_TILE='{}': needs {} B of shared memory and {} invocations at head_dim {} (device: {} B, {})", env,
@@ -87,6 +87,7 @@ bool want_flash(const DeviceInfo& d, const AttnArgs& a) {
   const char* force = std::getenv("ROCKY_ATTN");
   if (force && std::strcmp(force, "simple") == 0) return false;
   if (force && std::strcmp(force, "flash") == 0) return true;
+  if (force && *force) fail("ROCKY_ATTN='{}': expected flash or simple (or unset)", force);
   return d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || a.n_tokens >= k_flash_min_tokens_gpu;
 }
 
