@@ -87,33 +87,15 @@ void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& 
                                                  {ROCKY_SC_BM, sh.rows},
                                                  {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u}});
   Bound bx = bind(e, Region{x.buf, x.offset, w.ne0 * 4}, false), by = bind(e, Region{y.buf, y.offset, w.rows * 4}, true);
-  // Windows of whole rows: each binding spans at most its rows plus the alignment remainder.
-  const uint64_t srow = w.ne0 / 32 * 8;
-  const uint64_t slack = std::max<uint64_t>(4, e.info.min_storage_offset_alignment) + 4;
-  const uint64_t row_max = std::max(w.mmq_q_row_bytes, srow);
-  if (e.rec.max_binding() < slack + row_max)
-    fail("{}: one repacked row ({} bytes) exceeds the storage binding limit ({} bytes)", w.name, row_max,
-         e.rec.max_binding());
-  const uint64_t per = (e.rec.max_binding() - slack) / row_max;
-  for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
-    const uint64_t r1 = std::min(w.rows, r0 + per);
-    Bound bw = e.rec.bind(*w.mmq_buf, r0 * w.mmq_q_row_bytes, (r1 - r0) * w.mmq_q_row_bytes, false);
-    Bound bs = e.rec.bind(*w.mmq_buf, w.mmq_s_offset + r0 * srow, (r1 - r0) * srow, false);
-    if (bw.delta % 16 || bs.delta % 8) fail("{}: mmq repack windows are not 16/8-byte aligned", w.name);
-    abi::MatmulMmqPC pc{};
-    pc.M = static_cast<uint32_t>(r1 - r0);
-    pc.K = static_cast<uint32_t>(w.ne0);
+  fast::for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
     pc.N = 1;
-    pc.wq_off = bw.delta / 16;
-    pc.ws_off = bs.delta / 8;
     pc.x_off = f32_off(bx);
     pc.y_off = f32_off(by);
     pc.ldy = static_cast<uint32_t>(w.rows);
-    pc.m0 = static_cast<uint32_t>(r0);
     Bound b[] = {bw, bs, bx, by};
     auto g = e.rec.grid_1d((pc.M + sh.rows - 1) / sh.rows);
     e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], 1, label);
-  }
+  });
 }
 
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {

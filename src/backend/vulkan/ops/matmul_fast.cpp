@@ -220,8 +220,26 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
            epi.operand.bytes, need);
     be = ops::bind(e, epi.operand, false);
   }
+  for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
+    pc.N = n;
+    pc.x_off = 0;
+    pc.y_off = ops::f32_off(by);
+    pc.ldy = static_cast<uint32_t>(w.rows);
+    pc.e_off = epi.kind == Epilogue::NONE ? 0 : ops::f32_off(be);
+    Bound b[] = {bw, bs, bq, bd, by, be};
+    e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
+  });
+}
+
+void for_each_mmq_window(ops::Env& e, const ops::Weight& w,
+                         const std::function<void(abi::MatmulMmqPC&, const Bound&, const Bound&)>& fn) {
   const uint64_t srow = w.ne0 / 32 * 8;
-  const uint64_t per = std::max<uint64_t>(1, e.rec.max_binding() / std::max(w.mmq_q_row_bytes, srow));
+  const uint64_t slack = std::max<uint64_t>(4, e.info.min_storage_offset_alignment) + 4;
+  const uint64_t row_max = std::max(w.mmq_q_row_bytes, srow);
+  if (e.rec.max_binding() < slack + row_max)
+    fail("{}: one repacked row ({} bytes) exceeds the storage binding limit ({} bytes)", w.name, row_max,
+         e.rec.max_binding());
+  const uint64_t per = (e.rec.max_binding() - slack) / row_max;
   for (uint64_t r0 = 0; r0 < w.rows; r0 += per) {
     const uint64_t r1 = std::min(w.rows, r0 + per);
     Bound bw = e.rec.bind(*w.mmq_buf, r0 * w.mmq_q_row_bytes, (r1 - r0) * w.mmq_q_row_bytes, false);
@@ -230,16 +248,10 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
     abi::MatmulMmqPC pc{};
     pc.M = static_cast<uint32_t>(r1 - r0);
     pc.K = static_cast<uint32_t>(w.ne0);
-    pc.N = n;
     pc.wq_off = bw.delta / 16;
     pc.ws_off = bs.delta / 8;
-    pc.x_off = 0;
-    pc.y_off = ops::f32_off(by);
-    pc.ldy = static_cast<uint32_t>(w.rows);
     pc.m0 = static_cast<uint32_t>(r0);
-    pc.e_off = epi.kind == Epilogue::NONE ? 0 : ops::f32_off(be);
-    Bound b[] = {bw, bs, bq, bd, by, be};
-    e.rec.dispatch(p, b, &pc, sizeof pc, (pc.M + t.bm - 1) / t.bm, (n + t.bn - 1) / t.bn, 1, label);
+    fn(pc, bw, bs);
   }
 }
 

@@ -25,10 +25,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "backend/vulkan/memory.hpp"
 #include "backend/vulkan/ops/ops.hpp"
+#include "backend/vulkan/shaders/fast_abi.h"
 #include "tune/tile.hpp"
 
 namespace rocky::vulkan::fast {
@@ -85,6 +87,14 @@ struct MmqEpilogue {
   Epilogue kind = Epilogue::NONE;
   ops::Region operand{};  // BIAS: ≥ M floats; RESIDUAL: ≥ M·N floats
 };
+
+// The mmq repack of `w` bound in windows of whole rows, each window's two bindings (values at
+// 16-byte granularity, f32 scale pairs at 8) within the recorder's binding limit including the
+// offset-alignment remainder: the prefix of the push constants every mmq kernel shares (M, K, m0,
+// wq_off, ws_off). fn(pc, values, scales) is called per window. rocky::Error when one repacked row
+// does not fit a binding, or a window is not 16/8-byte aligned.
+void for_each_mmq_window(ops::Env& e, const ops::Weight& w,
+                         const std::function<void(abi::MatmulMmqPC&, const Bound&, const Bound&)>& fn);
 
 // `use_dot`: OpSDot variant (requires info.int8_dot) or the unpacked fallback. w must carry its
 // mmq repack (upload_for_mmq). The tile is tune::pick_mmq_tile(prof, w.rows, n); every tile of the
