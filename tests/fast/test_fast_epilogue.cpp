@@ -31,29 +31,12 @@
 #include "graph/planner.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
-#include "random_weights.hpp"
+#include "fast_test_util.hpp"
 
 namespace rocky::vulkan {
 namespace {
 
-struct Harness {
-  std::shared_ptr<Instance> inst;
-  std::unique_ptr<Device> dev;
-  std::unique_ptr<Memory> mem;
-  std::unique_ptr<Pipelines> pipes;
-  std::unique_ptr<Recorder> rec;
-  std::unique_ptr<ops::Env> env;
-  explicit Harness(uint64_t max_binding) {
-    InstanceOptions io;
-    io.validation = true;
-    inst = std::make_shared<Instance>(io);
-    dev = std::make_unique<Device>(inst, 0);
-    mem = std::make_unique<Memory>(*dev, 0);
-    pipes = std::make_unique<Pipelines>(*dev, false);
-    rec = std::make_unique<Recorder>(*dev, max_binding ? max_binding : dev->info().max_storage_buffer_range);
-    env = std::make_unique<ops::Env>(ops::Env{*rec, *pipes, dev->info(), {}, 128, false});
-  }
-};
+using Harness = test::FastHarness;
 
 using test::random_weights;
 

@@ -18,33 +18,15 @@
 #include "backend/vulkan/roofline.hpp"
 #include "core/error.hpp"
 #include "quant/quant.hpp"
-#include "random_weights.hpp"
+#include "fast_test_util.hpp"
 
 namespace rocky::vulkan {
 namespace {
 
-struct Harness {
-  std::shared_ptr<Instance> inst;
-  std::unique_ptr<Device> dev;
-  std::unique_ptr<Memory> mem;
-  std::unique_ptr<Pipelines> pipes;
-  std::unique_ptr<Recorder> rec;
-  std::unique_ptr<ops::Env> env;
-  Harness() {
-    InstanceOptions io;
-    io.validation = true;
-    inst = std::make_shared<Instance>(io);
-    dev = std::make_unique<Device>(inst, 0);
-    mem = std::make_unique<Memory>(*dev, 0);
-    pipes = std::make_unique<Pipelines>(*dev, false);
-    pipes->set_capture_statistics(true);  // no-op on lavapipe (no VK_KHR_pipeline_executable_properties)
-    rec = std::make_unique<Recorder>(*dev, dev->info().max_storage_buffer_range);
-    env = std::make_unique<ops::Env>(ops::Env{*rec, *pipes, dev->info(), {}, 128, false});
-  }
-};
+using Harness = test::FastHarness;
 
 Harness& harness() {
-  static Harness* h = new Harness();  // destroyed by the environment below
+  static Harness* h = new Harness(0, true);  // destroyed by the environment below
   return *h;
 }
 struct HarnessEnv : ::testing::Environment {
