@@ -13,14 +13,7 @@
 #else
 #define TILE_T float
 #endif
-layout(constant_id = ROCKY_SC_WTYPE) const uint WTYPE = 12;
-layout(constant_id = ROCKY_SC_BM) const uint BM = 64;
-layout(constant_id = ROCKY_SC_BN) const uint BN = 64;
-layout(constant_id = ROCKY_SC_BK) const uint BK = 32;
-layout(constant_id = ROCKY_SC_WM) const uint WM = 32;
-layout(constant_id = ROCKY_SC_WN) const uint WN = 32;
-layout(constant_id = ROCKY_SC_TM) const uint TM = 4;
-layout(constant_id = ROCKY_SC_TN) const uint TN = 4;
+#include "common/matmul_tile.glsl"
 layout(push_constant) uniform PC { MatmulFastPC pc; };
 layout(binding = 0) readonly buffer Wt { uint wdata[]; };
 layout(binding = 1) readonly buffer X { float x[]; };

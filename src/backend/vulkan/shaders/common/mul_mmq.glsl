@@ -41,14 +41,7 @@ int dot4(uint a, uint b) {
   return va.x * vb.x + va.y * vb.y + va.z * vb.z + va.w * vb.w;
 }
 #endif
-layout(constant_id = ROCKY_SC_WTYPE) const uint WTYPE = 12;
-layout(constant_id = ROCKY_SC_BM) const uint BM = 64;
-layout(constant_id = ROCKY_SC_BN) const uint BN = 64;
-layout(constant_id = ROCKY_SC_BK) const uint BK = 32;
-layout(constant_id = ROCKY_SC_WM) const uint WM = 32;
-layout(constant_id = ROCKY_SC_WN) const uint WN = 32;
-layout(constant_id = ROCKY_SC_TM) const uint TM = 4;
-layout(constant_id = ROCKY_SC_TN) const uint TN = 4;
+#include "common/matmul_tile.glsl"
 layout(constant_id = ROCKY_SC_BK_STEP) const uint BK_STEP = 1;
 layout(constant_id = ROCKY_SC_PREFETCH) const bool PREFETCH = true;
 layout(constant_id = ROCKY_SC_MMQ_NIB) const bool NIB = false;
