@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/vulkan/vulkan_backend.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -75,7 +74,10 @@ int run_run(const RunOpts& o) {
   }
   std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty()) fail("the prompt is empty (no tokens to evaluate)");
-  runtime::Session session(*model, runtime::make_backend(o.device, {o.matmul}), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::BackendOptions bo;
+  bo.device = o.device;
+  bo.matmul = o.matmul;
+  runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
     fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
   }
@@ -104,9 +106,10 @@ int run_run(const RunOpts& o) {
   if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data(), nv);
 
   // Device memory = weights + KV + arena, known once the first ubatch has run.
-  if (!o.json) {
-    if (auto* gpu = dynamic_cast<const vulkan::VulkanBackend*>(&session.backend()))
-      fmt::print(stderr, "{}: device memory {}\n", gpu->name(), gpu->memory_summary());
+  if (!o.json && session.backend().stats().kind != "cpu") {
+    const backend::ContextStats cs = session.context().stats();
+    fmt::print(stderr, "{}: device memory {}\n", session.backend().name(),
+               backend::memory_summary(session.backend().stats().memory.weights, cs.memory.kv, cs.memory.arena));
   }
 
   // Generation.
