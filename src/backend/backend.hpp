@@ -46,6 +46,15 @@ class Backend {
 
   // Peak device memory allocated so far, in bytes (weights + KV + arena + staging).
   virtual uint64_t device_memory_bytes() const = 0;
+
+  // The most tokens one ubatch shaped like `g` (a graph of g.n_tokens ≥ 2 tokens, so that per-token
+  // nodes can be told from fixed ones) may hold on this device: on Vulkan every node output must
+  // fit one storage binding. `why` (optional) names the limiting node. Default: no limit.
+  virtual int64_t max_ubatch_tokens(const graph::Graph& g, std::string* why) const {
+    (void)g;
+    (void)why;
+    return INT64_MAX;
+  }
 };
 
 }  // namespace rocky::backend

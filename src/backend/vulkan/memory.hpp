@@ -52,7 +52,9 @@ class Buffer {
 
 class Memory {
  public:
-  Memory(Device& dev, uint64_t limit_bytes);
+  // max_allocation: one buffer's cap in bytes (0 = the device's maxMemoryAllocationSize; smaller
+  // values stand in for a small device in tests).
+  Memory(Device& dev, uint64_t limit_bytes, uint64_t max_allocation = 0);
   ~Memory();
   Memory(const Memory&) = delete;
   Memory& operator=(const Memory&) = delete;
@@ -70,6 +72,7 @@ class Memory {
   uint64_t allocated_bytes() const { return allocated_; }
   uint64_t peak_bytes() const { return peak_; }
   uint64_t limit_bytes() const { return limit_; }
+  uint64_t max_allocation() const;
   Device& device() const { return dev_; }
 
  private:
@@ -78,6 +81,7 @@ class Memory {
   void copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes);
   Device& dev_;
   uint64_t limit_ = 0;
+  uint64_t max_alloc_ = 0;
   uint64_t allocated_ = 0, peak_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
