@@ -72,6 +72,13 @@ int run_run(const RunOpts& o) {
     fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o.model, tok.vocab().size(),
          model->hparams().n_vocab);
   }
+  // A padded table is legal (alignment rows): its extra logits are masked in the sampler.
+  runtime::SamplerParams sp = o.sp;
+  sp.n_vocab = static_cast<int32_t>(tok.vocab().size());
+  if (sp.n_vocab < model->hparams().n_vocab) {
+    fmt::print(stderr, "rocky: {}: token_embd.weight has {} rows, the vocabulary {} tokens; ids ≥ {} are never sampled\n",
+               o.model, model->hparams().n_vocab, sp.n_vocab, sp.n_vocab);
+  }
   std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty()) fail("the prompt is empty (no tokens to evaluate)");
   runtime::BackendOptions bo;
@@ -113,7 +120,7 @@ int run_run(const RunOpts& o) {
   }
 
   // Generation.
-  runtime::Sampler sampler(o.sp);
+  runtime::Sampler sampler(sp);
   for (int32_t t : ids) sampler.accept(t);
   if (!o.json) fmt::print("{}", prompt);
   std::fflush(stdout);

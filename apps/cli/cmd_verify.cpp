@@ -1,5 +1,7 @@
-// rocky verify -m MODEL [-p TEXT] [--bisect] [--json] [--profile] — the same prompt on the CPU
-// oracle and on a Vulkan device, compared position by position.
+// rocky verify -m MODEL [-p TEXT] [-ub N] [--bisect] [--json] [--profile] — the same prompt on the
+// CPU oracle and on a Vulkan device, compared position by position. -ub N evaluates the prompt in
+// ubatches of N tokens on both (default: one ubatch; capped to what the device's bindings hold, as
+// rocky run does).
 //
 // Metrics per prompt position: top-1 agreement, max |Δlogit|, KL(cpu ‖ gpu) of the softmaxes.
 // rel = max |Δlogit| / max |cpu logit|. Tolerances (../shared/reference/README.md):
@@ -11,8 +13,9 @@
 //   - --tolerance REL replaces either with a rel bound.
 // Pass (exit 0) when within the tolerance and top-1 agrees wherever the CPU's top-1/top-2 margin
 // exceeds 2 · max |Δlogit| (near-ties may flip). --bisect runs both with unshared arena regions and
-// names the first graph node over the tolerance (nodes the int8 path keeps only as q8_1 are
-// skipped). --profile prints per-op GPU time.
+// names the first graph node of the last ubatch over the tolerance (nodes the int8 path keeps only
+// as q8_1 are skipped). --profile prints per-op GPU time. Top-1 is taken over the vocabulary's ids
+// only (an output table may be padded past it).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@ struct VerifyOpts {
   std::string device = "vulkan:0";
   std::string matmul = "auto";
   int32_t n_ctx = 0;
+  int32_t n_ubatch = 0;  // 0: the whole prompt in one ubatch
   uint64_t max_binding = 0;
   bool kv_f16 = false;
   bool bisect = false;
@@ -104,8 +108,8 @@ int run_verify(const VerifyOpts& o) {
   const int32_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n;
   if (n > n_ctx) fail("verify: {} prompt tokens do not fit in -c {}", n, n_ctx);
 
-  graph::Graph g = model->build_graph({n, 0, n_ctx, model::Logits::ALL});
-  graph::Plan plan = graph::plan_arena(g, 256, /*reuse=*/!o.bisect);
+  graph::Graph g = model->build_graph({1, 0, n_ctx, model::Logits::ALL});  // weights and KV shape do not depend on N
+  graph::Plan plan;
   auto weights = g.weights();
 
   runtime::BackendOptions co;
@@ -124,10 +128,28 @@ int run_verify(const VerifyOpts& o) {
   gpu_be->load_weights(weights);
   auto gpu = gpu_be->make_context({g.kv, 1});
 
+  // Ubatches of -ub tokens (capped to the device's bindings, as Session does), each on both backends.
+  int32_t ub = o.n_ubatch > 0 ? std::min(o.n_ubatch, n) : n;
+  if (ub >= 2 && n_ctx >= 2) {
+    std::string why;
+    const int64_t cap = gpu_be->max_ubatch_tokens(model->build_graph({2, 0, n_ctx, model::Logits::ALL}), &why);
+    if (cap < ub) {
+      fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", ub, cap, gpu_be->name(), why);
+      ub = static_cast<int32_t>(std::max<int64_t>(1, cap));
+    }
+  }
   const size_t nv = static_cast<size_t>(hp.n_vocab);
   std::vector<float> lc(nv * size_t(n)), lg(nv * size_t(n));
-  cpu->compute(g, plan, tokens, lc);
-  gpu->compute(g, plan, tokens, lg);
+  uint32_t int8_matmuls = 0;  // over every ubatch (a 1-token ubatch has none)
+  for (int32_t i0 = 0; i0 < n; i0 += ub) {
+    const int32_t nt = std::min(ub, n - i0);
+    g = model->build_graph({nt, i0, n_ctx, model::Logits::ALL});
+    plan = graph::plan_arena(g, 256, /*reuse=*/!o.bisect);
+    const auto toks = std::span<const int32_t>(tokens).subspan(size_t(i0), size_t(nt));
+    cpu->compute(g, plan, toks, std::span<float>(lc).subspan(size_t(i0) * nv, size_t(nt) * nv));
+    gpu->compute(g, plan, toks, std::span<float>(lg).subspan(size_t(i0) * nv, size_t(nt) * nv));
+    int8_matmuls += gpu->stats().int8_matmuls;
+  }
   const backend::ContextStats gs = gpu->stats();
   if (!o.json) {
     fmt::print(stderr, "{}: device memory {}\n", gpu_be->name(),
@@ -135,7 +157,7 @@ int run_verify(const VerifyOpts& o) {
   }
 
   Compare all = compare(lc, lg);
-  const bool int8 = gs.int8_matmuls > 0;
+  const bool int8 = int8_matmuls > 0;
   const bool abs_tol = int8 && o.tolerance <= 0;  // the int8 path's bound is absolute
   const double tol = o.tolerance > 0 ? o.tolerance : int8 ? k_int8_abs : o.kv_f16 ? 1e-2 : 1e-3;
   const double node_tol = abs_tol ? k_int8_node_rel : tol;
@@ -143,12 +165,14 @@ int run_verify(const VerifyOpts& o) {
   int agree = 0, must_agree_failed = 0;
   double max_kl = 0;
   nlohmann::json positions = nlohmann::json::array();
+  // Top-1 among the vocabulary's ids: rows of a padded output table are not tokens.
+  const size_t n_tok = std::min(nv, tkz.vocab().size());
   for (int32_t j = 0; j < n; ++j) {
     std::span<const float> a(lc.data() + size_t(j) * nv, nv), b(lg.data() + size_t(j) * nv, nv);
-    const size_t ta = size_t(std::max_element(a.begin(), a.end()) - a.begin());
-    const size_t tb = size_t(std::max_element(b.begin(), b.end()) - b.begin());
+    const size_t ta = size_t(std::max_element(a.begin(), a.begin() + std::ptrdiff_t(n_tok)) - a.begin());
+    const size_t tb = size_t(std::max_element(b.begin(), b.begin() + std::ptrdiff_t(n_tok)) - b.begin());
     float second = -INFINITY;
-    for (size_t i = 0; i < nv; ++i)
+    for (size_t i = 0; i < n_tok; ++i)
       if (i != ta) second = std::max(second, a[i]);
     const double margin = double(a[ta]) - double(second);
     Compare c = compare(a, b);
@@ -164,6 +188,7 @@ int run_verify(const VerifyOpts& o) {
   out["model"] = o.model;
   out["device"] = gpu_be->name();
   out["n_tokens"] = n;
+  out["n_ubatch"] = ub;
   out["kv_cache"] = o.kv_f16 ? "f16" : "f32";
   out["top1_agreement"] = double(agree) / n;
   out["max_abs_logit_diff"] = all.max_abs;
@@ -172,7 +197,7 @@ int run_verify(const VerifyOpts& o) {
   out["tolerance"] = tol;
   out["tolerance_kind"] = abs_tol ? "abs" : "rel";
   out["matmul"] = gpu_be->stats().matmul;
-  out["int8_matmuls"] = gs.int8_matmuls;
+  out["int8_matmuls"] = int8_matmuls;
   out["max_kl"] = max_kl;
   out["device_memory_bytes"] = gpu_be->device_memory_bytes();
 
@@ -208,11 +233,12 @@ int run_verify(const VerifyOpts& o) {
     out["positions"] = positions;
     fmt::print("{}\n", out.dump(2));
   } else {
-    fmt::print("verify {} on {} ({} tokens, KV {}):\n", o.model, gpu_be->name(), n, o.kv_f16 ? "f16" : "f32");
+    fmt::print("verify {} on {} ({} tokens in ubatches of {}, KV {}):\n", o.model, gpu_be->name(), n, ub,
+               o.kv_f16 ? "f16" : "f32");
     fmt::print("  top-1 agreement   {}/{}\n", agree, n);
     if (abs_tol) {
       fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}; int8 path, {} matmuls: tolerance {} absolute)\n", all.max_abs,
-                 all.rel(), gs.int8_matmuls, tol);
+                 all.rel(), int8_matmuls, tol);
     } else {
       fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}, tolerance {:.0e})\n", all.max_abs, all.rel(), tol);
     }
@@ -251,6 +277,9 @@ void add_verify(CLI::App& app, Runner& run) {
       ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
   sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)")
       ->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch,
+                  "Prompt tokens per ubatch on both backends (-ub also works; default: the whole prompt)")
+      ->check(CLI::Range(1, INT32_MAX));
   sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing; 0 = the device limit)")
       ->check(CLI::Validator(  // an unsigned option would wrap "-1" to a huge cap (no windowing)
           [](std::string& v) { return !v.empty() && v[0] == '-' ? "value " + v + " is negative (a byte count)" : std::string(); },

@@ -136,6 +136,15 @@ class Backend {
 
   // Peak device memory allocated so far, in bytes (weights + KV + arena + staging) = stats().peak_bytes.
   uint64_t device_memory_bytes() const { return stats().peak_bytes; }
+
+  // The most tokens one ubatch shaped like `g` (a graph of g.n_tokens ≥ 2 tokens, so that per-token
+  // nodes can be told from fixed ones) may hold on this device: on Vulkan every node output must
+  // fit one storage binding. `why` (optional) names the limiting node. Default: no limit.
+  virtual int64_t max_ubatch_tokens(const graph::Graph& g, std::string* why) const {
+    (void)g;
+    (void)why;
+    return INT64_MAX;
+  }
 };
 
 // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (what `rocky run` / `verify` print).

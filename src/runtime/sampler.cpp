@@ -9,7 +9,8 @@
 
 namespace rocky::runtime {
 
-int32_t argmax(std::span<const float> logits) {
+int32_t argmax(std::span<const float> logits, int32_t n_vocab) {
+  if (n_vocab > 0 && static_cast<size_t>(n_vocab) < logits.size()) logits = logits.first(static_cast<size_t>(n_vocab));
   int32_t best = 0;
   for (size_t i = 1; i < logits.size(); ++i) {
     if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
@@ -27,6 +28,8 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+  // Padded tables: rows past the vocabulary are not tokens (SamplerParams::n_vocab).
+  if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size()) logits = logits.first(static_cast<size_t>(p_.n_vocab));
   std::vector<float> l(logits.begin(), logits.end());
   if (p_.repeat_penalty != 1.0f && !recent_.empty()) {
     std::unordered_set<int32_t> seen(recent_.begin(), recent_.end());

@@ -21,15 +21,20 @@ struct SamplerParams {
   float repeat_penalty = 1.0f;   // 1: off. logit > 0 → logit / penalty, else logit · penalty
   int32_t repeat_last_n = 64;    // how many recent tokens the penalty looks at (0: off)
   uint32_t seed = k_default_seed;
+  // Tokens the vocabulary has. An embedding/output table may be padded past it (legal: rows for
+  // alignment); logits at ids ≥ n_vocab are never picked. 0 = every logit is a token.
+  int32_t n_vocab = 0;
 };
 
-// Index of the largest value; ties → lowest index.
-int32_t argmax(std::span<const float> logits);
+// Index of the largest value; ties → lowest index. With n_vocab > 0 only the first n_vocab values
+// are candidates (padded logits rows: SamplerParams::n_vocab).
+int32_t argmax(std::span<const float> logits, int32_t n_vocab = 0);
 
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
-  // Picks the next token from `logits` (n_vocab values, not modified).
+  // Picks the next token from `logits` (the output rows, not modified); never an id ≥
+  // SamplerParams::n_vocab.
   int32_t sample(std::span<const float> logits);
   // Records a token of the context (prompt or generated) for the repetition penalty.
   void accept(int32_t token);

@@ -1,8 +1,12 @@
 // Session ubatch loop (see session.hpp).
 #include "runtime/session.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -11,6 +15,26 @@ namespace rocky::runtime {
 namespace {
 using Clock = std::chrono::steady_clock;
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+constexpr size_t k_none = SIZE_MAX;
+
+// Index of the first NaN/inf (exponent bits all ones, so -ffast-math cannot fold it away), or
+// k_none. The common all-finite case is one branch-free pass.
+size_t first_nonfinite(std::span<const float> v) {
+  uint32_t any = 0;
+  for (float x : v) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    any |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
+  }
+  if (any == 0) return k_none;
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t b;
+    std::memcpy(&b, &v[i], 4);
+    if ((b & 0x7f800000u) == 0x7f800000u) return i;
+  }
+  return k_none;
+}
 }  // namespace
 
 Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, SessionOptions o)
@@ -20,6 +44,14 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
   if (o.n_ctx < 0) fail("context size -c must be positive (got {})", o.n_ctx);
   if (o.n_ubatch <= 0) fail("ubatch size -ub must be positive (got {})", o.n_ubatch);
   n_ubatch_ = o.n_ubatch;
+  check_finite_ = o.check_finite;
+  // As llama.cpp: a context longer than the one trained is allowed, with a warning.
+  if (o.n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
+    fmt::print(stderr,
+               "rocky: warning: -c {} is above the model's context_length {}: positions past {} were not trained "
+               "(possible training context overflow)\n",
+               o.n_ctx, hp.n_ctx_train, hp.n_ctx_train);
+  }
   // Every weight any ubatch graph reads: the graph's weight list does not depend on N.
   graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
   auto w = g.weights();
@@ -33,6 +65,51 @@ void Session::reset() {
   n_past_ = 0;
 }
 
+int32_t Session::n_ubatch(bool all_logits) {
+  int64_t& cap = ub_cap_[all_logits ? 1 : 0];
+  if (cap == 0) {
+    cap = INT64_MAX;
+    if (n_ctx_ >= 2) {  // a 2-token graph tells per-token node outputs from fixed ones
+      graph::Graph probe =
+          model_.build_graph(model::UbatchSpec{2, 0, n_ctx_, all_logits ? model::Logits::ALL : model::Logits::LAST});
+      cap = std::max<int64_t>(1, be_->max_ubatch_tokens(probe, &ub_cap_why_));
+    }
+  }
+  return static_cast<int32_t>(std::min<int64_t>(n_ubatch_, cap));
+}
+
+void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits, size_t index,
+                             bool all) {
+  const size_t nv = static_cast<size_t>(n_vocab());
+  const size_t col = all ? index / nv : static_cast<size_t>(g.n_tokens) - 1;
+  const float v = logits[index];
+  // Which node: the same ubatch again with every node in its own arena region (the KV columns it
+  // writes get the same values), read back node by node. Best effort: the error stands without it.
+  std::string node;
+  try {
+    graph::Plan p = graph::plan_arena(g, 256, /*reuse=*/false);
+    std::vector<float> out(logits.size());
+    ctx_->compute(g, p, toks, out);
+    for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()) && node.empty(); ++i) {
+      if (p.offset[static_cast<size_t>(i)] == graph::k_no_offset) continue;
+      std::vector<float> x;
+      try {
+        x = ctx_->read_node(g, p, i);  // a node the backend did not write in f32 (Vulkan's q8_1-only) throws
+      } catch (const Error&) {
+        continue;
+      }
+      if (first_nonfinite(x) == k_none) continue;
+      const graph::Node& n = g.nodes[static_cast<size_t>(i)];
+      node = fmt::format("; first non-finite node: {} ({}{})", n.name, graph::op_name(n.op),
+                         n.weight ? " of " + n.weight->name : std::string());
+    }
+  } catch (const std::exception&) {
+  }
+  fail("non-finite logits ({}) at position {} (token {}), output id {}{}: a weight or activation is NaN/inf or "
+       "overflowed (corrupt model file?); rocky verify --bisect compares every node with the CPU",
+       v != v ? "NaN" : "inf", g.n_past + static_cast<int64_t>(col), toks[col], index % nv, node);
+}
+
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("eval: no tokens");
@@ -41,8 +118,13 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
   }
   const int64_t n_vocab = model_.hparams().n_vocab;
   std::vector<float> out(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
-  for (int64_t i0 = 0; i0 < n; i0 += n_ubatch_) {
-    const int32_t nt = static_cast<int32_t>(std::min<int64_t>(n_ubatch_, n - i0));
+  const int32_t n_ub = n > 1 ? n_ubatch(all_logits) : n_ubatch_;
+  if (n_ub < n_ubatch_ && n > n_ub && !ub_cap_said_) {
+    fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, n_ub, be_->name(), ub_cap_why_);
+    ub_cap_said_ = true;
+  }
+  for (int64_t i0 = 0; i0 < n; i0 += n_ub) {
+    const int32_t nt = static_cast<int32_t>(std::min<int64_t>(n_ub, n - i0));
     const bool last = i0 + nt == n;
     // Only the last ubatch's last token is needed unless all logits are asked for.
     const model::Logits want = all_logits ? model::Logits::ALL : last ? model::Logits::LAST : model::Logits::NONE;
@@ -65,7 +147,11 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     } else if (want == model::Logits::LAST) {
       dst = std::span<float>(out);
     }
-    ctx_->compute(g, p, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt)), dst);
+    const auto toks = tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt));
+    ctx_->compute(g, p, toks, dst);
+    if (check_finite_) {
+      if (const size_t bad = first_nonfinite(dst); bad != k_none) fail_nonfinite(g, toks, dst, bad, want == model::Logits::ALL);
+    }
     const auto t3 = Clock::now();
     timing_.graph_ms += ms(t0, t1);
     timing_.plan_ms += ms(t1, t2);

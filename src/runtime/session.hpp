@@ -32,7 +32,11 @@ struct EvalTiming {
 
 struct SessionOptions {
   int32_t n_ctx = 0;       // KV positions; 0 = the model's n_ctx_train, capped at 4096
-  int32_t n_ubatch = 512;  // max tokens per ubatch (-ub)
+  int32_t n_ubatch = 512;  // max tokens per ubatch (-ub); capped to what the backend's bindings
+                           // hold (Backend::max_ubatch_tokens; said once on stderr)
+  // Every ubatch's logits are checked for NaN/inf (one pass over the logits copied to the host);
+  // a non-finite logit is a rocky::Error naming the position and the first non-finite node.
+  bool check_finite = true;
 };
 
 // Progress of a prefill: tokens done so far, total.
@@ -48,12 +52,16 @@ class Session {
 
   // Appends `tokens` to the context and evaluates them. Returns the logits of the last token
   // (n_vocab floats), or with all_logits those of every token, row-major [tokens.size()][n_vocab].
+  // A NaN/inf logit is a rocky::Error (SessionOptions::check_finite).
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false,
                           const ProgressFn& progress = {});
 
   void reset();  // clears the KV cache, n_past = 0
   int32_t n_past() const { return n_past_; }
   int32_t n_ctx() const { return n_ctx_; }
+  // Tokens per prefill ubatch: -ub, capped to what the backend holds (all_logits: every column of
+  // the logits too).
+  int32_t n_ubatch(bool all_logits);
   int32_t n_vocab() const { return model_.hparams().n_vocab; }
   backend::Backend& backend() { return *be_; }
   const std::shared_ptr<backend::Backend>& shared_backend() const { return be_; }
@@ -69,7 +77,15 @@ class Session {
   int32_t n_ctx_ = 0;
   int32_t n_ubatch_ = 0;
   int32_t n_past_ = 0;
+  bool check_finite_ = true;
+  int64_t ub_cap_[2] = {0, 0};  // [all_logits] Backend::max_ubatch_tokens, 0 = not asked yet
+  std::string ub_cap_why_;
+  bool ub_cap_said_ = false;
   EvalTiming timing_;
+  // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
+  // naming the position and the first non-finite node (that ubatch re-run unshared).
+  [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,
+                                   size_t index, bool all);
   struct Shape {
     graph::Graph g;
     graph::Plan p;

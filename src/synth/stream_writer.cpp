@@ -1,5 +1,7 @@
 #include "synth/stream_writer.hpp"
 
+#include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,6 +105,41 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// SIGINT/SIGTERM while OUT.part is being written: remove it, then die of the signal as before.
+// The path lives in a fixed buffer (a handler may only call async-signal-safe functions).
+char g_part[4096];
+void on_signal(int sig) {
+  if (g_part[0] != '\0') ::unlink(g_part);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+class PartCleanup {
+ public:
+  explicit PartCleanup(const std::string& part) {
+    if (part.size() >= sizeof g_part) return;  // no handler for such a path; the catch still removes it
+    std::memcpy(g_part, part.c_str(), part.size() + 1);
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < 2; ++k) installed_[k] = ::sigaction(k_signals[k], &sa, &old_[k]) == 0;
+  }
+  ~PartCleanup() {
+    for (size_t k = 0; k < 2; ++k)
+      if (installed_[k]) ::sigaction(k_signals[k], &old_[k], nullptr);
+    g_part[0] = '\0';
+  }
+  PartCleanup(const PartCleanup&) = delete;
+  PartCleanup& operator=(const PartCleanup&) = delete;
+
+ private:
+  static constexpr int k_signals[2] = {SIGINT, SIGTERM};
+  struct sigaction old_[2] {};
+  bool installed_[2] = {false, false};
+};
+
+std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / 1048576.0); }
+
 // Runs encode over [row0, row1) split into `threads` contiguous pieces.
 void encode_parallel(const RowEncoder& encode, size_t index, uint64_t row0, uint64_t row1, uint64_t row_size,
                      uint8_t* dst, unsigned threads) {
@@ -165,7 +202,23 @@ uint64_t write_streaming(const std::string& path, const gguf::Writer& meta, cons
   if (!tensors.empty()) head.resize(align_up(head.size(), align), 0);
 
   const std::string part = path + ".part";
+  // Refuse up front, not after writing gigabytes, when the file would not fit on its disk (OUT.part
+  // is written beside OUT; an existing OUT is replaced only at the end, so its space does not count).
+  const uint64_t file_bytes = head.size() + (tensors.empty() ? 0 : off);
+  {
+    std::filesystem::path dir = std::filesystem::path(part).parent_path();
+    if (dir.empty()) dir = ".";
+    struct statvfs st{};
+    if (::statvfs(dir.c_str(), &st) == 0) {
+      const uint64_t avail = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+      if (avail < file_bytes) {
+        fail("{}: the model needs {} bytes ({}) but {} has only {} free; free some space or write elsewhere (-o)",
+             path, file_bytes, mib(file_bytes), dir.string(), mib(avail));
+      }
+    }
+  }
   const unsigned threads = opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  PartCleanup cleanup(part);
   try {
     File f(part);
     f.write(head.data(), head.size());

@@ -119,6 +119,22 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
     v.text_to_id_[t.text] = static_cast<TokenId>(i);
   }
 
+  // A byte-level BPE vocabulary labelled "llama" (SentencePiece) would tokenize every word to the
+  // unknown id: SPM needs '▁' pieces (or <0xXX> byte tokens to fall back on). Refuse it.
+  if (v.type_ == VocabType::Spm) {
+    size_t spm_pieces = 0, bpe_pieces = 0;
+    for (const TokenData& t : v.tokens_) {
+      if ((t.attr & attr::k_byte) || t.text.find("\xE2\x96\x81") != std::string::npos) ++spm_pieces;  // U+2581 ▁
+      if (t.text.find("\xC4\xA0") != std::string::npos) ++bpe_pieces;  // U+0120 Ġ, byte-level BPE's space
+    }
+    if (spm_pieces == 0 && (bpe_pieces > 0 || f.get_string_array("tokenizer.ggml.merges"))) {
+      fail("{}: key 'tokenizer.ggml.model' = 'llama' (SentencePiece) but the vocabulary has no '\xE2\x96\x81' "
+           "pieces and no byte tokens; it looks like a byte-level BPE vocabulary ({} of {} tokens hold 'Ġ'{}): "
+           "the file's tokenizer label is wrong (expected 'gpt2')",
+           path, bpe_pieces, n, f.get_string_array("tokenizer.ggml.merges") ? ", and it has tokenizer.ggml.merges" : "");
+    }
+  }
+
   if (v.type_ == VocabType::Bpe) {
     auto merges = f.get_string_array("tokenizer.ggml.merges");
     if (!merges) fail("{}: missing key 'tokenizer.ggml.merges' (required by a gpt2 tokenizer)", path);

@@ -13,10 +13,10 @@ namespace {
 
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
 
-[[noreturn]] void out_of_memory(const std::string& label, uint64_t bytes, const std::string& why) {
-  throw OutOfMemoryError(fmt::format("out of device memory allocating {} ({} bytes, {}): {}; use a "
-                                     "smaller context (-c) or ubatch (-ub), or a smaller model",
-                                     label, bytes, mib(bytes), why));
+[[noreturn]] void out_of_memory(const std::string& label, uint64_t bytes, const std::string& why,
+                                const std::string& fix = "use a smaller context (-c) or ubatch (-ub), or a smaller model") {
+  throw OutOfMemoryError(fmt::format("out of device memory allocating {} ({} bytes, {}): {}; {}", label, bytes,
+                                     mib(bytes), why, fix));
 }
 
 uint32_t find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, VkMemoryPropertyFlags want) {
@@ -68,7 +68,13 @@ void Buffer::release() {
   mapped_ = nullptr;
 }
 
-Memory::Memory(Device& dev, uint64_t limit_bytes) : dev_(dev), limit_(limit_bytes) {
+uint64_t Memory::max_allocation() const {
+  const uint64_t d = dev_.info().max_allocation;
+  return max_alloc_ != 0 && (d == 0 || max_alloc_ < d) ? max_alloc_ : d;
+}
+
+Memory::Memory(Device& dev, uint64_t limit_bytes, uint64_t max_allocation)
+    : dev_(dev), limit_(limit_bytes), max_alloc_(max_allocation) {
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
   pi.queueFamilyIndex = dev.queue_family();
@@ -90,9 +96,18 @@ Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind,
                   fmt::format("rocky would hold {} of device memory, over ROCKY_DEVICE_MEMORY_LIMIT={} ({})",
                               mib(allocated_ + bytes), limit_, mib(limit_)));
   }
-  if (bytes > dev_.info().max_allocation && dev_.info().max_allocation != 0) {
-    out_of_memory(label, bytes, fmt::format("larger than the device's maxMemoryAllocationSize ({})",
-                                            mib(dev_.info().max_allocation)));
+  const uint64_t max_alloc = max_allocation();
+  if (bytes > max_alloc && max_alloc != 0) {
+    const std::string why = fmt::format("larger than the device's maxMemoryAllocationSize ({})", mib(max_alloc));
+    // A weight is one allocation of its own size: -c and -ub do not change it.
+    if (label.rfind("weight ", 0) == 0 || label.rfind("mmq repack ", 0) == 0) {
+      throw OutOfMemoryError(
+          fmt::format("{}: the tensor ({} bytes, {}) cannot be placed on this device: it is {}; a smaller "
+                      "quantization of the model (e.g. rocky quantize … q4_k_m), a device or driver with a larger "
+                      "maxMemoryAllocationSize, or --device cpu would help",
+                      label, bytes, mib(bytes), why));
+    }
+    out_of_memory(label, bytes, why);
   }
   VkDevice d = dev_.handle();
   Buffer b;

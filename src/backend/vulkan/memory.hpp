@@ -58,7 +58,9 @@ class Buffer {
 
 class Memory {
  public:
-  Memory(Device& dev, uint64_t limit_bytes);
+  // max_allocation: one buffer's cap in bytes (0 = the device's maxMemoryAllocationSize; smaller
+  // values stand in for a small device in tests).
+  Memory(Device& dev, uint64_t limit_bytes, uint64_t max_allocation = 0);
   ~Memory();
   Memory(const Memory&) = delete;
   Memory& operator=(const Memory&) = delete;
@@ -87,6 +89,7 @@ class Memory {
     return peak_;
   }
   uint64_t limit_bytes() const { return limit_; }
+  uint64_t max_allocation() const;
   Device& device() const { return dev_; }
 
  private:
@@ -97,6 +100,7 @@ class Memory {
   uint64_t limit_ = 0;
   mutable std::mutex mu_;  // allocated_, by_use_, peak_
   std::mutex copy_mu_;     // pool_, fence_
+  uint64_t max_alloc_ = 0;
   uint64_t allocated_ = 0, peak_ = 0;
   std::array<uint64_t, 4> by_use_{};
   VkCommandPool pool_ = VK_NULL_HANDLE;

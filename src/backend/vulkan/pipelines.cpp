@@ -1,6 +1,11 @@
 #include "backend/vulkan/pipelines.hpp"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -62,9 +67,31 @@ Pipelines::Pipelines(Device& dev, bool persist) : dev_(dev) {
   std::vector<char> data;
   if (persist) {
     path_ = cache_file(dev.info(), dev.physical());
-    if (!path_.empty()) {
-      std::ifstream f(path_, std::ios::binary);
-      if (f) data.assign(std::istreambuf_iterator<char>(f), {});
+    // The cache is optional: a path that is a directory (or any other non-file) or a file that cannot
+    // be read is said once and the run goes on without persisting.
+    std::error_code ec;
+    if (!path_.empty() && std::filesystem::exists(path_, ec)) {
+      std::string why;
+      if (!std::filesystem::is_regular_file(path_, ec)) {
+        why = std::filesystem::is_directory(path_, ec) ? "it is a directory" : "it is not a regular file";
+      } else {
+        try {
+          std::ifstream f(path_, std::ios::binary);
+          if (!f) {
+            why = fmt::format("cannot open it: {}", std::strerror(errno));
+          } else {
+            f.exceptions(std::ios::badbit);
+            data.assign(std::istreambuf_iterator<char>(f), {});
+          }
+        } catch (const std::exception& e) {
+          why = fmt::format("cannot read it: {}", e.what());
+          data.clear();
+        }
+      }
+      if (!why.empty()) {
+        fmt::print(stderr, "rocky: warning: pipeline cache {}: {}; running without a pipeline cache\n", path_, why);
+        path_.clear();
+      }
     }
   }
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
@@ -84,13 +111,22 @@ Pipelines::~Pipelines() {
     if (vkGetPipelineCacheData(d, vk_cache_, &n, nullptr) == VK_SUCCESS && n > 0) {
       std::vector<char> data(n);
       if (vkGetPipelineCacheData(d, vk_cache_, &n, data.data()) == VK_SUCCESS) {
+        // A temporary name unique to this process (mkstemp), renamed over the cache at once: two
+        // processes exiting together each replace the whole file, never interleave their bytes.
         std::error_code ec;
         std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
-        std::string tmp = path_ + ".tmp";
-        std::ofstream f(tmp, std::ios::binary);
-        if (f && f.write(data.data(), static_cast<std::streamsize>(n))) {
-          f.close();
-          std::filesystem::rename(tmp, path_, ec);
+        std::string tmp = fmt::format("{}.{}.XXXXXX", path_, static_cast<long>(getpid()));
+        const int fd = mkstemp(tmp.data());
+        if (fd >= 0) {
+          size_t done = 0;
+          while (done < n) {
+            const ssize_t w = ::write(fd, data.data() + done, n - done);
+            if (w <= 0) break;
+            done += static_cast<size_t>(w);
+          }
+          const bool ok = ::close(fd) == 0 && done == n;
+          if (ok) std::filesystem::rename(tmp, path_, ec);
+          if (!ok || ec) std::filesystem::remove(tmp, ec);
         }
       }
     }

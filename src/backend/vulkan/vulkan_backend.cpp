@@ -29,7 +29,7 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   instance_ = std::make_shared<Instance>(io);
   device_ = std::make_unique<Device>(instance_, opts.device);
   uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : device_memory_limit_from_env();
-  memory_ = std::make_unique<Memory>(*device_, limit);
+  memory_ = std::make_unique<Memory>(*device_, limit, opts.max_allocation);
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
   // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
@@ -411,6 +411,32 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     be_.memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
   }
   timing_.readback_ms += ms(t3, Clock::now());
+}
+
+int64_t VulkanBackend::max_ubatch_tokens(const graph::Graph& g, std::string* why) const {
+  if (g.n_tokens < 2) return INT64_MAX;
+  const uint64_t dev_lim = device_->info().max_storage_buffer_range;
+  const uint64_t lim = opts_.max_binding != 0 ? std::min(dev_lim, opts_.max_binding) : dev_lim;  // as Recorder
+  const uint64_t slack = std::max<uint64_t>(4, device_->info().min_storage_offset_alignment) + 4;  // Recorder::bind
+  uint64_t per_token = 0;
+  const graph::Node* worst = nullptr;
+  for (const graph::Node& n : g.nodes) {
+    if (n.ne1 != g.n_tokens) continue;  // fixed size (the last token's logits, its column)
+    const uint64_t b = (n.out_bytes() + uint64_t(g.n_tokens) - 1) / uint64_t(g.n_tokens);
+    if (b > per_token) {
+      per_token = b;
+      worst = &n;
+    }
+  }
+  // Token columns are also a grid dimension of the per-token kernels (kv_store, …).
+  const int64_t grid = std::max<int64_t>(1, device_->info().max_workgroup_count[1]);
+  const int64_t bind = worst != nullptr && lim > slack ? std::max<int64_t>(1, int64_t((lim - slack) / per_token)) : INT64_MAX;
+  if (why != nullptr) {
+    *why = bind <= grid ? fmt::format("{} holds {} bytes per token and one storage binding {} bytes",
+                                      worst ? worst->name : std::string("-"), per_token, lim)
+                        : fmt::format("the device's maxComputeWorkGroupCount[1] is {}", grid);
+  }
+  return std::min(bind, grid);
 }
 
 VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph::Graph& g) const {

@@ -25,6 +25,7 @@ struct VulkanOptions {
   bool validation = false;          // validation layer + synchronization validation
   uint64_t max_binding = 0;         // --max-binding BYTES (0 = the device's maxStorageBufferRange)
   uint64_t memory_limit = 0;        // cap in bytes (0 = ROCKY_DEVICE_MEMORY_LIMIT, else none)
+  uint64_t max_allocation = 0;      // one buffer's cap (0 = maxMemoryAllocationSize; tests: a small device)
   bool kv_f16 = false;              // f16 KV cache
   bool profile = false;             // per-dispatch GPU time (timings())
   bool persist_pipeline_cache = true;
@@ -131,6 +132,9 @@ class VulkanBackend final : public backend::Backend {
   void load_weights(std::span<const gguf::TensorInfo* const> weights) override;
   std::unique_ptr<backend::Context> make_context(const backend::ContextOptions& o) override;
   backend::BackendStats stats() const override;
+  // Every node output is bound whole by some op (only the basic matmul splits token columns), so
+  // tokens · (largest per-token output) must fit maxStorageBufferRange (or --max-binding).
+  int64_t max_ubatch_tokens(const graph::Graph& g, std::string* why) const override;
 
   // Free every uploaded weight (a later load_weights starts afresh; tests reuse one backend).
   void release_weights();

@@ -2,8 +2,15 @@
 // kv_store: cache[:, n_past + j] = x[:, j]. f32 cache: one element per invocation; f16 cache
 // (KV_F16 = 1): one packed pair per invocation (n_embd is even). Grid: (ceil(items / WG), n_tokens).
 // Bindings: 0 x, 1 cache (uint words: f32 bits or two halves).
+// f16: values past ±65504 are stored saturated (as f16 storage with f32 accumulation should), not
+// as inf — an inf K makes q·k inf and the softmax NaN. NaN stays NaN.
 #include "common/header.glsl"
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
+const float k_f16_max = 65504.0;
+vec2 saturate_f16(vec2 v) {
+  vec2 c = clamp(v, vec2(-k_f16_max), vec2(k_f16_max));
+  return mix(c, v, isnan(v));
+}
 layout(push_constant) uniform PC { KvStorePC pc; };
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 1) writeonly buffer Cache { uint cache[]; };
@@ -16,6 +23,6 @@ void main() {
     cache[pc.cache_off + col * pc.n_embd + i] = floatBitsToUint(x[src + i]);
   } else {
     if (2u * i >= pc.n_embd) return;
-    cache[(pc.cache_off + col * pc.n_embd) / 2u + i] = packHalf2x16(vec2(x[src + 2u * i], x[src + 2u * i + 1u]));
+    cache[(pc.cache_off + col * pc.n_embd) / 2u + i] = packHalf2x16(saturate_f16(vec2(x[src + 2u * i], x[src + 2u * i + 1u])));
   }
 }
