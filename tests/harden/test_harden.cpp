@@ -219,14 +219,14 @@ TEST(Harden, F16KvCacheSaturates) {
   // The input: |K| of layer 0 is past f16's range (CPU oracle, f32 KV).
   backend::cpu::CpuBackend cpu;
   cpu.load_weights(g.weights());
-  cpu.init_kv(g.kv);
+  auto cctx = cpu.make_context({g.kv, 1});
   std::vector<float> lc(ids.size() * 512);
-  cpu.compute(g, p, ids, lc);
+  cctx->compute(g, p, ids, lc);
   float kmax = 0;
   for (int32_t i = 0; i < int32_t(g.nodes.size()); ++i) {
     const auto& n = g.nodes[size_t(i)];
     if (n.op == graph::Op::KV_STORE && n.layer == 0 && n.kv == 0) {
-      for (float x : cpu.read_node(g, p, n.src[0])) kmax = std::max(kmax, std::fabs(x));
+      for (float x : cctx->read_node(g, p, n.src[0])) kmax = std::max(kmax, std::fabs(x));
     }
   }
   EXPECT_GT(kmax, 65504.0f * 4);
