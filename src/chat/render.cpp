@@ -27,7 +27,8 @@ Interp::~Interp() {
 }
 
 void Interp::step() {
-  if (++steps_ > k_max_steps) throw_py("RuntimeError", "template too expensive (more than 20000000 steps)");
+  if (++steps_ > max_steps_)
+    throw_py("RuntimeError", fmt::format("template too expensive (more than {} steps)", max_steps_));
 }
 
 Value Interp::make_namespace(Dict d) {
@@ -507,7 +508,7 @@ std::string render_raw(const detail::Program& prog, const nlohmann::ordered_json
   using namespace detail;
   bool utc = true;
   const int64_t now = clock_now(o, utc);
-  Interp in(now, utc);
+  Interp in(now, utc, o.max_steps);
   auto globals = std::make_shared<Scope>();
   install_globals(in, *globals);
   auto root = std::make_shared<Scope>();

@@ -68,6 +68,10 @@ struct RenderOptions {
   // strftime_now's clock (Unix seconds, UTC) when set; otherwise SOURCE_DATE_EPOCH from the
   // environment (UTC) when set; otherwise the local clock.
   std::optional<int64_t> now;
+  // Work limit: statements + loop iterations + calls + filters of one render (a hostile template
+  // fails with "template too expensive" instead of running for minutes). Real templates need
+  // a few thousand per message.
+  int64_t max_steps = 5'000'000;
 };
 
 namespace detail {
