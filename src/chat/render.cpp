@@ -120,6 +120,12 @@ Value Interp::make_macro(const Stmt& s, const ScopeP& scope) {
   });
 }
 
+namespace {
+// `{% set x | f | g %}` / `{% filter f | g %}`: the filters of the chain `head` (innermost first,
+// linked through a[0]) applied in order to `v`, their arguments evaluated as an EK::Filter's are.
+Value apply_filter_chain(Interp& in, const Expr* head, Value v, const ScopeP& scope);
+}  // namespace
+
 Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
   step();
   try {
@@ -200,40 +206,14 @@ Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
         std::string body;
         exec(s.body, scope, body);
         Value v = Value::str(std::move(body));
-        if (s.expr) {
-          // apply the filter chain to the captured text
-          std::vector<const Expr*> chain;
-          for (const Expr* f = s.expr.get(); f; f = f->a[0].get()) chain.push_back(f);
-          for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-            Args args;
-            for (size_t k = 1; k < (*it)->a.size(); ++k) {
-              if (k - 1 < (*it)->npos())
-                args.pos.push_back(eval(*(*it)->a[k], scope));
-              else
-                args.kw.emplace_back((*it)->kw[k - 1 - (*it)->npos()], eval(*(*it)->a[k], scope));
-            }
-            v = filter((*it)->name, v, args);
-          }
-        }
+        if (s.expr) v = apply_filter_chain(*this, s.expr.get(), std::move(v), scope);  // to the captured text
         scope->vars[s.targets[0]] = std::move(v);
         return Flow::Normal;
       }
       case SK::FilterBlock: {
         std::string body;
         exec(s.body, scope, body);
-        Value v = Value::str(std::move(body));
-        std::vector<const Expr*> chain;
-        for (const Expr* f = s.expr.get(); f; f = f->a[0].get()) chain.push_back(f);
-        for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-          Args args;
-          for (size_t k = 1; k < (*it)->a.size(); ++k) {
-            if (k - 1 < (*it)->npos())
-              args.pos.push_back(eval(*(*it)->a[k], scope));
-            else
-              args.kw.emplace_back((*it)->kw[k - 1 - (*it)->npos()], eval(*(*it)->a[k], scope));
-          }
-          v = filter((*it)->name, v, args);
-        }
+        const Value v = apply_filter_chain(*this, s.expr.get(), Value::str(std::move(body)), scope);
         append_out(out, py_str(v));
         return Flow::Normal;
       }
@@ -274,6 +254,17 @@ void eval_args(Interp& in, const Expr& e, const ScopeP& scope, Args& args) {
     else
       args.kw.emplace_back(e.kw[k - 1 - np], in.eval(*e.a[k], scope));
   }
+}
+
+Value apply_filter_chain(Interp& in, const Expr* head, Value v, const ScopeP& scope) {
+  std::vector<const Expr*> chain;
+  for (const Expr* f = head; f; f = f->a[0].get()) chain.push_back(f);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    Args args;
+    eval_args(in, **it, scope, args);
+    v = in.filter((*it)->name, v, args);
+  }
+  return v;
 }
 
 bool compare(const std::string& op, const Value& a, const Value& b) {
