@@ -29,8 +29,6 @@ void add_run(CLI::App& app, Runner& run);
 void add_doctor(CLI::App& app, Runner& run);
 void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
-void add_roofline(CLI::App& app, Runner& run);
-void add_bench_op(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 
 // --device of the single-device tools (roofline, bench-op): accepts `N`, `vulkan:N` and `vulkan` (= 0),

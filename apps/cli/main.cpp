@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "lab/lab.hpp"
 #include "core/error.hpp"
 
 namespace rocky::cli {
@@ -31,8 +32,8 @@ int main(int argc, char** argv) {
   rocky::cli::add_doctor(app, run);
   rocky::cli::add_synth(app, run);
   rocky::cli::add_quantize(app, run);
-  rocky::cli::add_roofline(app, run);
-  rocky::cli::add_bench_op(app, run);
+  rocky::lab::add_roofline(app, run);  // kernel-lab commands (apps/lab)
+  rocky::lab::add_bench_op(app, run);
   rocky::cli::add_bench(app, run);
   try {
     // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one

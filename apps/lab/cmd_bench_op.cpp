@@ -19,12 +19,17 @@
 #include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/pipeline_stats.hpp"
 #include "backend/vulkan/roofline.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
+#include "lab/lab.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "quant/quant.hpp"
 
-namespace rocky::cli {
+namespace rocky::lab {
+using cli::process_env;
+using cli::Runner;
+using cli::vulkan_device_index;
+
 namespace {
 
 struct BenchOpts {
@@ -239,4 +244,4 @@ void add_bench_op(CLI::App& app, Runner& run) {
   sub->callback([&run, o] { run = [o] { return run_bench_op(*o); }; });
 }
 
-}  // namespace rocky::cli
+}  // namespace rocky::lab

@@ -6,9 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/vulkan/roofline.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
+#include "lab/lab.hpp"
 
-namespace rocky::cli {
+namespace rocky::lab {
+using cli::process_env;
+using cli::Runner;
+using cli::vulkan_device_index;
+
 namespace {
 
 struct RooflineOpts {
@@ -56,4 +61,4 @@ void add_roofline(CLI::App& app, Runner& run) {
   sub->callback([&run, o] { run = [o] { return run_roofline(*o); }; });
 }
 
-}  // namespace rocky::cli
+}  // namespace rocky::lab
