@@ -8,9 +8,18 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "lab/lab.hpp"
 #include "core/error.hpp"
 
+namespace rocky::cli {
+namespace {
+runtime::EnvOptions g_env;
+}  // namespace
+const runtime::EnvOptions& process_env() { return g_env; }
+}  // namespace rocky::cli
+
 int main(int argc, char** argv) {
+  rocky::cli::g_env = rocky::runtime::read_env();  // the one read of the environment
   CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores", "rocky"};  // name: help says "Usage: rocky"
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");
@@ -23,8 +32,8 @@ int main(int argc, char** argv) {
   rocky::cli::add_doctor(app, run);
   rocky::cli::add_synth(app, run);
   rocky::cli::add_quantize(app, run);
-  rocky::cli::add_roofline(app, run);
-  rocky::cli::add_bench_op(app, run);
+  rocky::lab::add_roofline(app, run);  // kernel-lab commands (apps/lab)
+  rocky::lab::add_bench_op(app, run);
   rocky::cli::add_bench(app, run);
   try {
     // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one

@@ -6,9 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/vulkan/roofline.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
+#include "lab/lab.hpp"
 
-namespace rocky::cli {
+namespace rocky::lab {
+using cli::process_env;
+using cli::Runner;
+using cli::vulkan_device_index;
+
 namespace {
 
 struct RooflineOpts {
@@ -19,9 +24,10 @@ struct RooflineOpts {
 };
 
 int run_roofline(const RooflineOpts& o) {
-  auto inst = std::make_shared<vulkan::Instance>();
+  auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(process_env()));
   vulkan::Device dev(inst, o.device);
   vulkan::RooflineOptions ro;
+  ro.timeout_s = vulkan::parse_timeout_s(process_env().lab.vulkan_timeout_s);
   ro.reps = o.reps;
   ro.target_ms = o.target_ms;
   vulkan::Roofline r = vulkan::measure_roofline(dev, ro);
@@ -55,4 +61,4 @@ void add_roofline(CLI::App& app, Runner& run) {
   sub->callback([&run, o] { run = [o] { return run_roofline(*o); }; });
 }
 
-}  // namespace rocky::cli
+}  // namespace rocky::lab
