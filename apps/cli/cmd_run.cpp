@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
+#include "runtime/generator.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -81,9 +82,8 @@ int run_run(const RunOpts& o) {
   }
   const double load_ms = ms_since(t_load);
 
-  // Prefill.
+  // Prefill, then generation (runtime::Generator: sampling, stop rules, UTF-8-safe stream).
   const bool show_progress = ids.size() > 256 && !o.json;
-  auto t_prompt = Clock::now();
   runtime::ProgressFn progress;
   if (show_progress) {
     // At most four updates a second, plus the final one.
@@ -94,56 +94,40 @@ int run_run(const RunOpts& o) {
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  std::vector<float> logits = session.eval(ids, !o.dump_all_logits.empty(), progress);
-  const double prompt_ms = ms_since(t_prompt);
   const size_t nv = static_cast<size_t>(session.n_vocab());
-  if (!o.dump_all_logits.empty()) {
-    write_f32(o.dump_all_logits, logits.data(), logits.size());
-    logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(nv));
-  }
-  if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data(), nv);
-
-  // Device memory = weights + KV + arena, known once the first ubatch has run.
-  if (!o.json) {
-    if (auto* gpu = dynamic_cast<const vulkan::VulkanBackend*>(&session.backend()))
-      fmt::print(stderr, "{}: device memory {}\n", gpu->name(), gpu->memory_summary());
-  }
-
-  // Generation.
-  runtime::Sampler sampler(o.sp);
-  for (int32_t t : ids) sampler.accept(t);
-  if (!o.json) fmt::print("{}", prompt);
-  std::fflush(stdout);
-  tok::StreamDecoder dec(tok, /*special=*/false);
-  // The continuation follows the prompt: prime the decoder with the last prompt token so SPM's
-  // leading-space removal (for the first piece of a text) does not eat the first generated space.
-  dec.push(ids.back());
-  dec.flush();
-  std::vector<int32_t> gen;
-  std::string text;
-  auto t_gen = Clock::now();
-  bool ctx_full = false;
-  for (int32_t i = 0; i < o.n_predict; ++i) {
-    const int32_t t = sampler.sample(logits);
-    if (!o.ignore_eos && tok.vocab().is_eog(t)) break;
-    sampler.accept(t);
-    gen.push_back(t);
-    std::string piece = dec.push(t);
-    text += piece;
+  auto on_prompt_logits = [&](std::span<const float> logits) {
+    if (!o.dump_all_logits.empty()) write_f32(o.dump_all_logits, logits.data(), logits.size());
+    if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data() + logits.size() - nv, nv);
+    // Device memory = weights + KV + arena, known once the first ubatch has run.
     if (!o.json) {
-      fmt::print("{}", piece);
+      if (auto* gpu = dynamic_cast<const vulkan::VulkanBackend*>(&session.backend()))
+        fmt::print(stderr, "{}: device memory {}\n", gpu->name(), gpu->memory_summary());
+      fmt::print("{}", prompt);
+    }
+    std::fflush(stdout);
+  };
+  std::string tail;
+  auto on_token = [&](const runtime::TokenEvent& ev) {
+    if (ev.token < 0) tail = std::string(ev.text);
+    else if (!o.json) {
+      fmt::print("{}", ev.text);
       std::fflush(stdout);
     }
-    if (i + 1 == o.n_predict) break;
-    if (session.n_past() >= session.n_ctx()) {
-      ctx_full = true;
-      break;
-    }
-    logits = session.eval(std::span<const int32_t>(&t, 1));
-  }
-  std::string tail = dec.flush();
-  text += tail;
-  const double gen_ms = ms_since(t_gen);
+    return true;
+  };
+  runtime::GenerateParams gp;
+  gp.sampling = o.sp;
+  gp.max_tokens = o.n_predict;
+  gp.ignore_eos = o.ignore_eos;
+  gp.all_logits = !o.dump_all_logits.empty();
+  runtime::SessionSource src(session);
+  runtime::Generator generator(src, tok);
+  const runtime::GenerateResult r = generator.generate(ids, gp, on_token, progress, on_prompt_logits);
+  const std::vector<int32_t>& gen = r.tokens;
+  const std::string& text = r.text;
+  const bool ctx_full = r.reason == runtime::StopReason::ContextFull;
+  const double prompt_ms = r.prompt_ms;
+  const double gen_ms = r.gen_ms;
   // Generated tokens that were evaluated (the last sampled token is not fed back).
   const double n_gen_eval = gen.empty() ? 0.0 : static_cast<double>(gen.size());
   const double prompt_tps = ids.size() / (prompt_ms / 1000.0);
@@ -152,7 +136,7 @@ int run_run(const RunOpts& o) {
     nlohmann::json j;
     j["model"] = o.model;
     j["device"] = session.backend().name();
-    j["seed"] = sampler.seed();
+    j["seed"] = r.seed;
     j["prompt_ids"] = ids;
     j["generated_ids"] = gen;
     j["text"] = text;
@@ -169,6 +153,7 @@ int run_run(const RunOpts& o) {
   }
   return 0;
 }
+
 
 }  // namespace
 
