@@ -53,11 +53,11 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}{:016x}", prefix, rng());
 }
 
-// One slot's context. The backend is made per slot until runtime::Session can share one weight
-// upload across sessions ([N1]); switching is this one function.
-std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const ServerOptions& o) {
-  return std::make_unique<runtime::Session>(m, runtime::make_backend(o.device, {o.matmul}),
-                                            runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+// One slot's session: its own context (KV cache) on the one backend all slots share, so the
+// weights are uploaded once ([N1]).
+std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const std::shared_ptr<backend::Backend>& be,
+                                                    const ServerOptions& o) {
+  return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{o.n_ctx, o.n_ubatch});
 }
 
 const char* finish_reason(const runtime::GenerateResult& r, bool tool_calls = false) {
@@ -143,9 +143,13 @@ class App {
     tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file));
     if (tmpl_->is_fallback() && o_.chat_template_file.empty())
       fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
+    runtime::BackendOptions bo;
+    bo.device = o_.device;
+    bo.matmul = o_.matmul;
+    const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     std::vector<std::unique_ptr<runtime::Session>> slots;
     for (int i = 0; i < o_.n_parallel; ++i) {
-      slots.push_back(make_slot_session(*model_, o_));
+      slots.push_back(make_slot_session(*model_, be, o_));
       fmt::print(stderr, "rocky: slot {}/{} ready ({})\n", i + 1, o_.n_parallel, slots.back()->backend().name());
     }
     for (const auto& t : model_->file().tensors()) {
