@@ -76,6 +76,7 @@ std::string ascii_upper(std::string s) {
 
 void check_size(size_t n) {
   if (n > k_max_string) throw_py("MemoryError", "string over 64 MiB");
+  charge_bytes(n / 16);
 }
 
 std::string html_escape(const std::string& s) {
@@ -494,12 +495,14 @@ Value repeat(const Value& seq, int64_t n) {
   if (seq.is_str()) {
     if (!seq.s.empty() && static_cast<uint64_t>(n) > k_max_string / seq.s.size()) throw_py("MemoryError", "string over 64 MiB");
     std::string o;
+    charge_bytes(seq.s.size() * static_cast<size_t>(n));
     o.reserve(seq.s.size() * static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) o += seq.s;
     return Value::str(std::move(o));
   }
   if (!seq.list->empty() && static_cast<uint64_t>(n) > (size_t{1} << 20) / seq.list->size()) throw_py("MemoryError", "list too long");
   List o;
+  charge_bytes(seq.list->size() * static_cast<size_t>(n) * sizeof(Value));
   for (int64_t k = 0; k < n; ++k) o.insert(o.end(), seq.list->begin(), seq.list->end());
   return Value::make_list(std::move(o), seq.tuple);
 }
@@ -527,9 +530,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (nums) return Value::real(a.as_float() + b.as_float());
     if (a.is_str() && b.is_str()) {
       check_size(a.s.size() + b.s.size());
+      charge_bytes(a.s.size() + b.s.size());
       return Value::str(a.s + b.s);
     }
     if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+      charge_bytes((a.list->size() + b.list->size()) * sizeof(Value));
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::make_list(std::move(l), a.tuple);
@@ -638,6 +643,7 @@ Value py_slice(const Value& obj, const Value& start, const Value& stop, const Va
     hi = clamp(b, -1, -1, n - 1);
   }
   std::vector<int64_t> picks;
+  charge_bytes(static_cast<size_t>(n));
   if (st > 0) {
     for (int64_t k = lo; k < hi; k += st) picks.push_back(k);
   } else {

@@ -24,8 +24,7 @@ struct Scope {
 };
 using ScopeP = std::shared_ptr<Scope>;
 
-// Resource limits: a template is untrusted input (GGUF files, --chat-template-file).
-constexpr size_t k_max_string = size_t{64} << 20;  // bytes of any string or of the output
+// Resource limits (with k_max_string, k_max_nesting and the Budget of value.hpp).
 constexpr int k_max_call_depth = 200;               // nested macro calls (Python's recursion limit)
 constexpr int64_t k_max_range = 100'000;            // jinja2.sandbox.MAX_RANGE
 
@@ -33,7 +32,11 @@ enum class Flow : uint8_t { Normal, Break, Continue };
 
 class Interp {
  public:
-  Interp(int64_t now_epoch, bool utc, int64_t max_steps) : now_(now_epoch), utc_(utc), max_steps_(max_steps) {}
+  Interp(int64_t now_epoch, bool utc, int64_t max_steps) : now_(now_epoch), utc_(utc) {
+    budget_.max = max_steps;
+    saved_ = t_budget;
+    t_budget = &budget_;
+  }
   ~Interp();
   Interp(const Interp&) = delete;
   Interp& operator=(const Interp&) = delete;
@@ -59,8 +62,8 @@ class Interp {
 
   int64_t now_;
   bool utc_;
-  int64_t max_steps_;
-  int64_t steps_ = 0;
+  Budget budget_;
+  Budget* saved_ = nullptr;
   int depth_ = 0;
   std::vector<std::shared_ptr<Dict>> namespaces_;  // cleared at the end (breaks ns.x = ns cycles)
 };

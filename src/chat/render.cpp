@@ -24,12 +24,10 @@ namespace detail {
 
 Interp::~Interp() {
   for (auto& d : namespaces_) d->items.clear();
+  t_budget = saved_;
 }
 
-void Interp::step() {
-  if (++steps_ > max_steps_)
-    throw_py("RuntimeError", fmt::format("template too expensive (more than {} steps)", max_steps_));
-}
+void Interp::step() { charge(1); }
 
 Value Interp::make_namespace(Dict d) {
   Value v = Value::make_namespace(std::move(d));
@@ -394,6 +392,7 @@ Value Interp::eval_inner(const Expr& e, const ScopeP& scope) {
         s += py_str(eval(*x, scope));
         if (s.size() > k_max_string) throw_py("MemoryError", "string over 64 MiB");
       }
+      charge_bytes(s.size());
       return Value::str(std::move(s));
     }
   }
@@ -508,7 +507,10 @@ std::string render_raw(const detail::Program& prog, const nlohmann::ordered_json
   using namespace detail;
   bool utc = true;
   const int64_t now = clock_now(o, utc);
+  if (!o.kwargs.is_object() && !o.kwargs.is_null()) fail("chat_template_kwargs must be an object");
   Interp in(now, utc, o.max_steps);
+  std::string out;
+  try {
   auto globals = std::make_shared<Scope>();
   install_globals(in, *globals);
   auto root = std::make_shared<Scope>();
@@ -521,11 +523,7 @@ std::string render_raw(const detail::Program& prog, const nlohmann::ordered_json
   root->vars["eos_token"] = Value::str(o.eos_token);
   if (o.kwargs.is_object()) {
     for (const auto& [k, v] : o.kwargs.items()) root->vars[k] = from_json(v);
-  } else if (!o.kwargs.is_null()) {
-    fail("chat_template_kwargs must be an object");
   }
-  std::string out;
-  try {
     in.exec(prog.body, root, out);
   } catch (PyError& e) {
     throw TemplateError(e.raised ? TemplateError::Kind::raise_exception : TemplateError::Kind::runtime, e.type,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <random>
 
 #include "core/error.hpp"
@@ -190,13 +191,40 @@ Json scan_json(std::string_view s, size_t p, size_t& end) {
   return Json::invalid;
 }
 
+}  // namespace
+
+// Scan results more input cannot change, kept by ReplyStream between partial parses so a push
+// costs about the new text, not the whole reply: (search site, start offset) → no match starts
+// before this offset.
+struct ScanMemo {
+  std::map<std::pair<const void*, size_t>, size_t> clear;
+  size_t get(const void* site, size_t start) const {
+    auto it = clear.find({site, start});
+    return it == clear.end() ? start : std::max(start, it->second);
+  }
+  void put(const void* site, size_t start, size_t upto) { clear[{site, start}] = upto; }
+};
+
+namespace {
+
 class Builder {
  public:
-  Builder(std::string_view in, const ReplySyntax& syn, bool partial) : in_(in), syn_(syn), partial_(partial) {}
+  Builder(std::string_view in, const ReplySyntax& syn, bool partial, ScanMemo* memo = nullptr)
+      : in_(in), syn_(syn), partial_(partial), memo_(memo) {}
+
+  // in_.find(lit, pos_), resuming where an earlier partial parse stopped.
+  size_t find_from(std::string_view lit) {
+    const size_t from = memo_ ? memo_->get(lit.data(), pos_) : pos_;
+    const size_t at = in_.find(lit, from);
+    if (at == std::string_view::npos && memo_)
+      memo_->put(lit.data(), pos_, in_.size() >= lit.size() ? std::max(pos_, in_.size() - lit.size() + 1) : pos_);
+    return at;
+  }
 
   std::string_view in_;
   const ReplySyntax& syn_;
   bool partial_;
+  ScanMemo* memo_;
   size_t pos_ = 0;
   ParsedReply r;
 
@@ -227,7 +255,7 @@ class Builder {
   // Searches lit from pos: text before it becomes content. Partial input that ends with a prefix
   // of lit stops (NeedMore) without adding anything.
   bool find_literal(std::string_view lit) {
-    const size_t at = in_.find(lit, pos_);
+    const size_t at = find_from(lit);
     if (at != std::string_view::npos) {
       r.content += in_.substr(pos_, at - pos_);
       pos_ = at + lit.size();
@@ -245,8 +273,9 @@ class Builder {
   void rest_content(std::initializer_list<std::string_view> markers = {}) {
     std::string_view t = rest();
     if (partial_) {
-      size_t cut = t.size();
-      for (size_t k = 0; k < t.size() && cut == t.size(); ++k) {
+      size_t cut = t.size(), longest = 0;
+      for (auto m : markers) longest = std::max(longest, m.size());
+      for (size_t k = t.size() > longest ? t.size() - longest : 0; k < t.size() && cut == t.size(); ++k) {
         for (auto m : markers) {
           if (proper_prefix(t.substr(k), m)) {
             cut = k;
@@ -302,7 +331,7 @@ class Builder {
     if (syn_.reasoning == ReasoningFormat::none) return;
     const std::string_view open = "<think>", close = "</think>";
     if (!syn_.thinking_forced_open && !try_literal(open)) return;
-    const size_t at = in_.find(close, pos_);
+    const size_t at = find_from(close);
     if (at != std::string_view::npos) {
       r.reasoning_content += strip(in_.substr(pos_, at - pos_));
       pos_ = at + close.size();
@@ -427,12 +456,16 @@ void parse_hermes(Builder& b) {
   while (true) {
     HermesOpen m;
     Match found = Match::no;
-    size_t i = b.pos_;
+    static const char site = 0;
+    const size_t start = b.pos_;
+    size_t i = b.memo_ ? b.memo_->get(&site, start) : start;
     for (; i < b.in_.size(); ++i) {
       found = hermes_at(b.in_, i, m);
       if (found == Match::yes) break;
       if (found == Match::more && b.partial_) break;
     }
+    if (b.memo_) b.memo_->put(&site, start, i);  // every position before i is a definite "no"
+
     if (found == Match::more && b.partial_) {
       b.r.content += b.in_.substr(b.pos_, i - b.pos_);
       throw NeedMore{};
@@ -625,11 +658,12 @@ void parse_r1(Builder& b) {
   const std::string_view call_end = "<｜tool▁call▁end｜>", calls_end = "<｜tool▁calls▁end｜>";
   while (true) {
     // (?:<｜tool▁call▁begin｜>)?function<｜tool▁sep｜>([^\n]+)\n```json\n
-    const size_t f = b.in_.find(fn, b.pos_);
+    const size_t f = b.find_from(fn);
     if (f == std::string_view::npos) {
       if (b.partial_) {
         const std::string_view t = b.rest();
-        for (size_t k = 0; k < t.size(); ++k) {
+        const size_t longest = call_begin.size() + fn.size();
+        for (size_t k = t.size() > longest ? t.size() - longest : 0; k < t.size(); ++k) {
           if (proper_prefix(t.substr(k), call_begin) || proper_prefix(t.substr(k), fn) ||
               (t.substr(k, call_begin.size()) == call_begin && proper_prefix(t.substr(k + call_begin.size()), fn))) {
             b.r.content += t.substr(0, k);
@@ -713,9 +747,9 @@ void parse_with(Builder& b) {
 
 // partial = true: stop where the text may still change meaning; the result is a prefix of the
 // final one. `fell_back` reports a final parse that had to treat the reply as plain content.
-ParsedReply parse_impl(std::string_view text, const ReplySyntax& syn, bool partial, bool* fell_back = nullptr) {
+ParsedReply parse_impl(std::string_view text, const ReplySyntax& syn, bool partial, ScanMemo* memo = nullptr) {
   {
-    Builder b(text, syn, partial);
+    Builder b(text, syn, partial, partial ? memo : nullptr);
     try {
       parse_with(b);
       return std::move(b.r);
@@ -725,7 +759,6 @@ ParsedReply parse_impl(std::string_view text, const ReplySyntax& syn, bool parti
       if (partial) return std::move(b.r);
     }
   }
-  if (fell_back) *fell_back = true;
   ReplySyntax content = syn;
   content.format = ToolFormat::content_only;
   Builder b(text, content, false);
@@ -734,6 +767,7 @@ ParsedReply parse_impl(std::string_view text, const ReplySyntax& syn, bool parti
   } catch (const NeedMore&) {
   } catch (const Malformed&) {
   }
+  b.r.malformed = true;
   return std::move(b.r);
 }
 
@@ -775,10 +809,15 @@ ReplyStream::Delta ReplyStream::diff(const ParsedReply& now) {
   return d;
 }
 
+ReplyStream::ReplyStream(ReplySyntax syntax) : syntax_(syntax), memo_(std::make_unique<ScanMemo>()) {}
+ReplyStream::~ReplyStream() = default;
+ReplyStream::ReplyStream(ReplyStream&&) noexcept = default;
+ReplyStream& ReplyStream::operator=(ReplyStream&&) noexcept = default;
+
 ReplyStream::Delta ReplyStream::push(std::string_view text) {
   if (finished_) fail("ReplyStream: push after finish");
   text_ += text;
-  return diff(parse_impl(text_, syntax_, true));
+  return diff(parse_impl(text_, syntax_, true, memo_.get()));
 }
 
 ReplyStream::Delta ReplyStream::finish() {
@@ -791,10 +830,10 @@ ReplyStream::Delta ReplyStream::finish() {
   if (!consistent) {
     // The end of the reply broke a call after earlier ones were sent (the final parse fell back
     // to plain content): keep what was sent; the broken tail is dropped.
-    fin = parse_impl(text_, syntax_, true);
+    fin = parse_impl(text_, syntax_, true, memo_.get());
   }
   Delta d = diff(fin);
-  done_ = ParsedReply{sent_content_, sent_reasoning_, fin.tool_calls};
+  done_ = ParsedReply{sent_content_, sent_reasoning_, fin.tool_calls, fin.malformed || !consistent};
   return d;
 }
 

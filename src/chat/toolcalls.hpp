@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,7 @@ struct ParsedReply {
   std::string content;
   std::string reasoning_content;
   std::vector<ToolCall> tool_calls;
+  bool malformed = false;  // a tool-call marker was followed by broken syntax: all content
 
   // The OpenAI assistant message: {"role", "content" (null when empty), "reasoning_content" (only
   // when non-empty), "tool_calls" (only when any: {"type": "function", "id", "function": {"name",
@@ -82,7 +84,9 @@ std::string random_tool_call_id();
 // is safe to send now. Content that could still be the start of a tool-call marker, "<think>" or
 // "</think>" (and whitespace that parsing may strip) is held back until it resolves. Tool calls
 // are returned once, when their JSON is complete. finish() flushes the rest; the concatenation of
-// all deltas equals result() (content, reasoning, calls in order).
+// all deltas equals result() (content, reasoning, calls in order), which equals parse_reply() of
+// the whole text unless that is malformed (then result() keeps what was already sent and
+// result().malformed is set).
 class ReplyStream {
  public:
   struct Delta {
@@ -92,7 +96,10 @@ class ReplyStream {
     bool empty() const { return content.empty() && reasoning_content.empty() && tool_calls.empty(); }
   };
 
-  explicit ReplyStream(ReplySyntax syntax) : syntax_(syntax) {}
+  explicit ReplyStream(ReplySyntax syntax);
+  ~ReplyStream();
+  ReplyStream(ReplyStream&&) noexcept;
+  ReplyStream& operator=(ReplyStream&&) noexcept;
   Delta push(std::string_view text);
   Delta finish();
   const ParsedReply& result() const { return done_; }  // valid after finish()
@@ -101,6 +108,7 @@ class ReplyStream {
  private:
   Delta diff(const ParsedReply& now);
   ReplySyntax syntax_;
+  std::unique_ptr<struct ScanMemo> memo_;
   std::string text_;
   std::string sent_content_, sent_reasoning_;
   size_t sent_calls_ = 0;

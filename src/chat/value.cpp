@@ -10,6 +10,26 @@ namespace rocky::chat::detail {
 
 void throw_py(std::string type, std::string message) { throw PyError{std::move(type), std::move(message), false}; }
 
+thread_local Budget* t_budget = nullptr;
+
+void charge(int64_t units) {
+  if (!t_budget) return;
+  t_budget->used += units;
+  if (t_budget->used > t_budget->max)
+    throw_py("RuntimeError", "template too expensive (more than " + std::to_string(t_budget->max) + " steps)");
+}
+
+namespace {
+thread_local int t_walk_depth = 0;
+}
+DepthGuard::DepthGuard() {
+  if (++t_walk_depth > k_max_nesting) {
+    --t_walk_depth;
+    throw_py("RecursionError", "maximum recursion depth exceeded (values nested deeper than 512 levels)");
+  }
+}
+DepthGuard::~DepthGuard() { --t_walk_depth; }
+
 const Value* Dict::find(const Value& key) const {
   for (const auto& [k, v] : items) {
     if (py_eq(k, key)) return &v;
@@ -34,7 +54,14 @@ void Dict::set(const Value& key, Value v) {
   items.emplace_back(key, std::move(v));
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+Value from_json_at(const nlohmann::ordered_json& j, int depth);
+}
+Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
+
+namespace {
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > k_max_nesting) throw_py("RecursionError", "JSON input nested deeper than 512 levels");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
@@ -49,18 +76,19 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       List l;
       l.reserve(j.size());
-      for (const auto& e : j) l.push_back(from_json(e));
+      for (const auto& e : j) l.push_back(from_json_at(e, depth + 1));
       return Value::make_list(std::move(l));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
       d.items.reserve(j.size());
-      for (const auto& [k, v] : j.items()) d.items.emplace_back(Value::str(k), from_json(v));
+      for (const auto& [k, v] : j.items()) d.items.emplace_back(Value::str(k), from_json_at(v, depth + 1));
       return Value::make_dict(std::move(d));
     }
     default: return Value::none();  // binary / discarded: not produced by the JSON parser
   }
 }
+}  // namespace
 
 std::string type_name(const Value& v) {
   switch (v.kind) {
@@ -188,6 +216,7 @@ bool py_isspace(char32_t c) {
 }
 
 std::string py_strip(std::string_view s, bool left, bool right, const std::string* chars) {
+  charge_bytes(s.size());
   const bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
   if (ascii && (chars == nullptr || std::all_of(chars->begin(), chars->end(),
                                                 [](char c) { return static_cast<unsigned char>(c) < 0x80; }))) {
@@ -305,6 +334,7 @@ std::string repr_string(std::string_view s) {
 }
 
 std::string py_repr(const Value& v) {
+  DepthGuard guard;
   switch (v.kind) {
     case Kind::Str: return repr_string(v.s);
     case Kind::Undefined: return "Undefined";
@@ -313,7 +343,9 @@ std::string py_repr(const Value& v) {
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
         out += py_repr((*v.list)[k]);
+        if (out.size() > k_max_string) throw_py("MemoryError", "repr over 64 MiB");
       }
+      charge_bytes(out.size());
       if (v.tuple && v.list->size() == 1) out += ",";
       out += v.tuple ? ")" : "]";
       return out;
@@ -325,7 +357,9 @@ std::string py_repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += py_repr(k) + ": " + py_repr(x);
+        if (out.size() > k_max_string) throw_py("MemoryError", "repr over 64 MiB");
       }
+      charge_bytes(out.size());
       return out + "}";
     }
     case Kind::Namespace: {
@@ -356,6 +390,7 @@ std::string py_str(const Value& v) {
 }
 
 bool py_eq(const Value& a, const Value& b) {
+  DepthGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
     return a.as_float() == b.as_float();
@@ -366,6 +401,7 @@ bool py_eq(const Value& a, const Value& b) {
     case Kind::None: return true;
     case Kind::Str: return a.s == b.s;
     case Kind::List: {
+      if (a.list == b.list) return a.tuple == b.tuple;
       if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k) {
         if (!py_eq((*a.list)[k], (*b.list)[k])) return false;
@@ -373,6 +409,7 @@ bool py_eq(const Value& a, const Value& b) {
       return true;
     }
     case Kind::Dict: {
+      if (a.dict == b.dict) return true;
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, x] : a.dict->items) {
         const Value* y = b.dict->find(k);
@@ -387,6 +424,7 @@ bool py_eq(const Value& a, const Value& b) {
 }
 
 bool py_lt(const Value& a, const Value& b) {
+  DepthGuard guard;
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) {
@@ -423,6 +461,12 @@ int64_t py_len(const Value& v) {
 }
 
 List py_iter(const Value& v) {
+  switch (v.kind) {
+    case Kind::List:
+    case Kind::Dict: charge_bytes(py_len(v) * sizeof(Value)); break;
+    case Kind::Str: charge_bytes(v.s.size() * sizeof(Value)); break;
+    default: break;
+  }
   switch (v.kind) {
     case Kind::Undefined: return {};
     case Kind::Str: {
@@ -505,7 +549,8 @@ std::string json_key(const Value& k) {
 }
 
 void dump(std::string& out, const Value& v, const JsonStyle& st, int level) {
-  if (level > 512) throw_py("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+  if (level > k_max_nesting) throw_py("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+  if (out.size() > k_max_string) throw_py("MemoryError", "JSON over 64 MiB");
   const bool pretty = st.indent >= 0 || st.indent_is_str;
   auto newline = [&](int lv) {
     out.push_back('\n');
@@ -571,6 +616,7 @@ void dump(std::string& out, const Value& v, const JsonStyle& st, int level) {
 std::string py_json_dumps(const Value& v, const JsonStyle& style) {
   std::string out;
   dump(out, v, style, 0);
+  charge_bytes(out.size());
   return out;
 }
 

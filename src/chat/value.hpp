@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +34,29 @@ struct PyError {
 };
 [[noreturn]] void throw_py(std::string type, std::string message);
 
+// Resource limits (a template is untrusted input: GGUF files, --chat-template-file).
+constexpr size_t k_max_string = size_t{64} << 20;  // bytes of any string or of the output
+constexpr int k_max_nesting = 512;                  // depth of lists/dicts and of recursive walks
+
+// The work budget of the render running on this thread: statements, loop iterations, calls, and
+// one unit per KiB copied by string/list operations. Exceeding it raises "template too expensive".
+struct Budget {
+  int64_t used = 0, max = 0;
+};
+extern thread_local Budget* t_budget;
+void charge(int64_t units);
+inline void charge_bytes(size_t n) {
+  if (n >= 1024) charge(static_cast<int64_t>(n / 1024));
+}
+// Guards a recursive walk (repr, ==, <, json.dumps) against cycles through namespaces and deep
+// nesting: RecursionError past k_max_nesting levels.
+struct DepthGuard {
+  DepthGuard();
+  ~DepthGuard();
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+};
+
 struct Dict {
   std::vector<std::pair<Value, Value>> items;  // insertion order, as Python dicts
   const Value* find(const Value& key) const;
@@ -55,6 +79,7 @@ enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, Str, List, Dict, 
 struct Value {
   Kind kind = Kind::Undefined;
   bool tuple = false;  // a List printed and compared as a Python tuple
+  uint16_t depth = 0;  // List/Dict nesting (1 + the deepest element), at most k_max_nesting
   bool b = false;
   int64_t i = 0;
   double f = 0;
@@ -101,12 +126,16 @@ struct Value {
     Value v;
     v.kind = Kind::List;
     v.tuple = is_tuple;
+    v.depth = nesting(items);
     v.list = std::make_shared<const List>(std::move(items));
     return v;
   }
   static Value make_dict(Dict d) {
     Value v;
     v.kind = Kind::Dict;
+    uint16_t deepest = 0;
+    for (const auto& kv : d.items) deepest = std::max({deepest, kv.first.depth, kv.second.depth});
+    v.depth = check_depth(deepest);
     v.dict = std::make_shared<Dict>(std::move(d));
     return v;
   }
@@ -121,6 +150,16 @@ struct Value {
     v.kind = Kind::Func;
     v.fn = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)});
     return v;
+  }
+
+  static uint16_t check_depth(uint16_t deepest) {
+    if (deepest + 1 > k_max_nesting) throw_py("RecursionError", "lists/dicts nested deeper than 512 levels");
+    return static_cast<uint16_t>(deepest + 1);
+  }
+  static uint16_t nesting(const List& items) {
+    uint16_t deepest = 0;
+    for (const auto& x : items) deepest = std::max(deepest, x.depth);
+    return check_depth(deepest);
   }
 
   bool is_undefined() const { return kind == Kind::Undefined; }

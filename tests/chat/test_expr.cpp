@@ -125,6 +125,18 @@ TEST(ChatExpr, ResourceLimits) {
                TemplateError);
   EXPECT_THROW(render("{{ 9223372036854775807 + 1 }}"), TemplateError);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  // deep nesting and cycles through namespaces are errors, not stack overflows
+  EXPECT_THROW(render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
+               TemplateError);
+  EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), TemplateError);
+  EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | tojson }}"), TemplateError);
+  EXPECT_THROW(render("{% set h = namespace(c=namespace()) %}{% for i in range(2000) %}{% set t = namespace() %}"
+                      "{% set t.prev = h.c %}{% set h.c = t %}{% endfor %}{{ h.c }}"),
+               TemplateError);
+  {
+    ordered_json msgs = ordered_json::parse("[" + std::string(700, '[') + std::string(700, ']') + "]");
+    EXPECT_THROW(Template::parse("{{ messages }}").render(msgs, {}), TemplateError);
+  }
   // a namespace holding itself is freed (no reference cycle survives the render)
   EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me is defined }}"), "True");
 }
