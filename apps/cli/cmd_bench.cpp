@@ -29,6 +29,7 @@ struct BenchOpts {
 
 int run_bench(BenchOpts o) {
   o.p.warmup = !o.no_warmup;
+  o.p.env = process_env();
   const bool on_gpu = o.p.device != "cpu";
   if (!o.roofline_json.empty()) {
     o.p.roofline = runtime::load_roofline_json(o.roofline_json);
@@ -37,16 +38,18 @@ int run_bench(BenchOpts o) {
     std::string why;
     if (auto i = vulkan::parse_vulkan_device(o.p.device)) {
       idx = *i;
-    } else if (auto g = vulkan::first_gpu(&why)) {
+    } else if (auto g = vulkan::first_gpu(&why, runtime::instance_options(process_env()))) {
       idx = *g;
     } else {
       idx = UINT32_MAX;
     }
     if (idx != UINT32_MAX) {
       if (!o.quiet) fmt::print(stderr, "bench: measuring the roofline of vulkan:{} (skip: --no-roofline or --roofline-json)\n", idx);
-      auto inst = std::make_shared<vulkan::Instance>();
+      auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(process_env()));
       vulkan::Device dev(inst, idx);
-      vulkan::Roofline r = vulkan::measure_roofline(dev);
+      vulkan::RooflineOptions ro;
+      ro.timeout_s = vulkan::parse_timeout_s(process_env().lab.vulkan_timeout_s);
+      vulkan::Roofline r = vulkan::measure_roofline(dev, ro);
       o.p.roofline = runtime::BenchRoofline{r.fp32_tflops, r.int8_dot_tops, r.copy_gbs};
     }
   }

@@ -81,11 +81,15 @@ int run_bench_op(const BenchOpts& o) {
   if (K % di.block_elems) fail("--shape: K = {} is not a multiple of {}'s block of {}", K, o.type, di.block_elems);
   if (o.kernel != "mmq" && o.kernel != "mmq-nodot") fail("--kernel {}: expected mmq or mmq-nodot", o.kernel);
 
-  auto inst = std::make_shared<vulkan::Instance>();
+  const runtime::EnvOptions& penv = process_env();
+  auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(penv));
   vulkan::Device dev(inst, o.device);
   const vulkan::DeviceInfo& info = dev.info();
+  const uint64_t timeout_s = vulkan::parse_timeout_s(penv.lab.vulkan_timeout_s);
   vulkan::Roofline roof;
-  if (!o.no_roofline) roof = vulkan::measure_roofline(dev);
+  vulkan::RooflineOptions ro;
+  ro.timeout_s = timeout_s;
+  if (!o.no_roofline) roof = vulkan::measure_roofline(dev, ro);
 
   tune::DeviceProfile prof = tune::select_profile(info.vendor_id, info.driver_name);
   if (!o.tune.empty()) prof = tune::load_profile_override(o.tune, prof);
@@ -93,8 +97,8 @@ int run_bench_op(const BenchOpts& o) {
   const bool use_dot = o.kernel == "mmq";
 
   vulkan::Memory mem(dev, 0);
-  vulkan::Pipelines pipes(dev, true);
-  vulkan::Recorder rec(dev, info.max_storage_buffer_range);
+  vulkan::Pipelines pipes(dev, true, penv.cache_dir);
+  vulkan::Recorder rec(dev, info.max_storage_buffer_range, timeout_s);
   vulkan::ops::Env env{rec, pipes, info, {}, 128, false};
   if (o.pipeline_stats) pipes.set_capture_statistics(true);
 

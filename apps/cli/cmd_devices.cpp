@@ -21,7 +21,7 @@ std::string bytes_str(uint64_t b) {
 }
 
 int run_devices(const DevicesOpts& o) {
-  vulkan::InstanceOptions io;
+  vulkan::InstanceOptions io = runtime::instance_options(process_env());
   io.validation = o.validation;
   vulkan::Instance inst(io);
   const size_t n = inst.physical_devices().size();

@@ -86,6 +86,7 @@ int run_run(const RunOpts& o) {
   runtime::BackendOptions bo;
   bo.device = o.device;
   bo.matmul = o.matmul;
+  bo.env = process_env();
   runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
     fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
@@ -185,6 +186,7 @@ int run_chat(const RunOpts& o) {
   runtime::BackendOptions bo;
   bo.device = o.device;
   bo.matmul = o.matmul;
+  bo.env = process_env();
   runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);

@@ -57,6 +57,7 @@ void add_serve(CLI::App& app, Runner& run) {
     for (const auto* opt : sub->get_options())
       if (opt->count() > 0 && opt->get_description().find("ignored") != std::string::npos) notes.insert(opt->get_name());
     run = [o, notes] {
+      o->env = process_env();
       for (const auto& n : notes) fmt::print(stderr, "rocky: note: {} does not apply to rocky; ignored\n", n);
       return server::run_server(*o);
     };

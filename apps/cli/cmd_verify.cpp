@@ -110,6 +110,7 @@ int run_verify(const VerifyOpts& o) {
 
   runtime::BackendOptions co;
   co.device = "cpu";
+  co.env = process_env();
   auto cpu_be = runtime::make_backend(co);
   cpu_be->load_weights(weights);
   auto cpu = cpu_be->make_context({g.kv, 1});
@@ -120,6 +121,7 @@ int run_verify(const VerifyOpts& o) {
   vo.profile = o.profile;
   vo.validation = o.validation;
   vo.matmul = o.matmul;
+  vo.env = process_env();
   auto gpu_be = runtime::make_backend(vo);
   gpu_be->load_weights(weights);
   auto gpu = gpu_be->make_context({g.kv, 1});

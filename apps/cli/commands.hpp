@@ -11,9 +11,15 @@
 #include <functional>
 #include <string>
 
+#include "runtime/options.hpp"
+
 namespace rocky::cli {
 
 using Runner = std::function<int()>;
+
+// The environment as main() read it once at start (runtime::read_env): the ROCKY_* lab overrides,
+// the pipeline cache directory, the loader, XDG_RUNTIME_DIR. Commands pass it down as options.
+const runtime::EnvOptions& process_env();
 
 void add_info(CLI::App& app, Runner& run);
 void add_devices(CLI::App& app, Runner& run);

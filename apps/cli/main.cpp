@@ -21,7 +21,15 @@ std::string rewrite_two_letter(const char* arg) {
 }
 }  // namespace
 
+namespace rocky::cli {
+namespace {
+runtime::EnvOptions g_env;
+}  // namespace
+const runtime::EnvOptions& process_env() { return g_env; }
+}  // namespace rocky::cli
+
 int main(int argc, char** argv) {
+  rocky::cli::g_env = rocky::runtime::read_env();  // the one read of the environment
   CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores", "rocky"};  // name: help says "Usage: rocky"
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");

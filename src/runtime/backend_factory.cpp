@@ -28,11 +28,12 @@ std::unique_ptr<backend::Backend> make_backend(const BackendOptions& bo) {
   std::optional<uint32_t> index = vulkan::parse_vulkan_device(device);
   if (!index && device == "auto") {
     std::string why;
-    index = vulkan::first_gpu(&why);
+    index = vulkan::first_gpu(&why, instance_options(bo.env));
     if (!index) return cpu(why);
   }
   if (!index) fail("unknown device '{}' (accepted: cpu, vulkan, vulkan:N, auto)", device);
   vulkan::VulkanOptions o;
+  apply_env(bo.env, o);
   o.device = *index;
   o.matmul = matmul;
   o.profile = bo.profile;

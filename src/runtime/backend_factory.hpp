@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "runtime/options.hpp"
 
 namespace rocky::runtime {
 
@@ -22,6 +23,9 @@ struct BackendOptions {
   // Non-empty: the caller needs a Vulkan device ("bench --profile"); landing on the CPU is then a
   // rocky::Error "<vulkan_for> needs a Vulkan device".
   std::string vulkan_for;
+  // The program's environment (read_env at its boundary): ROCKY_* lab overrides (they win over the
+  // fields above), the pipeline cache directory, the loader, XDG_RUNTIME_DIR. Default: none.
+  EnvOptions env;
 };
 
 // rocky::Error naming the device and the accepted names when o.device is unknown, or naming

@@ -207,6 +207,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     bo.device = p.device;
     bo.matmul = p.matmul;
     bo.profile = p.profile;
+    bo.env = p.env;
     if (p.profile) bo.vulkan_for = "bench --profile";
     Session s(*model, make_backend(bo), so);
     // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.

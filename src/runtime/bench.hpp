@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.hpp"
+#include "runtime/options.hpp"
 
 namespace rocky::runtime {
 
@@ -48,6 +49,7 @@ struct BenchParams {
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
+  EnvOptions env;                         // the program's environment (lab overrides, cache dir)
 };
 
 struct BenchRow {

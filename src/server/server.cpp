@@ -146,6 +146,7 @@ class App {
     runtime::BackendOptions bo;
     bo.device = o_.device;
     bo.matmul = o_.matmul;
+    bo.env = o_.env;
     const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     std::vector<std::unique_ptr<runtime::Session>> slots;
     for (int i = 0; i < o_.n_parallel; ++i) {

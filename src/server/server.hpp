@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/options.hpp"
+
 namespace rocky::server {
 
 struct ServerOptions {
@@ -30,6 +32,7 @@ struct ServerOptions {
   int timeout_s = 600;              // HTTP read/write timeout
   double shutdown_grace_s = 10;
   int test_token_delay_ms = 0;      // tests only: sleep this long after each generated token
+  runtime::EnvOptions env;          // the program's environment (ROCKY_* lab overrides, cache dir, …)
 };
 
 int run_server(const ServerOptions& o);

@@ -19,6 +19,7 @@
 
 #include "backend/cpu/ops.hpp"
 #include "quant/quant.hpp"
+#include "runtime/options.hpp"
 #include "vk_test_util.hpp"
 
 namespace rocky::test {
@@ -36,6 +37,7 @@ class VulkanAttention : public ::testing::Test {
     unsetenv("ROCKY_ATTN");
     unsetenv("ROCKY_ATTN_TILE");
     for (auto& [key, be] : shared_backends()) {
+      be->set_lab(runtime::read_env().lab);
       EXPECT_EQ(be->instance().error_count(), 0u) << "validation errors (kv_f16=" << std::get<0>(key) << ")";
       be->release_weights();
     }
@@ -105,6 +107,7 @@ void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vec
   setenv("ROCKY_ATTN", kernel, 1);
   if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
   auto& be = shared_backend(kv_f16);
+  be.set_lab(runtime::read_env().lab);  // the program boundary's read of ROCKY_ATTN / ROCKY_ATTN_TILE
   std::mt19937 rng(kv_f16 ? 71 : 70);
   double worst = 0;
   int cases = 0;
@@ -168,6 +171,7 @@ TEST(VulkanAttentionBench, DISABLED_OpTime) {
   for (auto [n, n_past] : cases) {
     for (const char* kernel : {"simple", "flash"}) {
       setenv("ROCKY_ATTN", kernel, 1);
+      be.set_lab(runtime::read_env().lab);
       const int32_t total = n + n_past;
       auto eq = make_weight(DType::F32, int64_t(hd) * n_head, total, rng, "q");
       auto ek = make_weight(DType::F32, int64_t(hd) * n_kv, total, rng, "k");

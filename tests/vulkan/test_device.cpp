@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "gguf/gguf.hpp"
 #include "common/shared.hpp"
+#include "runtime/options.hpp"
 #include "vk_test_util.hpp"
 
 namespace rocky::test {
@@ -143,6 +144,7 @@ TEST(VulkanDevice, MemoryLimitGivesClearError) {
   {
     ::setenv("ROCKY_DEVICE_MEMORY_LIMIT", "1000000", 1);
     vulkan::VulkanOptions o;
+    runtime::apply_env(runtime::read_env(), o);  // the program boundary's read
     o.persist_pipeline_cache = false;
     vulkan::VulkanBackend be(o);
     ::unsetenv("ROCKY_DEVICE_MEMORY_LIMIT");
@@ -152,10 +154,10 @@ TEST(VulkanDevice, MemoryLimitGivesClearError) {
   // Not byte counts: words, a sign (strtoull would wrap "-5" to no limit), overflow, spaces.
   for (const char* bad : {"lots", "-5", "+5", " 5", "99999999999999999999999"}) {
     ::setenv("ROCKY_DEVICE_MEMORY_LIMIT", bad, 1);
-    EXPECT_THROW(vulkan::device_memory_limit_from_env(), Error) << bad;
+    EXPECT_THROW(runtime::device_memory_limit_from_env(), Error) << bad;
   }
   ::setenv("ROCKY_DEVICE_MEMORY_LIMIT", "123456", 1);
-  EXPECT_EQ(vulkan::device_memory_limit_from_env(), 123456u);
+  EXPECT_EQ(runtime::device_memory_limit_from_env(), 123456u);
   ::unsetenv("ROCKY_DEVICE_MEMORY_LIMIT");
 }
 
@@ -306,6 +308,7 @@ TEST(VulkanDevice, PipelineCachePersistsAndProfileTimes) {
   auto ea = make_weight(DType::Q8_0, 64, 9, rng, "a");
   {
     vulkan::VulkanOptions o;
+    runtime::apply_env(runtime::read_env(), o);  // the program boundary's read: XDG_CACHE_HOME
     o.validation = true;
     o.profile = true;
     o.matmul = vulkan::ops::MatmulPath::BASIC;  // one matmul.comp dispatch (the int8 path adds a quantize)

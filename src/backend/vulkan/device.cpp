@@ -79,10 +79,11 @@ bool has_device_extension(VkPhysicalDevice pd, const char* name) {
   return false;
 }
 
-std::string xdg_hint() {
-  const char* x = std::getenv("XDG_RUNTIME_DIR");
+std::string xdg_hint(const std::optional<std::string>& dir) {
+  if (!dir) return "";
+  const char* x = dir->c_str();
   struct stat st {};
-  if (x == nullptr || *x == '\0' || stat(x, &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (*x == '\0' || stat(x, &st) != 0 || !S_ISDIR(st.st_mode)) {
     return " XDG_RUNTIME_DIR is unset or not a directory: set it to an existing 0700 directory "
            "(e.g. export XDG_RUNTIME_DIR=/run/user/$(id -u)); some drivers (panvk) fail without it.";
   }
@@ -117,9 +118,9 @@ std::optional<uint32_t> parse_vulkan_device(const std::string& spec) {
   return static_cast<uint32_t>(std::stoul(n));
 }
 
-std::optional<uint32_t> first_gpu(std::string* why) {
+std::optional<uint32_t> first_gpu(std::string* why, const InstanceOptions& base) {
   try {
-    InstanceOptions io;
+    InstanceOptions io = base;
     io.print_messages = false;
     Instance inst(io);
     for (uint32_t i = 0; i < inst.physical_devices().size(); ++i) {
@@ -133,8 +134,10 @@ std::optional<uint32_t> first_gpu(std::string* why) {
   return std::nullopt;
 }
 
-Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages) {
-  load_vulkan_loader();
+std::string Instance::xdg_hint() const { return vulkan::xdg_hint(xdg_runtime_dir_); }
+
+Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages), xdg_runtime_dir_(opts.xdg_runtime_dir) {
+  load_vulkan_loader(opts.loader);
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "rocky";
   app.applicationVersion = VK_MAKE_API_VERSION(0, 0, 1, 0);

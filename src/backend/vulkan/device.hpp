@@ -63,6 +63,12 @@ struct InstanceOptions {
   bool validation = false;
   // Print validation messages to stderr as they arrive.
   bool print_messages = true;
+  // The Vulkan loader to dlopen (ROCKY_VULKAN_LOADER; "" = libvulkan.so.1). Process-wide: the first
+  // instance's choice counts.
+  std::string loader;
+  // XDG_RUNTIME_DIR as the program's environment has it ("" = unset), to explain a failed instance
+  // or device creation (panvk needs an existing 0700 directory); nullopt = not known (no hint).
+  std::optional<std::string> xdg_runtime_dir;
 };
 
 class Instance {
@@ -80,6 +86,8 @@ class Instance {
   const std::vector<VkPhysicalDevice>& physical_devices() const { return physical_; }
   // Probe device `index` (rocky::Error when out of range).
   DeviceInfo probe(uint32_t index) const;
+  // " XDG_RUNTIME_DIR is unset or not a directory: …" when that may be why Vulkan failed, else "".
+  std::string xdg_hint() const;
 
  private:
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -90,6 +98,7 @@ class Instance {
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   bool validation_ = false;
   bool print_ = true;
+  std::optional<std::string> xdg_runtime_dir_;
   std::atomic<uint32_t> errors_{0}, warnings_{0};
   std::vector<VkPhysicalDevice> physical_;
 };
@@ -129,7 +138,8 @@ std::optional<uint32_t> parse_vulkan_device(const std::string& spec);
 
 // Index of the first Vulkan device that is a GPU (not a CPU driver such as lavapipe), for
 // `--device auto`; nullopt when there is none or Vulkan is unavailable (`why` then says which).
-std::optional<uint32_t> first_gpu(std::string* why);
+// `io`: the instance options to probe with (loader, XDG_RUNTIME_DIR; messages are not printed).
+std::optional<uint32_t> first_gpu(std::string* why, const InstanceOptions& io = {});
 
 // rocky::Error with `what` and the VkResult's name unless r == VK_SUCCESS. Device loss says so.
 void vk_check(VkResult r, const char* what);

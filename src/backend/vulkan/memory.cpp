@@ -27,9 +27,9 @@ uint32_t find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, Vk
 
 }  // namespace
 
-uint64_t device_memory_limit_from_env() {
-  const char* s = std::getenv("ROCKY_DEVICE_MEMORY_LIMIT");
-  if (s == nullptr || *s == '\0') return 0;
+uint64_t parse_device_memory_limit(const std::string& value) {
+  const char* s = value.c_str();
+  if (*s == '\0') return 0;
   // strtoull accepts a sign ("-5" wraps to ~2^64, i.e. no limit) and saturates on overflow: digits only.
   char* end = nullptr;
   errno = 0;

@@ -5,7 +5,8 @@
 // host-visible too where the device has such memory (UMA: weights are written in place, no staging
 // copy). HOST buffers are host-visible staging/readback buffers.
 //
-// Cap: `limit_bytes` (0 = none; the backend fills it from ROCKY_DEVICE_MEMORY_LIMIT=BYTES). An
+// Cap: `limit_bytes` (0 = none; the backend fills it from ROCKY_DEVICE_MEMORY_LIMIT=BYTES, which the
+// program's boundary reads: LabOptions, parse_device_memory_limit). An
 // allocation that would pass the cap, or that the driver refuses, throws OutOfMemoryError naming
 // the allocation and suggesting a smaller context (-c) or ubatch (-ub).
 #pragma once
@@ -19,6 +20,7 @@
 #include <string>
 
 #include "backend/vulkan/device.hpp"
+#include "backend/vulkan/lab_options.hpp"
 
 namespace rocky::vulkan {
 
@@ -103,7 +105,5 @@ class Memory {
   VkFence fence_ = VK_NULL_HANDLE;
 };
 
-// ROCKY_DEVICE_MEMORY_LIMIT as bytes (0 when unset); rocky::Error when set but not a number.
-uint64_t device_memory_limit_from_env();
 
 }  // namespace rocky::vulkan

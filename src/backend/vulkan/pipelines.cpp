@@ -39,15 +39,9 @@ std::vector<uint32_t> reflect_bindings(const uint32_t* w, size_t n) {
 
 namespace {
 
-std::string cache_file(const DeviceInfo& info, VkPhysicalDevice pd) {
-  std::filesystem::path dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir = x;
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir = std::filesystem::path(h) / ".cache";
-  } else {
-    return "";
-  }
+std::string cache_file(const DeviceInfo& info, VkPhysicalDevice pd, const std::string& cache_dir) {
+  if (cache_dir.empty()) return "";
+  const std::filesystem::path dir = cache_dir;
   VkPhysicalDeviceProperties p{};
   vkGetPhysicalDeviceProperties(pd, &p);
   std::string id;
@@ -58,10 +52,10 @@ std::string cache_file(const DeviceInfo& info, VkPhysicalDevice pd) {
 
 }  // namespace
 
-Pipelines::Pipelines(Device& dev, bool persist) : dev_(dev) {
+Pipelines::Pipelines(Device& dev, bool persist, const std::string& cache_dir) : dev_(dev) {
   std::vector<char> data;
   if (persist) {
-    path_ = cache_file(dev.info(), dev.physical());
+    path_ = cache_file(dev.info(), dev.physical(), cache_dir);
     if (!path_.empty()) {
       std::ifstream f(path_, std::ios::binary);
       if (f) data.assign(std::istreambuf_iterator<char>(f), {});

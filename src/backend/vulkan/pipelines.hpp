@@ -1,5 +1,6 @@
 // Compute pipelines: created lazily on first use, cached by (shader, specialization constants),
-// backed by a VkPipelineCache persisted under $XDG_CACHE_HOME/rocky (fallback ~/.cache/rocky).
+// backed by a VkPipelineCache persisted under CACHE_DIR/rocky (the program passes $XDG_CACHE_HOME,
+// else ~/.cache: runtime::read_env).
 //
 // Descriptor layouts come from the SPIR-V itself (reflection of the Binding decorations: every
 // binding of set 0 is a storage buffer), so host code never counts bindings by hand. The push
@@ -43,8 +44,9 @@ std::vector<uint32_t> reflect_bindings(const uint32_t* words, size_t n_words);
 
 class Pipelines {
  public:
-  // persist: load/save the VkPipelineCache file (tests may turn it off).
-  Pipelines(Device& dev, bool persist);
+  // persist: load/save the VkPipelineCache file under cache_dir/rocky (tests may turn it off; an
+  // empty cache_dir persists nothing).
+  Pipelines(Device& dev, bool persist, const std::string& cache_dir = {});
   ~Pipelines();
   Pipelines(const Pipelines&) = delete;
   Pipelines& operator=(const Pipelines&) = delete;

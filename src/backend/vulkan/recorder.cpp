@@ -11,22 +11,21 @@ namespace rocky::vulkan {
 namespace {
 constexpr uint32_t k_sets_per_pool = 256;
 constexpr uint32_t k_query_capacity = 4096;
-// A hung GPU is an error, not a hang. One ubatch of a large model on a CPU driver (lavapipe) can
-// legitimately take many minutes, so the default is generous; ROCKY_VULKAN_TIMEOUT_S overrides it.
-uint64_t wait_timeout_s() {
-  static const uint64_t s = [] {
-    const char* e = std::getenv("ROCKY_VULKAN_TIMEOUT_S");
-    char* end = nullptr;
-    unsigned long long v = e ? std::strtoull(e, &end, 10) : 0;
-    return (e && end != e && *end == '\0' && v > 0) ? uint64_t(v) : uint64_t{1800};
-  }();
-  return s;
-}
 // Destructor: a frame still pending only after a failed wait; do not hang on it.
 constexpr uint64_t k_wait_timeout_ns = 5ull * 1000 * 1000 * 1000;
 }  // namespace
 
-Recorder::Recorder(Device& dev, uint64_t max_binding) : dev_(dev) {
+// A hung GPU is an error, not a hang. One ubatch of a large model on a CPU driver (lavapipe) can
+// legitimately take many minutes, so the default is generous; ROCKY_VULKAN_TIMEOUT_S overrides it.
+uint64_t parse_timeout_s(const std::string& value) {
+  const char* e = value.c_str();
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(e, &end, 10);
+  return (end != e && *end == '\0' && v > 0) ? uint64_t(v) : uint64_t{1800};
+}
+
+Recorder::Recorder(Device& dev, uint64_t max_binding, uint64_t timeout_s)
+    : dev_(dev), timeout_s_(timeout_s > 0 ? timeout_s : 1800) {
   max_binding_ = dev.info().max_storage_buffer_range;
   fill_fn_ = reinterpret_cast<PFN_vkCmdFillBuffer>(vkGetInstanceProcAddr(dev.instance().handle(), "vkCmdFillBuffer"));
   if (fill_fn_ == nullptr) fail("Vulkan: the loader does not provide vkCmdFillBuffer");
@@ -76,11 +75,11 @@ Bound Recorder::bind(const Buffer& buf, uint64_t offset, uint64_t bytes, bool wr
 
 void Recorder::wait(Frame& f) {
   if (!f.pending) return;
-  VkResult r = vkWaitForFences(dev_.handle(), 1, &f.fence, VK_TRUE, wait_timeout_s() * 1000000000ull);
+  VkResult r = vkWaitForFences(dev_.handle(), 1, &f.fence, VK_TRUE, timeout_s_ * 1000000000ull);
   if (r == VK_TIMEOUT) {
     fail("Vulkan: the GPU did not finish a command buffer within {} s (device hung? raise "
          "ROCKY_VULKAN_TIMEOUT_S for very large ubatches on slow drivers, or use a smaller -ub)",
-         wait_timeout_s());
+         timeout_s_);
   }
   vk_check(r, "vkWaitForFences");
   vkResetFences(dev_.handle(), 1, &f.fence);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/vulkan/device.hpp"
+#include "backend/vulkan/lab_options.hpp"
 #include "backend/vulkan/memory.hpp"
 #include "backend/vulkan/pipelines.hpp"
 
@@ -41,7 +42,9 @@ struct OpTiming {
 
 class Recorder {
  public:
-  Recorder(Device& dev, uint64_t max_binding);
+  // timeout_s: how long a fence wait may take before the GPU counts as hung (rocky::Error); the
+  // programs pass ROCKY_VULKAN_TIMEOUT_S (parse_timeout_s).
+  Recorder(Device& dev, uint64_t max_binding, uint64_t timeout_s = 1800);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -106,6 +109,7 @@ class Recorder {
   Device& dev_;
   PFN_vkCmdFillBuffer fill_fn_ = nullptr;  // resolved here (not in vk.hpp's shared table)
   uint64_t max_binding_ = 0;
+  uint64_t timeout_s_ = 1800;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::array<Frame, 2> frames_{};
   uint32_t current_ = 0;

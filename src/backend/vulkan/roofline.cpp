@@ -61,7 +61,7 @@ Roofline measure_roofline(Device& dev, const RooflineOptions& opts) {
 
   Memory mem(dev, 0);
   Pipelines pipes(dev, false);
-  Recorder rec(dev, info.max_storage_buffer_range);
+  Recorder rec(dev, info.max_storage_buffer_range, opts.timeout_s);
   Roofline r;
   r.device = info.name;
   r.driver = info.driver_name + " " + info.driver_info;

@@ -22,11 +22,11 @@ void* g_lib = nullptr;
 bool g_instance_loaded = false;
 }  // namespace
 
-void load_vulkan_loader() {
+void load_vulkan_loader(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_lib != nullptr) return;
   std::string tried;
-  const char* env = std::getenv("ROCKY_VULKAN_LOADER");
+  const char* env = path.c_str();
   const char* names[] = {env != nullptr && *env != '\0' ? env : "libvulkan.so.1", env != nullptr && *env != '\0' ? nullptr : "libvulkan.so"};
   for (const char* n : names) {
     if (n == nullptr) continue;

@@ -11,6 +11,8 @@
 #endif
 #include <vulkan/vulkan.h>
 
+#include <string>
+
 // Resolved without an instance.
 #define ROCKY_VK_GLOBAL_FUNCTIONS(X) \
   X(vkCreateInstance)                \
@@ -49,7 +51,9 @@ extern PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
 
 // dlopen the loader ($ROCKY_VULKAN_LOADER, else libvulkan.so.1, else libvulkan.so) once and
 // resolve the global functions. rocky::Error naming the library and the fix when it is missing.
-void load_vulkan_loader();
+// `path`: ROCKY_VULKAN_LOADER as the program read it ("" = libvulkan.so.1, then libvulkan.so). The
+// loader is process-wide: only the first call's path counts.
+void load_vulkan_loader(const std::string& path = {});
 // Resolve the instance-level functions through `instance` (once; idempotent).
 void load_instance_functions(VkInstance instance);
 

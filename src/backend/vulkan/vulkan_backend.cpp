@@ -15,8 +15,9 @@ namespace rocky::vulkan {
 using graph::Op;
 
 VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
+  const LabOptions& lab = opts_.lab;  // precedence: lab override > option > default
   // ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn overrides the matmul tile (tuning experiments).
-  if (const char* t = std::getenv("ROCKY_MATMUL_TILE"); t && *t) {
+  if (const char* t = lab.matmul_tile.c_str(); *t) {
     ops::MatmulTile m;
     if (std::sscanf(t, "%u,%u,%u,%u,%u", &m.bm, &m.bn, &m.bk, &m.tm, &m.tn) != 5 || m.tm == 0 || m.tn == 0 ||
         m.bm % m.tm || m.bn % m.tn || m.bk == 0) {
@@ -26,23 +27,25 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   }
   InstanceOptions io;
   io.validation = opts.validation;
+  io.loader = opts.loader;
+  io.xdg_runtime_dir = opts.xdg_runtime_dir;
   instance_ = std::make_shared<Instance>(io);
   device_ = std::make_unique<Device>(instance_, opts.device);
-  uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : device_memory_limit_from_env();
+  uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : parse_device_memory_limit(lab.device_memory_limit);
   memory_ = std::make_unique<Memory>(*device_, limit);
-  pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
+  pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache, opts.cache_dir);
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
   // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
-  if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) opts_.matmul = ops::parse_matmul_path(mm, "ROCKY_MATMUL");
+  if (!lab.matmul.empty()) opts_.matmul = ops::parse_matmul_path(lab.matmul, "ROCKY_MATMUL");
   // ROCKY_FUSE_EPILOGUE=0|1 overrides fuse_epilogue (A/B runs of rocky bench in lab scripts).
-  if (const char* fe = std::getenv("ROCKY_FUSE_EPILOGUE"); fe && *fe) {
-    const std::string v = fe;
+  if (!lab.fuse_epilogue.empty()) {
+    const std::string& v = lab.fuse_epilogue;
     if (v != "0" && v != "1") fail("ROCKY_FUSE_EPILOGUE='{}': expected 0 or 1", v);
     opts_.fuse_epilogue = v == "1";
   }
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
-  if (const char* f = std::getenv("ROCKY_TUNE"); f && *f) mmq_profile_ = tune::load_profile_override(f, mmq_profile_);
+  if (!lab.tune.empty()) mmq_profile_ = tune::load_profile_override(lab.tune, mmq_profile_);
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -129,7 +132,7 @@ void VulkanBackend::release_weights() {
 VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
   if (o.n_seq != 1) fail("Vulkan context: {} sequences asked for; one sequence per context is implemented", o.n_seq);
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
-  recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding);
+  recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, parse_timeout_s(be_.opts_.lab.vulkan_timeout_s));
   const uint64_t elem = be_.opts_.kv_f16 ? 2 : 4;
   const uint64_t bytes = uint64_t(kv_.n_embd_kv) * uint64_t(kv_.n_ctx) * elem;
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
@@ -351,6 +354,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.opts_.tile, 128, be_.opts_.kv_f16};
   env.matmul = be_.opts_.matmul;
   env.prof = &be_.mmq_profile_;
+  env.lab = &be_.opts_.lab;
   q81_ = plan_q8_1(env, g);
   while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
   for (uint32_t i = 0; i < q81_.n_slots; ++i) {  // grown only when a larger graph arrives

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/vulkan/device.hpp"
+#include "backend/vulkan/lab_options.hpp"
 #include "backend/vulkan/memory.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/pipelines.hpp"
@@ -47,6 +49,15 @@ struct VulkanOptions {
   // Dispatches recorded per command buffer before it is submitted without waiting (Recorder::flush),
   // so the GPU starts while the host records the rest; 0 = one command buffer per ubatch.
   uint32_t flush_dispatches = 96;
+  // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
+  // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
+  // environment.
+  LabOptions lab;
+  // Where the VkPipelineCache file lives (CACHE_DIR/rocky; "" = not persisted): $XDG_CACHE_HOME or
+  // ~/.cache, from runtime::read_env.
+  std::string cache_dir;
+  std::string loader;                          // ROCKY_VULKAN_LOADER ("" = libvulkan.so.1)
+  std::optional<std::string> xdg_runtime_dir;  // for the hint when device creation fails (InstanceOptions)
 };
 
 using HostTiming = backend::HostTiming;
@@ -140,6 +151,10 @@ class VulkanBackend final : public backend::Backend {
   const ops::MatmulTile& tile() const { return opts_.tile; }
   ops::MatmulPath matmul_path() const { return opts_.matmul; }
   const VulkanOptions& options() const { return opts_; }
+  // Lab / tests: replace the overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE)
+  // for the next compute() of every context (not while one computes); the others were applied when
+  // the backend was made.
+  void set_lab(const LabOptions& lab) { opts_.lab = lab; }
 
   // A default context for single-stream tools and tests (the lab commands, tests/vulkan): init_kv
   // makes it (again when the shape changes; the same shape zeroes it in place), compute() without

@@ -53,9 +53,9 @@ bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd) {
 }
 
 // ROCKY_ATTN_TILE, parsed and checked once per call (cheap next to recording a dispatch).
-bool tile_override(const DeviceInfo& d, uint32_t hd, FlashTile* out) {
-  const char* env = std::getenv("ROCKY_ATTN_TILE");
-  if (!env || !*env) return false;
+bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, FlashTile* out) {
+  if (lab == nullptr || lab->attn_tile.empty()) return false;
+  const char* env = lab->attn_tile.c_str();
   FlashTile t{};
   char tail = 0;
   const int got = std::sscanf(env, "%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &tail);
@@ -72,9 +72,9 @@ bool tile_override(const DeviceInfo& d, uint32_t hd, FlashTile* out) {
 }
 
 // The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
-const FlashTile* flash_tile(const DeviceInfo& d, uint32_t hd, FlashTile* scratch) {
+const FlashTile* flash_tile(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, FlashTile* scratch) {
   if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
-  if (tile_override(d, hd, scratch)) return scratch;
+  if (tile_override(lab, d, hd, scratch)) return scratch;
   std::span<const FlashTile> c = k_gpu_tiles;
   if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) c = k_cpu_tiles;
   else if (d.vendor_id == 0x13B5) c = hd <= 128 ? std::span<const FlashTile>(k_arm_tiles) : k_arm_tiles_wide;
@@ -83,8 +83,8 @@ const FlashTile* flash_tile(const DeviceInfo& d, uint32_t hd, FlashTile* scratch
   return nullptr;
 }
 
-bool want_flash(const DeviceInfo& d, const AttnArgs& a) {
-  const char* force = std::getenv("ROCKY_ATTN");
+bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
+  const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
   if (force && std::strcmp(force, "simple") == 0) return false;
   if (force && std::strcmp(force, "flash") == 0) return true;
   if (force && *force) fail("ROCKY_ATTN='{}': expected flash or simple (or unset)", force);
@@ -106,7 +106,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
                  static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale};
   FlashTile scratch{};
-  const FlashTile* tile = want_flash(e.info, a) ? flash_tile(e.info, a.head_dim, &scratch) : nullptr;
+  const FlashTile* tile = want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.info, a.head_dim, &scratch) : nullptr;
   if (tile) {
     const FlashTile& t = *tile;
     const Pipeline& p = e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},

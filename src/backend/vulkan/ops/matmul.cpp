@@ -60,9 +60,9 @@ bool matvec_uses_mmq(const Env& e, const Weight& w) {
 struct MatvecMmqShape {
   uint32_t wg, rows;
 };
-static MatvecMmqShape matvec_mmq_shape(const DeviceInfo& d) {
+static MatvecMmqShape matvec_mmq_shape(const LabOptions* lab, const DeviceInfo& d) {
   // ROCKY_MMV_SHAPE=WG,ROWS overrides the choice (tuning experiments; docs/tuning-log.md).
-  if (const char* v = std::getenv("ROCKY_MMV_SHAPE"); v && *v) {
+  if (const char* v = lab != nullptr ? lab->mmv_shape.c_str() : nullptr; v && *v) {
     MatvecMmqShape s{};
     if (std::sscanf(v, "%u,%u", &s.wg, &s.rows) != 2 || s.wg == 0 || (s.wg & (s.wg - 1)) || s.rows == 0 ||
         s.rows > s.wg || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
@@ -81,7 +81,7 @@ void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& 
   if (x.bytes < w.ne0 * 4 || y.bytes < w.rows * 4)
     fail("{}: matvec_mmq regions too small (x {} bytes for K = {}, y {} bytes for M = {})", label, x.bytes, w.ne0,
          y.bytes, w.rows);
-  const MatvecMmqShape sh = matvec_mmq_shape(e.info);
+  const MatvecMmqShape sh = matvec_mmq_shape(e.lab, e.info);
   const Pipeline& p = e.pipes.get("matvec_mmq", {{ROCKY_SC_WG, sh.wg},
                                                  {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
                                                  {ROCKY_SC_BM, sh.rows},

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/vulkan/lab_options.hpp"
 #include "backend/vulkan/memory.hpp"
 #include "backend/vulkan/pipelines.hpp"
 #include "backend/vulkan/recorder.hpp"
@@ -91,6 +92,8 @@ struct Env {
   // per activation in its producer and calls matmul_q8_1). Unset: matmul() never takes MMQ.
   const Buffer* q81_qs = nullptr;
   const Buffer* q81_ds = nullptr;
+  // Lab overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE); nullptr = none.
+  const LabOptions* lab = nullptr;
 };
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).

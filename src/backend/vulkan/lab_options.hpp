@@ -1,0 +1,29 @@
+// The lab overrides of the Vulkan backend (tuning experiments, lab scripts), as the program's
+// boundary read them (runtime::read_env, src/runtime/options.hpp: the ROCKY_* variables). The
+// backend parses them itself — a bad value is a rocky::Error naming the variable — and never reads
+// the environment. "" = not set. Precedence: a lab override > the option (flag) > the default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rocky::vulkan {
+
+struct LabOptions {
+  std::string matmul;               // ROCKY_MATMUL=auto|mmq|mm|basic (wins over VulkanOptions::matmul)
+  std::string matmul_tile;          // ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn (wins over VulkanOptions::tile)
+  std::string tune;                 // ROCKY_TUNE=FILE: mul_mmq / mul_mm tiles (src/tune/tile.hpp)
+  std::string attn;                 // ROCKY_ATTN=flash|simple (ops/attention.cpp)
+  std::string attn_tile;            // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH]
+  std::string fuse_epilogue;        // ROCKY_FUSE_EPILOGUE=0|1 (wins over VulkanOptions::fuse_epilogue)
+  std::string mmv_shape;            // ROCKY_MMV_SHAPE=WG,ROWS (ops/matmul.cpp, matvec_mmq)
+  std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)
+  std::string vulkan_timeout_s;     // ROCKY_VULKAN_TIMEOUT_S=S (fence waits; default 1800)
+};
+
+// ROCKY_DEVICE_MEMORY_LIMIT's value as bytes: 0 for ""; rocky::Error when not a byte count.
+uint64_t parse_device_memory_limit(const std::string& v);
+// ROCKY_VULKAN_TIMEOUT_S's value in seconds: a positive integer, else (unset, malformed) 1800.
+uint64_t parse_timeout_s(const std::string& v);
+
+}  // namespace rocky::vulkan

@@ -1,0 +1,53 @@
+// Environment reader (see options.hpp).
+#include "runtime/options.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace rocky::runtime {
+
+namespace {
+std::string var(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+}  // namespace
+
+EnvOptions read_env() {
+  EnvOptions e;
+  e.lab.matmul = var("ROCKY_MATMUL");
+  e.lab.matmul_tile = var("ROCKY_MATMUL_TILE");
+  e.lab.tune = var("ROCKY_TUNE");
+  e.lab.attn = var("ROCKY_ATTN");
+  e.lab.attn_tile = var("ROCKY_ATTN_TILE");
+  e.lab.fuse_epilogue = var("ROCKY_FUSE_EPILOGUE");
+  e.lab.mmv_shape = var("ROCKY_MMV_SHAPE");
+  e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
+  e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");
+  e.vulkan_loader = var("ROCKY_VULKAN_LOADER");
+  if (const std::string x = var("XDG_CACHE_HOME"); !x.empty()) {
+    e.cache_dir = x;
+  } else if (const std::string h = var("HOME"); !h.empty()) {
+    e.cache_dir = (std::filesystem::path(h) / ".cache").string();
+  }
+  e.xdg_runtime_dir = var("XDG_RUNTIME_DIR");
+  return e;
+}
+
+void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o) {
+  o.lab = e.lab;
+  o.cache_dir = e.cache_dir;
+  o.loader = e.vulkan_loader;
+  o.xdg_runtime_dir = e.xdg_runtime_dir;
+}
+
+vulkan::InstanceOptions instance_options(const EnvOptions& e) {
+  vulkan::InstanceOptions io;
+  io.loader = e.vulkan_loader;
+  io.xdg_runtime_dir = e.xdg_runtime_dir;
+  return io;
+}
+
+uint64_t device_memory_limit_from_env() { return vulkan::parse_device_memory_limit(var("ROCKY_DEVICE_MEMORY_LIMIT")); }
+
+}  // namespace rocky::runtime
