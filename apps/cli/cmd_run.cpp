@@ -6,7 +6,10 @@
 // streaming the text to stdout; timings go to stderr. --json prints one object instead.
 // --dump-logits: the last prompt position's logits, little-endian f32 [n_vocab];
 // --dump-all-logits: every prompt position, row-major [n_prompt][n_vocab] (the reference layout).
+// -cnv/--chat [-sys TEXT] [--chat-template-file FILE] [-st]: a conversation through the chat
+// template (see run_chat).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -14,14 +17,17 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <iostream>
 #include <sstream>
 
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
+#include "runtime/generator.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
+#include "server/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::cli {
@@ -34,6 +40,9 @@ struct RunOpts {
   int32_t n_ubatch = 512;
   bool json = false;
   bool ignore_eos = false;
+  bool chat = false;         // -cnv: a conversation through the chat template
+  bool single_turn = false;  // -st: only the -p/-f turn
+  std::string system, chat_template_file;
   runtime::SamplerParams sp;
 };
 
@@ -91,9 +100,8 @@ int run_run(const RunOpts& o) {
   }
   const double load_ms = ms_since(t_load);
 
-  // Prefill.
+  // Prefill, then generation (runtime::Generator: sampling, stop rules, UTF-8-safe stream).
   const bool show_progress = ids.size() > 256 && !o.json;
-  auto t_prompt = Clock::now();
   runtime::ProgressFn progress;
   if (show_progress) {
     // At most four updates a second, plus the final one.
@@ -104,57 +112,41 @@ int run_run(const RunOpts& o) {
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  std::vector<float> logits = session.eval(ids, !o.dump_all_logits.empty(), progress);
-  const double prompt_ms = ms_since(t_prompt);
   const size_t nv = static_cast<size_t>(session.n_vocab());
-  if (!o.dump_all_logits.empty()) {
-    write_f32(o.dump_all_logits, logits.data(), logits.size());
-    logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(nv));
-  }
-  if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data(), nv);
-
-  // Device memory = weights + KV + arena, known once the first ubatch has run.
-  if (!o.json && session.backend().stats().kind != "cpu") {
-    const backend::ContextStats cs = session.context().stats();
-    fmt::print(stderr, "{}: device memory {}\n", session.backend().name(),
-               backend::memory_summary(session.backend().stats().memory.weights, cs.memory.kv, cs.memory.arena));
-  }
-
-  // Generation.
-  runtime::Sampler sampler(sp);
-  for (int32_t t : ids) sampler.accept(t);
-  if (!o.json) fmt::print("{}", prompt);
-  std::fflush(stdout);
-  tok::StreamDecoder dec(tok, /*special=*/false);
-  // The continuation follows the prompt: prime the decoder with the last prompt token so SPM's
-  // leading-space removal (for the first piece of a text) does not eat the first generated space.
-  dec.push(ids.back());
-  dec.flush();
-  std::vector<int32_t> gen;
-  std::string text;
-  auto t_gen = Clock::now();
-  bool ctx_full = false;
-  for (int32_t i = 0; i < o.n_predict; ++i) {
-    const int32_t t = sampler.sample(logits);
-    if (!o.ignore_eos && tok.vocab().is_eog(t)) break;
-    sampler.accept(t);
-    gen.push_back(t);
-    std::string piece = dec.push(t);
-    text += piece;
-    if (!o.json) {
-      fmt::print("{}", piece);
+  auto on_prompt_logits = [&](std::span<const float> logits) {
+    if (!o.dump_all_logits.empty()) write_f32(o.dump_all_logits, logits.data(), logits.size());
+    if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data() + logits.size() - nv, nv);
+    // Device memory = weights + KV + arena, known once the first ubatch has run.
+    if (!o.json && session.backend().stats().kind != "cpu") {
+      const backend::ContextStats cs = session.context().stats();
+      fmt::print(stderr, "{}: device memory {}\n", session.backend().name(),
+                 backend::memory_summary(session.backend().stats().memory.weights, cs.memory.kv, cs.memory.arena));
+    }
+    if (!o.json) fmt::print("{}", prompt);
+    std::fflush(stdout);
+  };
+  std::string tail;
+  auto on_token = [&](const runtime::TokenEvent& ev) {
+    if (ev.token < 0) tail = std::string(ev.text);
+    else if (!o.json) {
+      fmt::print("{}", ev.text);
       std::fflush(stdout);
     }
-    if (i + 1 == o.n_predict) break;
-    if (session.n_past() >= session.n_ctx()) {
-      ctx_full = true;
-      break;
-    }
-    logits = session.eval(std::span<const int32_t>(&t, 1));
-  }
-  std::string tail = dec.flush();
-  text += tail;
-  const double gen_ms = ms_since(t_gen);
+    return true;
+  };
+  runtime::GenerateParams gp;
+  gp.sampling = sp;
+  gp.max_tokens = o.n_predict;
+  gp.ignore_eos = o.ignore_eos;
+  gp.all_logits = !o.dump_all_logits.empty();
+  runtime::SessionSource src(session);
+  runtime::Generator generator(src, tok);
+  const runtime::GenerateResult r = generator.generate(ids, gp, on_token, progress, on_prompt_logits);
+  const std::vector<int32_t>& gen = r.tokens;
+  const std::string& text = r.text;
+  const bool ctx_full = r.reason == runtime::StopReason::ContextFull;
+  const double prompt_ms = r.prompt_ms;
+  const double gen_ms = r.gen_ms;
   // Generated tokens that were evaluated (the last sampled token is not fed back).
   const double n_gen_eval = gen.empty() ? 0.0 : static_cast<double>(gen.size());
   const double prompt_tps = ids.size() / (prompt_ms / 1000.0);
@@ -163,7 +155,7 @@ int run_run(const RunOpts& o) {
     nlohmann::json j;
     j["model"] = o.model;
     j["device"] = session.backend().name();
-    j["seed"] = sampler.seed();
+    j["seed"] = r.seed;
     j["prompt_ids"] = ids;
     j["generated_ids"] = gen;
     j["text"] = text;
@@ -177,6 +169,99 @@ int run_run(const RunOpts& o) {
     if (ctx_full) fmt::print(stderr, "rocky: context full ({} tokens); stopped\n", session.n_ctx());
     fmt::print(stderr, "prompt: {} tokens in {:.1f} ms ({:.1f} t/s); generation: {} tokens in {:.1f} ms ({:.1f} t/s)\n",
                ids.size(), prompt_ms, prompt_tps, gen.size(), gen_ms, gen_tps);
+  }
+  return 0;
+}
+
+
+// -cnv: a conversation. Turn 1 is -p/-f (when given), then one user message per stdin line until
+// EOF (a "> " prompt when stdin is a terminal). Each turn renders the whole conversation with the
+// chat template (server::ChatTemplate: the same code as `rocky serve`), evaluates only what the
+// context does not hold yet, and generates until end-of-generation or -n tokens. stdout gets the
+// replies, one line each (--json: one object per turn).
+int run_chat(const RunOpts& o) {
+  if (o.n_predict < 0) fail("-n must be ≥ 0 (got {})", o.n_predict);
+  auto model = model::Model::load(o.model);
+  auto tok = tok::Tokenizer::from_gguf(model->file());
+  if (tok.vocab().size() > static_cast<size_t>(model->hparams().n_vocab)) {
+    fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o.model, tok.vocab().size(),
+         model->hparams().n_vocab);
+  }
+  const server::ChatTemplate tmpl = server::ChatTemplate::load(model->file(), tok, o.chat_template_file);
+  if (tmpl.is_fallback() && o.chat_template_file.empty())
+    fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
+  runtime::BackendOptions bo;
+  bo.device = o.device;
+  bo.matmul = o.matmul;
+  bo.env = process_env();
+  runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::SessionSource src(session);
+  runtime::Generator generator(src, tok);
+  nlohmann::json messages = nlohmann::json::array();
+  if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+  std::vector<int32_t> held;  // the tokens the context holds
+  const bool tty = isatty(STDIN_FILENO) != 0;
+
+  auto turn = [&](const std::string& user) {
+    messages.push_back({{"role", "user"}, {"content", user}});
+    server::TemplateInputs in;
+    in.messages = messages;
+    const std::string prompt = tmpl.render(in);
+    const std::vector<int32_t> ids = server::tokenize_chat_prompt(tmpl, tok, prompt);
+    if (static_cast<int64_t>(ids.size()) > session.n_ctx())
+      fail("the conversation has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
+    // Keep what the context already holds when the new prompt extends it; else start over.
+    size_t keep = 0;
+    while (keep < held.size() && keep < ids.size() && held[keep] == ids[keep]) ++keep;
+    if (keep != held.size() || keep >= ids.size() || static_cast<int32_t>(keep) != session.n_past()) {
+      session.reset();
+      keep = 0;
+    }
+    runtime::GenerateParams gp;
+    gp.sampling = o.sp;
+    gp.max_tokens = o.n_predict;
+    gp.ignore_eos = o.ignore_eos;
+    gp.n_cached = static_cast<int32_t>(keep);
+    auto on_token = [&](const runtime::TokenEvent& ev) {
+      if (!o.json) {
+        fmt::print("{}", ev.text);
+        std::fflush(stdout);
+      }
+      return true;
+    };
+    const runtime::GenerateResult r = generator.generate(ids, gp, on_token);
+    held = ids;
+    const size_t fed = r.reason == runtime::StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
+    held.insert(held.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
+    if (static_cast<int32_t>(held.size()) != session.n_past()) held.clear();  // (not expected) start over next turn
+    messages.push_back({{"role", "assistant"}, {"content", r.text}});
+    if (o.json) {
+      nlohmann::json j;
+      j["prompt"] = prompt;
+      j["prompt_ids"] = ids;
+      j["n_cached"] = r.n_cached;
+      j["generated_ids"] = r.tokens;
+      j["text"] = r.text;
+      j["finish"] = runtime::stop_reason_name(r.reason);
+      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      fmt::print("\n");
+    }
+    std::fflush(stdout);
+    if (r.reason == runtime::StopReason::ContextFull) fmt::print(stderr, "rocky: context full ({} tokens)\n", session.n_ctx());
+  };
+
+  if (!o.prompt.empty() || !o.prompt_file.empty()) turn(o.prompt_file.empty() ? o.prompt : read_text(o.prompt_file));
+  if (o.single_turn) return 0;
+  std::string line;
+  for (;;) {
+    if (tty) {
+      fmt::print("> ");
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    turn(line);
   }
   return 0;
 }
@@ -212,9 +297,14 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_flag("--json", o->json, "Print one JSON object (prompt_ids, generated_ids, text, timings)");
   sub->add_option("--dump-logits", o->dump_logits, "Write the last prompt position's logits (f32 LE)");
   sub->add_option("--dump-all-logits", o->dump_all_logits, "Write every prompt position's logits (f32 LE)");
+  sub->add_flag("--cnv,--conversation,--chat", o->chat,
+                "Conversation through the chat template (-cnv also works): -p is the first user message, then one per stdin line");
+  sub->add_option("--sys,--system-prompt", o->system, "System message of the conversation (-sys also works)");
+  sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's (ChatML when it has none)");
+  sub->add_flag("--st,--single-turn", o->single_turn, "With -cnv: only the -p/-f turn (-st also works)");
   sub->callback([&run, o, p, f] {
-    if (p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
-    run = [o] { return run_run(*o); };
+    if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
+    run = [o] { return o->chat ? run_chat(*o) : run_run(*o); };
   });
 }
 

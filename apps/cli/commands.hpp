@@ -30,6 +30,7 @@ void add_doctor(CLI::App& app, Runner& run);
 void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
+void add_serve(CLI::App& app, Runner& run);
 
 // --device of the single-device tools (roofline, bench-op): accepts `N`, `vulkan:N` and `vulkan` (= 0),
 // the spelling run/verify/bench use, and leaves the index for the uint32_t option.

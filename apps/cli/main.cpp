@@ -11,6 +11,17 @@
 #include "lab/lab.hpp"
 #include "core/error.hpp"
 
+namespace {
+// llama.cpp spells some options with two or three letters after one dash (-ub, -np, -cnv); CLI11
+// short names are one letter, so those are rewritten to their long form (--ub) before parsing.
+std::string rewrite_two_letter(const char* arg) {
+  static const char* const k_long[] = {"-ub", "-np", "-to", "-cnv", "-sys", "-st", "-ngl", "-tb", "-fa", "-ctk", "-ctv"};
+  for (const char* l : k_long)
+    if (std::string(arg) == l) return std::string("-") + l;
+  return arg;
+}
+}  // namespace
+
 namespace rocky::cli {
 namespace {
 runtime::EnvOptions g_env;
@@ -35,11 +46,10 @@ int main(int argc, char** argv) {
   rocky::lab::add_roofline(app, run);  // kernel-lab commands (apps/lab)
   rocky::lab::add_bench_op(app, run);
   rocky::cli::add_bench(app, run);
+  rocky::cli::add_serve(app, run);
   try {
-    // llama.cpp spells some options with two letters after one dash (-ub); CLI11 short names are one
-    // letter, so those are rewritten to their long form (--ub) before parsing.
     std::vector<std::string> args;
-    for (int i = argc - 1; i >= 1; --i) args.push_back(std::string(argv[i]) == "-ub" ? "--ub" : argv[i]);
+    for (int i = argc - 1; i >= 1; --i) args.push_back(rewrite_two_letter(argv[i]));
     app.parse(args);  // CLI11 takes the arguments in reverse order
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);  // prints help/version (rc 0) or the usage error

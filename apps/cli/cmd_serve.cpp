@@ -1,0 +1,67 @@
+// rocky serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-np N] [-ub N] [--device D]
+//             [--api-key KEY] [--alias NAME] [--chat-template-file FILE] [--queue N]
+//             [--max-body BYTES] [--reasoning-format auto|none|deepseek] [-to/--timeout S]
+//             [--shutdown-grace S]
+// An OpenAI-compatible HTTP server (src/server). Flag names and meanings follow llama-server's;
+// llama-server flags that do not apply to rocky (-ngl, -t, --jinja, -fa, …) are accepted and
+// ignored with a note on stderr.
+#include <fmt/format.h>
+
+#include <set>
+
+#include "commands.hpp"
+#include "server/server.hpp"
+
+namespace rocky::cli {
+
+void add_serve(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<server::ServerOptions>();
+  auto ignored = std::make_shared<std::vector<std::string>>();
+  auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this machine only)");
+  sub->add_option("--port", o->port, "Port (default 8080; 0 = any free port, printed on stderr)")->check(CLI::Range(0, 65535));
+  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens; one request may use all of it (0 = the model's, at most 4096)")
+      ->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--np,--parallel", o->n_parallel, "Slots: requests generated at the same time (-np also works; default 1)")
+      ->check(CLI::Range(1, 64));
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
+      ->check(CLI::Range(1, INT32_MAX));
+  sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
+  sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq, mm, basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}));
+  sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (401 otherwise; /health stays open)");
+  sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
+  sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
+  sub->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond them 503 + Retry-After (default 64)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--max-body", o->max_body, "Largest request body in bytes (default 16 MiB)")->check(CLI::Range(1, INT32_MAX));
+  sub->add_option("--reasoning-format", o->reasoning_format, "Where <think> text goes: auto (default), none, deepseek")
+      ->check(CLI::IsMember({"auto", "none", "deepseek"}));
+  sub->add_option("--to,--timeout", o->timeout_s, "HTTP read/write timeout in seconds (-to also works; default 600)")
+      ->check(CLI::Range(1, 86400));
+  sub->add_option("--shutdown-grace", o->shutdown_grace_s,
+                  "Seconds in-flight requests may finish after SIGINT/SIGTERM before they are cancelled (default 10)")
+      ->check(finite_number(-1e-9));
+  sub->add_option("--test-token-delay-ms", o->test_token_delay_ms, "Tests only: sleep N ms after each token")
+      ->check(CLI::Range(0, 10000))->group("");  // hidden from --help
+  // llama-server flags without a meaning here: accepted, ignored with a note.
+  for (const char* f : {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
+                        "--fa,--flash-attn", "--mlock", "--numa", "--cache-type-k,--ctk", "--cache-type-v,--ctv",
+                        "--keep", "--slot-save-path", "--n-predict,-n", "-s,--seed", "--log-format"})
+    sub->add_option(f, *ignored, "(llama-server flag; ignored)")->expected(0, 1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  for (const char* f : {"--jinja", "--no-mmap", "--mmap", "--cont-batching", "--metrics", "--no-webui", "--embedding"})
+    sub->add_flag(std::string(f))->description("(llama-server flag; ignored)");
+  sub->callback([&run, o, ignored, sub] {
+    std::set<std::string> notes;
+    for (const auto* opt : sub->get_options())
+      if (opt->count() > 0 && opt->get_description().find("ignored") != std::string::npos) notes.insert(opt->get_name());
+    run = [o, notes] {
+      o->env = process_env();
+      for (const auto& n : notes) fmt::print(stderr, "rocky: note: {} does not apply to rocky; ignored\n", n);
+      return server::run_server(*o);
+    };
+  });
+}
+
+}  // namespace rocky::cli

@@ -1,0 +1,158 @@
+#include "runtime/generator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+#include "core/error.hpp"
+
+namespace rocky::runtime {
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::Eog: return "eog";
+    case StopReason::StopString: return "stop";
+    case StopReason::Length: return "length";
+    case StopReason::ContextFull: return "context_full";
+    case StopReason::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+  for (auto& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopMatcher::push(std::string_view text) {
+  if (stopped_) return {};
+  pending_.append(text);
+  if (stops_.empty()) {
+    std::string r;
+    r.swap(pending_);
+    return r;
+  }
+  // The earliest complete match wins (ties: the longer stop string).
+  size_t best = std::string::npos;
+  for (const auto& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at == std::string::npos) continue;
+    if (at < best || (at == best && s.size() > matched_.size())) {
+      best = at;
+      matched_ = s;
+    }
+  }
+  if (best != std::string::npos) {
+    stopped_ = true;
+    std::string r = pending_.substr(0, best);
+    pending_.clear();
+    return r;
+  }
+  // Hold back the longest suffix of pending_ that is a proper prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    const size_t max_k = std::min(s.size() - 1, pending_.size());
+    for (size_t k = max_k; k > hold; --k) {
+      if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  std::string r = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  return r;
+}
+
+std::string StopMatcher::flush() {
+  std::string r;
+  if (!stopped_) r.swap(pending_);
+  pending_.clear();
+  return r;
+}
+
+GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateParams& p, const TokenFn& on_token,
+                                   const ProgressFn& progress, const PromptLogitsFn& on_prompt_logits) {
+  if (prompt.empty()) fail("the prompt is empty (no tokens to evaluate)");
+  if (p.n_cached < 0 || static_cast<size_t>(p.n_cached) >= prompt.size())
+    fail("n_cached {} must be below the prompt's {} tokens", p.n_cached, prompt.size());
+  if (static_cast<int64_t>(prompt.size()) > src_.n_ctx())
+    fail("the prompt has {} tokens, more than the context size {}", prompt.size(), src_.n_ctx());
+  GenerateResult res;
+  res.n_prompt = static_cast<int32_t>(prompt.size());
+  res.n_cached = p.n_cached;
+
+  const auto t_prompt = Clock::now();
+  std::vector<float> logits = src_.eval(prompt.subspan(static_cast<size_t>(p.n_cached)), p.all_logits, progress);
+  res.prompt_ms = ms_since(t_prompt);
+  if (on_prompt_logits) on_prompt_logits(logits);
+  const size_t nv = static_cast<size_t>(src_.n_vocab());
+  if (logits.size() > nv) logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(nv));
+
+  // A padded embedding table (alignment rows) is legal: ids past the vocabulary are never sampled.
+  SamplerParams sp = p.sampling;
+  if (sp.n_vocab == 0) sp.n_vocab = static_cast<int32_t>(std::min(tok_.vocab().size(), nv));
+  Sampler sampler(sp);
+  res.seed = sampler.seed();
+  for (int32_t t : prompt) sampler.accept(t);
+  tok::StreamDecoder dec(tok_, /*special=*/false);
+  // The continuation follows the prompt: prime the decoder with the last prompt token so SPM's
+  // leading-space removal (for the first piece of a text) does not eat the first generated space.
+  dec.push(prompt.back());
+  dec.flush();
+  StopMatcher stop(p.stop);
+  const int64_t max_tokens = p.max_tokens < 0 ? INT64_MAX : p.max_tokens;
+
+  const auto t_gen = Clock::now();
+  bool done = max_tokens == 0;
+  res.reason = StopReason::Length;
+  while (!done) {
+    const int32_t t = sampler.sample(logits);
+    if (!p.ignore_eos && tok_.vocab().is_eog(t)) {
+      res.reason = StopReason::Eog;
+      break;
+    }
+    sampler.accept(t);
+    res.tokens.push_back(t);
+    const std::string text = stop.push(dec.push(t));
+    res.text += text;
+    const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;
+    const bool keep_going = !on_token || on_token(TokenEvent{t, text, index});
+    if (stop.stopped()) {
+      res.reason = StopReason::StopString;
+      break;
+    }
+    if (!keep_going) {
+      res.reason = StopReason::Cancelled;
+      break;
+    }
+    if (static_cast<int64_t>(res.tokens.size()) >= max_tokens) {
+      res.reason = StopReason::Length;
+      break;
+    }
+    if (src_.n_past() >= src_.n_ctx()) {
+      res.reason = StopReason::ContextFull;
+      break;
+    }
+    logits = src_.eval(std::span<const int32_t>(&t, 1), false, {});
+  }
+  if (res.reason != StopReason::StopString) {
+    // The decoder's held-back bytes may still complete a stop string.
+    std::string tail = stop.push(dec.flush());
+    if (stop.stopped()) res.reason = StopReason::StopString;
+    tail += stop.flush();
+    res.text += tail;
+    if (on_token) on_token(TokenEvent{-1, tail, static_cast<int32_t>(res.tokens.size())});
+  } else if (on_token) {
+    on_token(TokenEvent{-1, {}, static_cast<int32_t>(res.tokens.size())});
+  }
+  if (stop.stopped()) res.stop_word = stop.matched();
+  res.gen_ms = ms_since(t_gen);
+  return res;
+}
+
+}  // namespace rocky::runtime

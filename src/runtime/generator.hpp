@@ -1,0 +1,129 @@
+// Generation below the CLI: prompt ids → prefill → sample → stop rules → UTF-8-safe text stream.
+//
+// One Generator::generate() call runs one request on one context:
+//   1. prefill: the prompt tokens after the first `n_cached` (already in the context, [N3]'s hook)
+//      are evaluated in ubatches (LogitSource::eval);
+//   2. sample (runtime::Sampler; the prompt is accepted first, for the repetition penalty);
+//   3. stop rules, in this order per sampled token: an end-of-generation id (unless ignore_eos; the
+//      id is neither kept nor emitted) → a stop string, which may span tokens (the text from the
+//      match on is never emitted; text that could still become a stop string is held back until it
+//      cannot) → max_tokens → the context being full (the last token is kept but not evaluated);
+//   4. an incremental detokenizer (tok::StreamDecoder) that never emits half a UTF-8 code point;
+//   5. a per-token callback, called once per kept token with the text that became safe to show
+//      (possibly empty) and once more at the end with the flushed tail (token = -1); returning
+//      false cancels the generation after that token.
+// `rocky run` and `rocky serve` use this same code.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/sampler.hpp"
+#include "runtime/session.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky::runtime {
+
+// What the generator evaluates: a Session in the programs, a scripted source in the tests.
+class LogitSource {
+ public:
+  virtual ~LogitSource() = default;
+  // Appends `tokens` to the context; the last token's logits (or every token's with all_logits,
+  // row-major [tokens.size()][n_vocab]).
+  virtual std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) = 0;
+  virtual int32_t n_past() const = 0;
+  virtual int32_t n_ctx() const = 0;
+  virtual int32_t n_vocab() const = 0;
+};
+
+class SessionSource final : public LogitSource {
+ public:
+  explicit SessionSource(Session& s) : s_(s) {}
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) override {
+    return s_.eval(tokens, all_logits, progress);
+  }
+  int32_t n_past() const override { return s_.n_past(); }
+  int32_t n_ctx() const override { return s_.n_ctx(); }
+  int32_t n_vocab() const override { return s_.n_vocab(); }
+
+ private:
+  Session& s_;
+};
+
+enum class StopReason {
+  Eog,          // an end-of-generation token
+  StopString,   // one of GenerateParams::stop
+  Length,       // max_tokens
+  ContextFull,  // the context has no room for the next token
+  Cancelled,    // the callback returned false
+};
+const char* stop_reason_name(StopReason r);  // "eog", "stop", "length", "context_full", "cancelled"
+
+struct GenerateParams {
+  SamplerParams sampling;
+  int32_t max_tokens = -1;        // < 0: until end-of-generation or the end of the context
+  std::vector<std::string> stop;  // stop strings (empty ones are ignored)
+  bool ignore_eos = false;
+  bool all_logits = false;        // on_prompt_logits gets every prompt position's logits
+  int32_t n_cached = 0;           // leading prompt tokens already in the context ([N3]); < prompt size
+};
+
+struct TokenEvent {
+  int32_t token = -1;     // the sampled id; -1 for the final flush
+  std::string_view text;  // text that became safe to emit with this token (may be empty)
+  int32_t index = 0;      // 0-based position among the generated tokens
+};
+// Returns false to stop after this token (StopReason::Cancelled).
+using TokenFn = std::function<bool(const TokenEvent&)>;
+// Called once after the prefill with the logits eval returned (the last row is the one sampled).
+using PromptLogitsFn = std::function<void(std::span<const float> logits)>;
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)
+  std::string text;             // everything emitted, tail included
+  StopReason reason = StopReason::Length;
+  std::string stop_word;        // the stop string that matched (StopString only)
+  int32_t n_prompt = 0;         // prompt tokens
+  int32_t n_cached = 0;         // of which were already in the context
+  double prompt_ms = 0;         // prefill wall time
+  double gen_ms = 0;            // from the first sample to the final flush
+  uint32_t seed = 0;            // the sampler's seed (drawn at random when none was given)
+};
+
+// Holds back text that may be the start of a stop string; finds stop strings split across pushes.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  // Appends `text`; returns what is now safe to emit. Once a stop string is complete, stopped()
+  // is true, the returned text ends right before the match and later pushes return nothing.
+  std::string push(std::string_view text);
+  // The held-back rest (no stop string can complete any more).
+  std::string flush();
+  bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+  bool stopped_ = false;
+  std::string matched_;
+};
+
+class Generator {
+ public:
+  Generator(LogitSource& src, const tok::Tokenizer& tok) : src_(src), tok_(tok) {}
+  // Runs one generation after `prompt` (non-empty; its first p.n_cached tokens are already in the
+  // context). Throws rocky::Error when the prompt does not fit the context.
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateParams& p, const TokenFn& on_token = {},
+                          const ProgressFn& progress = {}, const PromptLogitsFn& on_prompt_logits = {});
+
+ private:
+  LogitSource& src_;
+  const tok::Tokenizer& tok_;
+};
+
+}  // namespace rocky::runtime

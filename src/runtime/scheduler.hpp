@@ -1,0 +1,107 @@
+// Slots and the request queue of the server: the Scheduler owns N slots (one Session each) and a
+// bounded FIFO of jobs; one worker thread per slot runs one job at a time through the Generator.
+//
+// Seams for what comes next:
+//   [N7] batching: the scheduler is the only owner of the slots, and jobs reach them only through
+//        submit(); a batched step (several sequences per ubatch) replaces run_job() without
+//        touching the HTTP layer.
+//   [N3] prefix cache: before each prefill, match_cached_prefix() says how many leading prompt
+//        tokens the slot's KV already holds; they are skipped (GenerateParams::n_cached) and
+//        reported as cached_tokens / cache_n. It returns 0 for now (every job starts on a cleared
+//        context), so the responses carry the fields with 0.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/generator.hpp"
+#include "runtime/session.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky::runtime {
+
+// One generation request. The callbacks run on the slot's worker thread.
+struct Job {
+  std::vector<int32_t> prompt;
+  GenerateParams params;
+  TokenFn on_token;               // per token; false cancels
+  std::function<bool()> alive;    // polled per token and before the job starts (client still there?)
+  std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
+
+  // Filled in by the scheduler; wait() returns once done.
+  std::optional<GenerateResult> result;
+  std::string error;              // non-empty: the generation threw (result empty)
+  int slot = -1;
+  bool started = false;
+  void wait();
+  bool wait_for_ms(int ms);       // true when done
+  bool done() const;
+
+ private:
+  friend class Scheduler;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+struct SchedulerStats {
+  int n_slots = 0;
+  int slots_busy = 0;
+  int64_t queued = 0;    // jobs waiting for a slot
+  int64_t kv_used = 0;   // KV cells in use over all slots
+  int32_t n_ctx = 0;     // per slot
+};
+
+// [N3]'s hook: how many leading tokens of `prompt` can stay in a context that holds
+// `context_tokens`. 0 for now (the context is cleared before every job).
+int32_t match_cached_prefix(const std::vector<int32_t>& context_tokens, const std::vector<int32_t>& prompt);
+
+class Scheduler {
+ public:
+  // `max_queue`: jobs that may wait when every slot is busy (beyond them submit() says QueueFull).
+  Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  enum class Admit { Accepted, QueueFull, ShuttingDown };
+  Admit submit(const std::shared_ptr<Job>& job);
+  // Shutdown: no new jobs; with `cancel`, running and queued jobs are cancelled (each ends within
+  // one token, queued ones without running). Returns at once; the destructor joins the workers.
+  void close(bool cancel);
+  SchedulerStats stats() const;
+  int32_t n_ctx() const { return n_ctx_; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Session> session;
+    std::vector<int32_t> tokens;  // what its KV holds
+    std::atomic<int64_t> kv{0};
+    std::atomic<bool> busy{false};
+    std::shared_ptr<Job> job;     // running (guarded by mu_)
+    std::thread worker;
+  };
+  void worker(size_t i);
+  void run_job(Slot& s, Job& job);
+
+  const tok::Tokenizer& tok_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  size_t max_queue_;
+  int32_t n_ctx_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool closed_ = false;
+  int running_ = 0;
+};
+
+}  // namespace rocky::runtime

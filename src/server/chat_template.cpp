@@ -1,0 +1,52 @@
+#include "server/chat_template.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace rocky::server {
+
+ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& tok, const std::string& override_file) {
+  std::string source;
+  bool fallback = false;
+  if (!override_file.empty()) {
+    std::ifstream in(override_file, std::ios::binary);
+    if (!in) fail("cannot read the chat template file '{}'", override_file);
+    std::ostringstream s;
+    s << in.rdbuf();
+    source = s.str();
+  } else if (auto src = f.get_string("tokenizer.chat_template")) {
+    source = std::string(*src);
+  } else {
+    source = chat::chatml_fallback_source();
+    fallback = true;
+  }
+  ChatTemplate t(chat::Template::parse(std::move(source)));
+  t.fallback_ = fallback;
+  const auto& v = tok.vocab();
+  if (v.valid(v.bos())) t.bos_ = v.token(v.bos()).text;
+  if (v.valid(v.eos())) t.eos_ = v.token(v.eos()).text;
+  return t;
+}
+
+std::vector<int32_t> tokenize_chat_prompt(const ChatTemplate& t, const tok::Tokenizer& tok, std::string prompt) {
+  if (tok.vocab().add_bos() && !t.bos_token().empty() && prompt.rfind(t.bos_token(), 0) == 0)
+    prompt.erase(0, t.bos_token().size());
+  return tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+}
+
+std::string ChatTemplate::render(const TemplateInputs& in) const {
+  chat::RenderOptions o;
+  o.add_generation_prompt = in.add_generation_prompt && !in.continue_final_message;
+  o.continue_final_message = in.continue_final_message;
+  o.bos_token = bos_;
+  o.eos_token = eos_;
+  o.tools = in.tools;
+  o.kwargs = in.kwargs;
+  return tmpl_.render(in.messages, o);
+}
+
+}  // namespace rocky::server

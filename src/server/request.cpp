@@ -1,0 +1,443 @@
+#include "server/request.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace rocky::server {
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    case json::value_t::number_float: return "number";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer";
+    default: return "value";
+  }
+}
+
+[[noreturn]] void bad_type(const std::string& param, const char* want, const json& got) {
+  throw ApiError(400, fmt::format("'{}' must be {} (got {})", param, want, type_name(got)), param, "invalid_type");
+}
+[[noreturn]] void bad_value(const std::string& param, const std::string& why) {
+  throw ApiError(400, fmt::format("'{}' {}", param, why), param, "invalid_value");
+}
+
+const json* field(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool get_bool(const json& o, const char* key, bool dflt) {
+  const json* v = field(o, key);
+  if (!v) return dflt;
+  if (!v->is_boolean()) bad_type(key, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::string get_string(const json& o, const char* key, const std::string& dflt, const std::string& param = {}) {
+  const json* v = field(o, key);
+  if (!v) return dflt;
+  if (!v->is_string()) bad_type(param.empty() ? key : param, "a string", *v);
+  return v->get<std::string>();
+}
+
+std::optional<double> get_number(const json& o, const char* key, double lo, double hi) {
+  const json* v = field(o, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) bad_type(key, "a number", *v);
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) bad_value(key, fmt::format("must be between {} and {} (got {})", lo, hi, d));
+  return d;
+}
+
+// An integer field; a float with an integral value (1.0) is accepted, as Python clients send them.
+std::optional<int64_t> get_int(const json& o, const char* key, int64_t lo, int64_t hi) {
+  const json* v = field(o, key);
+  if (!v) return std::nullopt;
+  int64_t i = 0;
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      bad_value(key, fmt::format("must be between {} and {} (got {})", lo, hi, v->get<uint64_t>()));
+    i = v->get<int64_t>();
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) bad_type(key, "an integer", *v);
+    i = static_cast<int64_t>(d);
+  } else {
+    bad_type(key, "an integer", *v);
+  }
+  if (i < lo || i > hi) bad_value(key, fmt::format("must be between {} and {} (got {})", lo, hi, i));
+  return i;
+}
+
+constexpr int64_t k_max_tokens_limit = 1 << 24;  // beyond any context: a client bug, not a request
+
+int64_t parse_max_tokens(const json& o, const char* key) {
+  const json* v = field(o, key);
+  if (!v) return -1;
+  auto i = get_int(o, key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  if (*i < -1) bad_value(key, fmt::format("must be -1 (no limit) or ≥ 0 (got {})", *i));
+  if (*i > k_max_tokens_limit) bad_value(key, fmt::format("is too large: {} (at most {})", *i, k_max_tokens_limit));
+  return *i;
+}
+
+std::vector<std::string> parse_stop(const json& o) {
+  std::vector<std::string> out;
+  const json* v = field(o, "stop");
+  if (!v) return out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > 16) bad_value("stop", fmt::format("has {} entries (at most 16)", v->size()));
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& s = (*v)[i];
+      if (!s.is_string()) bad_type(fmt::format("stop[{}]", i), "a string", s);
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    bad_type("stop", "a string or a list of strings", *v);
+  }
+  return out;
+}
+
+SamplingFields parse_sampling(const json& o, bool native) {
+  SamplingFields s;
+  s.temperature = get_number(o, "temperature", 0.0, 1.0e4);
+  s.top_p = get_number(o, "top_p", 0.0, 1.0);
+  s.min_p = get_number(o, "min_p", 0.0, 1.0);
+  s.repeat_penalty = get_number(o, "repeat_penalty", 0.0, 1.0e4);
+  s.top_k = get_int(o, "top_k", -1, std::numeric_limits<int32_t>::max());
+  s.repeat_last_n = get_int(o, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
+  s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
+  if (field(o, "max_completion_tokens")) s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
+  else if (field(o, "max_tokens")) s.max_tokens = parse_max_tokens(o, "max_tokens");
+  else if (native) s.max_tokens = parse_max_tokens(o, "n_predict");
+  if (native && field(o, "n_predict") && (field(o, "max_tokens") || field(o, "max_completion_tokens")))
+    parse_max_tokens(o, "n_predict");  // still type-checked
+  s.stop = parse_stop(o);
+  s.ignore_eos = get_bool(o, "ignore_eos", false);
+  if (auto n = get_int(o, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()); n && *n != 1)
+    bad_value("n", fmt::format("must be 1: one choice per request is supported (got {})", *n));
+  return s;
+}
+
+void parse_stream(const json& o, bool& stream, bool& include_usage) {
+  stream = get_bool(o, "stream", false);
+  include_usage = false;
+  if (const json* so = field(o, "stream_options")) {
+    if (!so->is_object()) bad_type("stream_options", "an object", *so);
+    if (const json* iu = field(*so, "include_usage")) {
+      if (!iu->is_boolean()) bad_type("stream_options.include_usage", "a boolean", *iu);
+      include_usage = iu->get<bool>();
+    }
+  }
+}
+
+void check_text_parts(const json& content, const std::string& param) {
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string p = fmt::format("{}[{}]", param, j);
+    if (!part.is_object()) bad_type(p, "an object", part);
+    const json* t = field(part, "type");
+    if (!t || !t->is_string()) bad_type(p + ".type", "a string", t ? *t : json());
+    if (t->get<std::string>() != "text")
+      throw ApiError(400, fmt::format("'{}.type' is '{}': only \"text\" content parts are supported", p, t->get<std::string>()),
+                     p + ".type", "unsupported_value");
+    const json* text = field(part, "text");
+    if (!text || !text->is_string()) bad_type(p + ".text", "a string", text ? *text : json());
+  }
+}
+
+void check_tool_calls(const json& calls, const std::string& param) {
+  if (!calls.is_array()) bad_type(param, "a list", calls);
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const json& c = calls[j];
+    const std::string p = fmt::format("{}[{}]", param, j);
+    if (!c.is_object()) bad_type(p, "an object", c);
+    const json* fn = field(c, "function");
+    if (!fn || !fn->is_object()) bad_type(p + ".function", "an object", fn ? *fn : json());
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string()) bad_type(p + ".function.name", "a string", name ? *name : json());
+    if (const json* args = field(*fn, "arguments"); args && !args->is_string() && !args->is_object())
+      bad_type(p + ".function.arguments", "a string or an object", *args);
+    if (const json* id = field(c, "id"); id && !id->is_string()) bad_type(p + ".id", "a string", *id);
+  }
+}
+
+void check_messages(const json& msgs) {
+  if (!msgs.is_array()) bad_type("messages", "a list", msgs);
+  if (msgs.empty()) bad_value("messages", "must not be empty");
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const json& m = msgs[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object()) bad_type(p, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) throw ApiError(400, fmt::format("'{}.role' is missing", p), p + ".role", "missing_field");
+    if (!role->is_string()) bad_type(p + ".role", "a string", *role);
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool")
+      bad_value(p + ".role", fmt::format("is '{}': must be system, developer, user, assistant or tool", r));
+    const bool has_calls = field(m, "tool_calls") != nullptr;
+    if (has_calls) {
+      if (r != "assistant") bad_value(p + ".tool_calls", "is only allowed on assistant messages");
+      check_tool_calls(m.at("tool_calls"), p + ".tool_calls");
+    }
+    const json* content = field(m, "content");
+    if (!content) {
+      if (r != "assistant")
+        throw ApiError(400, fmt::format("'{}.content' is missing", p), p + ".content", "missing_field");
+    } else if (content->is_array()) {
+      check_text_parts(*content, p + ".content");
+    } else if (!content->is_string()) {
+      bad_type(p + ".content", "a string, null or a list of text parts", *content);
+    }
+    for (const char* k : {"name", "tool_call_id", "reasoning_content"})
+      if (const json* v = field(m, k); v && !v->is_string()) bad_type(p + "." + k, "a string", *v);
+  }
+}
+
+void check_tools(const json& tools) {
+  if (!tools.is_array()) bad_type("tools", "a list", tools);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string p = fmt::format("tools[{}]", i);
+    if (!t.is_object()) bad_type(p, "an object", t);
+    const std::string type = get_string(t, "type", "function", p + ".type");
+    if (type != "function") bad_value(p + ".type", fmt::format("is '{}': only \"function\" tools are supported", type));
+    const json* fn = field(t, "function");
+    if (!fn || !fn->is_object()) bad_type(p + ".function", "an object", fn ? *fn : json());
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string()) bad_type(p + ".function.name", "a string", name ? *name : json());
+    if (name->get<std::string>().empty()) bad_value(p + ".function.name", "must not be empty");
+    if (const json* d = field(*fn, "description"); d && !d->is_string()) bad_type(p + ".function.description", "a string", *d);
+    if (const json* ps = field(*fn, "parameters"); ps && !ps->is_object()) bad_type(p + ".function.parameters", "an object", *ps);
+  }
+}
+
+json kwargs_of(const json& o) {
+  const json* k = field(o, "chat_template_kwargs");
+  if (!k) return json::object();
+  if (!k->is_object()) bad_type("chat_template_kwargs", "an object", *k);
+  return *k;
+}
+
+std::vector<int32_t> token_list(const json& v, const std::string& param) {
+  std::vector<int32_t> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& t = v[i];
+    const std::string p = fmt::format("{}[{}]", param, i);
+    if (!t.is_number_integer()) bad_type(p, "an integer token id", t);
+    if (t.is_number_unsigned() ? t.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())
+                               : (t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()))
+      bad_value(p, "is not a token id");
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return out;
+}
+
+}  // namespace
+
+json ApiError::to_json() const {
+  json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return json{{"error", e}};
+}
+
+size_t find_invalid_utf8(std::string_view s) {
+  size_t i = 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  while (i < s.size()) {
+    const unsigned c = b[i];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 4, cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + n > s.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      if ((b[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are invalid.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+json parse_body(std::string_view body) {
+  if (const size_t bad = find_invalid_utf8(body); bad != std::string_view::npos)
+    throw ApiError(400, fmt::format("the request body is not valid UTF-8 (byte offset {})", bad), "", "invalid_utf8");
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
+  }
+  if (!j.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object (got {})", type_name(j)), "", "invalid_type");
+  return j;
+}
+
+ChatRequest parse_chat(const json& o) {
+  ChatRequest r;
+  r.model = get_string(o, "model", "");
+  const json* msgs = field(o, "messages");
+  if (!msgs) throw ApiError(400, "'messages' is missing", "messages", "missing_field");
+  check_messages(*msgs);
+  r.messages = *msgs;
+  if (const json* t = field(o, "tools")) {
+    check_tools(*t);
+    if (!t->empty()) r.tools = *t;
+  }
+  if (const json* tc = field(o, "tool_choice")) {
+    if (tc->is_string()) {
+      const std::string s = tc->get<std::string>();
+      if (s == "required")
+        throw ApiError(400, "'tool_choice' \"required\" needs constrained decoding, which rocky does not support yet "
+                            "(use \"auto\")", "tool_choice", "unsupported_value");
+      if (s != "auto" && s != "none") bad_value("tool_choice", fmt::format("is '{}': must be auto, none, required or a named function", s));
+      r.tool_choice = s;
+    } else if (tc->is_object()) {
+      const json* fn = field(*tc, "function");
+      if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string())
+        bad_type("tool_choice.function.name", "a string", fn && fn->is_object() && field(*fn, "name") ? (*fn)["name"] : json());
+      throw ApiError(400, fmt::format("'tool_choice' naming the function '{}' needs constrained decoding, which rocky "
+                                      "does not support yet (use \"auto\")", (*fn)["name"].get<std::string>()),
+                     "tool_choice", "unsupported_value");
+    } else {
+      bad_type("tool_choice", "a string or an object", *tc);
+    }
+  }
+  r.parallel_tool_calls = get_bool(o, "parallel_tool_calls", true);
+  r.chat_template_kwargs = kwargs_of(o);
+  parse_stream(o, r.stream, r.include_usage);
+  r.sampling = parse_sampling(o, false);
+  if (const json* rf = field(o, "response_format")) {
+    if (!rf->is_object()) bad_type("response_format", "an object", *rf);
+    const std::string t = get_string(*rf, "type", "text", "response_format.type");
+    if (t != "text")
+      throw ApiError(400, fmt::format("'response_format.type' '{}' needs constrained decoding, which rocky does not "
+                                      "support yet", t), "response_format.type", "unsupported_value");
+  }
+  return r;
+}
+
+CompletionRequest parse_completion(const json& o, bool native) {
+  CompletionRequest r;
+  r.model = get_string(o, "model", "");
+  const json* p = field(o, native && !field(o, "prompt") && field(o, "content") ? "content" : "prompt");
+  if (!p) throw ApiError(400, "'prompt' is missing", "prompt", "missing_field");
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+  } else if (p->is_array()) {
+    if (p->size() == 1 && (*p)[0].is_string()) {
+      r.prompt_text = (*p)[0].get<std::string>();
+    } else if (!p->empty() && (*p)[0].is_array()) {
+      if (p->size() != 1) bad_value("prompt", "must be one prompt: batches of prompts are not supported");
+      r.prompt_tokens = token_list((*p)[0], "prompt[0]");
+    } else if (!p->empty() && (*p)[0].is_string()) {
+      bad_value("prompt", "must be one prompt: batches of prompts are not supported");
+    } else {
+      r.prompt_tokens = token_list(*p, "prompt");
+    }
+    if (!r.prompt_text && r.prompt_tokens.empty()) bad_value("prompt", "must not be empty");
+  } else {
+    bad_type("prompt", "a string or a list of token ids", *p);
+  }
+  parse_stream(o, r.stream, r.include_usage);
+  r.cache_prompt = get_bool(o, "cache_prompt", true);
+  r.sampling = parse_sampling(o, native);
+  if (const json* e = field(o, "echo"); e && (!e->is_boolean() || e->get<bool>()))
+    bad_value("echo", "is not supported");
+  if (const json* s = field(o, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+    bad_value("suffix", "is not supported");
+  return r;
+}
+
+TokenizeRequest parse_tokenize(const json& o) {
+  TokenizeRequest r;
+  const json* c = field(o, "content");
+  if (!c) throw ApiError(400, "'content' is missing", "content", "missing_field");
+  if (!c->is_string()) bad_type("content", "a string", *c);
+  r.content = c->get<std::string>();
+  r.add_special = get_bool(o, "add_special", false);
+  r.parse_special = get_bool(o, "parse_special", true);
+  r.with_pieces = get_bool(o, "with_pieces", false);
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize(const json& o) {
+  const json* t = field(o, "tokens");
+  if (!t) throw ApiError(400, "'tokens' is missing", "tokens", "missing_field");
+  if (!t->is_array()) bad_type("tokens", "a list of token ids", *t);
+  return token_list(*t, "tokens");
+}
+
+ApplyTemplateRequest parse_apply_template(const json& o) {
+  ApplyTemplateRequest r;
+  const json* msgs = field(o, "messages");
+  if (!msgs) throw ApiError(400, "'messages' is missing", "messages", "missing_field");
+  if (!msgs->is_array()) bad_type("messages", "a list", *msgs);
+  for (size_t i = 0; i < msgs->size(); ++i)
+    if (!(*msgs)[i].is_object()) bad_type(fmt::format("messages[{}]", i), "an object", (*msgs)[i]);
+  r.messages = *msgs;
+  if (const json* t = field(o, "tools")) {
+    if (!t->is_array()) bad_type("tools", "a list", *t);
+    r.tools = *t;
+  }
+  r.add_generation_prompt = get_bool(o, "add_generation_prompt", true);
+  r.chat_template_kwargs = kwargs_of(o);
+  return r;
+}
+
+json normalise_for_template(const json& messages) {
+  json out = messages;
+  for (auto& m : out) {
+    // content null / absent (an assistant message with tool calls) → "" (templates concatenate it).
+    if (auto it = m.find("content"); it == m.end() || it->is_null()) m["content"] = "";
+    if (auto it = m.find("content"); it != m.end() && it->is_array()) {
+      std::string text;
+      for (size_t j = 0; j < it->size(); ++j) {
+        if (j) text += "\n";
+        text += (*it)[j].at("text").get<std::string>();
+      }
+      *it = text;
+    }
+    if (auto it = m.find("tool_calls"); it != m.end() && it->is_array()) {
+      for (auto& c : *it) {
+        auto& fn = c["function"];
+        if (auto a = fn.find("arguments"); a != fn.end() && a->is_string()) {
+          json parsed = json::parse(a->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          if (!parsed.is_discarded()) *a = parsed;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace rocky::server

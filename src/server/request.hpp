@@ -1,0 +1,101 @@
+// Request parsing and validation for `rocky serve`: HTTP bodies → typed requests, or an ApiError
+// (an HTTP status and an OpenAI error object naming the offending field).
+//
+// Bodies are parsed as ordered_json: key order is kept, so templates (tojson of tools, arguments)
+// see exactly what the client sent. Pure functions of the body: no model, no I/O (the libFuzzer target fuzz/server_request_fuzz.cpp
+// drives every parser here). Checks that need the model (prompt length vs the context) happen
+// later, in the server. What agents really send is accepted: `content` as a string, null (an
+// assistant message with tool_calls) or a list of {"type":"text"} parts on any role; tool-call
+// `arguments` as an object or a string; extra message fields pass through to the template.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rocky::server {
+
+// An OpenAI error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError : std::exception {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the field, e.g. "messages[2].role" ("" = null)
+  std::string code;   // e.g. "invalid_type", "invalid_value", "context_length_exceeded" ("" = null)
+  ApiError(int status_, std::string message_, std::string param_ = {}, std::string code_ = {},
+           std::string type_ = "invalid_request_error")
+      : status(status_), message(std::move(message_)), type(std::move(type_)), param(std::move(param_)),
+        code(std::move(code_)) {}
+  const char* what() const noexcept override { return message.c_str(); }
+  nlohmann::ordered_json to_json() const;
+};
+
+// Sampling and stop fields shared by chat, completions and /completion.
+struct SamplingFields {
+  std::optional<double> temperature, top_p, min_p, repeat_penalty;
+  std::optional<int64_t> top_k, seed, repeat_last_n;
+  int64_t max_tokens = -1;  // -1: until end-of-generation or the end of the context
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+
+struct ChatRequest {
+  std::string model;
+  nlohmann::ordered_json messages;  // validated; as sent (normalise_for_template makes the template input)
+  nlohmann::ordered_json tools;     // null or the validated array
+  std::string tool_choice = "auto";  // "auto" | "none" (required / named functions → 400 for now)
+  bool parallel_tool_calls = true;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  bool stream = false;
+  bool include_usage = false;
+  SamplingFields sampling;
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::optional<std::string> prompt_text;  // prompt as a string…
+  std::vector<int32_t> prompt_tokens;      // …or as token ids
+  bool stream = false;
+  bool include_usage = false;
+  bool cache_prompt = true;  // /completion; accepted (the prefix cache, [N3], uses it)
+  SamplingFields sampling;
+};
+
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+
+struct ApplyTemplateRequest {
+  nlohmann::ordered_json messages;  // as given (validated only as a list of objects)
+  nlohmann::ordered_json tools;     // null when absent
+  bool add_generation_prompt = true;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+};
+
+// The body as a JSON object: 400 for invalid UTF-8 (naming the byte offset), malformed JSON, or a
+// value that is not an object.
+nlohmann::ordered_json parse_body(std::string_view body);
+
+ChatRequest parse_chat(const nlohmann::ordered_json& body);
+// `native`: llama-server's POST /completion (n_predict as well as max_tokens; cache_prompt).
+CompletionRequest parse_completion(const nlohmann::ordered_json& body, bool native);
+TokenizeRequest parse_tokenize(const nlohmann::ordered_json& body);
+std::vector<int32_t> parse_detokenize(const nlohmann::ordered_json& body);
+ApplyTemplateRequest parse_apply_template(const nlohmann::ordered_json& body);
+
+// Chat messages as the template sees them in a chat completion: null or absent content becomes "",
+// list-of-text-parts content is joined into a string (parts separated by "\n"), tool-call arguments given as strings parsed to objects
+// when they are JSON (as llama-server does for Jinja templates); other fields unchanged.
+nlohmann::ordered_json normalise_for_template(const nlohmann::ordered_json& messages);
+
+// Byte offset of the first invalid UTF-8 sequence in `s`, or npos.
+size_t find_invalid_utf8(std::string_view s);
+
+}  // namespace rocky::server

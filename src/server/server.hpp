@@ -1,0 +1,40 @@
+// `rocky serve`: an OpenAI-compatible HTTP server (cpp-httplib) over runtime::Scheduler.
+//
+// run_server() binds the port first (so /health can answer 503 {"status":"loading model"} while
+// the model loads), loads the model and one Session per slot, then serves until SIGINT/SIGTERM:
+// it stops accepting, lets in-flight requests finish for up to shutdown_grace_s seconds, cancels
+// what is left, and returns 0. Endpoints and shapes: README.md "Server".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/options.hpp"
+
+namespace rocky::server {
+
+struct ServerOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0: any free port (the chosen one is printed on stderr)
+  int32_t n_ctx = 0;                // -c: the server's KV (0 = the model's, at most 4096)
+  int n_parallel = 1;               // -np: slots
+  int32_t n_ubatch = 512;           // -ub
+  std::string device = "auto";
+  std::string matmul = "auto";
+  std::string api_key;              // empty: no auth
+  std::string alias;                // model id in responses (default: the file name)
+  std::string chat_template_file;
+  size_t queue = 64;                // requests that may wait for a slot
+  size_t max_body = 16u << 20;      // bytes
+  std::string reasoning_format = "auto";  // auto | none | deepseek
+  int timeout_s = 600;              // HTTP read/write timeout
+  double shutdown_grace_s = 10;
+  int test_token_delay_ms = 0;      // tests only: sleep this long after each generated token
+  runtime::EnvOptions env;          // the program's environment (ROCKY_* lab overrides, cache dir, …)
+};
+
+int run_server(const ServerOptions& o);
+
+}  // namespace rocky::server

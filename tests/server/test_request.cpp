@@ -1,0 +1,132 @@
+// server::parse_* on accepted and rejected bodies: what agents send is accepted; each bad field is
+// an ApiError with a 4xx status naming it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/request.hpp"
+
+namespace rocky::server {
+namespace {
+using json = nlohmann::ordered_json;
+
+ApiError chat_error(const std::string& body) {
+  try {
+    parse_chat(parse_body(body));
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "");
+}
+
+TEST(ServerRequest, AcceptsWhatAgentsSend) {
+  const std::string body = R"({"model":"m","messages":[
+      {"role":"developer","content":[{"type":"text","text":"be"},{"type":"text","text":"brief"}]},
+      {"role":"user","content":"weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":{"city":"Oslo"}}}]},
+      {"role":"tool","tool_call_id":"c1","content":"sunny"},
+      {"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"get","arguments":"{\"city\":\"Rome\"}"}}]},
+      {"role":"tool","tool_call_id":"c2","content":[{"type":"text","text":"rain"}]}],
+    "tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object"}}}],
+    "tool_choice":"auto","stream":true,"stream_options":{"include_usage":true},
+    "max_completion_tokens":12,"max_tokens":99,"temperature":0.2,"top_k":40.0,"seed":-1,"stop":"END","n":1})";
+  const ChatRequest r = parse_chat(parse_body(body));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.sampling.max_tokens, 12);  // max_completion_tokens wins
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(r.sampling.seed, -1);
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
+  ASSERT_EQ(r.messages.size(), 6u);
+  const json t = normalise_for_template(r.messages);
+  EXPECT_EQ(t[0]["content"], "be\nbrief");
+  EXPECT_EQ(t[4]["tool_calls"][0]["function"]["arguments"], json({{"city", "Rome"}}));
+  EXPECT_EQ(t[2]["tool_calls"][0]["function"]["arguments"], json({{"city", "Oslo"}}));
+  EXPECT_EQ(t[5]["content"], "rain");
+  EXPECT_EQ(t[2]["content"], "");  // null
+  EXPECT_EQ(t[4]["content"], "");  // absent
+}
+
+TEST(ServerRequest, EachBadFieldIsNamed) {
+  const struct {
+    const char* body;
+    int status;
+    const char* param;
+  } cases[] = {
+      {R"({"messages": [)", 400, ""},
+      {R"([1])", 400, ""},
+      {R"({})", 400, "messages"},
+      {R"({"messages":"hi"})", 400, "messages"},
+      {R"({"messages":[]})", 400, "messages"},
+      {R"({"messages":[{"role":"wizard","content":"x"}]})", 400, "messages[0].role"},
+      {R"({"messages":[{"role":"user"}]})", 400, "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":{"a":1}}]})", 400, "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400, "messages[0].content[0].type"},
+      {R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})", 400, "messages[0].tool_calls"},
+      {R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":3}}]}]})", 400,
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-2})", 400, "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e12})", 400, "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1.5})", 400, "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})", 400, "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":3})", 400, "n"},
+      {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", 400, "temperature"},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_p":1.5})", 400, "top_p"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", 400, "stop[0]"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}})", 400, "stream_options.include_usage"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", 400, "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"f"}}})", 400, "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{}}]})", 400, "tools[0].function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[]})", 400, "chat_template_kwargs"},
+  };
+  for (const auto& c : cases) {
+    const ApiError e = chat_error(c.body);
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " → " << e.message;
+    EXPECT_FALSE(e.message.empty());
+    if (*c.param) {
+      EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+    }
+    const json j = e.to_json();
+    EXPECT_TRUE(j["error"].contains("message") && j["error"].contains("type") && j["error"].contains("param") &&
+                j["error"].contains("code"));
+  }
+}
+
+TEST(ServerRequest, InvalidUtf8NamesTheOffset) {
+  const std::string body = std::string(R"({"messages":[{"role":"user","content":")") + "ok\xC3(" + R"("}]})";
+  try {
+    parse_body(body);
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_NE(e.message.find("UTF-8"), std::string::npos);
+    EXPECT_NE(e.message.find("offset 41"), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(find_invalid_utf8("\xE2\x82\xAC ok \xF0\x9F\x98\x80"), std::string::npos);
+  EXPECT_EQ(find_invalid_utf8("\xC0\x80"), 0u);          // overlong
+  EXPECT_EQ(find_invalid_utf8("a\xED\xA0\x80"), 1u);     // surrogate
+  EXPECT_EQ(find_invalid_utf8("ab\xF4\x90\x80\x80"), 2u);  // past U+10FFFF
+}
+
+TEST(ServerRequest, CompletionPromptForms) {
+  EXPECT_EQ(*parse_completion(parse_body(R"({"prompt":"hi"})"), false).prompt_text, "hi");
+  EXPECT_EQ(*parse_completion(parse_body(R"({"prompt":["hi"]})"), false).prompt_text, "hi");
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[1,2,3]})"), false).prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[[4,5]]})"), false).prompt_tokens, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), true).sampling.max_tokens, 7);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), false).sampling.max_tokens, -1);
+  for (const char* bad : {R"({"prompt":5})", R"({"prompt":["a","b"]})", R"({"prompt":[1,-1]})", R"({"prompt":[]})",
+                          R"({"prompt":"x","echo":true})", R"({})"}) {
+    EXPECT_THROW(parse_completion(parse_body(bad), false), ApiError) << bad;
+  }
+  EXPECT_EQ(parse_detokenize(parse_body(R"({"tokens":[1,2]})")), (std::vector<int32_t>{1, 2}));
+  EXPECT_THROW(parse_detokenize(parse_body(R"({"tokens":[1,"a"]})")), ApiError);
+  const ApplyTemplateRequest a = parse_apply_template(parse_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]})"));
+  EXPECT_TRUE(a.add_generation_prompt);
+  EXPECT_TRUE(a.tools.is_null());
+  EXPECT_TRUE(a.messages[0]["content"].is_array());  // as given: no normalisation
+}
+
+}  // namespace
+}  // namespace rocky::server
