@@ -44,6 +44,21 @@ class Backend {
   // plans made with reuse = false, or for nodes whose arena region has not been reused since.
   virtual std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) = 0;
 
+  // --- Moving one sequence's KV cells (the prefix cache, runtime/prefix_cache.hpp) ---
+  // The cache holds, per layer, K and V as [n_embd_kv, n_ctx] of kv_type() elements (position-
+  // major: the n_embd_kv values of one position are contiguous). The bytes of positions
+  // [p0, p0 + n) are, for each layer l = 0 .. n_layer-1 in order, K then V, each n · n_embd_kv
+  // elements as the cache holds them: kv_bytes(n) = n_layer · 2 · n · n_embd_kv · element size.
+  // export_kv copies them to host memory, import_kv writes them back at the same positions (a
+  // copy of the very bits: a following compute() gives the logits the original cells gave).
+  // Both need init_kv() first and p0 + n ≤ n_ctx (else rocky::Error); they wait for completion.
+  enum class KvType : uint32_t { F32 = 0, F16 = 1 };
+  virtual KvType kv_type() const = 0;
+  virtual void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) = 0;
+  virtual void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) = 0;
+  // Bytes export_kv writes for n positions (0 before init_kv).
+  virtual uint64_t kv_bytes(int32_t n) const = 0;
+
   // Peak device memory allocated so far, in bytes (weights + KV + arena + staging).
   virtual uint64_t device_memory_bytes() const = 0;
 };

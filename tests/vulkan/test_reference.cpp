@@ -38,6 +38,10 @@ class BorrowedVulkan final : public backend::Backend {
     return b_.read_node(g, p, node);
   }
   uint64_t device_memory_bytes() const override { return b_.device_memory_bytes(); }
+  KvType kv_type() const override { return b_.kv_type(); }
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override { b_.export_kv(p0, n, dst); }
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override { b_.import_kv(p0, n, src); }
+  uint64_t kv_bytes(int32_t n) const override { return b_.kv_bytes(n); }
   const vulkan::VulkanBackend& vk() const { return b_; }
 
  private:

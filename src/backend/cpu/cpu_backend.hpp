@@ -21,10 +21,15 @@ class CpuBackend final : public Backend {
                std::span<float> logits) override;
   std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override;
   uint64_t device_memory_bytes() const override { return peak_bytes_; }
+  KvType kv_type() const override { return KvType::F32; }
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
+  uint64_t kv_bytes(int32_t n) const override;
 
  private:
   float* at(const graph::Plan& p, int32_t node);
   void note_memory();
+  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
 
   graph::KvShape kv_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_embd_kv · n_ctx]

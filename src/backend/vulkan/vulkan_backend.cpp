@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 
@@ -457,6 +459,61 @@ void VulkanBackend::record_q8_1_output(ops::Env& env, const graph::Graph& g, con
 
 bool VulkanBackend::node_written(int32_t id) const {
   return id < 0 || size_t(id) >= q81_.fused.size() || (!q81_.fused[size_t(id)] && q81_.epi_into[size_t(id)] < 0);
+}
+
+uint64_t VulkanBackend::kv_bytes(int32_t n) const {
+  return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * (kv_f16_now_ ? 2 : 4);
+}
+
+void VulkanBackend::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
+  if (kv_buffers_.empty()) fail("vulkan backend: {} before init_kv", what);
+  if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
+    fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
+  if (bytes != kv_bytes(n)) fail("vulkan backend: {} of {} positions needs {} bytes, got {}", what, n, kv_bytes(n), bytes);
+}
+
+Buffer& VulkanBackend::kv_staging(uint64_t bytes) {
+  if (kv_staging_.size() < bytes) {
+    kv_staging_ = Buffer{};
+    kv_staging_ = memory_->create("KV staging (prefix cache)", bytes, BufferKind::HOST);
+  }
+  return kv_staging_;
+}
+
+void VulkanBackend::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
+  check_kv_range("export_kv", p0, n, dst.size());
+  if (n == 0) return;
+  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_now_ ? 2 : 4);
+  const uint64_t len = dst.size() / kv_buffers_.size();
+  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  if (mapped) {
+    for (size_t i = 0; i < kv_buffers_.size(); ++i)
+      std::memcpy(dst.data() + i * len, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, len);
+    return;
+  }
+  Buffer& st = kv_staging(dst.size());
+  recorder_->begin(false);
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(kv_buffers_[i], off, st, i * len, len);
+  recorder_->submit_and_wait();
+  std::memcpy(dst.data(), st.mapped(), dst.size());
+}
+
+void VulkanBackend::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
+  check_kv_range("import_kv", p0, n, src.size());
+  if (n == 0) return;
+  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_now_ ? 2 : 4);
+  const uint64_t len = src.size() / kv_buffers_.size();
+  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  if (mapped) {
+    for (size_t i = 0; i < kv_buffers_.size(); ++i)
+      std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + i * len, len);
+    return;
+  }
+  Buffer& st = kv_staging(src.size());
+  std::memcpy(st.mapped(), src.data(), src.size());
+  recorder_->begin(false);
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(st, i * len, kv_buffers_[i], off, len);
+  recorder_->submit_and_wait();
 }
 
 std::vector<float> VulkanBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {

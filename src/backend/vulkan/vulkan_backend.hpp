@@ -72,6 +72,12 @@ class VulkanBackend final : public backend::Backend {
                std::span<float> logits) override;
   std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override;
   uint64_t device_memory_bytes() const override { return memory_->peak_bytes(); }
+  // KV cells ↔ host bytes (backend.hpp): memcpy where the KV buffers are host-visible (UMA),
+  // else every layer's K and V range copied through one host staging buffer in one submit.
+  KvType kv_type() const override { return kv_f16_now_ ? KvType::F16 : KvType::F32; }
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
+  uint64_t kv_bytes(int32_t n) const override;
 
   // Free every uploaded weight (a later load_weights starts afresh; tests reuse one backend).
   void release_weights();
@@ -99,6 +105,8 @@ class VulkanBackend final : public backend::Backend {
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
   const ops::Weight& weight(const gguf::TensorInfo* t) const;
   ops::Region weight_region(const gguf::TensorInfo* t) const;
+  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
+  Buffer& kv_staging(uint64_t bytes);
   void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
 
   VulkanOptions opts_;
@@ -114,6 +122,7 @@ class VulkanBackend final : public backend::Backend {
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
   Buffer arena_;
   Buffer tokens_;
+  Buffer kv_staging_;  // export_kv / import_kv when the KV buffers are not host-visible
   Buffer readback_;  // logits, when the arena is not host-visible (or host_io)
   bool kv_f16_now_ = false;  // element type of kv_buffers_
   // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides) and the q8_1 slots.
