@@ -25,7 +25,7 @@ void expect_api_error_or_ok(F&& f) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   try {
     j = parse_body(body);
   } catch (const ApiError& e) {

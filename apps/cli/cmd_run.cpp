@@ -20,7 +20,6 @@
 #include <iostream>
 #include <sstream>
 
-#include "backend/vulkan/vulkan_backend.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -90,7 +89,10 @@ int run_run(const RunOpts& o) {
   }
   std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty()) fail("the prompt is empty (no tokens to evaluate)");
-  runtime::Session session(*model, runtime::make_backend(o.device, {o.matmul}), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::BackendOptions bo;
+  bo.device = o.device;
+  bo.matmul = o.matmul;
+  runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
     fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
   }
@@ -103,7 +105,7 @@ int run_run(const RunOpts& o) {
     co.dir = o.cache_dir;
     co.disk_bytes = o.cache_disk_mib << 20;
     co.ram_bytes = std::max<uint64_t>(co.disk_bytes, 64ull << 20);  // one run: RAM only stages disk writes
-    cache = std::make_unique<runtime::PrefixCache>(runtime::cache_identity(*model, session.backend()), co);
+    cache = std::make_unique<runtime::PrefixCache>(runtime::cache_identity(*model, session.context()), co);
     // Every prompt position's logits need every position evaluated: nothing is reused then.
     hit = runtime::restore_prefix(session, cache.get(), {}, ids, o.dump_all_logits.empty());
     if (!o.json && hit.n_cached > 0)
@@ -127,11 +129,12 @@ int run_run(const RunOpts& o) {
     if (!o.dump_all_logits.empty()) write_f32(o.dump_all_logits, logits.data(), logits.size());
     if (!o.dump_logits.empty()) write_f32(o.dump_logits, logits.data() + logits.size() - nv, nv);
     // Device memory = weights + KV + arena, known once the first ubatch has run.
-    if (!o.json) {
-      if (auto* gpu = dynamic_cast<const vulkan::VulkanBackend*>(&session.backend()))
-        fmt::print(stderr, "{}: device memory {}\n", gpu->name(), gpu->memory_summary());
-      fmt::print("{}", prompt);
+    if (!o.json && session.backend().stats().kind != "cpu") {
+      const backend::ContextStats cs = session.context().stats();
+      fmt::print(stderr, "{}: device memory {}\n", session.backend().name(),
+                 backend::memory_summary(session.backend().stats().memory.weights, cs.memory.kv, cs.memory.arena));
     }
+    if (!o.json) fmt::print("{}", prompt);
     std::fflush(stdout);
   };
   std::string tail;
@@ -208,7 +211,10 @@ int run_chat(const RunOpts& o) {
   const server::ChatTemplate tmpl = server::ChatTemplate::load(model->file(), tok, o.chat_template_file);
   if (tmpl.is_fallback() && o.chat_template_file.empty())
     fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
-  runtime::Session session(*model, runtime::make_backend(o.device, {o.matmul}), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::BackendOptions bo;
+  bo.device = o.device;
+  bo.matmul = o.matmul;
+  runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);
   nlohmann::json messages = nlohmann::json::array();

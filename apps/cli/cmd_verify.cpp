@@ -21,12 +21,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.hpp"
-#include "backend/vulkan/vulkan_backend.hpp"
+#include "backend/vulkan/device.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "graph/planner.hpp"
 #include "model/model.hpp"
+#include "runtime/backend_factory.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::cli {
@@ -108,28 +108,34 @@ int run_verify(const VerifyOpts& o) {
   graph::Plan plan = graph::plan_arena(g, 256, /*reuse=*/!o.bisect);
   auto weights = g.weights();
 
-  backend::cpu::CpuBackend cpu;
-  cpu.load_weights(weights);
-  cpu.init_kv(g.kv);
-  vulkan::VulkanOptions vo;
-  vo.device = parse_vulkan_index(o.device);
+  runtime::BackendOptions co;
+  co.device = "cpu";
+  auto cpu_be = runtime::make_backend(co);
+  cpu_be->load_weights(weights);
+  auto cpu = cpu_be->make_context({g.kv, 1});
+  runtime::BackendOptions vo;
+  vo.device = fmt::format("vulkan:{}", parse_vulkan_index(o.device));
   vo.max_binding = o.max_binding;
   vo.kv_f16 = o.kv_f16;
   vo.profile = o.profile;
   vo.validation = o.validation;
-  vo.matmul = vulkan::ops::parse_matmul_path(o.matmul, "--matmul");
-  vulkan::VulkanBackend gpu(vo);
-  gpu.load_weights(weights);
-  gpu.init_kv(g.kv);
+  vo.matmul = o.matmul;
+  auto gpu_be = runtime::make_backend(vo);
+  gpu_be->load_weights(weights);
+  auto gpu = gpu_be->make_context({g.kv, 1});
 
   const size_t nv = static_cast<size_t>(hp.n_vocab);
   std::vector<float> lc(nv * size_t(n)), lg(nv * size_t(n));
-  cpu.compute(g, plan, tokens, lc);
-  gpu.compute(g, plan, tokens, lg);
-  if (!o.json) fmt::print(stderr, "{}: device memory {}\n", gpu.name(), gpu.memory_summary());
+  cpu->compute(g, plan, tokens, lc);
+  gpu->compute(g, plan, tokens, lg);
+  const backend::ContextStats gs = gpu->stats();
+  if (!o.json) {
+    fmt::print(stderr, "{}: device memory {}\n", gpu_be->name(),
+               backend::memory_summary(gpu_be->stats().memory.weights, gs.memory.kv, gs.memory.arena));
+  }
 
   Compare all = compare(lc, lg);
-  const bool int8 = gpu.int8_matmuls() > 0;
+  const bool int8 = gs.int8_matmuls > 0;
   const bool abs_tol = int8 && o.tolerance <= 0;  // the int8 path's bound is absolute
   const double tol = o.tolerance > 0 ? o.tolerance : int8 ? k_int8_abs : o.kv_f16 ? 1e-2 : 1e-3;
   const double node_tol = abs_tol ? k_int8_node_rel : tol;
@@ -156,7 +162,7 @@ int run_verify(const VerifyOpts& o) {
 
   nlohmann::json out;
   out["model"] = o.model;
-  out["device"] = gpu.name();
+  out["device"] = gpu_be->name();
   out["n_tokens"] = n;
   out["kv_cache"] = o.kv_f16 ? "f16" : "f32";
   out["top1_agreement"] = double(agree) / n;
@@ -165,18 +171,18 @@ int run_verify(const VerifyOpts& o) {
   out["rel"] = all.rel();
   out["tolerance"] = tol;
   out["tolerance_kind"] = abs_tol ? "abs" : "rel";
-  out["matmul"] = vulkan::ops::matmul_path_name(gpu.matmul_path());
-  out["int8_matmuls"] = gpu.int8_matmuls();
+  out["matmul"] = gpu_be->stats().matmul;
+  out["int8_matmuls"] = gs.int8_matmuls;
   out["max_kl"] = max_kl;
-  out["device_memory_bytes"] = gpu.device_memory_bytes();
+  out["device_memory_bytes"] = gpu_be->device_memory_bytes();
 
   if (o.bisect) {
     nlohmann::json nodes = nlohmann::json::array();
     std::string first;
     for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
       const auto& nd = g.nodes[size_t(i)];
-      if (plan.offset[size_t(i)] == graph::k_no_offset || !gpu.node_written(i)) continue;
-      auto a = cpu.read_node(g, plan, i), b = gpu.read_node(g, plan, i);
+      if (plan.offset[size_t(i)] == graph::k_no_offset || !gpu->node_written(i)) continue;
+      auto a = cpu->read_node(g, plan, i), b = gpu->read_node(g, plan, i);
       Compare c = compare(a, b);
       nodes.push_back({{"node", nd.name}, {"op", graph::op_name(nd.op)}, {"rel", c.rel()}, {"max_abs_diff", c.max_abs}});
       if (first.empty() && !(c.rel() <= node_tol)) first = nd.name;
@@ -187,7 +193,7 @@ int run_verify(const VerifyOpts& o) {
   }
   if (o.profile) {
     std::map<std::string, std::pair<double, int>> by_op;
-    for (const auto& t : gpu.recorder().timings()) {
+    for (const auto& t : gs.ops) {
       std::string key = t.label;
       if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);  // blk.N.ffn_up → ffn_up
       by_op[key].first += t.ms;
@@ -202,11 +208,11 @@ int run_verify(const VerifyOpts& o) {
     out["positions"] = positions;
     fmt::print("{}\n", out.dump(2));
   } else {
-    fmt::print("verify {} on {} ({} tokens, KV {}):\n", o.model, gpu.name(), n, o.kv_f16 ? "f16" : "f32");
+    fmt::print("verify {} on {} ({} tokens, KV {}):\n", o.model, gpu_be->name(), n, o.kv_f16 ? "f16" : "f32");
     fmt::print("  top-1 agreement   {}/{}\n", agree, n);
     if (abs_tol) {
       fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}; int8 path, {} matmuls: tolerance {} absolute)\n", all.max_abs,
-                 all.rel(), gpu.int8_matmuls(), tol);
+                 all.rel(), gs.int8_matmuls, tol);
     } else {
       fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}, tolerance {:.0e})\n", all.max_abs, all.rel(), tol);
     }
@@ -226,8 +232,8 @@ int run_verify(const VerifyOpts& o) {
     }
     fmt::print("{}\n", ok ? "OK" : "FAILED: outside tolerance");
   }
-  if (gpu.instance().validation() && gpu.instance().error_count() > 0) {
-    fmt::print(stderr, "rocky: {} Vulkan validation errors\n", gpu.instance().error_count());
+  if (const backend::BackendStats bs = gpu_be->stats(); bs.validation && bs.validation_errors > 0) {
+    fmt::print(stderr, "rocky: {} Vulkan validation errors\n", bs.validation_errors);
     ok = false;
   }
   return ok ? 0 : 1;

@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <optional>
+
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/vulkan_backend.hpp"
@@ -10,28 +12,39 @@
 
 namespace rocky::runtime {
 
-std::unique_ptr<backend::Backend> make_backend(const std::string& device, const BackendOptions& bo) {
+std::unique_ptr<backend::Backend> make_backend(const BackendOptions& bo) {
   const vulkan::ops::MatmulPath matmul = vulkan::ops::parse_matmul_path(bo.matmul, "--matmul");
-  if (device == "cpu") return backend::cpu::make_cpu_backend();
-  // Vulkan: vulkan[:N]; auto = the first Vulkan GPU, else the CPU (said on stderr).
-  if (auto index = vulkan::parse_vulkan_device(device)) {
-    vulkan::VulkanOptions o;
-    o.device = *index;
-    o.matmul = matmul;
-    return std::make_unique<vulkan::VulkanBackend>(o);
-  }
-  if (device == "auto") {
-    std::string why;
-    if (auto gpu = vulkan::first_gpu(&why)) {
-      vulkan::VulkanOptions o;
-      o.device = *gpu;
-      o.matmul = matmul;
-      return std::make_unique<vulkan::VulkanBackend>(o);
+  const std::string& device = bo.device;
+  auto cpu = [&](const std::string& why) {
+    if (!bo.vulkan_for.empty()) {
+      if (why.empty()) fail("{} needs a Vulkan device", bo.vulkan_for);
+      fail("{} needs a Vulkan device ({})", bo.vulkan_for, why);
     }
-    fmt::print(stderr, "rocky: no Vulkan GPU ({}); using the CPU backend\n", why);
+    if (!why.empty()) fmt::print(stderr, "rocky: no Vulkan GPU ({}); using the CPU backend\n", why);
     return backend::cpu::make_cpu_backend();
+  };
+  if (device == "cpu") return cpu("");
+  // Vulkan: vulkan[:N]; auto = the first Vulkan GPU, else the CPU (said on stderr).
+  std::optional<uint32_t> index = vulkan::parse_vulkan_device(device);
+  if (!index && device == "auto") {
+    std::string why;
+    index = vulkan::first_gpu(&why);
+    if (!index) return cpu(why);
   }
-  fail("unknown device '{}' (accepted: cpu, vulkan, vulkan:N, auto)", device);
+  if (!index) fail("unknown device '{}' (accepted: cpu, vulkan, vulkan:N, auto)", device);
+  vulkan::VulkanOptions o;
+  o.device = *index;
+  o.matmul = matmul;
+  o.profile = bo.profile;
+  o.kv_f16 = bo.kv_f16;
+  o.validation = bo.validation;
+  o.max_binding = bo.max_binding;
+  return std::make_unique<vulkan::VulkanBackend>(o);
+}
+
+std::unique_ptr<backend::Backend> make_backend(const std::string& device, BackendOptions o) {
+  o.device = device;
+  return make_backend(o);
 }
 
 }  // namespace rocky::runtime

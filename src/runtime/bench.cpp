@@ -11,10 +11,9 @@
 #include <map>
 #include <random>
 
-#include "backend/cpu/cpu_backend.hpp"
-#include "backend/vulkan/device.hpp"
-#include "backend/vulkan/vulkan_backend.hpp"
+#include "backend/vulkan/ops/ops.hpp"
 #include "core/error.hpp"
+#include "runtime/backend_factory.hpp"
 #include "runtime/session.hpp"
 
 namespace rocky::runtime {
@@ -50,29 +49,6 @@ struct Timer {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   double ns() const { return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()); }
 };
-
-std::unique_ptr<backend::Backend> bench_backend(const std::string& device, bool profile, const std::string& matmul) {
-  if (device == "cpu") {
-    if (profile) fail("bench --profile needs a Vulkan device");
-    return backend::cpu::make_cpu_backend();
-  }
-  std::optional<uint32_t> idx = vulkan::parse_vulkan_device(device);
-  if (!idx && device == "auto") {
-    std::string why;
-    idx = vulkan::first_gpu(&why);
-    if (!idx) {
-      if (profile) fail("bench --profile needs a Vulkan device ({})", why);
-      fmt::print(stderr, "rocky: no Vulkan GPU ({}); using the CPU backend\n", why);
-      return backend::cpu::make_cpu_backend();
-    }
-  }
-  if (!idx) fail("unknown device '{}' (accepted: cpu, vulkan, vulkan:N, auto)", device);
-  vulkan::VulkanOptions o;
-  o.device = *idx;
-  o.profile = profile;
-  o.matmul = vulkan::ops::parse_matmul_path(matmul, "--matmul");
-  return std::make_unique<vulkan::VulkanBackend>(o);
-}
 
 void stats(BenchRow& r, const std::vector<double>& ns, int64_t tokens) {
   r.samples_ts.clear();
@@ -133,8 +109,9 @@ nlohmann::json host_split(Session& s, const std::vector<double>& ns) {
   for (double v : ns) wall += v * 1e-6;
   nlohmann::json j{{"graph", t.graph_ms / u}, {"plan", t.plan_ms / u}};
   double inside = t.graph_ms + t.plan_ms + t.compute_ms;
-  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend())) {
-    const vulkan::HostTiming& h = vk->host_timing();
+  const backend::ContextStats cs = s.context().stats();
+  if (s.backend().stats().kind != "cpu") {  // the GPU's split of compute (none on the CPU oracle)
+    const backend::HostTiming& h = cs.host;
     j["setup"] = h.setup_ms / u;
     j["record"] = h.record_ms / u;
     j["submit_wait"] = h.submit_wait_ms / u;
@@ -150,7 +127,7 @@ nlohmann::json host_split(Session& s, const std::vector<double>& ns) {
 
 void reset_timing(Session& s) {
   s.reset_timing();
-  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend())) vk->reset_host_timing();
+  s.context().reset_host_timing();
 }
 
 std::string split_line(const nlohmann::json& j) {
@@ -226,14 +203,14 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     SessionOptions so;
     so.n_ctx = n_ctx;
     so.n_ubatch = ub;
-    Session s(*model, bench_backend(p.device, p.profile, p.matmul), so);
-    auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&s.backend());
+    BackendOptions bo;
+    bo.device = p.device;
+    bo.matmul = p.matmul;
+    bo.profile = p.profile;
+    if (p.profile) bo.vulkan_for = "bench --profile";
+    Session s(*model, make_backend(bo), so);
     // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
-    auto path_used = [&] {
-      if (!vk) return std::string("cpu");
-      if (vk->int8_matmuls() > 0) return std::string("mmq");
-      return std::string(vk->matmul_path() == vulkan::ops::MatmulPath::MM ? "mm" : "basic");
-    };
+    auto path_used = [&] { return s.context().stats().matmul_path; };
     BenchRow base;
     base.model = model_label(*model, n_params);
     base.model_file = p.model;
@@ -246,13 +223,12 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
     auto profile_by_op = [&] {
       std::map<std::string, std::pair<double, int>> by_op;
-      if (vk)
-        for (const auto& t : vk->recorder().timings()) {
-          std::string key = t.label;
-          if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
-          by_op[key].first += t.ms;
-          by_op[key].second += 1;
-        }
+      for (const auto& t : s.context().stats().ops) {
+        std::string key = t.label;
+        if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
+        by_op[key].first += t.ms;
+        by_op[key].second += 1;
+      }
       nlohmann::json prof = nlohmann::json::array();
       for (auto& [k, v] : by_op) prof.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
       return prof;

@@ -73,7 +73,7 @@ struct BenchRow {
   std::string matmul_path;     // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
   nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
   // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
-  // plan (plan_arena), setup / record / submit_wait / readback (VulkanBackend::host_timing(); zero
+  // plan (plan_arena), setup / record / submit_wait / readback (Context::stats().host; zero
   // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.
   nlohmann::json host_ms_per_ubatch;
 };

@@ -141,7 +141,7 @@ uint64_t CacheIdentity::hash() const {
   return hash_pod(kv_bytes_per_pos, h);
 }
 
-CacheIdentity cache_identity(const model::Model& m, const backend::Backend& be) {
+CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx) {
   const auto& f = m.file();
   const auto& hp = m.hparams();
   CacheIdentity id;
@@ -151,10 +151,10 @@ CacheIdentity cache_identity(const model::Model& m, const backend::Backend& be) 
   h = hash_pod(static_cast<int32_t>(hp.rope_mode), h);
   h = hash_pod(hp.n_rot, h);
   id.model = h;
-  id.kv_type = static_cast<uint32_t>(be.kv_type());
+  id.kv_type = static_cast<uint32_t>(ctx.kv_type());
   id.n_layer = hp.n_layer;
   id.n_embd_kv = hp.n_embd_kv();
-  id.kv_bytes_per_pos = be.kv_bytes(1);
+  id.kv_bytes_per_pos = ctx.kv_export_bytes(1);
   return id;
 }
 

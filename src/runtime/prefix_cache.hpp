@@ -5,7 +5,7 @@
 //   key(b) = hash64(key(b-1), tokens of block b)    key(-1) = hash64(identity, block)
 // so a key names the whole prefix up to the block's end, for one model identity (content hash of
 // the GGUF file, KV element type and shape, rope parameters; not n_ctx). A block holds the K/V of
-// its positions for every layer (Backend::export_kv's bytes) and, for later architectures whose
+// its positions for every layer (Context::export_kv's bytes) and, for later architectures whose
 // state is not per position (recurrent / sliding-window layers), an opaque `state` checkpoint
 // taken at the block's end. Blocks are immutable and shared (std::shared_ptr<const Block>): many
 // requests may read one at once; loading into a context copies it, never moves it.
@@ -58,20 +58,20 @@ uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
 // What makes two contexts' KV interchangeable.
 struct CacheIdentity {
   uint64_t model = 0;      // content hash of the model file (+ hparams: rope base/scale/mode/n_rot)
-  uint32_t kv_type = 0;    // backend::Backend::KvType
+  uint32_t kv_type = 0;    // backend::KvType
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;
-  uint64_t kv_bytes_per_pos = 0;  // Backend::kv_bytes(1)
+  uint64_t kv_bytes_per_pos = 0;  // Context::kv_export_bytes(1)
   uint64_t hash() const;   // everything above in one key
 };
 // The identity of `m` on a backend with KV type `kv` (hashes the whole file: ~1 s per 2-3 GiB).
-CacheIdentity cache_identity(const model::Model& m, const backend::Backend& be);
+CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx);
 
 struct Block {
   uint64_t key = 0, parent = 0;  // parent: the previous block's key (the chain seed for block 0)
   int32_t p0 = 0;                // first position
   std::vector<int32_t> tokens;   // the block's token ids (checked on every hit)
-  std::vector<uint8_t> kv;       // Backend::export_kv(p0, tokens.size())
+  std::vector<uint8_t> kv;       // Context::export_kv(p0, tokens.size())
   std::vector<uint8_t> state;    // state checkpoint at p0 + tokens.size() (empty for pure attention)
   uint64_t bytes() const { return kv.size() + state.size() + tokens.size() * sizeof(int32_t) + sizeof(Block); }
 };

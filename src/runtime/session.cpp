@@ -13,7 +13,7 @@ using Clock = std::chrono::steady_clock;
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 }  // namespace
 
-Session::Session(const model::Model& m, std::unique_ptr<backend::Backend> be, SessionOptions o)
+Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, SessionOptions o)
     : model_(m), be_(std::move(be)) {
   const auto& hp = m.hparams();
   n_ctx_ = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
@@ -23,12 +23,13 @@ Session::Session(const model::Model& m, std::unique_ptr<backend::Backend> be, Se
   // Every weight any ubatch graph reads: the graph's weight list does not depend on N.
   graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
   auto w = g.weights();
+  if (!be_) fail("session: no backend");
   be_->load_weights(w);
-  be_->init_kv(g.kv);
+  ctx_ = be_->make_context(backend::ContextOptions{g.kv, 1});
 }
 
 void Session::reset() {
-  be_->init_kv(graph::KvShape{model_.hparams().n_layer, model_.hparams().n_embd_kv(), n_ctx_});
+  ctx_->reset();
   n_past_ = 0;
 }
 
@@ -39,15 +40,15 @@ void Session::truncate(int32_t n) {
 
 std::vector<uint8_t> Session::export_kv(int32_t p0, int32_t n) {
   if (p0 < 0 || n < 0 || p0 + n > n_past_) fail("export_kv: positions [{}, {}) not all in the context ({} held)", p0, p0 + n, n_past_);
-  std::vector<uint8_t> out(static_cast<size_t>(be_->kv_bytes(n)));
-  be_->export_kv(p0, n, out);
+  std::vector<uint8_t> out(static_cast<size_t>(ctx_->kv_export_bytes(n)));
+  ctx_->export_kv(p0, n, out);
   return out;
 }
 
 void Session::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
   if (p0 != n_past_) fail("import_kv: positions from {} given, the context holds {}", p0, n_past_);
   if (n < 0 || p0 + n > n_ctx_) fail("import_kv: {} positions from {} do not fit the context ({})", n, p0, n_ctx_);
-  be_->import_kv(p0, n, bytes);
+  ctx_->import_kv(p0, n, bytes);
   n_past_ = p0 + n;
 }
 
@@ -83,7 +84,7 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     } else if (want == model::Logits::LAST) {
       dst = std::span<float>(out);
     }
-    be_->compute(g, p, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt)), dst);
+    ctx_->compute(g, p, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt)), dst);
     const auto t3 = Clock::now();
     timing_.graph_ms += ms(t0, t1);
     timing_.plan_ms += ms(t1, t2);

@@ -1,4 +1,5 @@
-// A generation session: one model, one backend, one KV cache; the ubatch loop.
+// A generation session: one model, one context (its KV cache) over a backend that may be shared
+// with other sessions (the weights are loaded once per backend); the ubatch loop.
 //
 // Prefill splits the tokens into ubatches of at most n_ubatch tokens (each one graph + plan +
 // compute); decode is a 1-token ubatch. A graph depends on n_past only through Graph::n_past, so
@@ -25,7 +26,7 @@ namespace rocky::runtime {
 struct EvalTiming {
   double graph_ms = 0;    // model::build_graph
   double plan_ms = 0;     // graph::plan_arena
-  double compute_ms = 0;  // Backend::compute (its own split: VulkanBackend::host_timing())
+  double compute_ms = 0;  // Context::compute (its own split: Context::stats().host)
   int64_t ubatches = 0;
 };
 
@@ -39,7 +40,11 @@ using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 
 class Session {
  public:
-  Session(const model::Model& m, std::unique_ptr<backend::Backend> be, SessionOptions o);
+  // Loads the model's weights into `be` (tensors already there are skipped) and makes this session's
+  // own context (KV cache of n_ctx positions) on it: any number of sessions may share one backend
+  // (a std::unique_ptr<Backend> converts: the session then owns its backend alone). `m` must outlive
+  // the session.
+  Session(const model::Model& m, std::shared_ptr<backend::Backend> be, SessionOptions o);
 
   // Appends `tokens` to the context and evaluates them. Returns the logits of the last token
   // (n_vocab floats), or with all_logits those of every token, row-major [tokens.size()][n_vocab].
@@ -49,7 +54,7 @@ class Session {
   void reset();  // clears the KV cache, n_past = 0
   // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.
   void truncate(int32_t n);
-  // The KV cells of positions [p0, p0 + n) (p0 + n ≤ n_past) as host bytes (Backend::export_kv).
+  // The KV cells of positions [p0, p0 + n) (p0 + n ≤ n_past) as host bytes (Context::export_kv).
   std::vector<uint8_t> export_kv(int32_t p0, int32_t n);
   // Appends n positions from host bytes made by export_kv of the same model and KV type at the
   // same positions: needs p0 == n_past; afterwards n_past = p0 + n.
@@ -58,12 +63,16 @@ class Session {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_vocab() const { return model_.hparams().n_vocab; }
   backend::Backend& backend() { return *be_; }
+  const std::shared_ptr<backend::Backend>& shared_backend() const { return be_; }
+  backend::Context& context() { return *ctx_; }
+  const backend::Context& context() const { return *ctx_; }
   const EvalTiming& timing() const { return timing_; }
   void reset_timing() { timing_ = {}; }
 
  private:
   const model::Model& model_;
-  std::unique_ptr<backend::Backend> be_;
+  std::shared_ptr<backend::Backend> be_;
+  std::unique_ptr<backend::Context> ctx_;  // destroyed before be_ (declared after it)
   int32_t n_ctx_ = 0;
   int32_t n_ubatch_ = 0;
   int32_t n_past_ = 0;

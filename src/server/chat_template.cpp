@@ -9,38 +9,26 @@
 
 namespace rocky::server {
 
-const std::string& chatml_source() {
-  static const std::string s =
-      "{%- for message in messages -%}\n"
-      "  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n"
-      "{%- endfor -%}\n"
-      "{%- if add_generation_prompt -%}\n"
-      "  {{- '<|im_start|>assistant\\n' -}}\n"
-      "{%- endif -%}\n";
-  return s;
-}
-
 ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& tok, const std::string& override_file) {
-  ChatTemplate t;
-  const auto& v = tok.vocab();
-  if (v.valid(v.bos())) t.bos_ = v.token(v.bos()).text;
-  if (v.valid(v.eos())) t.eos_ = v.token(v.eos()).text;
+  std::string source;
+  bool fallback = false;
   if (!override_file.empty()) {
     std::ifstream in(override_file, std::ios::binary);
     if (!in) fail("cannot read the chat template file '{}'", override_file);
     std::ostringstream s;
     s << in.rdbuf();
-    t.source_ = s.str();
+    source = s.str();
   } else if (auto src = f.get_string("tokenizer.chat_template")) {
-    t.source_ = std::string(*src);
+    source = std::string(*src);
   } else {
-    t.source_ = chatml_source();
-    t.fallback_ = true;
+    source = chat::chatml_fallback_source();
+    fallback = true;
   }
-  if (t.source_ != chatml_source())
-    fail("{}: this chat template needs the Jinja renderer (src/chat), which this build does not have yet; "
-         "only the ChatML fallback renders", override_file.empty() ? "tokenizer.chat_template" : override_file);
-  t.fallback_ = true;
+  ChatTemplate t(chat::Template::parse(std::move(source)));
+  t.fallback_ = fallback;
+  const auto& v = tok.vocab();
+  if (v.valid(v.bos())) t.bos_ = v.token(v.bos()).text;
+  if (v.valid(v.eos())) t.eos_ = v.token(v.eos()).text;
   return t;
 }
 
@@ -51,25 +39,14 @@ std::vector<int32_t> tokenize_chat_prompt(const ChatTemplate& t, const tok::Toke
 }
 
 std::string ChatTemplate::render(const TemplateInputs& in) const {
-  // ChatML, as chatml_source() renders it: message.content must be a string.
-  std::string out;
-  const auto& msgs = in.messages;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const auto& m = msgs[i];
-    auto role = m.find("role");
-    auto content = m.find("content");
-    if (role == m.end() || !role->is_string()) fail("chat template: messages[{}].role is not a string", i);
-    std::string text;
-    if (content != m.end() && content->is_string()) text = content->get<std::string>();
-    else if (content == m.end() || content->is_null()) text = "";
-    else fail("chat template: messages[{}].content is not a string (the ChatML template concatenates it)", i);
-    out += "<|im_start|>" + role->get<std::string>() + "\n" + text;
-    const bool last = i + 1 == msgs.size();
-    if (last && in.continue_final_message) return out;
-    out += "<|im_end|>\n";
-  }
-  if (in.add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
+  chat::RenderOptions o;
+  o.add_generation_prompt = in.add_generation_prompt && !in.continue_final_message;
+  o.continue_final_message = in.continue_final_message;
+  o.bos_token = bos_;
+  o.eos_token = eos_;
+  o.tools = in.tools;
+  o.kwargs = in.kwargs;
+  return tmpl_.render(in.messages, o);
 }
 
 }  // namespace rocky::server

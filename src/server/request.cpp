@@ -6,7 +6,7 @@
 #include <limits>
 
 namespace rocky::server {
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -418,6 +418,8 @@ ApplyTemplateRequest parse_apply_template(const json& o) {
 json normalise_for_template(const json& messages) {
   json out = messages;
   for (auto& m : out) {
+    // content null / absent (an assistant message with tool calls) → "" (templates concatenate it).
+    if (auto it = m.find("content"); it == m.end() || it->is_null()) m["content"] = "";
     if (auto it = m.find("content"); it != m.end() && it->is_array()) {
       std::string text;
       for (size_t j = 0; j < it->size(); ++j) {

@@ -1,7 +1,8 @@
 // Request parsing and validation for `rocky serve`: HTTP bodies → typed requests, or an ApiError
 // (an HTTP status and an OpenAI error object naming the offending field).
 //
-// Pure functions of the body: no model, no I/O (the libFuzzer target fuzz/server_request_fuzz.cpp
+// Bodies are parsed as ordered_json: key order is kept, so templates (tojson of tools, arguments)
+// see exactly what the client sent. Pure functions of the body: no model, no I/O (the libFuzzer target fuzz/server_request_fuzz.cpp
 // drives every parser here). Checks that need the model (prompt length vs the context) happen
 // later, in the server. What agents really send is accepted: `content` as a string, null (an
 // assistant message with tool_calls) or a list of {"type":"text"} parts on any role; tool-call
@@ -30,7 +31,7 @@ struct ApiError : std::exception {
       : status(status_), message(std::move(message_)), type(std::move(type_)), param(std::move(param_)),
         code(std::move(code_)) {}
   const char* what() const noexcept override { return message.c_str(); }
-  nlohmann::json to_json() const;
+  nlohmann::ordered_json to_json() const;
 };
 
 // Sampling and stop fields shared by chat, completions and /completion.
@@ -45,11 +46,11 @@ struct SamplingFields {
 
 struct ChatRequest {
   std::string model;
-  nlohmann::json messages;  // validated; as sent (normalise_for_template makes the template input)
-  nlohmann::json tools;     // null or the validated array
+  nlohmann::ordered_json messages;  // validated; as sent (normalise_for_template makes the template input)
+  nlohmann::ordered_json tools;     // null or the validated array
   std::string tool_choice = "auto";  // "auto" | "none" (required / named functions → 400 for now)
   bool parallel_tool_calls = true;
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool stream = false;
   bool include_usage = false;
   SamplingFields sampling;
@@ -73,27 +74,27 @@ struct TokenizeRequest {
 };
 
 struct ApplyTemplateRequest {
-  nlohmann::json messages;  // as given (validated only as a list of objects)
-  nlohmann::json tools;     // null when absent
+  nlohmann::ordered_json messages;  // as given (validated only as a list of objects)
+  nlohmann::ordered_json tools;     // null when absent
   bool add_generation_prompt = true;
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 // The body as a JSON object: 400 for invalid UTF-8 (naming the byte offset), malformed JSON, or a
 // value that is not an object.
-nlohmann::json parse_body(std::string_view body);
+nlohmann::ordered_json parse_body(std::string_view body);
 
-ChatRequest parse_chat(const nlohmann::json& body);
+ChatRequest parse_chat(const nlohmann::ordered_json& body);
 // `native`: llama-server's POST /completion (n_predict as well as max_tokens; cache_prompt).
-CompletionRequest parse_completion(const nlohmann::json& body, bool native);
-TokenizeRequest parse_tokenize(const nlohmann::json& body);
-std::vector<int32_t> parse_detokenize(const nlohmann::json& body);
-ApplyTemplateRequest parse_apply_template(const nlohmann::json& body);
+CompletionRequest parse_completion(const nlohmann::ordered_json& body, bool native);
+TokenizeRequest parse_tokenize(const nlohmann::ordered_json& body);
+std::vector<int32_t> parse_detokenize(const nlohmann::ordered_json& body);
+ApplyTemplateRequest parse_apply_template(const nlohmann::ordered_json& body);
 
-// Chat messages as the template sees them in a chat completion: list-of-text-parts content joined
-// into a string (parts separated by "\n"), tool-call arguments given as strings parsed to objects
+// Chat messages as the template sees them in a chat completion: null or absent content becomes "",
+// list-of-text-parts content is joined into a string (parts separated by "\n"), tool-call arguments given as strings parsed to objects
 // when they are JSON (as llama-server does for Jinja templates); other fields unchanged.
-nlohmann::json normalise_for_template(const nlohmann::json& messages);
+nlohmann::ordered_json normalise_for_template(const nlohmann::ordered_json& messages);
 
 // Byte offset of the first invalid UTF-8 sequence in `s`, or npos.
 size_t find_invalid_utf8(std::string_view s);

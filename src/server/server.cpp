@@ -24,6 +24,7 @@
 #include "runtime/prefix_cache.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/session.hpp"
+#include "chat/toolcalls.hpp"
 #include "server/chat_template.hpp"
 #include "server/connection.hpp"
 #include "server/request.hpp"
@@ -31,7 +32,7 @@
 
 namespace rocky::server {
 namespace {
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -53,29 +54,28 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}{:016x}", prefix, rng());
 }
 
-// One slot's context. The backend is made per slot until runtime::Session can share one weight
-// upload across sessions ([N1]); switching is this one function.
-std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const ServerOptions& o) {
-  return std::make_unique<runtime::Session>(m, runtime::make_backend(o.device, {o.matmul}),
-                                            runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+// One slot's session: its own context (KV cache) on the one backend all slots share, so the
+// weights are uploaded once ([N1]).
+std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const std::shared_ptr<backend::Backend>& be,
+                                                    const ServerOptions& o) {
+  return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{o.n_ctx, o.n_ubatch});
 }
 
-// Tool-call and reasoning parsing of the output: the seam for src/chat's parsers
-// (src/chat/toolcalls.hpp). Until they are in this build the text is content, as is.
-struct ParsedOutput {
-  std::string content;
-  std::string reasoning;
-  json tool_calls = json::array();
-};
-ParsedOutput parse_output(const std::string& text) { return ParsedOutput{text, {}, json::array()}; }
-
-const char* finish_reason(const runtime::GenerateResult& r, const ParsedOutput* parsed = nullptr) {
-  if (parsed && !parsed->tool_calls.empty()) return "tool_calls";
+const char* finish_reason(const runtime::GenerateResult& r, bool tool_calls = false) {
+  if (tool_calls) return "tool_calls";
   switch (r.reason) {
     case runtime::StopReason::Length:
     case runtime::StopReason::ContextFull: return "length";
     default: return "stop";
   }
+}
+
+// One streamed tool call as an OpenAI delta entry.
+json tool_call_delta(const chat::ToolCall& c, size_t index) {
+  return {{"index", index},
+          {"id", c.id.empty() ? chat::random_tool_call_id() : c.id},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
 json usage_json(const runtime::GenerateResult& r) {
@@ -144,9 +144,13 @@ class App {
     tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file));
     if (tmpl_->is_fallback() && o_.chat_template_file.empty())
       fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
+    runtime::BackendOptions bo;
+    bo.device = o_.device;
+    bo.matmul = o_.matmul;
+    const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     std::vector<std::unique_ptr<runtime::Session>> slots;
     for (int i = 0; i < o_.n_parallel; ++i) {
-      slots.push_back(make_slot_session(*model_, o_));
+      slots.push_back(make_slot_session(*model_, be, o_));
       fmt::print(stderr, "rocky: slot {}/{} ready ({})\n", i + 1, o_.n_parallel, slots.back()->backend().name());
     }
     for (const auto& t : model_->file().tensors()) {
@@ -160,7 +164,7 @@ class App {
       co.ram_bytes = o_.cache_ram_mib << 20;
       co.dir = o_.cache_dir;
       co.disk_bytes = o_.cache_disk_mib << 20;
-      cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, slots.front()->backend()), co);
+      cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, slots.front()->context()), co);
       fmt::print(stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
                  co.block, o_.cache_ram_mib,
                  cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
@@ -399,6 +403,10 @@ class App {
   std::string render(const TemplateInputs& in) const {
     try {
       return tmpl_->render(in);
+    } catch (const chat::TemplateError& e) {
+      // raise_exception() messages are the template's own (what transformers returns).
+      throw ApiError(400, e.kind() == chat::TemplateError::Kind::raise_exception ? e.what() : fmt::format("{}", e.what()),
+                     "messages", "template_error");
     } catch (const Error& e) {
       throw ApiError(400, fmt::format("chat template: {}", e.what()), "messages", "template_error");
     }
@@ -447,9 +455,12 @@ class App {
     in.add_generation_prompt = !prefill;
     in.continue_final_message = prefill;
     in.kwargs = r.chat_template_kwargs;
-    std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, render(in));
+    const std::string prompt = render(in);
+    chat::ReplySyntax syntax = chat::reply_syntax(tmpl_->source(), in.tools, prompt, reasoning_);
+    syntax.parse_tool_calls = r.tool_choice != "none";
+    std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
     check_fits(ids, "messages");
-    generate(req, res, std::move(ids), to_params(r.sampling), Kind::Chat, r.stream, r.include_usage);
+    generate(req, res, std::move(ids), to_params(r.sampling), Kind::Chat, r.stream, r.include_usage, syntax);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Kind kind) {
@@ -465,7 +476,7 @@ class App {
                          fmt::format("prompt[{}]", i), "invalid_value");
     }
     check_fits(ids, "prompt");
-    generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage);
+    generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {});
   }
 
   json chunk_base(Kind kind, const std::string& id) const {
@@ -486,7 +497,8 @@ class App {
     return c;
   }
 
-  json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot) const {
+  json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
+                  const chat::ReplySyntax& syntax) const {
     if (kind == Kind::Native) {
       const char* stop_type = r.reason == runtime::StopReason::Eog          ? "eos"
                               : r.reason == runtime::StopReason::StopString ? "word"
@@ -506,12 +518,10 @@ class App {
     }
     json c = chunk_base(kind, id);
     if (kind == Kind::Chat) {
-      const ParsedOutput out = parse_output(r.text);
-      json msg = {{"role", "assistant"}, {"content", out.content}};
-      if (!out.reasoning.empty()) msg["reasoning_content"] = out.reasoning;
-      if (!out.tool_calls.empty()) msg["tool_calls"] = out.tool_calls;
+      const chat::ParsedReply out = chat::parse_reply(r.text, syntax);
       c["object"] = "chat.completion";
-      c["choices"] = json::array({{{"index", 0}, {"message", msg}, {"finish_reason", finish_reason(r, &out)}, {"logprobs", nullptr}}});
+      c["choices"] = json::array({{{"index", 0}, {"message", out.to_openai()},
+                                   {"finish_reason", finish_reason(r, !out.tool_calls.empty())}, {"logprobs", nullptr}}});
     } else {
       c["object"] = "text_completion";
       c["choices"] = json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
@@ -551,7 +561,7 @@ class App {
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, std::vector<int32_t> ids,
-                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage) {
+                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage, const chat::ReplySyntax& syntax) {
     auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     auto job = submit(std::move(ids), std::move(p), probe);
     const std::string id = random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-");
@@ -562,7 +572,7 @@ class App {
       probe->release();
       if (!job->error.empty()) throw ApiError(500, job->error, "", "", "server_error");
       metrics_.record(*job->result);
-      send_json(res, 200, final_json(kind, id, *job->result, job->slot));
+      send_json(res, 200, final_json(kind, id, *job->result, job->slot, syntax));
       return;
     }
     auto st = std::make_shared<StreamState>();
@@ -579,7 +589,22 @@ class App {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, st, probe, kind, id, include_usage](size_t, httplib::DataSink& sink) {
+        [this, job, st, probe, kind, id, include_usage, syntax](size_t, httplib::DataSink& sink) {
+          chat::ReplyStream reply(syntax);  // chat: content / reasoning / tool-call deltas
+          size_t n_calls = 0;
+          auto chat_delta = [&](const chat::ReplyStream::Delta& d) {
+            json delta = json::object();
+            if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
+            if (!d.content.empty()) delta["content"] = d.content;
+            if (!d.tool_calls.empty()) {
+              json calls = json::array();
+              for (const auto& c : d.tool_calls) calls.push_back(tool_call_delta(c, n_calls++));
+              delta["tool_calls"] = calls;
+            }
+            json c = chunk_base(kind, id);
+            c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+            return c;
+          };
           auto write = [&](const std::string& s) {
             if (sink.write(s.data(), s.size())) return true;
             job->cancel = true;
@@ -599,8 +624,14 @@ class App {
               got.swap(st->pieces);
               finished = got.empty() && job->done();
             }
-            for (const auto& piece : got)
-              if (!write(sse(delta_chunk(kind, id, piece)))) return false;
+            for (const auto& piece : got) {
+              if (kind == Kind::Chat) {
+                const auto d = reply.push(piece);
+                if (!d.empty() && !write(sse(chat_delta(d)))) return false;
+              } else if (!write(sse(delta_chunk(kind, id, piece)))) {
+                return false;
+              }
+            }
             if (finished) {
               std::lock_guard lk(st->m);
               if (st->pieces.empty()) break;
@@ -614,14 +645,20 @@ class App {
           }
           const runtime::GenerateResult& r = *job->result;
           metrics_.record(r);
+          bool tool_calls = false;
+          if (kind == Kind::Chat) {
+            const auto d = reply.finish();
+            if (!d.empty() && !write(sse(chat_delta(d)))) return false;
+            tool_calls = !reply.result().tool_calls.empty();
+          }
           if (kind == Kind::Native) {
-            json f = final_json(kind, id, r, job->slot);
+            json f = final_json(kind, id, r, job->slot, syntax);
             f["content"] = "";
             write(sse(f));
           } else {
             json c = chunk_base(kind, id);
             if (kind == Kind::Chat)
-              c["choices"] = json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
+              c["choices"] = json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish_reason(r, tool_calls)}, {"logprobs", nullptr}}});
             else
               c["choices"] = json::array({{{"index", 0}, {"text", ""}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
             c["timings"] = timings_json(r);
@@ -646,6 +683,7 @@ class App {
   }
 
   const ServerOptions o_;
+  const chat::ReasoningFormat reasoning_ = chat::parse_reasoning_format(o_.reasoning_format);
   std::string model_id_;
   int64_t created_ = 0;
   std::atomic<bool> ready_{false}, stopping_{false};

@@ -138,11 +138,11 @@ TEST(CpuBackend, ReadNodeAndPlanIndependence) {
   std::vector<float> a(static_cast<size_t>(r.n_vocab)), b(a.size());
   auto be = backend::cpu::make_cpu_backend();
   be->load_weights(g.weights());
-  be->init_kv(g.kv);
-  be->compute(g, graph::plan_arena(g), r.eval_tokens, a);
+  auto ctx = be->make_context({g.kv, 1});
+  ctx->compute(g, graph::plan_arena(g), r.eval_tokens, a);
   graph::Plan full = graph::plan_arena(g, 256, false);
-  be->init_kv(g.kv);
-  be->compute(g, full, r.eval_tokens, b);
+  ctx->reset();
+  ctx->compute(g, full, r.eval_tokens, b);
   EXPECT_EQ(a, b);
   auto ref = test::load_f32(test::ref_path("synth-qwen2-q4_k_m-dequant-f32__kvf32_faoff", "p1_short", ".cpu.last_logits.f32"));
   EXPECT_LE(test::rel_err(b, ref), 1e-3);
@@ -155,19 +155,19 @@ TEST(CpuBackend, ReadNodeAndPlanIndependence) {
     return 0;
   };
   // ffn_inp = attn_out + inp_embd (layer 0 residual), exactly.
-  auto emb = be->read_node(g, full, find("inp_embd"));
-  auto att = be->read_node(g, full, find("blk.0.attn_out"));
-  auto res = be->read_node(g, full, find("blk.0.ffn_inp"));
+  auto emb = ctx->read_node(g, full, find("inp_embd"));
+  auto att = ctx->read_node(g, full, find("blk.0.attn_out"));
+  auto res = ctx->read_node(g, full, find("blk.0.ffn_inp"));
   ASSERT_EQ(res.size(), static_cast<size_t>(m->hparams().n_embd) * static_cast<size_t>(n));
   for (size_t i = 0; i < res.size(); ++i) ASSERT_EQ(res[i], att[i] + emb[i]);
   // result_last is the last column of the last layer's output.
-  auto lout = be->read_node(g, full, find("blk.1.l_out"));
-  auto last = be->read_node(g, full, find("result_last"));
+  auto lout = ctx->read_node(g, full, find("blk.1.l_out"));
+  auto last = ctx->read_node(g, full, find("result_last"));
   const size_t ne = static_cast<size_t>(m->hparams().n_embd);
   ASSERT_EQ(last.size(), ne);
   for (size_t i = 0; i < ne; ++i) ASSERT_EQ(last[i], lout[(static_cast<size_t>(n) - 1) * ne + i]);
   // KV_STORE nodes have no arena output.
-  EXPECT_TRUE(be->read_node(g, full, find("blk.0.k_cache_store")).empty());
+  EXPECT_TRUE(ctx->read_node(g, full, find("blk.0.k_cache_store")).empty());
 }
 
 }  // namespace

@@ -32,9 +32,13 @@ using runtime::PrefixCacheOptions;
 
 std::string stories() { return test::shared_path("reference/models/stories260K.gguf"); }
 
+// "cpu", "vulkan", or "vulkan-f16" (f16 KV cache).
 std::unique_ptr<runtime::Session> session(const model::Model& m, const std::string& dev, int32_t n_ctx = 256,
                                           int32_t n_ub = 512) {
-  return std::make_unique<runtime::Session>(m, runtime::make_backend(dev), runtime::SessionOptions{n_ctx, n_ub});
+  runtime::BackendOptions bo;
+  bo.device = dev == "vulkan-f16" ? "vulkan" : dev;
+  bo.kv_f16 = dev == "vulkan-f16";
+  return std::make_unique<runtime::Session>(m, runtime::make_backend(bo), runtime::SessionOptions{n_ctx, n_ub});
 }
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t n_vocab) {
@@ -73,7 +77,7 @@ void kv_round_trip(const std::string& dev) {
   auto a = session(*m, dev);
   a->eval(all.first(k));
   const std::vector<uint8_t> bytes = a->export_kv(0, k);
-  ASSERT_EQ(bytes.size(), a->backend().kv_bytes(k));
+  ASSERT_EQ(bytes.size(), a->context().kv_export_bytes(k));
   ASSERT_GT(bytes.size(), 0u);
   size_t nonzero = 0;
   for (uint8_t x : bytes) nonzero += x != 0;
@@ -97,11 +101,12 @@ void kv_round_trip(const std::string& dev) {
   // Bad ranges are errors, not crashes.
   EXPECT_THROW(c->export_kv(40, 20), Error);
   EXPECT_THROW(c->import_kv(10, 4, std::span<const uint8_t>(bytes).first(10)), Error);
-  EXPECT_THROW(c->backend().import_kv(250, 10, std::vector<uint8_t>(c->backend().kv_bytes(10))), Error);
+  EXPECT_THROW(c->context().import_kv(250, 10, std::vector<uint8_t>(c->context().kv_export_bytes(10))), Error);
 }
 
 TEST(KvExportImport, RoundTripCpu) { kv_round_trip("cpu"); }
 TEST(KvExportImport, RoundTripVulkan) { kv_round_trip("vulkan"); }
+TEST(KvExportImport, RoundTripVulkanF16) { kv_round_trip("vulkan-f16"); }
 
 // A synthetic identity for the cache unit tests (no model needed).
 runtime::CacheIdentity fake_id(uint64_t model = 42) {
@@ -370,7 +375,7 @@ void greedy_with_and_without_reuse(const std::string& dev, const std::string& di
   const std::vector<int32_t> sys = random_tokens(50, 5, nv);
   runtime::PrefixCacheOptions co{16, 64 << 20, dir, 64 << 20};
   auto s = session(*m, dev);
-  auto cache = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->backend()), co);
+  auto cache = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->context()), co);
   runtime::GenerateParams gp;
   gp.sampling.temp = 0;
   gp.max_tokens = 12;
@@ -416,7 +421,7 @@ void greedy_with_and_without_reuse(const std::string& dev, const std::string& di
   EXPECT_GE(h4.from_device, static_cast<int32_t>(p2.size()));
   // A restart (new cache object, same directory): the hits come from disk.
   cache.reset();
-  auto cache2 = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->backend()), co);
+  auto cache2 = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->context()), co);
   auto s4 = session(*m, dev);
   std::vector<int32_t> held4;
   auto [r5, h5] = run(*s4, cache2.get(), held4, p2, true);

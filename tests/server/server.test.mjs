@@ -5,10 +5,13 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import OpenAI from 'openai';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 
 const BIN = process.env.ROCKY_BIN;
 const MODEL = process.env.ROCKY_MODEL;
 const DEVICE = process.env.ROCKY_DEVICE ?? 'vulkan';
+const SHARED = process.env.ROCKY_SHARED ?? path.join(path.dirname(MODEL), '../..');
 assert.ok(BIN && MODEL, 'ROCKY_BIN and ROCKY_MODEL must be set');
 const CTX = 256;
 
@@ -388,4 +391,35 @@ test('bad input gets a 4xx OpenAI error naming the field; the next request is se
   const after = await client.chat.completions.create({ model: 'x', messages: msgs, max_tokens: 4 });
   assert.equal(after.choices.length, 1);
   assert.ok((await metric(S.url, 'errors_total')) >= cases.length);
+});
+
+test('apply-template shows the template output verbatim (reference cases, two real templates)', async () => {
+  const ref = path.join(SHARED, 'reference/chat');
+  const cases = JSON.parse(readFileSync(path.join(ref, 'cases.json'), 'utf8')).cases;
+  for (const name of ['qwen2.5-7b-instruct', 'qwen3-0.6b']) {
+    const srv = await startServer(['--chat-template-file', path.join(ref, 'templates', `${name}.jinja`)]);
+    try {
+      let n = 0;
+      for (const c of cases.filter((x) => x.template === name && x.mode !== 'cont')) {
+        const conv = JSON.parse(readFileSync(path.join(ref, c.conversation_file), 'utf8'));
+        const body = { messages: conv.messages, add_generation_prompt: c.add_generation_prompt };
+        if (conv.tools) body.tools = conv.tools;
+        if (conv.chat_template_kwargs) body.chat_template_kwargs = conv.chat_template_kwargs;
+        const r = await post(srv.url, '/apply-template', body);
+        const what = `${name} ${c.conversation} ${c.mode}`;
+        if (c.result === 'ok') {
+          assert.equal(r.status, 200, `${what}: ${r.text}`);
+          assert.equal(r.json.prompt, readFileSync(path.join(ref, c.expected_file), 'utf8'), what);
+        } else {
+          assert.equal(r.status, 400, `${what}: ${r.text}`);
+          assert.ok(r.json.error.message.includes(c.error_message), `${what}: ${r.json.error.message}`);
+        }
+        ++n;
+      }
+      assert.ok(n >= 24, `${name}: ${n} cases`);
+    } finally {
+      srv.proc.kill('SIGTERM');
+      await srv.exited;
+    }
+  }
 });

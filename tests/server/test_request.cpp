@@ -8,7 +8,7 @@
 
 namespace rocky::server {
 namespace {
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 ApiError chat_error(const std::string& body) {
   try {
@@ -44,6 +44,8 @@ TEST(ServerRequest, AcceptsWhatAgentsSend) {
   EXPECT_EQ(t[4]["tool_calls"][0]["function"]["arguments"], json({{"city", "Rome"}}));
   EXPECT_EQ(t[2]["tool_calls"][0]["function"]["arguments"], json({{"city", "Oslo"}}));
   EXPECT_EQ(t[5]["content"], "rain");
+  EXPECT_EQ(t[2]["content"], "");  // null
+  EXPECT_EQ(t[4]["content"], "");  // absent
 }
 
 TEST(ServerRequest, EachBadFieldIsNamed) {

@@ -29,19 +29,8 @@ class BorrowedVulkan final : public backend::Backend {
   BorrowedVulkan& operator=(const BorrowedVulkan&) = delete;
   std::string name() const override { return b_.name(); }
   void load_weights(std::span<const gguf::TensorInfo* const> w) override { b_.load_weights(w); }
-  void init_kv(const graph::KvShape& kv) override { b_.init_kv(kv); }
-  void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
-               std::span<float> logits) override {
-    b_.compute(g, p, tokens, logits);
-  }
-  std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override {
-    return b_.read_node(g, p, node);
-  }
-  uint64_t device_memory_bytes() const override { return b_.device_memory_bytes(); }
-  KvType kv_type() const override { return b_.kv_type(); }
-  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override { b_.export_kv(p0, n, dst); }
-  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override { b_.import_kv(p0, n, src); }
-  uint64_t kv_bytes(int32_t n) const override { return b_.kv_bytes(n); }
+  std::unique_ptr<backend::Context> make_context(const backend::ContextOptions& o) override { return b_.make_context(o); }
+  backend::BackendStats stats() const override { return b_.stats(); }
   const vulkan::VulkanBackend& vk() const { return b_; }
 
  private:

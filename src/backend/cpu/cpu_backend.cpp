@@ -22,8 +22,30 @@ void CpuBackend::load_weights(std::span<const gguf::TensorInfo* const> weights) 
   }
 }
 
-void CpuBackend::init_kv(const graph::KvShape& kv) {
-  kv_ = kv;
+std::unique_ptr<Context> CpuBackend::make_context(const ContextOptions& o) {
+  return std::make_unique<CpuContext>(*this, o);
+}
+
+BackendStats CpuBackend::stats() const {
+  BackendStats s;
+  s.memory.kv = kv_.load();
+  s.memory.arena = arena_.load();
+  s.peak_bytes = peak_.load();
+  return s;
+}
+
+void CpuBackend::account(int64_t d_kv, int64_t d_arena) {
+  kv_ += static_cast<uint64_t>(d_kv);  // two's complement: a negative delta subtracts
+  arena_ += static_cast<uint64_t>(d_arena);
+  const uint64_t now = kv_.load() + arena_.load();
+  uint64_t p = peak_.load();
+  while (now > p && !peak_.compare_exchange_weak(p, now)) {
+  }
+}
+
+CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o.kv) {
+  if (o.n_seq != 1) fail("cpu backend: {} sequences asked for; one sequence per context is implemented", o.n_seq);
+  const graph::KvShape& kv = kv_;
   const size_t n = static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.n_ctx);
   try {
     k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
@@ -35,24 +57,42 @@ void CpuBackend::init_kv(const graph::KvShape& kv) {
   note_memory();
 }
 
-void CpuBackend::note_memory() {
-  uint64_t b = arena_.size() * sizeof(float);
-  for (const auto& c : k_cache_) b += c.size() * sizeof(float);
-  for (const auto& c : v_cache_) b += c.size() * sizeof(float);
-  peak_bytes_ = std::max(peak_bytes_, b);
+CpuContext::~CpuContext() { be_.account(-static_cast<int64_t>(kv_bytes_), -static_cast<int64_t>(arena_bytes_)); }
+
+void CpuContext::reset() {
+  for (auto& c : k_cache_) std::fill(c.begin(), c.end(), 0.0f);
+  for (auto& c : v_cache_) std::fill(c.begin(), c.end(), 0.0f);
 }
 
-float* CpuBackend::at(const graph::Plan& p, int32_t node) {
+ContextStats CpuContext::stats() const {
+  ContextStats s;
+  s.memory.kv = kv_bytes_;
+  s.memory.arena = arena_bytes_;
+  s.matmul_path = "cpu";
+  return s;
+}
+
+void CpuContext::note_memory() {
+  uint64_t kv = 0;
+  for (const auto& c : k_cache_) kv += c.size() * sizeof(float);
+  for (const auto& c : v_cache_) kv += c.size() * sizeof(float);
+  const uint64_t arena = arena_.size() * sizeof(float);
+  be_.account(static_cast<int64_t>(kv - kv_bytes_), static_cast<int64_t>(arena - arena_bytes_));
+  kv_bytes_ = kv;
+  arena_bytes_ = arena;
+}
+
+float* CpuContext::at(const graph::Plan& p, int32_t node) {
   return arena_.data() + p.offset[static_cast<size_t>(node)] / sizeof(float);
 }
 
-void CpuBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                          std::span<float> logits) {
   if (tokens.size() != static_cast<size_t>(g.n_tokens)) {
     fail("cpu backend: {} tokens given for a graph of {}", tokens.size(), g.n_tokens);
   }
   if (g.kv.n_layer != kv_.n_layer || g.kv.n_embd_kv != kv_.n_embd_kv || g.kv.n_ctx != kv_.n_ctx) {
-    fail("cpu backend: graph KV shape differs from init_kv");
+    fail("cpu backend: graph KV shape differs from the context's");
   }
   if (g.n_past + g.n_tokens > kv_.n_ctx) {
     fail("cpu backend: {} + {} positions exceed the KV cache ({})", g.n_past, g.n_tokens, kv_.n_ctx);
@@ -115,18 +155,18 @@ void CpuBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<
   std::memcpy(logits.data(), at(p, g.output), n_out * sizeof(float));
 }
 
-uint64_t CpuBackend::kv_bytes(int32_t n) const {
+uint64_t CpuContext::kv_export_bytes(int32_t n) const {
   return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * sizeof(float);
 }
 
-void CpuBackend::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
-  if (k_cache_.empty()) fail("cpu backend: {} before init_kv", what);
+void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
   if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
     fail("cpu backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
-  if (bytes != kv_bytes(n)) fail("cpu backend: {} of {} positions needs {} bytes, got {}", what, n, kv_bytes(n), bytes);
+  if (bytes != kv_export_bytes(n))
+    fail("cpu backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
 }
 
-void CpuBackend::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
+void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
   check_kv_range("export_kv", p0, n, dst.size());
   const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
   const size_t len = row * static_cast<size_t>(n);
@@ -139,7 +179,7 @@ void CpuBackend::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
   }
 }
 
-void CpuBackend::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
+void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
   check_kv_range("import_kv", p0, n, src.size());
   const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
   const size_t len = row * static_cast<size_t>(n);
@@ -152,7 +192,7 @@ void CpuBackend::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) 
   }
 }
 
-std::vector<float> CpuBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
+std::vector<float> CpuContext::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
   const Node& n = g.nodes[static_cast<size_t>(node)];
   if (p.offset[static_cast<size_t>(node)] == graph::k_no_offset) return {};
   const float* s = at(p, node);

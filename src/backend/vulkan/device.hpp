@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +105,9 @@ class Device {
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }
   VkQueue queue() const { return queue_; }
+  // vkQueueSubmit needs the queue externally synchronized: every submit holds this (several
+  // contexts of one backend may submit from different threads).
+  std::mutex& queue_mutex() const { return queue_mutex_; }
   uint32_t queue_family() const { return family_; }
   const DeviceInfo& info() const { return info_; }
   Instance& instance() const { return *instance_; }
@@ -117,6 +121,7 @@ class Device {
   uint32_t family_ = 0;
   DeviceInfo info_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
+  mutable std::mutex queue_mutex_;
 };
 
 // "vulkan" → 0, "vulkan:N" → N, any other name → nullopt; rocky::Error for a malformed index.

@@ -45,6 +45,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     release();
     owner_ = o.owner_;
+    use_ = o.use_;
     buffer_ = o.buffer_;
     memory_ = o.memory_;
     size_ = o.size_;
@@ -81,8 +82,9 @@ Memory::~Memory() {
   vkDestroyCommandPool(dev_.handle(), pool_, nullptr);
 }
 
-Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind) {
+Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind, MemUse use) {
   bytes = std::max<uint64_t>(4, (bytes + 3) & ~uint64_t{3});
+  std::lock_guard<std::mutex> lock(mu_);
   if (limit_ != 0 && allocated_ + bytes > limit_) {
     out_of_memory(label, bytes,
                   fmt::format("rocky would hold {} of device memory, over ROCKY_DEVICE_MEMORY_LIMIT={} ({})",
@@ -102,6 +104,7 @@ Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind)
   vk_check(vkCreateBuffer(d, &bi, nullptr, &b.buffer_), "vkCreateBuffer");
   b.owner_ = this;
   b.size_ = bytes;
+  b.use_ = use;
   VkMemoryRequirements req{};
   vkGetBufferMemoryRequirements(d, b.buffer_, &req);
   const auto& mp = dev_.memory_properties();
@@ -136,6 +139,7 @@ Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind)
     vk_check(vkMapMemory(d, b.memory_, 0, VK_WHOLE_SIZE, 0, &b.mapped_), "vkMapMemory");
   }
   allocated_ += bytes;
+  by_use_[static_cast<size_t>(use)] += bytes;
   peak_ = std::max(peak_, allocated_);
   return b;
 }
@@ -145,10 +149,13 @@ void Memory::free(Buffer& b) {
   if (b.mapped_) vkUnmapMemory(d, b.memory_);
   vkDestroyBuffer(d, b.buffer_, nullptr);
   vkFreeMemory(d, b.memory_, nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
   allocated_ -= b.size_;
+  by_use_[static_cast<size_t>(b.use_)] -= b.size_;
 }
 
 void Memory::copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(copy_mu_);  // one command pool and fence for staging copies
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -174,7 +181,10 @@ void Memory::copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cb;
-  vk_check(vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit (copy)");
+  {
+    std::lock_guard<std::mutex> lock(dev_.queue_mutex());
+    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit (copy)");
+  }
   vk_check(vkWaitForFences(dev_.handle(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences (copy)");
   vkResetFences(dev_.handle(), 1, &fence_);
   vkFreeCommandBuffers(dev_.handle(), pool_, 1, &cb);

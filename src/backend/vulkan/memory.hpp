@@ -12,7 +12,9 @@
 
 #include "backend/vulkan/vk.hpp"
 
+#include <array>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -23,6 +25,9 @@ namespace rocky::vulkan {
 class Memory;
 
 enum class BufferKind { DEVICE, HOST };
+
+// What a buffer holds, for the accounting by kind (backend::MemoryStats).
+enum class MemUse { WEIGHTS, KV, ARENA, OTHER };
 
 class Buffer {
  public:
@@ -42,6 +47,7 @@ class Buffer {
  private:
   friend class Memory;
   Memory* owner_ = nullptr;
+  MemUse use_ = MemUse::OTHER;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   uint64_t size_ = 0;
@@ -59,7 +65,8 @@ class Memory {
 
   // A buffer of `bytes` (rounded up to 4) for `label` ("weight blk.0.attn_q.weight", "KV cache
   // layer 3 K", "activation arena"). Throws OutOfMemoryError (see above).
-  Buffer create(const std::string& label, uint64_t bytes, BufferKind kind);
+  // `use` files it under one kind of backend::MemoryStats. Thread-safe (several contexts allocate).
+  Buffer create(const std::string& label, uint64_t bytes, BufferKind kind, MemUse use = MemUse::OTHER);
 
   // Copy host bytes into `dst` at `offset` (mapped: memcpy; otherwise through a staging buffer in
   // chunks, waiting for completion).
@@ -67,8 +74,18 @@ class Memory {
   // Copy `bytes` at `offset` of `src` to host memory (mapped: memcpy; otherwise via staging).
   void download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
 
-  uint64_t allocated_bytes() const { return allocated_; }
-  uint64_t peak_bytes() const { return peak_; }
+  uint64_t allocated_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocated_;
+  }
+  uint64_t allocated_bytes(MemUse use) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return by_use_[static_cast<size_t>(use)];
+  }
+  uint64_t peak_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peak_;
+  }
   uint64_t limit_bytes() const { return limit_; }
   Device& device() const { return dev_; }
 
@@ -78,7 +95,10 @@ class Memory {
   void copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes);
   Device& dev_;
   uint64_t limit_ = 0;
+  mutable std::mutex mu_;  // allocated_, by_use_, peak_
+  std::mutex copy_mu_;     // pool_, fence_
   uint64_t allocated_ = 0, peak_ = 0;
+  std::array<uint64_t, 4> by_use_{};
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
 };

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -50,7 +51,10 @@ class Pipelines {
 
   // The pipeline for `shader` with `spec` (must set ROCKY_SC_WG). Created on first use.
   const Pipeline& get(std::string_view shader, std::vector<SpecConst> spec);
-  size_t size() const { return cache_.size(); }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cache_.size();
+  }
   // Where the VkPipelineCache lives ("" when not persisted).
   const std::string& cache_path() const { return path_; }
   // [M5] Create later pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (only when the
@@ -60,6 +64,7 @@ class Pipelines {
   // Every pipeline created so far with its specialization constants (for statistics).
   std::vector<std::pair<std::vector<std::pair<uint32_t, uint32_t>>, const Pipeline*>> all() const {
     std::vector<std::pair<std::vector<std::pair<uint32_t, uint32_t>>, const Pipeline*>> v;
+    std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [k, p] : cache_) v.emplace_back(k.second, p.get());
     return v;
   }
@@ -68,6 +73,7 @@ class Pipelines {
  private:
   const Pipeline& get_slow(std::string_view shader, std::vector<SpecConst> spec);
   Device& dev_;
+  mutable std::mutex mu_;  // cache_, fast_ (get() is called from every context's recording thread)
   VkPipelineCache vk_cache_ = VK_NULL_HANDLE;
   std::string path_;
   bool capture_stats_ = false;

@@ -259,7 +259,10 @@ void Recorder::flush() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &f.cb;
-  vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  {
+    std::lock_guard<std::mutex> lock(dev_.queue_mutex());
+    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  }
   f.pending = true;
   const uint32_t dispatches = dispatches_, barriers = barriers_;
   const double waited = flush_wait_ms_;
@@ -284,7 +287,10 @@ void Recorder::submit_and_wait() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &f.cb;
-  vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  {
+    std::lock_guard<std::mutex> lock(dev_.queue_mutex());
+    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  }
   f.pending = true;
   wait(f);
   timings_.clear();

@@ -16,10 +16,6 @@ namespace rocky::vulkan {
 
 using graph::Op;
 
-namespace {
-std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
-}  // namespace
-
 VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   // ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn overrides the matmul tile (tuning experiments).
   if (const char* t = std::getenv("ROCKY_MATMUL_TILE"); t && *t) {
@@ -37,7 +33,6 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : device_memory_limit_from_env();
   memory_ = std::make_unique<Memory>(*device_, limit);
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache);
-  recorder_ = std::make_unique<Recorder>(*device_, opts.max_binding);
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
   // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
   if (const char* mm = std::getenv("ROCKY_MATMUL"); mm && *mm) opts_.matmul = ops::parse_matmul_path(mm, "ROCKY_MATMUL");
@@ -53,14 +48,10 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
 }
 
 VulkanBackend::~VulkanBackend() {
-  // Order: GPU work done → buffers → pipelines → device → instance.
+  // Order: GPU work done → the default context → weights → pipelines → device → instance. Other
+  // contexts must be gone already (backend.hpp).
   if (device_) vkDeviceWaitIdle(device_->handle());
-  recorder_.reset();
-  tokens_ = Buffer();
-  readback_ = Buffer();
-  arena_ = Buffer();
-  q81_slots_.clear();
-  kv_buffers_.clear();
+  default_.reset();
   weight_buffers_.clear();
   pipelines_.reset();
   memory_.reset();
@@ -69,18 +60,48 @@ VulkanBackend::~VulkanBackend() {
 
 std::string VulkanBackend::name() const { return fmt::format("vulkan:{} ({})", opts_.device, device_->info().name); }
 
-std::string VulkanBackend::memory_summary() const {
-  uint64_t kv = 0;
-  for (const auto& b : kv_buffers_) kv += b.size();
-  uint64_t arena = arena_ ? arena_.size() : 0;
-  return fmt::format("weights {} + KV {} + arena {} = {}", mib(weight_bytes_), mib(kv), mib(arena),
-                     mib(weight_bytes_ + kv + arena));
+std::string VulkanBackend::memory_summary() {
+  return backend::memory_summary(weight_bytes_, context().kv_bytes(), context().arena_bytes());
+}
+
+backend::BackendStats VulkanBackend::stats() const {
+  backend::BackendStats s;
+  s.kind = "vulkan";
+  s.memory.weights = memory_->allocated_bytes(MemUse::WEIGHTS);
+  s.memory.kv = memory_->allocated_bytes(MemUse::KV);
+  s.memory.arena = memory_->allocated_bytes(MemUse::ARENA);
+  s.memory.other = memory_->allocated_bytes(MemUse::OTHER);
+  s.peak_bytes = memory_->peak_bytes();
+  s.matmul = ops::matmul_path_name(opts_.matmul);
+  s.validation = instance_->validation();
+  s.validation_errors = instance_->error_count();
+  return s;
+}
+
+std::unique_ptr<backend::Context> VulkanBackend::make_context(const backend::ContextOptions& o) {
+  return std::make_unique<VulkanContext>(*this, o);
+}
+
+void VulkanBackend::init_kv(const graph::KvShape& kv) {
+  // Same shape again (Session::reset between benchmark repetitions): keep the buffers, zero them.
+  if (default_ && kv.n_layer == default_->kv().n_layer && kv.n_embd_kv == default_->kv().n_embd_kv &&
+      kv.n_ctx == default_->kv().n_ctx) {
+    default_->reset();
+    return;
+  }
+  default_.reset();
+  default_ = std::make_unique<VulkanContext>(*this, backend::ContextOptions{kv, 1});
+}
+
+VulkanContext& VulkanBackend::context() {
+  if (!default_) default_ = std::make_unique<VulkanContext>(*this, backend::ContextOptions{});
+  return *default_;
 }
 
 void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weights) {
   for (const gguf::TensorInfo* t : weights) {
     if (weights_.count(t)) continue;
-    auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE));
+    auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE, MemUse::WEIGHTS));
     memory_->upload(*b, 0, t->data, t->n_bytes);
     ops::Weight w;
     w.type = t->type;
@@ -107,27 +128,109 @@ void VulkanBackend::release_weights() {
   weight_bytes_ = 0;
 }
 
-void VulkanBackend::init_kv(const graph::KvShape& kv) {
-  // Same shape again (Session::reset between benchmark repetitions): keep the buffers, zero them.
-  const bool same = !kv_buffers_.empty() && kv.n_layer == kv_.n_layer && kv.n_embd_kv == kv_.n_embd_kv &&
-                    kv.n_ctx == kv_.n_ctx && kv_f16_now_ == opts_.kv_f16;
-  if (!same) {
-    kv_buffers_.clear();
-    kv_ = kv;
-    kv_f16_now_ = opts_.kv_f16;
-    const uint64_t elem = opts_.kv_f16 ? 2 : 4;
-    const uint64_t bytes = uint64_t(kv.n_embd_kv) * uint64_t(kv.n_ctx) * elem;
-    for (int32_t l = 0; l < kv.n_layer; ++l) {
-      for (int kvi = 0; kvi < 2; ++kvi) {
-        kv_buffers_.push_back(memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv.n_ctx),
-                                              bytes, BufferKind::DEVICE));
-      }
+VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
+  if (o.n_seq != 1) fail("Vulkan context: {} sequences asked for; one sequence per context is implemented", o.n_seq);
+  if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
+  recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding);
+  kv_f16_ = be_.opts_.kv_f16;
+  const uint64_t elem = kv_f16_ ? 2 : 4;
+  const uint64_t bytes = uint64_t(kv_.n_embd_kv) * uint64_t(kv_.n_ctx) * elem;
+  for (int32_t l = 0; l < kv_.n_layer; ++l) {
+    for (int kvi = 0; kvi < 2; ++kvi) {
+      kv_buffers_.push_back(be_.memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv_.n_ctx),
+                                                bytes, BufferKind::DEVICE, MemUse::KV));
     }
   }
+  reset();
+}
+
+VulkanContext::~VulkanContext() {
+  recorder_.reset();  // waits for its frames still in flight
+}
+
+void VulkanContext::reset() {
+  if (kv_buffers_.empty()) return;
   // Zeros by the GPU, all layers in one submit (was one staged upload per buffer on discrete GPUs).
   recorder_->begin(false);
   for (const Buffer& b : kv_buffers_) recorder_->fill(b, 0);
   recorder_->submit_and_wait();
+}
+
+uint64_t VulkanContext::kv_export_bytes(int32_t n) const {
+  return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+}
+
+void VulkanContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
+  if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
+    fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
+  if (bytes != kv_export_bytes(n))
+    fail("vulkan backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
+}
+
+Buffer& VulkanContext::kv_staging(uint64_t bytes) {
+  if (kv_staging_.size() < bytes) {
+    kv_staging_ = Buffer{};
+    kv_staging_ = be_.memory_->create("KV staging (prefix cache)", bytes, BufferKind::HOST, MemUse::OTHER);
+  }
+  return kv_staging_;
+}
+
+void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
+  check_kv_range("export_kv", p0, n, dst.size());
+  if (n == 0 || kv_buffers_.empty()) return;
+  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t len = dst.size() / kv_buffers_.size();
+  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  if (mapped) {
+    for (size_t i = 0; i < kv_buffers_.size(); ++i)
+      std::memcpy(dst.data() + i * len, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, len);
+    return;
+  }
+  Buffer& st = kv_staging(dst.size());
+  recorder_->begin(false);
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(kv_buffers_[i], off, st, i * len, len);
+  recorder_->submit_and_wait();
+  std::memcpy(dst.data(), st.mapped(), dst.size());
+}
+
+void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
+  check_kv_range("import_kv", p0, n, src.size());
+  if (n == 0 || kv_buffers_.empty()) return;
+  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t len = src.size() / kv_buffers_.size();
+  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  if (mapped) {
+    for (size_t i = 0; i < kv_buffers_.size(); ++i)
+      std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + i * len, len);
+    return;
+  }
+  Buffer& st = kv_staging(src.size());
+  std::memcpy(st.mapped(), src.data(), src.size());
+  recorder_->begin(false);
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(st, i * len, kv_buffers_[i], off, len);
+  recorder_->submit_and_wait();
+}
+
+uint64_t VulkanContext::kv_bytes() const {
+  uint64_t kv = 0;
+  for (const auto& b : kv_buffers_) kv += b.size();
+  return kv;
+}
+
+backend::ContextStats VulkanContext::stats() const {
+  backend::ContextStats s;
+  s.memory.kv = kv_bytes();
+  s.memory.arena = arena_bytes();
+  for (const auto& [qs, ds] : q81_slots_) s.memory.other += qs.size() + ds.size();
+  s.memory.other += tokens_.size() + readback_.size();
+  s.host = timing_;
+  for (const auto& t : recorder_->timings()) s.ops.push_back({t.label, t.ms});
+  // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
+  s.matmul_path = int8_matmuls_ > 0 ? "mmq" : be_.opts_.matmul == ops::MatmulPath::MM ? "mm" : "basic";
+  s.int8_matmuls = int8_matmuls_;
+  s.fused_epilogues = fused_epilogues_;
+  s.dispatches = recorder_->dispatches();
+  return s;
 }
 
 const ops::Weight& VulkanBackend::weight(const gguf::TensorInfo* t) const {
@@ -143,7 +246,7 @@ ops::Region VulkanBackend::weight_region(const gguf::TensorInfo* t) const {
   return {w.buf, 0, t->n_bytes};
 }
 
-ops::Region VulkanBackend::node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const {
+ops::Region VulkanContext::node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= g.nodes.size()) fail("graph: node id {} out of range", id);
   const auto& n = g.nodes[static_cast<size_t>(id)];
   if (p.offset.size() != g.nodes.size()) fail("plan has {} offsets for {} nodes", p.offset.size(), g.nodes.size());
@@ -152,7 +255,7 @@ ops::Region VulkanBackend::node_region(const graph::Graph& g, const graph::Plan&
   return {&arena_, p.offset[static_cast<size_t>(id)], n.out_bytes()};
 }
 
-void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
+void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
   const graph::Node& n = g.nodes[static_cast<size_t>(id)];
   auto src = [&](int k) -> const graph::Node& {
     int32_t s = n.src[static_cast<size_t>(k)];
@@ -163,7 +266,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
   const uint32_t ne0 = static_cast<uint32_t>(n.ne0), ne1 = static_cast<uint32_t>(n.ne1);
   switch (n.op) {
     case Op::GET_ROWS: {
-      const ops::Weight& w = weight(n.weight);
+      const ops::Weight& w = be_.weight(n.weight);
       if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens) fail("graph node {}: shape does not match its weight / tokens", n.name);
       ops::get_rows(env, w, {&tokens_, 0, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id), n.name);
       break;
@@ -172,14 +275,14 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (src(0).ne0 != n.ne0 || n.weight->n_elements != uint64_t(n.ne0)) fail("graph node {}: shape mismatch", n.name);
       if (q81_.fused[size_t(id)]) {  // every consumer is an int8 matmul: write only their q8_1 input
         const int32_t s = q81_.slot[size_t(id)];
-        fast::rms_norm_q8_1(env, in(0), weight_region(n.weight), ne0, ne1, n.eps,
+        fast::rms_norm_q8_1(env, in(0), be_.weight_region(n.weight), ne0, ne1, n.eps,
                                 slot_qs(s, fast::q8_1_qs_bytes(ne0, ne1)), slot_ds(s, fast::q8_1_ds_bytes(ne0, ne1)), n.name);
         break;
       }
-      ops::rms_norm(env, in(0), weight_region(n.weight), ne0, ne1, n.eps, node_region(g, p, id), n.name);
+      ops::rms_norm(env, in(0), be_.weight_region(n.weight), ne0, ne1, n.eps, node_region(g, p, id), n.name);
       break;
     case Op::MATMUL: {
-      const ops::Weight& w = weight(n.weight);
+      const ops::Weight& w = be_.weight(n.weight);
       if (w.ne0 != uint64_t(src(0).ne0) || w.rows != uint64_t(n.ne0) || src(0).ne1 != n.ne1) {
         fail("graph node {}: weight {} [{}, {}] does not fit x [{}, {}] → y [{}, {}]", n.name, w.name, w.ne0, w.rows,
              src(0).ne0, src(0).ne1, n.ne0, n.ne1);
@@ -195,7 +298,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
           fast::MmqEpilogue epi;
           if (cn.op == Op::ADD_BIAS) {
             epi.kind = fast::Epilogue::BIAS;
-            epi.operand = weight_region(cn.weight);
+            epi.operand = be_.weight_region(cn.weight);
           } else {
             epi.kind = fast::Epilogue::RESIDUAL;
             epi.operand = node_region(g, p, cn.src[cn.src[0] == id ? 1 : 0]);
@@ -204,7 +307,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
           const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
                                        ? cn.name.substr(cn.name.find('.', 4) + 1)
                                        : cn.name;
-          fast::mul_mmq(env, mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot, n.name + "+" + tail, epi);
+          fast::mul_mmq(env, be_.mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot, n.name + "+" + tail, epi);
           ++fused_epilogues_;
           break;
         }
@@ -217,7 +320,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::ADD_BIAS:
       if (n.weight->n_elements != uint64_t(n.ne0)) fail("graph node {}: bias size mismatch", n.name);
       if (q81_.epi_done[size_t(id)]) break;  // written by its matmul's epilogue
-      ops::bias_add(env, in(0), weight_region(n.weight), ne0, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
+      ops::bias_add(env, in(0), be_.weight_region(n.weight), ne0, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::ROPE: {
       ops::RopeArgs a{static_cast<uint32_t>(n.rope.head_dim), static_cast<uint32_t>(n.rope.n_head),
@@ -272,7 +375,7 @@ void VulkanBackend::record_node(ops::Env& env, const graph::Graph& g, const grap
   }
 }
 
-void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
+void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                             std::span<float> logits) {
   if (tokens.size() != static_cast<size_t>(g.n_tokens)) fail("compute: {} tokens for a graph of {}", tokens.size(), g.n_tokens);
   using Clock = std::chrono::steady_clock;
@@ -284,38 +387,39 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // host-visible through a resizable BAR is not treated as UMA here: CPU reads of that memory are
   // uncached PCIe reads (the H200 took 20–23 ms to read 608 KB of logits, docs/tuning-log.md #12),
   // so tokens and logits go through host memory and the ubatch's own command buffer copies them.
-  const bool host_io = opts_.host_io || !device_->info().uma || device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  const bool host_io = be_.opts_.host_io || !be_.device_->info().uma || be_.device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   const uint64_t tok_bytes = std::max<uint64_t>(4, tokens.size() * 4);
   if (!tokens_ || tokens_.size() < tok_bytes) {
     tokens_ = Buffer();
-    tokens_ = memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE);
+    tokens_ = be_.memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE, MemUse::OTHER);
   }
-  memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
+  be_.memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
   if (p.arena_bytes > 0 && (!arena_ || arena_.size() < p.arena_bytes)) {
     arena_ = Buffer();
-    arena_ = memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes, BufferKind::DEVICE);
+    arena_ = be_.memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes, BufferKind::DEVICE,
+                                   MemUse::ARENA);
   }
   for (const auto& n : g.nodes) {
     if (n.op == Op::GET_ROWS && n.weight) {
-      const ops::Weight& w = weight(n.weight);
+      const ops::Weight& w = be_.weight(n.weight);
       for (int32_t t : tokens)
         if (t < 0 || uint64_t(t) >= w.rows) fail("token id {} outside the vocabulary ({} rows of {})", t, w.rows, w.name);
     }
   }
-  ops::Env env{*recorder_, *pipelines_, device_->info(), opts_.tile, 128, opts_.kv_f16};
-  env.matmul = opts_.matmul;
-  env.prof = &mmq_profile_;
+  ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.opts_.tile, 128, be_.opts_.kv_f16};
+  env.matmul = be_.opts_.matmul;
+  env.prof = &be_.mmq_profile_;
   q81_ = plan_q8_1(env, g);
   while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
   for (uint32_t i = 0; i < q81_.n_slots; ++i) {  // grown only when a larger graph arrives
     auto& [qs, ds] = q81_slots_[i];
     if (!qs || qs.size() < q81_.qs_bytes) {
       qs = Buffer();
-      qs = memory_->create(fmt::format("q8_1 activations (slot {})", i), q81_.qs_bytes, BufferKind::DEVICE);
+      qs = be_.memory_->create(fmt::format("q8_1 activations (slot {})", i), q81_.qs_bytes, BufferKind::DEVICE);
     }
     if (!ds || ds.size() < q81_.ds_bytes) {
       ds = Buffer();
-      ds = memory_->create(fmt::format("q8_1 activation scales (slot {})", i), q81_.ds_bytes, BufferKind::DEVICE);
+      ds = be_.memory_->create(fmt::format("q8_1 activation scales (slot {})", i), q81_.ds_bytes, BufferKind::DEVICE);
     }
   }
   int8_matmuls_ = 0;
@@ -329,16 +433,16 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const bool copy_out = out_bytes > 0 && (host_io || !arena_.mapped());
   if (copy_out && (!readback_ || readback_.size() < out_bytes)) {
     readback_ = Buffer();
-    readback_ = memory_->create("logits readback", out_bytes, BufferKind::HOST);
+    readback_ = be_.memory_->create("logits readback", out_bytes, BufferKind::HOST);
   }
   const auto t1 = Clock::now();
-  recorder_->begin(opts_.profile);
+  recorder_->begin(be_.opts_.profile);
   uint32_t flushed = 0;
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
     record_node(env, g, p, i);
     record_q8_1_output(env, g, p, i);
     // VulkanOptions::flush_dispatches: a 36-layer ubatch (≈ 760 dispatches) goes out in 8 submits.
-    if (opts_.flush_dispatches > 0 && recorder_->dispatches() - flushed >= opts_.flush_dispatches) {
+    if (be_.opts_.flush_dispatches > 0 && recorder_->dispatches() - flushed >= be_.opts_.flush_dispatches) {
       recorder_->flush();
       flushed = recorder_->dispatches();
     }
@@ -360,14 +464,14 @@ void VulkanBackend::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const uint64_t n_out = uint64_t(out.ne0) * uint64_t(out.ne1);
   if (logits.size() != n_out) fail("compute: logits buffer holds {} floats, the output node {} has {}", logits.size(), out.name, n_out);
   if (copy_out) {
-    memory_->download(readback_, 0, logits.data(), n_out * 4);  // mapped: a memcpy
+    be_.memory_->download(readback_, 0, logits.data(), n_out * 4);  // mapped: a memcpy
   } else {
-    memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
+    be_.memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
   }
   timing_.readback_ms += ms(t3, Clock::now());
 }
 
-VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph::Graph& g) const {
+VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph::Graph& g) const {
   const size_t nn = g.nodes.size();
   Q81Plan q;
   q.mmq.assign(nn, 0);
@@ -378,8 +482,8 @@ VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph
   for (size_t i = 0; i < nn; ++i) {
     const graph::Node& n = g.nodes[i];
     if (n.op == Op::MATMUL && n.weight && n.src[0] >= 0 && size_t(n.src[0]) < i) {
-      auto it = weights_.find(n.weight);
-      if (it != weights_.end() && ops::matmul_uses_q8_1(env, it->second, static_cast<uint32_t>(n.ne1))) q.mmq[i] = 1;
+      auto it = be_.weights_.find(n.weight);
+      if (it != be_.weights_.end() && ops::matmul_uses_q8_1(env, it->second, static_cast<uint32_t>(n.ne1))) q.mmq[i] = 1;
     }
     for (size_t k = 0; k < n.src.size(); ++k) {
       const int32_t s = n.src[k];
@@ -413,7 +517,7 @@ VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph
     q.qs_bytes = std::max(q.qs_bytes, fast::q8_1_qs_bytes(k, cols));
     q.ds_bytes = std::max(q.ds_bytes, fast::q8_1_ds_bytes(k, cols));
     // rms_norm and silu·mul write the q8_1 layout themselves when nothing else reads their output.
-    q.fused[i] = opts_.fuse_q8_1 && other_uses[i] == 0 && (n.op == Op::RMS_NORM || n.op == Op::SILU_MUL) && k % 32 == 0;
+    q.fused[i] = be_.opts_.fuse_q8_1 && other_uses[i] == 0 && (n.op == Op::RMS_NORM || n.op == Op::SILU_MUL) && k % 32 == 0;
   }
   q.n_slots = static_cast<uint32_t>(left.size());
   // Epilogue fusion: an int8 matmul i whose output is read by exactly one node, the NEXT one (j =
@@ -424,7 +528,7 @@ VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph
   // int8 matmul does not read (it reads the q8_1 slot) — and nothing runs between i and j.
   q.epi_into.assign(nn, -1);
   q.epi_done.assign(nn, 0);
-  if (!opts_.fuse_epilogue) return q;
+  if (!be_.opts_.fuse_epilogue) return q;
   for (size_t i = 0; i + 1 < nn; ++i) {
     if (!q.mmq[i] || mmq_uses[i] != 0 || other_uses[i] != 1) continue;
     const graph::Node& n = g.nodes[i];
@@ -433,8 +537,8 @@ VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph
     const int32_t me = static_cast<int32_t>(i);
     bool ok = false;
     if (c.op == Op::ADD_BIAS && c.src[0] == me && c.weight && c.weight->n_elements == uint64_t(n.ne0)) {
-      auto it = weights_.find(c.weight);
-      ok = it != weights_.end() && it->second.type == DType::F32;
+      auto it = be_.weights_.find(c.weight);
+      ok = it != be_.weights_.end() && it->second.type == DType::F32;
     } else if (c.op == Op::ADD && (c.src[0] == me) != (c.src[1] == me)) {
       const int32_t r = c.src[c.src[0] == me ? 1 : 0];
       ok = r >= 0 && r < me && !q.fused[size_t(r)] && g.nodes[size_t(r)].ne0 == n.ne0 && g.nodes[size_t(r)].ne1 == n.ne1;
@@ -446,7 +550,7 @@ VulkanBackend::Q81Plan VulkanBackend::plan_q8_1(const ops::Env& env, const graph
   return q;
 }
 
-void VulkanBackend::record_q8_1_output(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
+void VulkanContext::record_q8_1_output(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
   const int32_t s = q81_.slot[size_t(id)];
   if (s < 0 || q81_.fused[size_t(id)]) return;
   // The f32 output is needed too (or its op has no q8_1 producer): quantize it once for all its
@@ -457,66 +561,11 @@ void VulkanBackend::record_q8_1_output(ops::Env& env, const graph::Graph& g, con
                       slot_ds(s, fast::q8_1_ds_bytes(k, cols)), n.name + " q8_1");
 }
 
-bool VulkanBackend::node_written(int32_t id) const {
+bool VulkanContext::node_written(int32_t id) const {
   return id < 0 || size_t(id) >= q81_.fused.size() || (!q81_.fused[size_t(id)] && q81_.epi_into[size_t(id)] < 0);
 }
 
-uint64_t VulkanBackend::kv_bytes(int32_t n) const {
-  return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * (kv_f16_now_ ? 2 : 4);
-}
-
-void VulkanBackend::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
-  if (kv_buffers_.empty()) fail("vulkan backend: {} before init_kv", what);
-  if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
-    fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
-  if (bytes != kv_bytes(n)) fail("vulkan backend: {} of {} positions needs {} bytes, got {}", what, n, kv_bytes(n), bytes);
-}
-
-Buffer& VulkanBackend::kv_staging(uint64_t bytes) {
-  if (kv_staging_.size() < bytes) {
-    kv_staging_ = Buffer{};
-    kv_staging_ = memory_->create("KV staging (prefix cache)", bytes, BufferKind::HOST);
-  }
-  return kv_staging_;
-}
-
-void VulkanBackend::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
-  check_kv_range("export_kv", p0, n, dst.size());
-  if (n == 0) return;
-  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_now_ ? 2 : 4);
-  const uint64_t len = dst.size() / kv_buffers_.size();
-  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
-  if (mapped) {
-    for (size_t i = 0; i < kv_buffers_.size(); ++i)
-      std::memcpy(dst.data() + i * len, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, len);
-    return;
-  }
-  Buffer& st = kv_staging(dst.size());
-  recorder_->begin(false);
-  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(kv_buffers_[i], off, st, i * len, len);
-  recorder_->submit_and_wait();
-  std::memcpy(dst.data(), st.mapped(), dst.size());
-}
-
-void VulkanBackend::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
-  check_kv_range("import_kv", p0, n, src.size());
-  if (n == 0) return;
-  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_now_ ? 2 : 4);
-  const uint64_t len = src.size() / kv_buffers_.size();
-  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
-  if (mapped) {
-    for (size_t i = 0; i < kv_buffers_.size(); ++i)
-      std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + i * len, len);
-    return;
-  }
-  Buffer& st = kv_staging(src.size());
-  std::memcpy(st.mapped(), src.data(), src.size());
-  recorder_->begin(false);
-  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(st, i * len, kv_buffers_[i], off, len);
-  recorder_->submit_and_wait();
-}
-
-std::vector<float> VulkanBackend::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
+std::vector<float> VulkanContext::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
   if (!node_written(node) && size_t(node) < g.nodes.size()) {
     fail("graph node {} was not written in f32: its producer wrote only the q8_1 copy its int8 matmuls read "
          "(VulkanOptions::fuse_q8_1), or it is a matmul that wrote its consumer's output through its epilogue "
@@ -524,7 +573,7 @@ std::vector<float> VulkanBackend::read_node(const graph::Graph& g, const graph::
   }
   ops::Region r = node_region(g, p, node);
   std::vector<float> v(r.bytes / 4);
-  memory_->download(arena_, r.offset, v.data(), r.bytes);
+  be_.memory_->download(arena_, r.offset, v.data(), r.bytes);
   return v;
 }
 

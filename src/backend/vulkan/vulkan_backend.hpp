@@ -1,8 +1,7 @@
-// The Vulkan implementation of backend::Backend (backend/backend.hpp): runs a Graph + Plan on one
-// device. Weights are uploaded once (one buffer per tensor; UMA: written in place), the KV cache is
-// one K and one V buffer per layer (f32, or f16 with kv_f16), and activations live in ONE arena
-// buffer sized by the planner (grown only when a larger plan arrives). Each compute() records the
-// whole ubatch into one command buffer (recorder.hpp) and waits for it.
+// The Vulkan implementation of backend::Backend / backend::Context (backend/backend.hpp): runs a
+// Graph + Plan on one device. The backend uploads the weights once; each context holds a KV cache,
+// ONE activation arena buffer sized by the planner, and its own command buffers. Each compute()
+// records the whole ubatch into one command buffer (recorder.hpp) and waits for it.
 #pragma once
 
 #include <cstdint>
@@ -50,84 +49,66 @@ struct VulkanOptions {
   uint32_t flush_dispatches = 96;
 };
 
-// Host wall time spent in compute(), accumulated over calls (reset_host_timing() clears it): where a
-// decode step's time goes besides the GPU (rocky bench reports it per token for tg rows).
-struct HostTiming {
-  double setup_ms = 0;        // token upload, buffer checks, q8_1 planning
-  double record_ms = 0;       // recording every dispatch (pipeline lookup, descriptors, barriers)
-  double submit_wait_ms = 0;  // waiting for fences: in flush() while recording, and after the last submit (GPU time)
-  double readback_ms = 0;     // logits to host memory after the fence
-  uint64_t computes = 0, dispatches = 0;
-};
+using HostTiming = backend::HostTiming;
 
-class VulkanBackend final : public backend::Backend {
+class VulkanBackend;
+
+// One context over a VulkanBackend (backend/backend.hpp): the KV cache (one K and one V buffer per
+// layer, f32 or f16 with kv_f16), the activation arena (grown only when a larger plan arrives), the
+// token-id / logits I/O buffers, the int8 path's q8_1 slots and its own Recorder (command buffers,
+// descriptor pools, timestamps). The weights, pipelines and allocator are the backend's.
+class VulkanContext final : public backend::Context {
  public:
-  explicit VulkanBackend(const VulkanOptions& opts);
-  ~VulkanBackend() override;
+  VulkanContext(VulkanBackend& be, const backend::ContextOptions& o);
+  ~VulkanContext() override;
+  VulkanContext(const VulkanContext&) = delete;
+  VulkanContext& operator=(const VulkanContext&) = delete;
 
-  std::string name() const override;
-  void load_weights(std::span<const gguf::TensorInfo* const> weights) override;
-  void init_kv(const graph::KvShape& kv) override;
+  void reset() override;
   void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                std::span<float> logits) override;
   std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) override;
-  uint64_t device_memory_bytes() const override { return memory_->peak_bytes(); }
+  // False for a node of the last compute() whose f32 output was never written (its producer wrote
+  // only the q8_1 copy its int8 matmuls read, or it is a matmul that wrote its bias / residual
+  // consumer's output instead); read_node() of such a node is a rocky::Error.
+  bool node_written(int32_t id) const override;
+  backend::ContextStats stats() const override;
+  void reset_host_timing() override { timing_ = {}; }
+  const graph::KvShape& kv() const override { return kv_; }
   // KV cells ↔ host bytes (backend.hpp): memcpy where the KV buffers are host-visible (UMA),
   // else every layer's K and V range copied through one host staging buffer in one submit.
-  KvType kv_type() const override { return kv_f16_now_ ? KvType::F16 : KvType::F32; }
+  backend::KvType kv_type() const override { return kv_f16_ ? backend::KvType::F16 : backend::KvType::F32; }
+  uint64_t kv_export_bytes(int32_t n) const override;
   void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
-  uint64_t kv_bytes(int32_t n) const override;
 
-  // Free every uploaded weight (a later load_weights starts afresh; tests reuse one backend).
-  void release_weights();
-  // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (what is allocated now).
-  std::string memory_summary() const;
-  const DeviceInfo& info() const { return device_->info(); }
-  Instance& instance() const { return *instance_; }
   const Recorder& recorder() const { return *recorder_; }
-  size_t pipeline_count() const { return pipelines_->size(); }
-  const ops::MatmulTile& tile() const { return opts_.tile; }
-  ops::MatmulPath matmul_path() const { return opts_.matmul; }
   // Matmuls of the last compute() that ran on the int8 path (q8_1 activations + mul_mmq).
   uint32_t int8_matmuls() const { return int8_matmuls_; }
   // Of those, the matmuls of the last compute() that applied a bias / residual epilogue (each one
   // ADD_BIAS / ADD dispatch fewer; VulkanOptions::fuse_epilogue).
   uint32_t fused_epilogues() const { return fused_epilogues_; }
   const HostTiming& host_timing() const { return timing_; }
-  void reset_host_timing() { timing_ = {}; }
-  // False for a node of the last compute() whose f32 output was never written (its producer wrote
-  // only the q8_1 copy its int8 matmuls read, or it is a matmul that wrote its bias / residual
-  // consumer's output instead); read_node() of such a node is a rocky::Error.
-  bool node_written(int32_t id) const;
+  uint64_t kv_bytes() const;
+  uint64_t arena_bytes() const { return arena_ ? arena_.size() : 0; }
 
  private:
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
-  const ops::Weight& weight(const gguf::TensorInfo* t) const;
-  ops::Region weight_region(const gguf::TensorInfo* t) const;
+  void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
   void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
   Buffer& kv_staging(uint64_t bytes);
-  void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
 
-  VulkanOptions opts_;
-  std::shared_ptr<Instance> instance_;
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<Memory> memory_;
-  std::unique_ptr<Pipelines> pipelines_;
+  VulkanBackend& be_;
   std::unique_ptr<Recorder> recorder_;
-  std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // stable addresses (ops::Weight::buf)
-  std::map<const gguf::TensorInfo*, ops::Weight> weights_;
-  uint64_t weight_bytes_ = 0;
   graph::KvShape kv_{};
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
   Buffer arena_;
   Buffer tokens_;
-  Buffer kv_staging_;  // export_kv / import_kv when the KV buffers are not host-visible
   Buffer readback_;  // logits, when the arena is not host-visible (or host_io)
-  bool kv_f16_now_ = false;  // element type of kv_buffers_
-  // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides) and the q8_1 slots.
-  // Planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node outputs get a q8_1
-  // copy in which slot, and which producers write q8_1 only.
+  Buffer kv_staging_;  // export_kv / import_kv when the KV buffers are not host-visible
+  bool kv_f16_ = false;  // element type of kv_buffers_
+  // Int8 prefill path: planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node
+  // outputs get a q8_1 copy in which slot, and which producers write q8_1 only.
   struct Q81Plan {
     std::vector<uint8_t> mmq;       // [node] MATMUL on the int8 path
     std::vector<int32_t> slot;      // [node] q8_1 slot holding this node's output, -1 = none
@@ -142,12 +123,70 @@ class VulkanBackend final : public backend::Backend {
   ops::Region slot_qs(int32_t slot, uint64_t bytes) const { return {&q81_slots_[size_t(slot)].first, 0, bytes}; }
   ops::Region slot_ds(int32_t slot, uint64_t bytes) const { return {&q81_slots_[size_t(slot)].second, 0, bytes}; }
 
-  tune::DeviceProfile mmq_profile_;
   std::vector<std::pair<Buffer, Buffer>> q81_slots_;  // (qs, ds)
   Q81Plan q81_;
   uint32_t int8_matmuls_ = 0;
   uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
+};
+
+// The device and the weights (one buffer per tensor, + its mmq repack on the int8 path; UMA:
+// written in place), the pipeline cache and the allocator, shared by every VulkanContext.
+class VulkanBackend final : public backend::Backend {
+ public:
+  explicit VulkanBackend(const VulkanOptions& opts);
+  ~VulkanBackend() override;
+
+  std::string name() const override;
+  void load_weights(std::span<const gguf::TensorInfo* const> weights) override;
+  std::unique_ptr<backend::Context> make_context(const backend::ContextOptions& o) override;
+  backend::BackendStats stats() const override;
+
+  // Free every uploaded weight (a later load_weights starts afresh; tests reuse one backend).
+  void release_weights();
+  const DeviceInfo& info() const { return device_->info(); }
+  Instance& instance() const { return *instance_; }
+  size_t pipeline_count() const { return pipelines_->size(); }
+  const ops::MatmulTile& tile() const { return opts_.tile; }
+  ops::MatmulPath matmul_path() const { return opts_.matmul; }
+  const VulkanOptions& options() const { return opts_; }
+
+  // A default context for single-stream tools and tests (the lab commands, tests/vulkan): init_kv
+  // makes it (again when the shape changes; the same shape zeroes it in place), compute() without
+  // init_kv makes one with no KV cache. The calls below forward to it.
+  void init_kv(const graph::KvShape& kv);
+  VulkanContext& context();
+  void compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens, std::span<float> logits) {
+    context().compute(g, p, tokens, logits);
+  }
+  std::vector<float> read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
+    return context().read_node(g, p, node);
+  }
+  bool node_written(int32_t id) { return context().node_written(id); }
+  const Recorder& recorder() { return context().recorder(); }
+  uint32_t int8_matmuls() { return context().int8_matmuls(); }
+  uint32_t fused_epilogues() { return context().fused_epilogues(); }
+  const HostTiming& host_timing() { return context().host_timing(); }
+  void reset_host_timing() { context().reset_host_timing(); }
+  // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (the default context's).
+  std::string memory_summary();
+
+ private:
+  friend class VulkanContext;
+  const ops::Weight& weight(const gguf::TensorInfo* t) const;
+  ops::Region weight_region(const gguf::TensorInfo* t) const;
+
+  VulkanOptions opts_;
+  std::shared_ptr<Instance> instance_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Memory> memory_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // stable addresses (ops::Weight::buf)
+  std::map<const gguf::TensorInfo*, ops::Weight> weights_;
+  uint64_t weight_bytes_ = 0;
+  // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides).
+  tune::DeviceProfile mmq_profile_;
+  std::unique_ptr<VulkanContext> default_;
 };
 
 }  // namespace rocky::vulkan

@@ -132,7 +132,7 @@ Buffer upload_for_mmq(Memory& mem, ops::Weight& w, const void* ggml_rows, bool q
   const MmqLayout l = mmq_layout(w.type, w.ne0, w.rows, q4k_nibbles);
   std::vector<uint8_t> bytes(l.bytes);
   repack_for_mmq(w.type, ggml_rows, w.ne0, w.rows, q4k_nibbles, bytes.data());
-  Buffer b = mem.create("mmq repack " + w.name, l.bytes, BufferKind::DEVICE);
+  Buffer b = mem.create("mmq repack " + w.name, l.bytes, BufferKind::DEVICE, MemUse::WEIGHTS);
   mem.upload(b, 0, bytes.data(), bytes.size());
   w.mmq_q_row_bytes = l.q_row_bytes;
   w.mmq_s_offset = l.s_offset;

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Time to first token and inter-token gap of a warm `rocky serve` (python3 stdlib only).
+
+  python3 lab/ttft.py --url http://127.0.0.1:8080 [--prompt-tokens 512] [--runs 10] [--gen 128]
+
+TTFT: median over --runs streamed /v1/completions requests, each with a distinct prompt of exactly
+--prompt-tokens tokens (sent as token ids; built with /tokenize), from sending the request to the
+first `data:` event (the first generated token; /v1/completions sends no role chunk first).
+Gap: one streamed request of --gen tokens (ignore_eos): mean time between consecutive token events.
+Also prints the server's own timings (prompt_ms, predicted_per_token_ms) for the same requests.
+Compare with `rocky bench -m MODEL -p 512 -n 128 -ub 512` on the same device: TTFT vs pp512 time,
+gap vs tg's ms per token ([N2]'s bar: TTFT within 5 %, gap within +0.2 ms).
+Two warm-up requests run first.
+"""
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import time
+import urllib.parse
+
+TEXT = ("Once upon a time there was a little girl named Lily. She liked to play in the park with her "
+        "friends. One day she found a big red ball under a tree and she was very happy. ")
+
+
+def post(host, port, path, body):
+    c = http.client.HTTPConnection(host, port, timeout=600)
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    if r.status != 200:
+        sys.exit(f"{path}: HTTP {r.status}: {data[:400]!r}")
+    return json.loads(data)
+
+
+def prompt_ids(host, port, i, n):
+    ids = post(host, port, "/tokenize", {"content": f"Story {i}. " + TEXT * (n // 20 + 2), "add_special": True})["tokens"]
+    if len(ids) < n:
+        sys.exit(f"/tokenize gave {len(ids)} tokens, fewer than {n}")
+    return ids[:n]
+
+
+def stream(host, port, ids, max_tokens, ignore_eos=False):
+    """Returns (t_send, [event arrival times], final timings)."""
+    body = {"prompt": ids, "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": ignore_eos}
+    c = http.client.HTTPConnection(host, port, timeout=600)
+    c.connect()
+    payload = json.dumps(body)
+    t_send = time.perf_counter()
+    c.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        sys.exit(f"HTTP {r.status}: {r.read()[:400]!r}")
+    times, timings = [], None
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        if not line.startswith(b"data: "):
+            continue
+        now = time.perf_counter()
+        data = line[6:].strip()
+        if data == b"[DONE]":
+            break
+        j = json.loads(data)
+        ch = j.get("choices") or []
+        if ch and ch[0].get("finish_reason") is None:
+            times.append(now)
+        if "timings" in j:
+            timings = j["timings"]
+    c.close()
+    return t_send, times, timings
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--gen", type=int, default=128)
+    a = ap.parse_args()
+    u = urllib.parse.urlparse(a.url)
+    host, port = u.hostname, u.port
+    prompts = [prompt_ids(host, port, i, a.prompt_tokens) for i in range(a.runs + 2)]
+    for p in prompts[:2]:  # warm-up
+        stream(host, port, p, 2)
+    ttft, server_prompt_ms = [], []
+    for p in prompts[2:]:
+        t_send, times, timings = stream(host, port, p, 1)
+        if not times:
+            sys.exit("no token event")
+        ttft.append((times[0] - t_send) * 1000)
+        if timings:
+            server_prompt_ms.append(timings["prompt_ms"])
+    _, times, timings = stream(host, port, prompts[0][:32], a.gen, ignore_eos=True)
+    gaps = [(b - x) * 1000 for x, b in zip(times, times[1:])]
+    print(f"ttft: median {statistics.median(ttft):.2f} ms over {len(ttft)} requests of {a.prompt_tokens} tokens "
+          f"(min {min(ttft):.2f}, max {max(ttft):.2f}); server prompt_ms median "
+          f"{statistics.median(server_prompt_ms):.2f} ms" if server_prompt_ms else "")
+    if gaps:
+        print(f"gap: mean {statistics.mean(gaps):.3f} ms between {len(times)} streamed tokens "
+              f"(median {statistics.median(gaps):.3f}); server predicted_per_token_ms "
+              f"{timings['predicted_per_token_ms']:.3f}" if timings else "")
+    print(json.dumps({"prompt_tokens": a.prompt_tokens, "ttft_ms": ttft, "ttft_median_ms": statistics.median(ttft),
+                      "gap_mean_ms": statistics.mean(gaps) if gaps else None, "n_gen_events": len(times)}))
+
+
+if __name__ == "__main__":
+    main()
