@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "common/shared.hpp"
 #include "core/error.hpp"
@@ -364,6 +365,51 @@ TEST_F(DiskFixture, UnwritableDirectoryMeansNoDiskTier) {
   EXPECT_TRUE(find_block(c, t, 0));
   fs::permissions(dir, fs::perms::owner_all);
   EXPECT_TRUE(entries().empty());
+}
+
+// A write that fails (the directory vanished: as a full disk, the write path errors) turns the
+// disk tier off with one warning; the RAM tier goes on.
+TEST_F(DiskFixture, FailingWritesTurnTheDiskTierOff) {
+  PrefixCache c(fake_id(), PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  ASSERT_TRUE(c.stats().disk_enabled);
+  fs::remove_all(dir);
+  const auto t = seq(32, 1);
+  for (size_t b = 2; b-- > 0;) c.put(make_block(c, t, b, 1));
+  c.flush();
+  EXPECT_FALSE(c.stats().disk_enabled);
+  EXPECT_EQ(c.stats().disk_writes, 0);
+  EXPECT_TRUE(find_block(c, t, 0));
+  EXPECT_TRUE(find_block(c, t, 1));
+}
+
+// Two caches (two servers) on one directory writing the same and different blocks at once: every
+// entry a third one reads is whole (no errors), and each finds the other's blocks.
+TEST_F(DiskFixture, TwoWritersShareOneDirectory) {
+  const auto id = fake_id();
+  const auto t = seq(16 * 12, 3);
+  {
+    PrefixCache a(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    PrefixCache b(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    std::thread ta([&] {
+      for (size_t k = 12; k-- > 0;) a.put(make_block(a, t, k, static_cast<uint8_t>(k)));
+    });
+    std::thread tb([&] {
+      for (size_t k = 0; k < 12; k += 2) b.put(make_block(b, t, k, static_cast<uint8_t>(k)));
+    });
+    ta.join();
+    tb.join();
+    a.flush();
+    b.flush();
+    EXPECT_TRUE(find_block(b, t, 11)) << "b reads a's block from the shared directory";
+  }
+  for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos);
+  PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  for (size_t k = 0; k < 12; ++k) {
+    BlockPtr got = find_block(c, t, k);
+    ASSERT_TRUE(got) << k;
+    EXPECT_EQ(got->kv, make_block(c, t, k, static_cast<uint8_t>(k))->kv);
+  }
+  EXPECT_EQ(c.stats().disk_errors, 0);
 }
 
 // End to end on a Session: greedy output with reuse equals greedy output without, and the
