@@ -25,6 +25,7 @@
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/generator.hpp"
+#include "runtime/prefix_cache.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
 #include "server/chat_template.hpp"
@@ -44,6 +45,11 @@ struct RunOpts {
   bool single_turn = false;  // -st: only the -p/-f turn
   std::string system, chat_template_file;
   runtime::SamplerParams sp;
+  // Prefix cache (runtime/prefix_cache.hpp): with --cache-dir, a prompt whose leading blocks an
+  // earlier run computed loads them from disk instead of recomputing them.
+  std::string cache_dir;
+  int32_t cache_block = 256;
+  uint64_t cache_disk_mib = 8192;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -99,6 +105,20 @@ int run_run(const RunOpts& o) {
     fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
   }
   const double load_ms = ms_since(t_load);
+  std::unique_ptr<runtime::PrefixCache> cache;
+  runtime::PrefixHit hit;
+  if (!o.cache_dir.empty()) {
+    runtime::PrefixCacheOptions co;
+    co.block = o.cache_block;
+    co.dir = o.cache_dir;
+    co.disk_bytes = o.cache_disk_mib << 20;
+    co.ram_bytes = std::max<uint64_t>(co.disk_bytes, 64ull << 20);  // one run: RAM only stages disk writes
+    cache = std::make_unique<runtime::PrefixCache>(runtime::cache_identity(*model, session.context()), co);
+    // Every prompt position's logits need every position evaluated: nothing is reused then.
+    hit = runtime::restore_prefix(session, cache.get(), {}, ids, o.dump_all_logits.empty());
+    if (!o.json && hit.n_cached > 0)
+      fmt::print(stderr, "rocky: prefix cache: {} of {} prompt tokens from {}\n", hit.n_cached, ids.size(), o.cache_dir);
+  }
 
   // Prefill, then generation (runtime::Generator: sampling, stop rules, UTF-8-safe stream).
   const bool show_progress = ids.size() > 256 && !o.json;
@@ -139,9 +159,17 @@ int run_run(const RunOpts& o) {
   gp.max_tokens = o.n_predict;
   gp.ignore_eos = o.ignore_eos;
   gp.all_logits = !o.dump_all_logits.empty();
+  gp.n_cached = hit.n_cached;
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);
   const runtime::GenerateResult r = generator.generate(ids, gp, on_token, progress, on_prompt_logits);
+  if (cache) {
+    std::vector<int32_t> held = ids;
+    const size_t fed = r.reason == runtime::StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
+    held.insert(held.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
+    if (static_cast<int32_t>(held.size()) == session.n_past()) runtime::save_prefix(session, *cache, held);
+    cache->flush();
+  }
   const std::vector<int32_t>& gen = r.tokens;
   const std::string& text = r.text;
   const bool ctx_full = r.reason == runtime::StopReason::ContextFull;
@@ -149,7 +177,7 @@ int run_run(const RunOpts& o) {
   const double gen_ms = r.gen_ms;
   // Generated tokens that were evaluated (the last sampled token is not fed back).
   const double n_gen_eval = gen.empty() ? 0.0 : static_cast<double>(gen.size());
-  const double prompt_tps = ids.size() / (prompt_ms / 1000.0);
+  const double prompt_tps = static_cast<double>(ids.size() - static_cast<size_t>(r.n_cached)) / (prompt_ms / 1000.0);
   const double gen_tps = gen_ms > 0 ? n_gen_eval / (gen_ms / 1000.0) : 0.0;
   if (o.json) {
     nlohmann::json j;
@@ -159,6 +187,7 @@ int run_run(const RunOpts& o) {
     j["prompt_ids"] = ids;
     j["generated_ids"] = gen;
     j["text"] = text;
+    j["n_cached"] = r.n_cached;
     j["timings"] = {{"load_ms", load_ms},     {"prompt_ms", prompt_ms}, {"n_prompt", ids.size()},
                     {"prompt_tps", prompt_tps}, {"gen_ms", gen_ms},     {"n_gen", gen.size()},
                     {"gen_tps", gen_tps}};
@@ -301,6 +330,10 @@ void add_run(CLI::App& app, Runner& run) {
                 "Conversation through the chat template (-cnv also works): -p is the first user message, then one per stdin line");
   sub->add_option("--sys,--system-prompt", o->system, "System message of the conversation (-sys also works)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's (ChatML when it has none)");
+  sub->add_option("--cache-dir", o->cache_dir, "Prefix cache directory: reuse the K/V of prompt blocks computed by earlier runs");
+  sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per block (1 .. 256, default 256)")->check(CLI::Range(1, 256));
+  sub->add_option("--cache-disk", o->cache_disk_mib, "Prefix cache: disk budget in MiB (default 8192)")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
   sub->add_flag("--st,--single-turn", o->single_turn, "With -cnv: only the -p/-f turn (-st also works)");
   sub->callback([&run, o, p, f] {
     if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");

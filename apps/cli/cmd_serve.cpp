@@ -43,6 +43,13 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--shutdown-grace", o->shutdown_grace_s,
                   "Seconds in-flight requests may finish after SIGINT/SIGTERM before they are cancelled (default 10)")
       ->check(finite_number(-1e-9));
+  sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per cached block (1 .. 256, default 256)")
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--cache-ram,--cram", o->cache_ram_mib, "Prefix cache: host-RAM tier in MiB (default 2048; 0 = off)")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
+  sub->add_option("--cache-dir", o->cache_dir, "Prefix cache: directory of the disk tier, kept across restarts (default: none)");
+  sub->add_option("--cache-disk", o->cache_disk_mib, "Prefix cache: disk tier in MiB (default 8192)")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 40));
   sub->add_option("--test-token-delay-ms", o->test_token_delay_ms, "Tests only: sleep N ms after each token")
       ->check(CLI::Range(0, 10000))->group("");  // hidden from --help
   // llama-server flags without a meaning here: accepted, ignored with a note.

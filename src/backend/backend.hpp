@@ -82,6 +82,9 @@ struct BackendStats {
   uint64_t validation_errors = 0;
 };
 
+// Element type of a context's KV cache.
+enum class KvType : uint32_t { F32 = 0, F16 = 1 };
+
 struct ContextOptions {
   graph::KvShape kv;  // per sequence: layers, K/V width, positions (n_ctx)
   // Sequences whose KV caches this context holds. Only 1 is implemented; a batched decode ([N7])
@@ -114,6 +117,20 @@ class Context {
   virtual ContextStats stats() const = 0;
   virtual void reset_host_timing() = 0;
   virtual const graph::KvShape& kv() const = 0;
+
+  // --- Moving one sequence's KV cells (the prefix cache, runtime/prefix_cache.hpp) ---
+  // The cache holds, per layer, K and V as [n_embd_kv, n_ctx] of kv_type() elements (position-
+  // major: the n_embd_kv values of one position are contiguous). The bytes of positions
+  // [p0, p0 + n) are, for each layer l = 0 .. n_layer-1 in order, K then V, each n · n_embd_kv
+  // elements as the cache holds them: kv_export_bytes(n) = n_layer · 2 · n · n_embd_kv · element
+  // size. export_kv copies them to host memory, import_kv writes them back at the same positions
+  // (the very bits: a following compute() gives the logits the original cells gave). p0 + n must
+  // be ≤ n_ctx and the span exactly kv_export_bytes(n) long (else rocky::Error); both wait for
+  // completion.
+  virtual KvType kv_type() const = 0;
+  virtual uint64_t kv_export_bytes(int32_t n) const = 0;
+  virtual void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) = 0;
+  virtual void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) = 0;
 };
 
 class Backend {

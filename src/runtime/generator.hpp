@@ -70,6 +70,7 @@ struct GenerateParams {
   bool ignore_eos = false;
   bool all_logits = false;        // on_prompt_logits gets every prompt position's logits
   int32_t n_cached = 0;           // leading prompt tokens already in the context ([N3]); < prompt size
+  bool cache_prompt = true;       // read by the Scheduler, not here: false = reuse no cached prefix
 };
 
 struct TokenEvent {

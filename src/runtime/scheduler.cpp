@@ -1,6 +1,9 @@
 #include "runtime/scheduler.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
+#include <cstdio>
 
 namespace rocky::runtime {
 
@@ -19,12 +22,9 @@ bool Job::done() const {
   return done_;
 }
 
-int32_t match_cached_prefix(const std::vector<int32_t>& /*context_tokens*/, const std::vector<int32_t>& /*prompt*/) {
-  return 0;
-}
-
-Scheduler::Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue)
-    : tok_(tok), max_queue_(max_queue) {
+Scheduler::Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue,
+                     std::shared_ptr<PrefixCache> cache)
+    : tok_(tok), cache_(std::move(cache)), max_queue_(max_queue) {
   for (auto& s : slots) {
     auto slot = std::make_unique<Slot>();
     n_ctx_ = s->n_ctx();
@@ -78,6 +78,10 @@ SchedulerStats Scheduler::stats() const {
   return st;
 }
 
+void Scheduler::forget_device_prefixes() {
+  for (auto& s : slots_) s->forget = true;
+}
+
 void Scheduler::worker(size_t i) {
   Slot& s = *slots_[i];
   for (;;) {
@@ -120,15 +124,18 @@ void Scheduler::run_job(Slot& s, Job& job) {
   }
   job.started = true;
   Session& session = *s.session;
-  // [N3]: keep the matched prefix, drop the rest (today: always everything).
-  int32_t keep = match_cached_prefix(s.tokens, job.prompt);
-  if (keep == 0 || keep != session.n_past()) {
-    session.reset();
-    s.tokens.clear();
-    keep = 0;
-  }
+  if (s.forget.exchange(false)) s.tokens.clear();
   GenerateParams p = job.params;
-  p.n_cached = keep;
+  try {
+    // [N3]: the slot's own prefix, then cached blocks.
+    job.cache_hit = restore_prefix(session, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
+    session.reset();
+    job.cache_hit = {};
+  }
+  s.tokens.assign(job.prompt.begin(), job.prompt.begin() + job.cache_hit.n_cached);
+  p.n_cached = job.cache_hit.n_cached;
   const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
   s.kv = n_prompt;
   TokenFn cb = [&](const TokenEvent& ev) {
@@ -145,7 +152,15 @@ void Scheduler::run_job(Slot& s, Job& job) {
     s.tokens = job.prompt;
     const size_t fed = r.reason == StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
     s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
+    if (static_cast<int32_t>(s.tokens.size()) != session.n_past()) s.tokens.clear();  // (not expected) start over
     job.result = std::move(r);
+    if (cache_ && !s.tokens.empty()) {
+      try {
+        save_prefix(session, *cache_, s.tokens);
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "rocky: warning: prefix cache: could not save the prompt's blocks: {}\n", e.what());
+      }
+    }
   } catch (const std::exception& e) {
     job.error = e.what();
     session.reset();

@@ -5,10 +5,12 @@
 //   [N7] batching: the scheduler is the only owner of the slots, and jobs reach them only through
 //        submit(); a batched step (several sequences per ubatch) replaces run_job() without
 //        touching the HTTP layer.
-//   [N3] prefix cache: before each prefill, match_cached_prefix() says how many leading prompt
-//        tokens the slot's KV already holds; they are skipped (GenerateParams::n_cached) and
-//        reported as cached_tokens / cache_n. It returns 0 for now (every job starts on a cleared
-//        context), so the responses carry the fields with 0.
+//   [N3] prefix cache (runtime/prefix_cache.hpp): before each prefill, restore_prefix() keeps
+//        the common prefix of the slot's KV and the prompt (device tier) and loads the following
+//        cached blocks (RAM, disk); they are skipped (GenerateParams::n_cached) and reported as
+//        cached_tokens / cache_n. After the generation, before the job is marked done (so the
+//        next turn of an agent finds it on any slot), save_prefix() adds the slot's new full
+//        blocks to the cache.
 #pragma once
 
 #include <atomic>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "runtime/generator.hpp"
+#include "runtime/prefix_cache.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -40,6 +43,7 @@ struct Job {
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
   std::string error;              // non-empty: the generation threw (result empty)
+  PrefixHit cache_hit;            // where the cached prompt tokens came from
   int slot = -1;
   bool started = false;
   void wait();
@@ -61,14 +65,12 @@ struct SchedulerStats {
   int32_t n_ctx = 0;     // per slot
 };
 
-// [N3]'s hook: how many leading tokens of `prompt` can stay in a context that holds
-// `context_tokens`. 0 for now (the context is cleared before every job).
-int32_t match_cached_prefix(const std::vector<int32_t>& context_tokens, const std::vector<int32_t>& prompt);
-
 class Scheduler {
  public:
   // `max_queue`: jobs that may wait when every slot is busy (beyond them submit() says QueueFull).
-  Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue);
+  // `cache` (may be null: each slot reuses only its own KV) is shared by the slots.
+  Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue,
+            std::shared_ptr<PrefixCache> cache = nullptr);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -79,6 +81,9 @@ class Scheduler {
   // one token, queued ones without running). Returns at once; the destructor joins the workers.
   void close(bool cancel);
   SchedulerStats stats() const;
+  PrefixCache* cache() const { return cache_.get(); }
+  // Forget what every slot's KV holds (DELETE /cache): each slot's next job starts afresh.
+  void forget_device_prefixes();
   int32_t n_ctx() const { return n_ctx_; }
 
  private:
@@ -87,6 +92,7 @@ class Scheduler {
     std::vector<int32_t> tokens;  // what its KV holds
     std::atomic<int64_t> kv{0};
     std::atomic<bool> busy{false};
+    std::atomic<bool> forget{false};  // drop `tokens` before the next job
     std::shared_ptr<Job> job;     // running (guarded by mu_)
     std::thread worker;
   };
@@ -94,6 +100,7 @@ class Scheduler {
   void run_job(Slot& s, Job& job);
 
   const tok::Tokenizer& tok_;
+  std::shared_ptr<PrefixCache> cache_;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t max_queue_;
   int32_t n_ctx_ = 0;

@@ -110,6 +110,25 @@ void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std
        v != v ? "NaN" : "inf", g.n_past + static_cast<int64_t>(col), toks[col], index % nv, node);
 }
 
+void Session::truncate(int32_t n) {
+  if (n < 0 || n > n_past_) fail("truncate: {} positions asked, the context holds {}", n, n_past_);
+  n_past_ = n;
+}
+
+std::vector<uint8_t> Session::export_kv(int32_t p0, int32_t n) {
+  if (p0 < 0 || n < 0 || p0 + n > n_past_) fail("export_kv: positions [{}, {}) not all in the context ({} held)", p0, p0 + n, n_past_);
+  std::vector<uint8_t> out(static_cast<size_t>(ctx_->kv_export_bytes(n)));
+  ctx_->export_kv(p0, n, out);
+  return out;
+}
+
+void Session::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
+  if (p0 != n_past_) fail("import_kv: positions from {} given, the context holds {}", p0, n_past_);
+  if (n < 0 || p0 + n > n_ctx_) fail("import_kv: {} positions from {} do not fit the context ({})", n, p0, n_ctx_);
+  ctx_->import_kv(p0, n, bytes);
+  n_past_ = p0 + n;
+}
+
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("eval: no tokens");

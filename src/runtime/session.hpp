@@ -57,6 +57,13 @@ class Session {
                           const ProgressFn& progress = {});
 
   void reset();  // clears the KV cache, n_past = 0
+  // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.
+  void truncate(int32_t n);
+  // The KV cells of positions [p0, p0 + n) (p0 + n ≤ n_past) as host bytes (Context::export_kv).
+  std::vector<uint8_t> export_kv(int32_t p0, int32_t n);
+  // Appends n positions from host bytes made by export_kv of the same model and KV type at the
+  // same positions: needs p0 == n_past; afterwards n_past = p0 + n.
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes);
   int32_t n_past() const { return n_past_; }
   int32_t n_ctx() const { return n_ctx_; }
   // Tokens per prefill ubatch: -ub, capped to what the backend holds (all_logits: every column of

@@ -119,6 +119,7 @@ SamplingFields parse_sampling(const json& o, bool native) {
   s.top_k = get_int(o, "top_k", -1, std::numeric_limits<int32_t>::max());
   s.repeat_last_n = get_int(o, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
   s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  s.cache_prompt = get_bool(o, "cache_prompt", true);
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
   if (field(o, "max_completion_tokens")) s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
   else if (field(o, "max_tokens")) s.max_tokens = parse_max_tokens(o, "max_tokens");

@@ -41,6 +41,7 @@ struct SamplingFields {
   int64_t max_tokens = -1;  // -1: until end-of-generation or the end of the context
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  bool cache_prompt = true;  // llama-server's field, on every endpoint: false = reuse no cached prefix
 };
 
 struct ChatRequest {

@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
+#include "runtime/prefix_cache.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/session.hpp"
 #include "chat/toolcalls.hpp"
@@ -157,7 +158,20 @@ class App {
       n_params_ += static_cast<int64_t>(t.n_elements);
       size_ += static_cast<int64_t>(t.n_bytes);
     }
-    sched_ = std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue);
+    {
+      const auto t_id = Clock::now();
+      runtime::PrefixCacheOptions co;
+      co.block = o_.cache_block;
+      co.ram_bytes = o_.cache_ram_mib << 20;
+      co.dir = o_.cache_dir;
+      co.disk_bytes = o_.cache_disk_mib << 20;
+      cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, slots.front()->context()), co);
+      fmt::print(stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
+                 co.block, o_.cache_ram_mib,
+                 cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
+                 cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
+    }
+    sched_ = std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, context {} tokens each)\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, sched_->n_ctx());
     ready_ = true;
@@ -167,6 +181,13 @@ class App {
   void cancel_all() { if (sched_) sched_->close(true); }
   int64_t in_flight() const { return in_flight_.load(); }
   void drop_scheduler() { sched_.reset(); }
+  // Pending disk writes of the prefix cache (SIGTERM: after the in-flight requests).
+  void flush_cache() {
+    if (!cache_) return;
+    const auto st = cache_->stats();
+    if (st.pending_writes > 0) fmt::print(stderr, "rocky: prefix cache: writing {} pending block(s)\n", st.pending_writes);
+    cache_->flush();
+  }
 
   void routes(httplib::Server& svr) {
     svr.Get("/health", wrap(false, [this](auto& req, auto& res) { health(req, res); }));
@@ -179,6 +200,8 @@ class App {
     svr.Post("/completion", wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Native); }));
     for (const char* p : {"/v1/models", "/models"})
       svr.Get(p, wrap(true, [this](auto& req, auto& res) { models(req, res); }));
+    svr.Get("/cache", wrap(true, [this](auto& req, auto& res) { cache_get(req, res); }));
+    svr.Delete("/cache", wrap(true, [this](auto& req, auto& res) { cache_delete(req, res); }));
     svr.Get("/props", wrap(true, [this](auto& req, auto& res) { props(req, res); }));
     for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})
       svr.Post(p, wrap(true, [](auto&, auto&) {
@@ -267,6 +290,25 @@ class App {
     add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
     add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
     add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
+    if (cache_) {
+      const runtime::PrefixCacheStats cs = cache_->stats();
+      auto tiered = [&](const char* name, const char* type, const char* help, auto get) {
+        out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} {}\n", name, help, name, type);
+        for (const auto& [tier, t] : {std::pair<const char*, const runtime::TierStats*>{"device", &cs.device},
+                                      {"ram", &cs.ram}, {"disk", &cs.disk}})
+          out += fmt::format("rocky:{}{{tier=\"{}\"}} {}\n", name, tier, static_cast<double>(get(*t)));
+      };
+      tiered("prefix_cache_hits_total", "counter", "Prompt blocks found in a prefix-cache tier.",
+             [](const runtime::TierStats& t) { return t.hits; });
+      tiered("prefix_cache_misses_total", "counter", "Prompt block lookups a prefix-cache tier could not answer.",
+             [](const runtime::TierStats& t) { return t.misses; });
+      tiered("prefix_cache_bytes", "gauge", "Bytes held by a prefix-cache tier.", [](const runtime::TierStats& t) { return t.bytes; });
+      tiered("prefix_cache_evictions_total", "counter", "Blocks evicted from a prefix-cache tier.",
+             [](const runtime::TierStats& t) { return t.evictions; });
+      add("prefix_cache_disk_errors_total", "counter", "Damaged disk entries skipped (recomputed).",
+          static_cast<double>(cs.disk_errors));
+      add("prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.", static_cast<double>(cs.disk_writes));
+    }
     res.status = 200;
     res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
   }
@@ -284,6 +326,41 @@ class App {
   void models(const httplib::Request&, httplib::Response& res) {
     json m = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "rocky"}, {"meta", model_meta()}};
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
+  }
+
+  json cache_json() const {
+    const runtime::PrefixCacheStats cs = cache_->stats();
+    auto tier = [](const runtime::TierStats& t, bool with_fill) {
+      json j = {{"hits", t.hits}, {"misses", t.misses}};
+      if (with_fill) {
+        j["bytes"] = t.bytes;
+        j["limit_bytes"] = t.limit;
+        j["blocks"] = t.blocks;
+        j["evictions"] = t.evictions;
+      }
+      return j;
+    };
+    json disk = tier(cs.disk, true);
+    disk["enabled"] = cs.disk_enabled;
+    disk["dir"] = o_.cache_dir;
+    disk["errors"] = cs.disk_errors;
+    disk["writes"] = cs.disk_writes;
+    disk["pending_writes"] = cs.pending_writes;
+    const auto st = sched_->stats();
+    json device = tier(cs.device, false);
+    device["cells_used"] = st.kv_used;
+    device["cells"] = static_cast<int64_t>(st.n_ctx) * st.n_slots;
+    return {{"block_tokens", cs.block},
+            {"identity", fmt::format("{:016x}", cache_->identity().hash())},
+            {"tiers", {{"device", device}, {"ram", tier(cs.ram, true)}, {"disk", disk}}}};
+  }
+
+  void cache_get(const httplib::Request&, httplib::Response& res) { send_json(res, 200, cache_json()); }
+
+  void cache_delete(const httplib::Request&, httplib::Response& res) {
+    cache_->clear();
+    sched_->forget_device_prefixes();
+    send_json(res, 200, cache_json());
   }
 
   void props(const httplib::Request&, httplib::Response& res) {
@@ -358,6 +435,7 @@ class App {
     p.max_tokens = static_cast<int32_t>(s.max_tokens);
     p.stop = s.stop;
     p.ignore_eos = s.ignore_eos;
+    p.cache_prompt = s.cache_prompt;
     return p;
   }
 
@@ -614,6 +692,7 @@ class App {
   std::unique_ptr<model::Model> model_;
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
+  std::shared_ptr<runtime::PrefixCache> cache_;
   std::unique_ptr<runtime::Scheduler> sched_;
   int64_t n_params_ = 0, size_ = 0;
   Metrics metrics_;
@@ -699,6 +778,7 @@ int run_server(const ServerOptions& o) {
   }
   http.join();
   app.drop_scheduler();
+  app.flush_cache();
   if (load_failed) fail("{}", load_error);
   fmt::print(stderr, "rocky: stopped\n");
   return 0;

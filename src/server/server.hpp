@@ -31,6 +31,11 @@ struct ServerOptions {
   std::string reasoning_format = "auto";  // auto | none | deepseek
   int timeout_s = 600;              // HTTP read/write timeout
   double shutdown_grace_s = 10;
+  // Prefix KV cache (runtime/prefix_cache.hpp).
+  int32_t cache_block = 256;        // --cache-block: tokens per cached block (1 .. 256)
+  uint64_t cache_ram_mib = 2048;    // --cache-ram: host-RAM tier (0 = off)
+  std::string cache_dir;            // --cache-dir: disk tier (empty = off)
+  uint64_t cache_disk_mib = 8192;   // --cache-disk
   int test_token_delay_ms = 0;      // tests only: sleep this long after each generated token
   runtime::EnvOptions env;          // the program's environment (ROCKY_* lab overrides, cache dir, …)
 };

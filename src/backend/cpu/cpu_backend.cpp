@@ -155,6 +155,43 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
   std::memcpy(logits.data(), at(p, g.output), n_out * sizeof(float));
 }
 
+uint64_t CpuContext::kv_export_bytes(int32_t n) const {
+  return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * sizeof(float);
+}
+
+void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
+  if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
+    fail("cpu backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
+  if (bytes != kv_export_bytes(n))
+    fail("cpu backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
+}
+
+void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
+  check_kv_range("export_kv", p0, n, dst.size());
+  const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
+  const size_t len = row * static_cast<size_t>(n);
+  uint8_t* o = dst.data();
+  for (int32_t l = 0; l < kv_.n_layer; ++l) {
+    for (const auto* c : {&k_cache_, &v_cache_}) {
+      std::memcpy(o, reinterpret_cast<const uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0), len);
+      o += len;
+    }
+  }
+}
+
+void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
+  check_kv_range("import_kv", p0, n, src.size());
+  const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
+  const size_t len = row * static_cast<size_t>(n);
+  const uint8_t* in = src.data();
+  for (int32_t l = 0; l < kv_.n_layer; ++l) {
+    for (auto* c : {&k_cache_, &v_cache_}) {
+      std::memcpy(reinterpret_cast<uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0), in, len);
+      in += len;
+    }
+  }
+}
+
 std::vector<float> CpuContext::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
   const Node& n = g.nodes[static_cast<size_t>(node)];
   if (p.offset[static_cast<size_t>(node)] == graph::k_no_offset) return {};

@@ -29,10 +29,15 @@ class CpuContext final : public Context {
   ContextStats stats() const override;
   void reset_host_timing() override {}
   const graph::KvShape& kv() const override { return kv_; }
+  KvType kv_type() const override { return KvType::F32; }
+  uint64_t kv_export_bytes(int32_t n) const override;
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
 
  private:
   float* at(const graph::Plan& p, int32_t node);
   void note_memory();
+  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
 
   CpuBackend& be_;
   graph::KvShape kv_;

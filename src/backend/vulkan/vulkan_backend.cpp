@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 
@@ -133,7 +135,8 @@ VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o
   if (o.n_seq != 1) fail("Vulkan context: {} sequences asked for; one sequence per context is implemented", o.n_seq);
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
   recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, parse_timeout_s(be_.opts_.lab.vulkan_timeout_s));
-  const uint64_t elem = be_.opts_.kv_f16 ? 2 : 4;
+  kv_f16_ = be_.opts_.kv_f16;
+  const uint64_t elem = kv_f16_ ? 2 : 4;
   const uint64_t bytes = uint64_t(kv_.n_embd_kv) * uint64_t(kv_.n_ctx) * elem;
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
     for (int kvi = 0; kvi < 2; ++kvi) {
@@ -153,6 +156,61 @@ void VulkanContext::reset() {
   // Zeros by the GPU, all layers in one submit (was one staged upload per buffer on discrete GPUs).
   recorder_->begin(false);
   for (const Buffer& b : kv_buffers_) recorder_->fill(b, 0);
+  recorder_->submit_and_wait();
+}
+
+uint64_t VulkanContext::kv_export_bytes(int32_t n) const {
+  return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+}
+
+void VulkanContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
+  if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
+    fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
+  if (bytes != kv_export_bytes(n))
+    fail("vulkan backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
+}
+
+Buffer& VulkanContext::kv_staging(uint64_t bytes) {
+  if (kv_staging_.size() < bytes) {
+    kv_staging_ = Buffer{};
+    kv_staging_ = be_.memory_->create("KV staging (prefix cache)", bytes, BufferKind::HOST, MemUse::OTHER);
+  }
+  return kv_staging_;
+}
+
+void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
+  check_kv_range("export_kv", p0, n, dst.size());
+  if (n == 0 || kv_buffers_.empty()) return;
+  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t len = dst.size() / kv_buffers_.size();
+  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  if (mapped) {
+    for (size_t i = 0; i < kv_buffers_.size(); ++i)
+      std::memcpy(dst.data() + i * len, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, len);
+    return;
+  }
+  Buffer& st = kv_staging(dst.size());
+  recorder_->begin(false);
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(kv_buffers_[i], off, st, i * len, len);
+  recorder_->submit_and_wait();
+  std::memcpy(dst.data(), st.mapped(), dst.size());
+}
+
+void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
+  check_kv_range("import_kv", p0, n, src.size());
+  if (n == 0 || kv_buffers_.empty()) return;
+  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t len = src.size() / kv_buffers_.size();
+  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  if (mapped) {
+    for (size_t i = 0; i < kv_buffers_.size(); ++i)
+      std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + i * len, len);
+    return;
+  }
+  Buffer& st = kv_staging(src.size());
+  std::memcpy(st.mapped(), src.data(), src.size());
+  recorder_->begin(false);
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(st, i * len, kv_buffers_[i], off, len);
   recorder_->submit_and_wait();
 }
 

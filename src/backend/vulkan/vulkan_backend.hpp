@@ -87,6 +87,12 @@ class VulkanContext final : public backend::Context {
   backend::ContextStats stats() const override;
   void reset_host_timing() override { timing_ = {}; }
   const graph::KvShape& kv() const override { return kv_; }
+  // KV cells ↔ host bytes (backend.hpp): memcpy where the KV buffers are host-visible (UMA),
+  // else every layer's K and V range copied through one host staging buffer in one submit.
+  backend::KvType kv_type() const override { return kv_f16_ ? backend::KvType::F16 : backend::KvType::F32; }
+  uint64_t kv_export_bytes(int32_t n) const override;
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
 
   const Recorder& recorder() const { return *recorder_; }
   // Matmuls of the last compute() that ran on the int8 path (q8_1 activations + mul_mmq).
@@ -101,6 +107,8 @@ class VulkanContext final : public backend::Context {
  private:
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
   void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
+  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
+  Buffer& kv_staging(uint64_t bytes);
 
   VulkanBackend& be_;
   std::unique_ptr<Recorder> recorder_;
@@ -109,6 +117,8 @@ class VulkanContext final : public backend::Context {
   Buffer arena_;
   Buffer tokens_;
   Buffer readback_;  // logits, when the arena is not host-visible (or host_io)
+  Buffer kv_staging_;  // export_kv / import_kv when the KV buffers are not host-visible
+  bool kv_f16_ = false;  // element type of kv_buffers_
   // Int8 prefill path: planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node
   // outputs get a q8_1 copy in which slot, and which producers write q8_1 only.
   struct Q81Plan {

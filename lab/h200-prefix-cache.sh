@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# [N3] prefix KV cache on the H200: a 5,000-token shared prefix + 50 new tokens on the synth
+# qwen2.5-3b Q4_K_M model. Time to first token (streamed /v1/completions, max_tokens 1):
+#   cold     first request (nothing cached)
+#   warm     same process, same slot (-np 1): the prefix stays in the slot's KV (device tier)
+#   ram      same process after the slot's KV was replaced by another prompt: from the RAM tier
+#   restart  a new server on the same --cache-dir (page cache dropped when allowed): disk tier
+# Goal ([N3]): warm ≤ cold/20, restart ≤ cold/10. Writes $OUT/prefix-cache.json; prints a table.
+# Usage from the repository root on the device (after ../shared/device/pack.sh .devpack build/rocky,
+# copying this script to .devpack/): .devpack/h200-prefix-cache.sh
+# Environment: SERVE_FLAGS (extra `rocky serve` flags, e.g. an f16 KV flag once [N4] has one),
+# PREFIX (5000), NEW (50), REPS (3: each figure is the median of REPS requests).
+set -u
+D=$(cd "$(dirname "$0")" && pwd); R="$D/run rocky"; O=${OUT:-/tmp/out}; mkdir -p "$O"
+M=/tmp/q3b.gguf; C=/tmp/rocky-prefix-cache
+[[ -f $M ]] || timeout 200 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M 2>&1 | tail -2
+rm -rf "$C"; mkdir -p "$C"
+python3 - "$R" "$M" "$C" "$O" "${SERVE_FLAGS:-}" "${PREFIX:-5000}" "${NEW:-50}" "${REPS:-3}" <<'PY'
+import json, os, random, re, signal, statistics, subprocess, sys, threading, time, urllib.request
+run, model, cdir, out, flags, n_prefix, n_new, reps = sys.argv[1:9]
+n_prefix, n_new, reps = int(n_prefix), int(n_new), int(reps)
+
+def start():
+    args = run.split() + ["serve", "-m", model, "--port", "0", "-c", str(n_prefix + n_new + 64), "-np", "1",
+                          "--cache-dir", cdir, *flags.split()]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log, url = [], []
+    ev = threading.Event()
+    def pump():
+        for line in p.stderr:
+            log.append(line)
+            m = re.search(r"listening on (http://\S+)", line)
+            if m: url.append(m.group(1)); ev.set()
+        ev.set()
+    threading.Thread(target=pump, daemon=True).start()
+    ev.wait(300)
+    if not url: sys.exit("server did not start:\n" + "".join(log))
+    t0 = time.time()
+    while time.time() - t0 < 600:
+        try:
+            if json.load(urllib.request.urlopen(url[0] + "/health"))["status"] == "ok": break
+        except Exception: time.sleep(0.2)
+    return p, url[0], log
+
+def ttft(url, ids):
+    body = json.dumps({"prompt": ids, "max_tokens": 1, "temperature": 0, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    t0 = time.perf_counter(); first = None; usage = None
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for line in r:
+            line = line.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]": continue
+            j = json.loads(line[6:])
+            if first is None and j.get("choices"): first = time.perf_counter() - t0
+            if j.get("usage"): usage = j["usage"]
+    return first * 1000.0, usage["prompt_tokens_details"]["cached_tokens"]
+
+rng = random.Random(1)
+prefix = [rng.randrange(1000, 150000) for _ in range(n_prefix)]
+def tail(): return [rng.randrange(1000, 150000) for _ in range(n_new)]
+other = [rng.randrange(1000, 150000) for _ in range(n_prefix)]
+res = {"prefix": n_prefix, "new": n_new, "serve_flags": flags}
+p, url, log = start()
+res["cold_ms"], c = ttft(url, prefix + tail()); assert c == 0, c
+warm = [ttft(url, prefix + tail()) for _ in range(reps)]
+res["warm_ms"] = statistics.median(w[0] for w in warm); res["warm_cached"] = warm[0][1]
+ram = []
+for _ in range(reps):
+    ttft(url, other + tail())          # the slot now holds another prompt
+    ram.append(ttft(url, prefix + tail()))
+res["ram_ms"] = statistics.median(r[0] for r in ram); res["ram_cached"] = ram[0][1]
+res["cache_after_first"] = json.load(urllib.request.urlopen(url + "/cache"))
+p.send_signal(signal.SIGTERM); p.wait(120)
+try:
+    subprocess.run(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"], check=True, capture_output=True)
+    res["page_cache_dropped"] = True
+except Exception:
+    res["page_cache_dropped"] = False
+p, url, log = start()
+res["restart_ms"], res["restart_cached"] = ttft(url, prefix + tail())
+res["cache_after_restart"] = json.load(urllib.request.urlopen(url + "/cache"))
+p.send_signal(signal.SIGTERM); p.wait(120)
+res["server_log_tail"] = "".join(log[-8:])
+json.dump(res, open(os.path.join(out, "prefix-cache.json"), "w"), indent=1)
+cold = res["cold_ms"]
+print(f"prefix {n_prefix} + {n_new} new tokens (qwen2.5-3b q4_k_m synth, -np 1, {flags or 'default flags'})")
+for k in ["cold", "warm", "ram", "restart"]:
+    ms = res[k + "_ms"]; cached = res.get(k + "_cached", 0)
+    print(f"{k:8} TTFT {ms:9.1f} ms  cached {cached:5}  cold/this {cold / ms:6.1f}x")
+print(f"goal: warm ≤ cold/20 → {'met' if res['warm_ms'] * 20 <= cold else 'NOT met'}; "
+      f"restart ≤ cold/10 → {'met' if res['restart_ms'] * 10 <= cold else 'NOT met'} "
+      f"(page cache dropped: {res['page_cache_dropped']})")
+PY

@@ -1,0 +1,604 @@
+// The prefix KV cache (see prefix_cache.hpp).
+#include "runtime/prefix_cache.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "model/model.hpp"
+#include "runtime/session.hpp"
+
+namespace rocky::runtime {
+
+// ---------------------------------------------------------------------------------------------
+// hash64: XXH64's construction (4 lanes of multiply-rotate rounds over 32-byte stripes, merged,
+// then the tail and an avalanche).
+namespace {
+constexpr uint64_t k_p1 = 0x9E3779B185EBCA87ull, k_p2 = 0xC2B2AE3D27D4EB4Full, k_p3 = 0x165667B19E3779F9ull,
+                   k_p4 = 0x85EBCA77C2B2AE63ull, k_p5 = 0x27D4EB2F165667C5ull;
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t rd64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline uint32_t rd32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t round64(uint64_t acc, uint64_t in) { return rotl(acc + in * k_p2, 31) * k_p1; }
+inline uint64_t merge64(uint64_t acc, uint64_t v) { return (acc ^ round64(0, v)) * k_p1 + k_p4; }
+}  // namespace
+
+uint64_t hash64(const void* data, size_t n, uint64_t seed) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  const uint8_t* end = p + n;
+  uint64_t h;
+  if (n >= 32) {
+    uint64_t v1 = seed + k_p1 + k_p2, v2 = seed + k_p2, v3 = seed, v4 = seed - k_p1;
+    const uint8_t* limit = end - 32;
+    do {
+      v1 = round64(v1, rd64(p));
+      v2 = round64(v2, rd64(p + 8));
+      v3 = round64(v3, rd64(p + 16));
+      v4 = round64(v4, rd64(p + 24));
+      p += 32;
+    } while (p <= limit);
+    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+    h = merge64(h, v1);
+    h = merge64(h, v2);
+    h = merge64(h, v3);
+    h = merge64(h, v4);
+  } else {
+    h = seed + k_p5;
+  }
+  h += static_cast<uint64_t>(n);
+  for (; p + 8 <= end; p += 8) h = rotl(h ^ round64(0, rd64(p)), 27) * k_p1 + k_p4;
+  if (p + 4 <= end) {
+    h = rotl(h ^ (uint64_t(rd32(p)) * k_p1), 23) * k_p2 + k_p3;
+    p += 4;
+  }
+  for (; p < end; ++p) h = rotl(h ^ (uint64_t(*p) * k_p5), 11) * k_p1;
+  h ^= h >> 33;
+  h *= k_p2;
+  h ^= h >> 29;
+  h *= k_p3;
+  h ^= h >> 32;
+  return h;
+}
+
+namespace {
+template <class T>
+uint64_t hash_pod(const T& v, uint64_t seed) {
+  return hash64(&v, sizeof v, seed);
+}
+
+// The whole file in 64 MiB chunks hashed on several threads, then the chunk hashes.
+uint64_t hash_file_parallel(const uint8_t* data, uint64_t size) {
+  constexpr uint64_t k_chunk = 64ull << 20;
+  const uint64_t n_chunks = (size + k_chunk - 1) / k_chunk;
+  std::vector<uint64_t> hs(n_chunks);
+  const unsigned n_threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 8));
+  std::atomic<uint64_t> next{0};
+  auto work = [&] {
+    for (uint64_t c; (c = next++) < n_chunks;)
+      hs[c] = hash64(data + c * k_chunk, static_cast<size_t>(std::min(k_chunk, size - c * k_chunk)), c);
+  };
+  std::vector<std::thread> ts;
+  for (unsigned t = 1; t < n_threads; ++t) ts.emplace_back(work);
+  work();
+  for (auto& t : ts) t.join();
+  return hash64(hs.data(), hs.size() * sizeof(uint64_t), size);
+}
+
+constexpr char k_magic[8] = {'R', 'K', 'Y', 'P', 'F', 'X', 'K', 'V'};
+constexpr uint32_t k_disk_version = 1;
+
+// Disk entry header (little-endian, as the host writes it; rocky's targets are all LE).
+struct DiskHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;      // sizeof(DiskHeader)
+  uint64_t model;             // CacheIdentity::model
+  uint64_t identity;          // CacheIdentity::hash()
+  uint32_t kv_type;
+  int32_t n_layer;
+  int32_t n_embd_kv;
+  int32_t block;              // tokens per block of the cache that wrote it
+  uint64_t key, parent;
+  int32_t p0, n_tokens;
+  uint64_t kv_bytes, state_bytes;
+  uint64_t payload_bytes;     // 4 · n_tokens + kv_bytes + state_bytes
+  uint64_t payload_checksum;  // hash64 of the payload
+  uint64_t header_checksum;   // hash64 of every byte before this field
+};
+static_assert(sizeof(DiskHeader) == 112, "DiskHeader has no padding");
+
+void warn(const std::string& s) {
+  fmt::print(stderr, "rocky: warning: prefix cache: {}\n", s);
+  std::fflush(stderr);
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+}  // namespace
+
+uint64_t CacheIdentity::hash() const {
+  uint64_t h = hash_pod(model, 0x726F636B79ull);
+  h = hash_pod(kv_type, h);
+  h = hash_pod(n_layer, h);
+  h = hash_pod(n_embd_kv, h);
+  return hash_pod(kv_bytes_per_pos, h);
+}
+
+CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx) {
+  const auto& f = m.file();
+  const auto& hp = m.hparams();
+  CacheIdentity id;
+  uint64_t h = hash_file_parallel(f.file_data(), f.file_size());
+  h = hash_pod(hp.rope_freq_base, h);
+  h = hash_pod(hp.rope_freq_scale, h);
+  h = hash_pod(static_cast<int32_t>(hp.rope_mode), h);
+  h = hash_pod(hp.n_rot, h);
+  id.model = h;
+  id.kv_type = static_cast<uint32_t>(ctx.kv_type());
+  id.n_layer = hp.n_layer;
+  id.n_embd_kv = hp.n_embd_kv();
+  id.kv_bytes_per_pos = ctx.kv_export_bytes(1);
+  return id;
+}
+
+// ---------------------------------------------------------------------------------------------
+PrefixCache::PrefixCache(const CacheIdentity& id, PrefixCacheOptions o) : id_(id), o_(std::move(o)) {
+  if (o_.block < 1 || o_.block > 256) fail("--cache-block must be 1 .. 256 tokens (got {})", o_.block);
+  id_hash_ = id_.hash();
+  seed_ = hash_pod(o_.block, id_hash_);
+  st_.block = o_.block;
+  st_.ram.limit = o_.ram_bytes;
+  st_.disk.limit = o_.disk_bytes;
+  if (!o_.dir.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(o_.dir, ec);
+    // Probe: can this process create (and rename) a file there?
+    const std::string probe = fmt::format("{}/.probe-{}-{}", o_.dir, ::getpid(), static_cast<const void*>(this));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      warn(fmt::format("cannot write to --cache-dir {} ({}); running without the disk tier", o_.dir, errno_text(errno)));
+    } else {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      disk_on_ = true;
+      scan_dir();
+      writer_ = std::thread([this] { writer(); });
+    }
+  }
+  st_.disk_enabled = disk_on_;
+}
+
+PrefixCache::~PrefixCache() {
+  flush();
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+std::string PrefixCache::path_of(uint64_t key) const {
+  return fmt::format("{}/{:016x}-{:016x}.rkv", o_.dir, id_hash_, key);
+}
+
+void PrefixCache::scan_dir() {
+  namespace fs = std::filesystem;
+  const std::string prefix = fmt::format("{:016x}-", id_hash_);
+  struct Found {
+    uint64_t key, bytes;
+    fs::file_time_type t;
+  };
+  std::vector<Found> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(o_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != 16 + 1 + 16 + 4 || name.compare(0, prefix.size(), prefix) != 0 || name.substr(33) != ".rkv") continue;
+    std::error_code e2;
+    const uint64_t bytes = it->file_size(e2);
+    if (e2) continue;
+    const auto t = it->last_write_time(e2);
+    if (e2) continue;
+    found.push_back({std::stoull(name.substr(17, 16), nullptr, 16), bytes, t});
+  }
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.t < b.t; });
+  std::lock_guard lk(mu_);
+  for (const Found& f : found) disk_touch(f.key, f.bytes, false);  // oldest first: the newest ends at the front
+  disk_evict_to(o_.disk_bytes);
+}
+
+std::vector<uint64_t> PrefixCache::chain(std::span<const int32_t> tokens) const {
+  std::vector<uint64_t> keys;
+  uint64_t k = seed_;
+  const size_t b = static_cast<size_t>(o_.block);
+  for (size_t i = 0; i + b <= tokens.size(); i += b) {
+    k = hash64(tokens.data() + i, b * sizeof(int32_t), k);
+    keys.push_back(k);
+  }
+  return keys;
+}
+
+bool PrefixCache::contains(uint64_t key) const {
+  std::lock_guard lk(mu_);
+  return ram_.count(key) != 0;
+}
+
+void PrefixCache::ram_evict_to(uint64_t limit) {
+  while (ram_bytes_ > limit && !ram_lru_.empty()) {
+    const uint64_t k = ram_lru_.back();
+    ram_lru_.pop_back();
+    auto it = ram_.find(k);
+    ram_bytes_ -= it->second.b->bytes();
+    ram_.erase(it);
+    ++st_.ram.evictions;
+  }
+}
+
+void PrefixCache::ram_insert(BlockPtr b) {
+  if (auto it = ram_.find(b->key); it != ram_.end()) {
+    ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
+    return;
+  }
+  const uint64_t need = b->bytes();
+  if (need > o_.ram_bytes) return;  // larger than the whole tier (or the tier is off: 0)
+  ram_evict_to(o_.ram_bytes - need);
+  const uint64_t key = b->key;
+  ram_lru_.push_front(key);
+  ram_bytes_ += need;
+  ram_.emplace(key, RamEntry{std::move(b), ram_lru_.begin()});
+}
+
+void PrefixCache::disk_touch(uint64_t key, uint64_t bytes, bool verified) {
+  if (auto it = disk_.find(key); it != disk_.end()) {
+    disk_lru_.splice(disk_lru_.begin(), disk_lru_, it->second.lru);
+    disk_bytes_ = disk_bytes_ - it->second.bytes + bytes;
+    it->second.bytes = bytes;
+    it->second.verified = it->second.verified || verified;
+    return;
+  }
+  disk_lru_.push_front(key);
+  disk_.emplace(key, DiskEntry{bytes, verified, disk_lru_.begin()});
+  disk_bytes_ += bytes;
+}
+
+void PrefixCache::disk_forget(uint64_t key) {
+  auto it = disk_.find(key);
+  if (it == disk_.end()) return;
+  disk_bytes_ -= it->second.bytes;
+  disk_lru_.erase(it->second.lru);
+  disk_.erase(it);
+}
+
+void PrefixCache::disk_evict_to(uint64_t limit) {
+  while (disk_bytes_ > limit && !disk_lru_.empty()) {
+    const uint64_t k = disk_lru_.back();
+    ::unlink(path_of(k).c_str());
+    disk_forget(k);
+    ++st_.disk.evictions;
+  }
+}
+
+void PrefixCache::disable_disk(const std::string& why) {
+  if (!disk_on_) return;
+  disk_on_ = false;
+  st_.disk_enabled = false;
+  warn(fmt::format("{}; running without the disk tier from now on", why));
+}
+
+BlockPtr PrefixCache::find(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens, int* tier) {
+  bool try_disk = false;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = ram_.find(key); it != ram_.end()) {
+      const Block& b = *it->second.b;
+      if (b.p0 == p0 && b.parent == parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) {
+        ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
+        ++st_.ram.hits;
+        if (tier) *tier = 1;
+        return it->second.b;
+      }
+    }
+    ++st_.ram.misses;
+    try_disk = disk_on_;
+  }
+  if (!try_disk) return nullptr;
+  BlockPtr b = disk_read(key, parent, p0, tokens);
+  std::lock_guard lk(mu_);
+  if (!b) {
+    ++st_.disk.misses;
+    return nullptr;
+  }
+  ++st_.disk.hits;
+  ram_insert(b);
+  if (tier) *tier = 2;
+  return b;
+}
+
+BlockPtr PrefixCache::disk_read(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens) {
+  const std::string path = path_of(key);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::lock_guard lk(mu_);
+    disk_forget(key);  // evicted by another server sharing the directory, or never written
+    return nullptr;
+  }
+  struct stat sb {};
+  std::vector<uint8_t> bytes;
+  bool io_ok = ::fstat(fd, &sb) == 0;
+  if (io_ok) {
+    bytes.resize(static_cast<size_t>(sb.st_size));
+    size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    io_ok = got == bytes.size();
+  }
+  ::close(fd);
+  auto bad = [&](const std::string& why) -> BlockPtr {
+    warn(fmt::format("{}: {}; skipped (recomputing)", path, why));
+    ::unlink(path.c_str());
+    std::lock_guard lk(mu_);
+    disk_forget(key);
+    ++st_.disk_errors;
+    return nullptr;
+  };
+  if (!io_ok) return bad("read error");
+  if (bytes.size() < sizeof(DiskHeader))
+    return bad(fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), sizeof(DiskHeader)));
+  DiskHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, k_magic, sizeof k_magic) != 0) return bad("not a rocky prefix-cache entry (bad magic)");
+  if (hash64(bytes.data(), offsetof(DiskHeader, header_checksum)) != h.header_checksum) return bad("header checksum mismatch");
+  if (h.version != k_disk_version) return bad(fmt::format("format version {} (this rocky reads {})", h.version, k_disk_version));
+  if (h.header_bytes != sizeof(DiskHeader)) return bad(fmt::format("header size {} (expected {})", h.header_bytes, sizeof(DiskHeader)));
+  if (h.model != id_.model || h.identity != id_hash_) return bad("written for another model or KV type");
+  if (h.kv_type != id_.kv_type || h.n_layer != id_.n_layer || h.n_embd_kv != id_.n_embd_kv)
+    return bad(fmt::format("KV type/shape {}/{}×{} differs from this context's {}/{}×{}", h.kv_type, h.n_layer, h.n_embd_kv,
+                           id_.kv_type, id_.n_layer, id_.n_embd_kv));
+  if (h.key != key || h.parent != parent || h.p0 != p0 || h.block != o_.block ||
+      h.n_tokens != static_cast<int32_t>(tokens.size()))
+    return bad("block key, position or size differs from its file name");
+  const uint64_t want_kv = id_.kv_bytes_per_pos * static_cast<uint64_t>(h.n_tokens);
+  if (h.kv_bytes != want_kv) return bad(fmt::format("K/V length {} (expected {})", h.kv_bytes, want_kv));
+  if (h.state_bytes > (1ull << 40) || h.payload_bytes != uint64_t(h.n_tokens) * 4 + h.kv_bytes + h.state_bytes)
+    return bad("payload length does not add up");
+  if (bytes.size() - sizeof(DiskHeader) != h.payload_bytes)
+    return bad(fmt::format("truncated or padded: payload of {} bytes, header says {}", bytes.size() - sizeof(DiskHeader),
+                           h.payload_bytes));
+  const uint8_t* pl = bytes.data() + sizeof(DiskHeader);
+  if (hash64(pl, static_cast<size_t>(h.payload_bytes)) != h.payload_checksum) return bad("payload checksum mismatch");
+  auto b = std::make_shared<Block>();
+  b->key = key;
+  b->parent = parent;
+  b->p0 = p0;
+  b->tokens.resize(static_cast<size_t>(h.n_tokens));
+  std::memcpy(b->tokens.data(), pl, b->tokens.size() * 4);
+  if (!std::equal(b->tokens.begin(), b->tokens.end(), tokens.begin(), tokens.end()))
+    return nullptr;  // a hash collision: a different prefix with the same key (keep the file)
+  pl += b->tokens.size() * 4;
+  b->kv.assign(pl, pl + h.kv_bytes);
+  pl += h.kv_bytes;
+  b->state.assign(pl, pl + h.state_bytes);
+  std::lock_guard lk(mu_);
+  disk_touch(key, bytes.size(), true);
+  return b;
+}
+
+bool PrefixCache::disk_write(const Block& b) {
+  DiskHeader h{};
+  std::memcpy(h.magic, k_magic, sizeof k_magic);
+  h.version = k_disk_version;
+  h.header_bytes = sizeof(DiskHeader);
+  h.model = id_.model;
+  h.identity = id_hash_;
+  h.kv_type = id_.kv_type;
+  h.n_layer = id_.n_layer;
+  h.n_embd_kv = id_.n_embd_kv;
+  h.block = o_.block;
+  h.key = b.key;
+  h.parent = b.parent;
+  h.p0 = b.p0;
+  h.n_tokens = static_cast<int32_t>(b.tokens.size());
+  h.kv_bytes = b.kv.size();
+  h.state_bytes = b.state.size();
+  h.payload_bytes = b.tokens.size() * 4 + b.kv.size() + b.state.size();
+  std::vector<uint8_t> buf(sizeof(DiskHeader) + h.payload_bytes);
+  uint8_t* pl = buf.data() + sizeof(DiskHeader);
+  std::memcpy(pl, b.tokens.data(), b.tokens.size() * 4);
+  std::memcpy(pl + b.tokens.size() * 4, b.kv.data(), b.kv.size());
+  if (!b.state.empty()) std::memcpy(pl + b.tokens.size() * 4 + b.kv.size(), b.state.data(), b.state.size());
+  h.payload_checksum = hash64(pl, static_cast<size_t>(h.payload_bytes));
+  std::memcpy(buf.data(), &h, sizeof h);
+  h.header_checksum = hash64(buf.data(), offsetof(DiskHeader, header_checksum));
+  std::memcpy(buf.data(), &h, sizeof h);
+
+  {
+    std::lock_guard lk(mu_);
+    if (!disk_on_) return false;
+    if (buf.size() > o_.disk_bytes) return false;
+    disk_evict_to(o_.disk_bytes - buf.size());
+  }
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = fmt::format("{}/.tmp-{:016x}-{}-{}", o_.dir, b.key, ::getpid(), counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int err = fd < 0 ? errno : 0;
+  size_t done = 0;
+  while (fd >= 0 && err == 0 && done < buf.size()) {
+    const ssize_t w = ::write(fd, buf.data() + done, buf.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+    } else {
+      done += static_cast<size_t>(w);
+    }
+  }
+  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), path_of(b.key).c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    std::lock_guard lk(mu_);
+    disable_disk(fmt::format("cannot write {} ({})", path_of(b.key), errno_text(err)));
+    return false;
+  }
+  std::lock_guard lk(mu_);
+  disk_touch(b.key, buf.size(), true);
+  ++st_.disk_writes;
+  return true;
+}
+
+void PrefixCache::writer() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stop_ and drained
+    BlockPtr b = std::move(pending_.front());
+    pending_.pop_front();
+    writing_ = true;
+    lk.unlock();
+    disk_write(*b);
+    lk.lock();
+    pending_bytes_ -= b->bytes();
+    writing_ = false;
+    idle_cv_.notify_all();
+  }
+}
+
+void PrefixCache::put(BlockPtr b) {
+  std::unique_lock lk(mu_);
+  ram_insert(b);
+  // Written through unless this process has seen the file whole (a scanned entry may be damaged:
+  // rewriting it repairs it).
+  if (!disk_on_) return;
+  if (auto it = disk_.find(b->key); it != disk_.end() && it->second.verified) return;
+  // Write-through, bounded: wait while the queue holds more than a quarter of the RAM tier (at
+  // least one block).
+  const uint64_t bound = std::max<uint64_t>(o_.ram_bytes / 4, 1);
+  idle_cv_.wait(lk, [&] { return pending_.empty() || pending_bytes_ + b->bytes() <= bound || !disk_on_; });
+  if (!disk_on_) return;
+  pending_bytes_ += b->bytes();
+  pending_.push_back(std::move(b));
+  cv_.notify_one();
+}
+
+void PrefixCache::touch_chain(std::span<const uint64_t> keys) {
+  std::lock_guard lk(mu_);
+  for (size_t i = keys.size(); i-- > 0;) {
+    if (auto it = ram_.find(keys[i]); it != ram_.end()) ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
+    if (auto it = disk_.find(keys[i]); it != disk_.end()) disk_lru_.splice(disk_lru_.begin(), disk_lru_, it->second.lru);
+  }
+}
+
+void PrefixCache::note_device(int64_t hit_blocks, int64_t miss_blocks) {
+  std::lock_guard lk(mu_);
+  st_.device.hits += hit_blocks;
+  st_.device.misses += miss_blocks;
+}
+
+void PrefixCache::flush() {
+  std::unique_lock lk(mu_);
+  idle_cv_.wait(lk, [&] { return pending_.empty() && !writing_; });
+}
+
+void PrefixCache::clear() {
+  flush();
+  std::lock_guard lk(mu_);
+  ram_.clear();
+  ram_lru_.clear();
+  ram_bytes_ = 0;
+  while (!disk_lru_.empty()) {
+    const uint64_t k = disk_lru_.back();
+    ::unlink(path_of(k).c_str());
+    disk_forget(k);
+  }
+}
+
+PrefixCacheStats PrefixCache::stats() const {
+  std::lock_guard lk(mu_);
+  PrefixCacheStats s = st_;
+  s.ram.bytes = ram_bytes_;
+  s.ram.blocks = static_cast<int64_t>(ram_.size());
+  s.disk.bytes = disk_bytes_;
+  s.disk.blocks = static_cast<int64_t>(disk_.size());
+  s.pending_writes = static_cast<int64_t>(pending_.size());
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
+                         bool use) {
+  PrefixHit hit;
+  const int32_t np = static_cast<int32_t>(prompt.size());
+  if (!use || np <= 1) {
+    s.reset();
+    return hit;
+  }
+  // Device tier: the common prefix of what the context holds and the prompt.
+  const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
+  int32_t keep = 0;
+  while (static_cast<size_t>(keep) < n_held && keep < np - 1 && held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
+    ++keep;
+  if (keep == 0) s.reset();
+  else s.truncate(keep);
+  hit.from_device = keep;
+  if (cache) {
+    const int32_t B = cache->block();
+    const std::vector<uint64_t> keys = cache->chain(prompt);
+    const int32_t dev_blocks = keep / B;
+    cache->note_device(dev_blocks, static_cast<int64_t>(keys.size()) > dev_blocks ? 1 : 0);
+    for (size_t b = static_cast<size_t>(dev_blocks); b < keys.size(); ++b) {
+      const int32_t p0 = static_cast<int32_t>(b) * B;
+      if (p0 >= np - 1) break;  // the last prompt token is always evaluated (its logits)
+      int tier = 0;
+      BlockPtr blk = cache->find(keys[b], b ? keys[b - 1] : cache->seed(), p0,
+                                 prompt.subspan(static_cast<size_t>(p0), static_cast<size_t>(B)), &tier);
+      if (!blk) break;
+      s.truncate(p0);
+      s.import_kv(p0, B, blk->kv);
+      const int32_t gained = std::min(p0 + B, np - 1) - keep;
+      (tier == 2 ? hit.from_disk : hit.from_ram) += gained;
+      keep = std::min(p0 + B, np - 1);
+    }
+  }
+  s.truncate(keep);
+  hit.n_cached = keep;
+  return hit;
+}
+
+void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens) {
+  const auto n = std::min(tokens.size(), static_cast<size_t>(s.n_past()));
+  const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
+  const int32_t B = cache.block();
+  for (size_t b = keys.size(); b-- > 0;) {
+    if (cache.contains(keys[b])) continue;
+    auto blk = std::make_shared<Block>();
+    blk->key = keys[b];
+    blk->parent = b ? keys[b - 1] : cache.seed();
+    blk->p0 = static_cast<int32_t>(b) * B;
+    blk->tokens.assign(tokens.begin() + blk->p0, tokens.begin() + blk->p0 + B);
+    blk->kv = s.export_kv(blk->p0, B);
+    cache.put(std::move(blk));
+  }
+  cache.touch_chain(keys);
+}
+
+}  // namespace rocky::runtime

@@ -1,0 +1,484 @@
+// The prefix KV cache (runtime/prefix_cache.hpp) and the backends' KV export/import.
+// Counts tokens and bytes, never time. Models: stories260K (../shared), CPU and Vulkan (lavapipe).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "common/shared.hpp"
+#include "core/error.hpp"
+#include "model/model.hpp"
+#include "runtime/backend_factory.hpp"
+#include "runtime/generator.hpp"
+#include "runtime/prefix_cache.hpp"
+#include "runtime/session.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::Block;
+using runtime::BlockPtr;
+using runtime::PrefixCache;
+using runtime::PrefixCacheOptions;
+
+std::string stories() { return test::shared_path("reference/models/stories260K.gguf"); }
+
+// "cpu", "vulkan", or "vulkan-f16" (f16 KV cache).
+std::unique_ptr<runtime::Session> session(const model::Model& m, const std::string& dev, int32_t n_ctx = 256,
+                                          int32_t n_ub = 512) {
+  runtime::BackendOptions bo;
+  bo.device = dev == "vulkan-f16" ? "vulkan" : dev;
+  bo.kv_f16 = dev == "vulkan-f16";
+  return std::make_unique<runtime::Session>(m, runtime::make_backend(bo), runtime::SessionOptions{n_ctx, n_ub});
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t n_vocab) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  t[0] = 1;  // BOS
+  return t;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Hash64, MatchesXxh64OnKnownInputs) {
+  // XXH64 reference values (seed 0).
+  EXPECT_EQ(runtime::hash64("", 0), 0xEF46DB3751D8E999ull);
+  // Different lengths, seeds and contents differ.
+  std::vector<uint8_t> d(1000);
+  for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>(i * 7 + 3);
+  const uint64_t h = runtime::hash64(d.data(), d.size());
+  EXPECT_NE(h, runtime::hash64(d.data(), d.size() - 1));
+  EXPECT_NE(h, runtime::hash64(d.data(), d.size(), 1));
+  d[517] ^= 1;
+  EXPECT_NE(h, runtime::hash64(d.data(), d.size()));
+}
+
+// export_kv → import_kv into another context: the bytes round-trip, and the logits of the
+// following tokens equal (bit for bit) those of the context that computed the prefix itself.
+void kv_round_trip(const std::string& dev) {
+  auto m = model::Model::load(stories());
+  const auto toks = random_tokens(70, 11, m->hparams().n_vocab);
+  const int32_t k = 48;
+  std::span<const int32_t> all(toks);
+  auto a = session(*m, dev);
+  a->eval(all.first(k));
+  const std::vector<uint8_t> bytes = a->export_kv(0, k);
+  ASSERT_EQ(bytes.size(), a->context().kv_export_bytes(k));
+  ASSERT_GT(bytes.size(), 0u);
+  size_t nonzero = 0;
+  for (uint8_t x : bytes) nonzero += x != 0;
+  EXPECT_GT(nonzero, bytes.size() / 2) << "the exported K/V is mostly zeros";
+  const std::vector<float> want = a->eval(all.subspan(k), true);
+
+  auto b = session(*m, dev);
+  b->eval(random_tokens(30, 99, m->hparams().n_vocab));  // other contents first: import must overwrite
+  b->truncate(0);
+  b->import_kv(0, k, bytes);
+  EXPECT_EQ(b->n_past(), k);
+  EXPECT_EQ(b->export_kv(0, k), bytes);
+  const std::vector<float> got = b->eval(all.subspan(k), true);
+  EXPECT_TRUE(same_bits(got, want)) << dev << ": logits after import differ from the original context's";
+
+  // A sub-range at an offset: positions [16, 48) only.
+  auto c = session(*m, dev);
+  c->import_kv(0, 16, std::span<const uint8_t>(a->export_kv(0, 16)));
+  c->import_kv(16, 32, std::span<const uint8_t>(a->export_kv(16, 32)));
+  EXPECT_EQ(c->export_kv(0, k), bytes);
+  // Bad ranges are errors, not crashes.
+  EXPECT_THROW(c->export_kv(40, 20), Error);
+  EXPECT_THROW(c->import_kv(10, 4, std::span<const uint8_t>(bytes).first(10)), Error);
+  EXPECT_THROW(c->context().import_kv(250, 10, std::vector<uint8_t>(c->context().kv_export_bytes(10))), Error);
+}
+
+TEST(KvExportImport, RoundTripCpu) { kv_round_trip("cpu"); }
+TEST(KvExportImport, RoundTripVulkan) { kv_round_trip("vulkan"); }
+TEST(KvExportImport, RoundTripVulkanF16) { kv_round_trip("vulkan-f16"); }
+
+// A synthetic identity for the cache unit tests (no model needed).
+runtime::CacheIdentity fake_id(uint64_t model = 42) {
+  runtime::CacheIdentity id;
+  id.model = model;
+  id.kv_type = 0;
+  id.n_layer = 2;
+  id.n_embd_kv = 4;
+  id.kv_bytes_per_pos = 2 * 2 * 4 * 4;  // layers · (K, V) · n_embd_kv · f32
+  return id;
+}
+
+BlockPtr make_block(const PrefixCache& c, std::span<const int32_t> toks, size_t b, uint8_t fill) {
+  const auto keys = c.chain(toks);
+  auto blk = std::make_shared<Block>();
+  blk->key = keys[b];
+  blk->parent = b ? keys[b - 1] : c.seed();
+  blk->p0 = static_cast<int32_t>(b) * c.block();
+  blk->tokens.assign(toks.begin() + blk->p0, toks.begin() + blk->p0 + c.block());
+  blk->kv.assign(c.identity().kv_bytes_per_pos * static_cast<size_t>(c.block()), fill);
+  for (size_t i = 0; i < blk->kv.size(); ++i) blk->kv[i] = static_cast<uint8_t>(fill + i * 13);
+  return blk;
+}
+
+BlockPtr find_block(PrefixCache& c, std::span<const int32_t> toks, size_t b, int* tier = nullptr) {
+  const auto keys = c.chain(toks);
+  const int32_t B = c.block();
+  return c.find(keys[b], b ? keys[b - 1] : c.seed(), static_cast<int32_t>(b) * B,
+                toks.subspan(b * static_cast<size_t>(B), static_cast<size_t>(B)), tier);
+}
+
+TEST(PrefixCache, ChainKeysNamePrefixesNotBlocks) {
+  PrefixCache c(fake_id(), PrefixCacheOptions{16, 1 << 20, "", 0});
+  std::vector<int32_t> a(40), b(40);
+  for (int i = 0; i < 40; ++i) a[size_t(i)] = b[size_t(i)] = i + 5;
+  b[3] = 999;  // block 0 differs → every later key differs although blocks 1.. are equal
+  const auto ka = c.chain(a), kb = c.chain(b);
+  ASSERT_EQ(ka.size(), 2u);  // only full blocks
+  EXPECT_NE(ka[0], kb[0]);
+  EXPECT_NE(ka[1], kb[1]);
+  PrefixCache other_model(fake_id(43), PrefixCacheOptions{16, 1 << 20, "", 0});
+  EXPECT_NE(other_model.chain(a)[0], ka[0]);
+  PrefixCache other_block(fake_id(), PrefixCacheOptions{8, 1 << 20, "", 0});
+  EXPECT_NE(other_block.chain(a)[1], ka[0]);
+  EXPECT_THROW(PrefixCache(fake_id(), PrefixCacheOptions{257, 1 << 20, "", 0}), Error);
+  EXPECT_THROW(PrefixCache(fake_id(), PrefixCacheOptions{0, 1 << 20, "", 0}), Error);
+}
+
+TEST(PrefixCache, RamTierStaysWithinItsLimitAndEvictsDeepestFirst) {
+  const auto id = fake_id();
+  // One block: 16 · 64 K/V bytes + 64 token bytes + the struct; room for about 5 blocks.
+  const uint64_t one = 16 * id.kv_bytes_per_pos + 16 * 4 + sizeof(Block);
+  PrefixCache c(id, PrefixCacheOptions{16, 5 * one + one / 2, "", 0});
+  std::vector<int32_t> t(16 * 8);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(i * 3 + 1);
+  // A chain of 8 blocks, saved as save_prefix does: deepest first, then the chain touched.
+  for (size_t b = 8; b-- > 0;) {
+    c.put(make_block(c, t, b, static_cast<uint8_t>(b)));
+    EXPECT_LE(c.stats().ram.bytes, 5 * one + one / 2);
+  }
+  const auto keys = c.chain(t);
+  c.touch_chain(keys);
+  const auto st = c.stats();
+  EXPECT_EQ(st.ram.blocks, 5);
+  EXPECT_EQ(st.ram.evictions, 3);
+  EXPECT_LE(st.ram.bytes, 5 * one + one / 2);
+  // The root blocks survive; the deepest ones went.
+  for (size_t b = 0; b < 5; ++b) EXPECT_TRUE(c.contains(keys[b])) << b;
+  for (size_t b = 5; b < 8; ++b) EXPECT_FALSE(c.contains(keys[b])) << b;
+  // A second chain sharing block 0 evicts the first chain's deepest blocks, never the shared root.
+  std::vector<int32_t> u = t;
+  for (size_t i = 16; i < u.size(); ++i) u[i] += 7;
+  for (size_t b = 3; b-- > 1;) c.put(make_block(c, u, b, 9));
+  const auto ku = c.chain(u);
+  c.touch_chain(std::span<const uint64_t>(ku).first(3));
+  EXPECT_TRUE(c.contains(keys[0]));
+  EXPECT_LE(c.stats().ram.bytes, 5 * one + one / 2);
+  // Hits copy nothing out of the cache: two readers get the same block.
+  int tier = 0;
+  BlockPtr r1 = find_block(c, t, 0, &tier), r2 = find_block(c, t, 0);
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_EQ(tier, 1);
+  EXPECT_EQ(r1.get(), r2.get());
+  EXPECT_TRUE(c.contains(keys[0]));  // loading copies, never moves
+  // Same key, other tokens (a collision stand-in): no hit.
+  std::vector<int32_t> v = t;
+  const auto kv = c.chain(v);
+  v[2] = 12345;
+  EXPECT_FALSE(c.find(kv[0], c.seed(), 0, std::span<const int32_t>(v).first(16)));
+}
+
+struct DiskFixture : ::testing::Test {
+  std::string dir;
+  void SetUp() override {
+    dir = test::scratch_dir(std::string("prefix-cache-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  std::vector<fs::path> entries() const {
+    std::vector<fs::path> r;
+    for (auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".rkv") r.push_back(e.path());
+    std::sort(r.begin(), r.end());
+    return r;
+  }
+  uint64_t dir_bytes() const {
+    uint64_t n = 0;
+    for (auto& e : fs::directory_iterator(dir)) n += e.file_size();
+    return n;
+  }
+};
+
+std::vector<int32_t> seq(size_t n, int32_t start) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = start + static_cast<int32_t>(i);
+  return t;
+}
+
+TEST_F(DiskFixture, SurvivesARestartAndStaysWithinItsLimit) {
+  const auto id = fake_id();
+  const auto t = seq(64, 10);
+  {
+    PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    for (size_t b = 4; b-- > 0;) c.put(make_block(c, t, b, static_cast<uint8_t>(b)));
+    c.flush();
+    EXPECT_EQ(c.stats().disk_writes, 4);
+    EXPECT_EQ(c.stats().disk.blocks, 4);
+  }
+  EXPECT_EQ(entries().size(), 4u);
+  PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  EXPECT_EQ(c.stats().disk.blocks, 4);
+  for (size_t b = 0; b < 4; ++b) {
+    int tier = 0;
+    BlockPtr got = find_block(c, t, b, &tier);
+    ASSERT_TRUE(got) << b;
+    EXPECT_EQ(tier, 2);
+    EXPECT_EQ(got->kv, make_block(c, t, b, static_cast<uint8_t>(b))->kv);
+  }
+  EXPECT_EQ(c.stats().disk.hits, 4);
+  EXPECT_EQ(c.stats().disk_errors, 0);
+  // Promoted to RAM: the second lookup is a RAM hit.
+  int tier = 0;
+  ASSERT_TRUE(find_block(c, t, 0, &tier));
+  EXPECT_EQ(tier, 1);
+
+  // Fill past the disk limit: the directory never holds more than --cache-disk.
+  const uint64_t entry = fs::file_size(entries()[0]);
+  const uint64_t limit = 3 * entry + entry / 2;
+  {
+    PrefixCache small(id, PrefixCacheOptions{16, 1 << 20, dir, limit});
+    EXPECT_LE(dir_bytes(), limit);  // trimmed at start
+    const auto u = seq(16 * 10, 500);
+    for (size_t b = 10; b-- > 0;) {
+      small.put(make_block(small, u, b, 1));
+      small.flush();
+      EXPECT_LE(dir_bytes(), limit);
+      EXPECT_LE(small.stats().disk.bytes, limit);
+    }
+    EXPECT_EQ(small.stats().disk.blocks, 3);
+    EXPECT_GT(small.stats().disk.evictions, 0);
+  }
+  EXPECT_LE(dir_bytes(), limit);
+}
+
+// One damaged entry of each kind: skipped with a warning, counted, removed; never returned.
+TEST_F(DiskFixture, DamagedEntriesAreSkipped) {
+  const auto id = fake_id();
+  const auto t = seq(16, 7);
+  auto write_one = [&](const runtime::CacheIdentity& who) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    PrefixCache c(who, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    c.put(make_block(c, t, 0, 3));
+    c.flush();
+  };
+  struct Damage {
+    const char* name;
+    std::function<void(const fs::path&)> apply;
+  };
+  auto flip = [](const fs::path& p, size_t at) {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char ch = 0;
+    f.read(&ch, 1);
+    ch = static_cast<char>(ch ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&ch, 1);
+  };
+  const std::vector<Damage> cases = {
+      {"truncated", [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) - 9); }},
+      {"zero length", [](const fs::path& p) { fs::resize_file(p, 0); }},
+      {"header byte", [&](const fs::path& p) { flip(p, 40); }},
+      {"old version", [](const fs::path& p) {
+         // A well-formed entry of format version 0: version field rewritten, header checksum redone.
+         std::vector<uint8_t> b = test::read_file_bytes(p.string());
+         const uint32_t v = 0;
+         std::memcpy(b.data() + 8, &v, 4);
+         const uint64_t h = runtime::hash64(b.data(), 104);
+         std::memcpy(b.data() + 104, &h, 8);
+         std::ofstream(p, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(b.data()),
+                                                                    static_cast<std::streamsize>(b.size()));
+       }},
+      {"payload byte", [&](const fs::path& p) { flip(p, fs::file_size(p) - 100); }},
+      {"padded", [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) + 4); }},
+  };
+  for (const Damage& d : cases) {
+    write_one(id);
+    ASSERT_EQ(entries().size(), 1u) << d.name;
+    d.apply(entries()[0]);
+    PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    EXPECT_FALSE(find_block(c, t, 0)) << d.name;
+    EXPECT_EQ(c.stats().disk_errors, 1) << d.name;
+    EXPECT_EQ(c.stats().disk.misses, 1) << d.name;
+    EXPECT_TRUE(entries().empty()) << d.name << ": the damaged entry is removed (recomputed and rewritten)";
+    // Recompute + write-through replaces it with a good entry.
+    c.put(make_block(c, t, 0, 3));
+    c.flush();
+    PrefixCache again(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    EXPECT_TRUE(find_block(again, t, 0)) << d.name;
+  }
+  // Another model's entry under this model's name.
+  {
+    auto other = fake_id(777);
+    write_one(other);
+    PrefixCache mine(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    PrefixCache theirs(other, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    const fs::path src = entries()[0];
+    const auto keys = mine.chain(t);
+    const std::string name = fmt::format("{:016x}-{:016x}.rkv", id.hash(), keys[0]);
+    fs::copy_file(src, fs::path(dir) / name);
+    EXPECT_FALSE(find_block(mine, t, 0));
+    EXPECT_EQ(mine.stats().disk_errors, 1);
+    EXPECT_TRUE(find_block(theirs, t, 0)) << "the other model's own entry is untouched";
+  }
+}
+
+TEST_F(DiskFixture, UnwritableDirectoryMeansNoDiskTier) {
+  if (::geteuid() == 0) {
+    // root ignores permissions: use a path under a regular file instead (cannot be created).
+    std::ofstream(dir + "/file") << "x";
+    PrefixCache c(fake_id(), PrefixCacheOptions{16, 1 << 20, dir + "/file/sub", 1 << 20});
+    EXPECT_FALSE(c.stats().disk_enabled);
+    const auto t = seq(16, 1);
+    c.put(make_block(c, t, 0, 1));  // still works from RAM
+    c.flush();
+    EXPECT_TRUE(find_block(c, t, 0));
+    return;
+  }
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+  PrefixCache c(fake_id(), PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  EXPECT_FALSE(c.stats().disk_enabled);
+  const auto t = seq(16, 1);
+  c.put(make_block(c, t, 0, 1));
+  c.flush();
+  EXPECT_TRUE(find_block(c, t, 0));
+  fs::permissions(dir, fs::perms::owner_all);
+  EXPECT_TRUE(entries().empty());
+}
+
+// A write that fails (the directory vanished: as a full disk, the write path errors) turns the
+// disk tier off with one warning; the RAM tier goes on.
+TEST_F(DiskFixture, FailingWritesTurnTheDiskTierOff) {
+  PrefixCache c(fake_id(), PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  ASSERT_TRUE(c.stats().disk_enabled);
+  fs::remove_all(dir);
+  const auto t = seq(32, 1);
+  for (size_t b = 2; b-- > 0;) c.put(make_block(c, t, b, 1));
+  c.flush();
+  EXPECT_FALSE(c.stats().disk_enabled);
+  EXPECT_EQ(c.stats().disk_writes, 0);
+  EXPECT_TRUE(find_block(c, t, 0));
+  EXPECT_TRUE(find_block(c, t, 1));
+}
+
+// Two caches (two servers) on one directory writing the same and different blocks at once: every
+// entry a third one reads is whole (no errors), and each finds the other's blocks.
+TEST_F(DiskFixture, TwoWritersShareOneDirectory) {
+  const auto id = fake_id();
+  const auto t = seq(16 * 12, 3);
+  {
+    PrefixCache a(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    PrefixCache b(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    std::thread ta([&] {
+      for (size_t k = 12; k-- > 0;) a.put(make_block(a, t, k, static_cast<uint8_t>(k)));
+    });
+    std::thread tb([&] {
+      for (size_t k = 0; k < 12; k += 2) b.put(make_block(b, t, k, static_cast<uint8_t>(k)));
+    });
+    ta.join();
+    tb.join();
+    a.flush();
+    b.flush();
+    EXPECT_TRUE(find_block(b, t, 11)) << "b reads a's block from the shared directory";
+  }
+  for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos);
+  PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  for (size_t k = 0; k < 12; ++k) {
+    BlockPtr got = find_block(c, t, k);
+    ASSERT_TRUE(got) << k;
+    EXPECT_EQ(got->kv, make_block(c, t, k, static_cast<uint8_t>(k))->kv);
+  }
+  EXPECT_EQ(c.stats().disk_errors, 0);
+}
+
+// End to end on a Session: greedy output with reuse equals greedy output without, and the
+// counts of cached tokens are what the blocks give.
+void greedy_with_and_without_reuse(const std::string& dev, const std::string& dir) {
+  auto m = model::Model::load(stories());
+  auto tok = tok::Tokenizer::from_gguf(m->file());
+  const int32_t nv = m->hparams().n_vocab;
+  const std::vector<int32_t> sys = random_tokens(50, 5, nv);
+  runtime::PrefixCacheOptions co{16, 64 << 20, dir, 64 << 20};
+  auto s = session(*m, dev);
+  auto cache = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->context()), co);
+  runtime::GenerateParams gp;
+  gp.sampling.temp = 0;
+  gp.max_tokens = 12;
+  gp.ignore_eos = true;
+  auto run = [&](runtime::Session& ss, PrefixCache* c, std::vector<int32_t>& held, const std::vector<int32_t>& prompt,
+                 bool use) {
+    const runtime::PrefixHit hit = runtime::restore_prefix(ss, c, held, prompt, use);
+    runtime::GenerateParams p = gp;
+    p.n_cached = hit.n_cached;
+    runtime::SessionSource src(ss);
+    runtime::Generator g(src, tok);
+    auto r = g.generate(prompt, p);
+    held = prompt;
+    held.insert(held.end(), r.tokens.begin(), r.tokens.end() - 1);
+    EXPECT_EQ(static_cast<int32_t>(held.size()), ss.n_past());
+    if (c) runtime::save_prefix(ss, *c, held);
+    return std::make_pair(r, hit);
+  };
+  // Turn 1 (cold), then an agent's turn 2: history + completion + a new message.
+  std::vector<int32_t> held;
+  auto [r1, h1] = run(*s, cache.get(), held, sys, true);
+  EXPECT_EQ(h1.n_cached, 0);
+  std::vector<int32_t> p2 = sys;
+  p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t x : random_tokens(9, 6, nv)) p2.push_back(x == 1 ? 2 : x);
+  // Another context (another slot): its hits come from RAM only.
+  auto s2 = session(*m, dev);
+  std::vector<int32_t> held2;
+  auto [r2, h2] = run(*s2, cache.get(), held2, p2, true);
+  EXPECT_GE(h2.n_cached, static_cast<int32_t>(sys.size() + r1.tokens.size()) - 16);
+  EXPECT_EQ(h2.from_device, 0);
+  EXPECT_EQ(h2.from_ram, h2.n_cached);
+  // The same prompt from scratch gives the same greedy tokens.
+  auto s3 = session(*m, dev);
+  std::vector<int32_t> held3;
+  auto [r3, h3] = run(*s3, nullptr, held3, p2, false);
+  EXPECT_EQ(h3.n_cached, 0);
+  EXPECT_EQ(r2.tokens, r3.tokens) << dev;
+  // The same slot again: the device tier answers without a copy.
+  std::vector<int32_t> p3 = p2;
+  p3.push_back(7);
+  auto [r4, h4] = run(*s2, cache.get(), held2, p3, true);
+  EXPECT_GE(h4.from_device, static_cast<int32_t>(p2.size()));
+  // A restart (new cache object, same directory): the hits come from disk.
+  cache.reset();
+  auto cache2 = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->context()), co);
+  auto s4 = session(*m, dev);
+  std::vector<int32_t> held4;
+  auto [r5, h5] = run(*s4, cache2.get(), held4, p2, true);
+  EXPECT_EQ(h5.from_disk, h5.n_cached);
+  EXPECT_GE(h5.n_cached, h2.n_cached);
+  EXPECT_EQ(r5.tokens, r3.tokens);
+  EXPECT_EQ(cache2->stats().disk_errors, 0);
+}
+
+TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutCpu) { greedy_with_and_without_reuse("cpu", dir); }
+TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutVulkan) { greedy_with_and_without_reuse("vulkan", dir); }
+
+}  // namespace
+}  // namespace rocky

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""The prefix KV cache through `rocky serve`'s HTTP API (standard library only).
+
+usage: test_prefix_cache.py ROCKY_BIN MODEL OTHER_MODEL DEVICE SCRATCH_DIR [TEST ...]
+
+Counts tokens, never time. Every server listens on a free port (--port 0), uses blocks of 16
+tokens (--cache-block 16) and greedy sampling. Exit 0 when every test passes.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+BIN, MODEL, OTHER, DEVICE, SCRATCH = sys.argv[1:6]
+ONLY = sys.argv[6:]
+B = 16
+
+SYSTEM = ("You are a helpful assistant for a little girl named Lily. She likes to play in the park with her dog. "
+          "Every day the sun is warm and the birds sing. Her mom makes cookies and her dad reads her stories. ") * 3
+
+
+class Server:
+    def __init__(self, *extra, model=MODEL):
+        args = [BIN, "serve", "-m", model, "--port", "0", "-c", "512", "--device", DEVICE, "--cache-block", str(B), *extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        self.url = None
+        got = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on (http://\S+)", line)
+                if m:
+                    self.url = m.group(1)
+                    got.set()
+            got.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not got.wait(60) or not self.url:
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+        for _ in range(600):
+            try:
+                if self.get("/health")["status"] == "ok":
+                    return
+            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited:\n" + "".join(self.log))
+            time.sleep(0.1)
+        raise RuntimeError("server never became ready:\n" + "".join(self.log))
+
+    def request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                text = r.read().decode()
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            if e.code != 503:
+                raise AssertionError(f"{method} {path}: HTTP {e.code}: {text}")
+            raise
+        return json.loads(text) if text.startswith("{") else text
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body):
+        return self.request("POST", path, body)
+
+    def complete(self, prompt, n=8, **kw):
+        body = {"prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": True, **kw}
+        return self.post("/v1/completions", body)
+
+    def cache(self):
+        return self.get("/cache")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(60)
+        assert rc == 0, f"exit {rc}:\n" + "".join(self.log)
+        return "".join(self.log)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def cached(r):
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def check_counts(r):
+    u, t = r["usage"], r["timings"]
+    assert t["cache_n"] == cached(r), r
+    assert t["prompt_n"] == u["prompt_tokens"] - cached(r), r
+
+
+def fresh_dir(name):
+    d = os.path.join(SCRATCH, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def dir_bytes(d):
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+
+
+# --------------------------------------------------------------------------------------------
+def test_agent_pattern_completions():
+    """Each turn resends history + the model's completion + a new message."""
+    s = Server("-np", "2")
+    try:
+        history = SYSTEM
+        prev = None
+        for turn in range(4):
+            history += f"\nUser: tell me part {turn} of the story.\nAssistant:"
+            r = s.complete(history, n=12)
+            check_counts(r)
+            if prev is None:
+                assert cached(r) == 0, r
+            else:
+                want = prev["usage"]["prompt_tokens"] + prev["usage"]["completion_tokens"] - B
+                assert cached(r) >= want, f"turn {turn}: cached {cached(r)} < {want}"
+            prev = r
+            history += r["choices"][0]["text"]
+        m = s.get("/metrics")
+        assert re.search(r'rocky:prefix_cache_hits_total\{tier="device"\} [1-9]', m) or \
+            re.search(r'rocky:prefix_cache_hits_total\{tier="ram"\} [1-9]', m), m
+    finally:
+        s.kill()
+
+
+def test_two_clients_share_a_system_prompt():
+    s = Server("-np", "2")
+    try:
+        n_sys = len(s.post("/tokenize", {"content": SYSTEM, "add_special": True})["tokens"])
+        first = s.complete(SYSTEM + "\nUser: who is Lily?\nAssistant:")
+        assert cached(first) == 0
+        out = {}
+
+        def client(name, q):
+            out[name] = s.complete(SYSTEM + f"\nUser: {q}\nAssistant:")
+
+        ts = [threading.Thread(target=client, args=("a", "what does the dog do?")),
+              threading.Thread(target=client, args=("b", "what does mom make?"))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for name in "ab":
+            check_counts(out[name])
+            assert cached(out[name]) >= n_sys - B, f"client {name}: cached {cached(out[name])} of a {n_sys}-token system prompt"
+        c = s.cache()
+        assert c["tiers"]["ram"]["hits"] >= 1 or c["tiers"]["device"]["hits"] >= 1, c
+    finally:
+        s.kill()
+
+
+def test_greedy_reuse_equals_no_reuse():
+    s = Server("-np", "1")
+    try:
+        p1 = SYSTEM + "\nUser: a story about a cat.\nAssistant:"
+        r1 = s.complete(p1, n=16)
+        p2 = p1 + r1["choices"][0]["text"] + "\nUser: and then?\nAssistant:"
+        warm = s.complete(p2, n=16)
+        assert cached(warm) > 0
+        cold = s.complete(p2, n=16, cache_prompt=False)
+        assert cached(cold) == 0 and cold["timings"]["prompt_n"] == cold["usage"]["prompt_tokens"], cold
+        assert warm["choices"][0]["text"] == cold["choices"][0]["text"], (warm, cold)
+        # Chat too (the template renders the history verbatim for the next turn).
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]
+        c1 = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 8, "temperature": 0})
+        msgs += [{"role": "assistant", "content": c1["choices"][0]["message"]["content"]},
+                 {"role": "user", "content": "more"}]
+        c2 = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 8, "temperature": 0})
+        c3 = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 8, "temperature": 0, "cache_prompt": False})
+        assert cached(c2) >= len(s.post("/tokenize", {"content": SYSTEM})["tokens"]) - B, c2
+        assert cached(c3) == 0
+        assert c2["choices"][0]["message"]["content"] == c3["choices"][0]["message"]["content"]
+    finally:
+        s.kill()
+
+
+def test_restart_hits_from_disk():
+    d = fresh_dir("restart")
+    prompt = SYSTEM + "\nUser: once more.\nAssistant:"
+    s = Server("--cache-dir", d)
+    try:
+        r1 = s.complete(prompt)
+        assert cached(r1) == 0
+    finally:
+        log = s.stop()
+    files = [f for f in os.listdir(d) if f.endswith(".rkv")]
+    n_prompt = r1["usage"]["prompt_tokens"]
+    assert len(files) >= n_prompt // B, (files, log)
+    s = Server("--cache-dir", d)
+    try:
+        r2 = s.complete(prompt)
+        check_counts(r2)
+        assert cached(r2) >= n_prompt - B, r2
+        assert r2["choices"][0]["text"] == r1["choices"][0]["text"]
+        c = s.cache()
+        assert c["tiers"]["disk"]["hits"] >= (n_prompt - B) // B, c
+        assert c["tiers"]["disk"]["errors"] == 0, c
+        m = s.get("/metrics")
+        assert re.search(r'rocky:prefix_cache_hits_total\{tier="disk"\} [1-9]', m), m
+        # DELETE /cache empties every tier (the files too).
+        s.request("DELETE", "/cache")
+        c = s.cache()
+        assert c["tiers"]["ram"]["blocks"] == 0 and c["tiers"]["disk"]["blocks"] == 0, c
+        assert not [f for f in os.listdir(d) if f.endswith(".rkv")]
+        r3 = s.complete(prompt)
+        assert cached(r3) == 0 and r3["choices"][0]["text"] == r1["choices"][0]["text"]
+    finally:
+        s.kill()
+
+
+def damage(kind, path):
+    data = bytearray(open(path, "rb").read())
+    if kind == "truncate":
+        data = data[: len(data) - 7]
+    elif kind == "header":
+        data[20] ^= 0x40
+    elif kind == "payload":
+        data[-50] ^= 0x01
+    elif kind == "zero":
+        data = bytearray()
+    open(path, "wb").write(bytes(data))
+
+
+def test_damaged_entries_fall_back_to_recompute():
+    prompt = SYSTEM + "\nUser: the end.\nAssistant:"
+    ref = None
+    for kind in ["truncate", "header", "payload", "zero", "wrong-model"]:
+        d = fresh_dir("damage-" + kind)
+        s = Server("--cache-dir", d)
+        try:
+            r = s.complete(prompt)
+            ref = ref or r["choices"][0]["text"]
+        finally:
+            s.stop()
+        foreign = {}
+        if kind == "wrong-model":
+            # The same prompt's blocks as another model (same vocab, f16 weights) wrote them.
+            d2 = fresh_dir("damage-other-model")
+            s = Server("--cache-dir", d2, model=OTHER)
+            try:
+                s.complete(prompt)
+            finally:
+                s.stop()
+            for f in os.listdir(d2):
+                if f.endswith(".rkv"):
+                    data = open(os.path.join(d2, f), "rb").read()
+                    foreign[int.from_bytes(data[72:76], "little")] = data
+        files = sorted(f for f in os.listdir(d) if f.endswith(".rkv"))
+        assert files, kind
+        s = Server("--cache-dir", d)
+        try:
+            for f in files:
+                path = os.path.join(d, f)
+                if kind == "wrong-model":
+                    p0 = int.from_bytes(open(path, "rb").read()[72:76], "little")
+                    open(path, "wb").write(foreign[p0])  # another model's entry under this model's name
+                else:
+                    damage(kind, path)
+            r = s.complete(prompt)
+            assert cached(r) == 0, (kind, r)
+            if ref is None:
+                ref = s.complete(prompt, cache_prompt=False)["choices"][0]["text"]
+            assert r["choices"][0]["text"] == ref, (kind, r)
+            c = s.cache()
+            assert c["tiers"]["disk"]["errors"] >= 1, (kind, c)
+            assert c["tiers"]["disk"]["enabled"], (kind, c)
+            # Recomputed and rewritten: the next request hits (from RAM), and the files are good again.
+            r2 = s.complete(prompt)
+            assert cached(r2) >= r2["usage"]["prompt_tokens"] - B and r2["choices"][0]["text"] == ref, (kind, r2)
+        finally:
+            log = s.stop()
+        assert "prefix cache" in log and "skipped (recomputing)" in log, (kind, log)
+        s = Server("--cache-dir", d)
+        try:
+            r3 = s.complete(prompt)
+            assert cached(r3) >= r3["usage"]["prompt_tokens"] - B and s.cache()["tiers"]["disk"]["errors"] == 0, (kind, r3)
+        finally:
+            s.kill()
+    # A directory that cannot be written: no disk tier, a warning, correct output.
+    blocker = os.path.join(fresh_dir("unwritable"), "a-file")
+    open(blocker, "w").write("x")
+    s = Server("--cache-dir", os.path.join(blocker, "sub"))
+    try:
+        r = s.complete(prompt)
+        assert r["choices"][0]["text"] == ref
+        assert not s.cache()["tiers"]["disk"]["enabled"]
+    finally:
+        log = s.stop()
+    assert "without the disk tier" in log, log
+
+
+def test_ram_and_disk_stay_within_their_flags():
+    d = fresh_dir("limits")
+    s = Server("--cache-ram", "1", "--cache-dir", d, "--cache-disk", "1")
+    try:
+        for i in range(6):
+            ids = [1] + [(i * 131 + k * 7) % 500 + 3 for k in range(480)]
+            r = s.complete(ids, n=2)
+            c = s.cache()
+            assert c["tiers"]["ram"]["bytes"] <= 1 << 20, c
+            assert c["tiers"]["disk"]["bytes"] <= 1 << 20, c
+            time.sleep(0.2)
+            assert dir_bytes(d) <= 1 << 20, dir_bytes(d)
+        c = s.cache()
+        assert c["tiers"]["ram"]["evictions"] > 0 and c["tiers"]["disk"]["evictions"] > 0, c
+        assert re.search(r'rocky:prefix_cache_evictions_total\{tier="ram"\} [1-9]', s.get("/metrics"))
+    finally:
+        s.stop()
+    assert dir_bytes(d) <= 1 << 20
+
+
+TESTS = [v for k, v in list(globals().items()) if k.startswith("test_")]
+
+
+def main():
+    failed = 0
+    for t in TESTS:
+        if ONLY and t.__name__ not in ONLY:
+            continue
+        try:
+            t()
+            print(f"ok   {t.__name__}", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {t.__name__}\n{traceback.format_exc()}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
