@@ -31,6 +31,13 @@ namespace rocky::vulkan::abi {
 #define ROCKY_MMQ_EPI_NONE 0
 #define ROCKY_MMQ_EPI_BIAS 1
 #define ROCKY_MMQ_EPI_RESIDUAL 2
+// [N4] matvec_mmq (decode): 1 = 16 values per step and invocation (half a 32-block: fewer live
+// registers, the Mali variant), 0 = a whole block (32 values).
+#define ROCKY_SC_MMV_HALF 28
+// matvec_mmq: 1 = x read as vec4 (the host sets it when x's element offset is a multiple of 4).
+#define ROCKY_SC_MMV_XVEC4 29
+// rms_norm_vec: vec4 of x each invocation holds (1..8).
+#define ROCKY_SC_RMS_PER 30
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).
