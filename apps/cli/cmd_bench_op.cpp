@@ -84,7 +84,7 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
                  vulkan::Recorder& rec, vulkan::Memory& mem, const vulkan::ops::Weight& w, const std::vector<uint8_t>& wbytes,
                  const std::vector<float>& x, vulkan::ops::Region xr, vulkan::ops::Region yr, vulkan::Buffer& ybuf) {
   const uint32_t M = static_cast<uint32_t>(w.rows), K = static_cast<uint32_t>(w.ne0);
-  const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(info, M);
+  const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(info, M, K);
   std::vector<double> all;
   for (uint32_t r = 0; r <= o.reps; ++r) {
     rec.begin(true);
@@ -118,8 +118,9 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
   const uint64_t gguf = w.row_bytes * M;
   const double gbs = double(bytes) / (best * 1e-3) / 1e9, gbs_gguf = double(gguf) / (best * 1e-3) / 1e9;
   const double pct = roof.copy_gbs > 0 ? 100.0 * gbs / roof.copy_gbs : 0;
-  const std::string shape = fmt::format("{} invocations × {} rows, {} steps, {} reduction", sh.wg, sh.rows,
-                                        sh.half ? "half-block" : "block", sh.subgroup ? "subgroup" : "shared-memory");
+  const std::string shape = fmt::format("{} invocations × {} rows, {} steps × {} per iteration, {} reduction", sh.wg,
+                                        sh.rows, sh.split == 0 ? "block" : (sh.split == 1 ? "half-block" : "quarter-block"),
+                                        sh.unroll, sh.subgroup ? "subgroup" : "shared-memory");
   if (o.json) {
     nlohmann::json j{{"device", info.name}, {"type", o.type},        {"M", M},       {"N", 1},     {"K", K},
                      {"kernel", "matvec_mmq"}, {"shape", shape},     {"q4k_nibbles", w.mmq_nibbles},

@@ -4,8 +4,9 @@
 // dequantize_row_*) and the same f32 activations:
 //  - q4_0, q8_0 (K = 32 · odd), q4_K (both repack layouts) and q6_K (K = 256 · k), M = 1, 37, 1001:
 //    NMSE ≤ 1e-10 (f32 accumulation only), every output written (poisoned with NaN first), for
-//    every shape variant (the device's default, whole- and half-block steps, 1..8 rows, 4..64
-//    invocations, subgroup and shared-memory reductions, x at a vec4-aligned and an odd offset);
+//    every shape variant (the device's default, whole-, half- and quarter-block steps, 1..8 rows,
+//    4..64 invocations, 1 or 2 steps per iteration, subgroup and shared-memory reductions, x at a
+//    vec4-aligned and an odd offset);
 //  - the bias and residual epilogues (fast::matvec_mmq) equal W·x + operand, the residual also
 //    when the operand IS y;
 //  - ops::matmul with N = 1 takes this kernel for a weight carrying its repack (bit-identical);
@@ -129,7 +130,8 @@ double nmse(const std::vector<float>& y, const std::vector<float>& deq, const st
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = [] {
     std::vector<Variant> r;
-    for (const char* s : {static_cast<const char*>(nullptr), "64,8,0", "64,2,1", "32,3,0", "4,1,1", "16,5,1"})
+    for (const char* s : {static_cast<const char*>(nullptr), "64,8,0", "64,2,1", "32,3,0", "4,1,1", "16,5,1", "32,4,0,2",
+                          "8,3,1,2", "64,1,2", "16,3,2,2"})
       for (bool sg : {true, false})
         for (uint32_t xo : {3u, 4u}) r.push_back({s, sg, xo});
     return r;
@@ -236,24 +238,31 @@ TEST(MatvecMmq, ShapeChoice) {
   nv.vendor_id = 0x10DE;
   nv.max_workgroup_invocations = 1024;
   nv.shared_memory = 49152;
-  EXPECT_EQ(fast::matvec_shape(nv, 11008).rows, 8u);
-  EXPECT_EQ(fast::matvec_shape(nv, 2048).rows, 2u);
-  EXPECT_EQ(fast::matvec_shape(nv, 256).rows, 1u);
-  EXPECT_EQ(fast::matvec_shape(nv, 151936).wg, 64u);
+  EXPECT_EQ(fast::matvec_shape(nv, 11008, 2048).rows, 4u);
+  EXPECT_EQ(fast::matvec_shape(nv, 2048, 11008).rows, 4u);
+  EXPECT_EQ(fast::matvec_shape(nv, 512, 2048).rows, 2u);
+  EXPECT_EQ(fast::matvec_shape(nv, 256, 2048).rows, 1u);
+  EXPECT_EQ(fast::matvec_shape(nv, 151936, 2048).wg, 32u);  // ≤ 64 blocks per row
+  EXPECT_EQ(fast::matvec_shape(nv, 151936, 2048).unroll, 1u);
+  EXPECT_EQ(fast::matvec_shape(nv, 3584, 3584).wg, 64u);
+  EXPECT_EQ(fast::matvec_shape(nv, 2048, 11008).wg, 128u);  // ≥ 256 blocks: 128 × 2 steps
+  EXPECT_EQ(fast::matvec_shape(nv, 2048, 11008).unroll, 2u);
   DeviceInfo mali = nv;
   mali.vendor_id = 0x13B5;
   mali.type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
-  EXPECT_TRUE(fast::matvec_shape(mali, 2048).half);
+  EXPECT_EQ(fast::matvec_shape(mali, 2048, 2048).split, 2u);
+  EXPECT_EQ(fast::matvec_shape(mali, 2048, 2048).rows, 1u);
   {
-    ShapeEnv s("128,4,1");
-    const fast::MatvecShape o = fast::matvec_shape(nv, 256);
+    ShapeEnv s("128,4,1,2");
+    const fast::MatvecShape o = fast::matvec_shape(nv, 256, 2048);
     EXPECT_EQ(o.wg, 128u);
     EXPECT_EQ(o.rows, 4u);
-    EXPECT_TRUE(o.half);
+    EXPECT_EQ(o.split, 1u);
+    EXPECT_EQ(o.unroll, 2u);
   }
-  for (const char* bad : {"3,1", "64", "64,0", "64,2,2", "64,65"}) {
+  for (const char* bad : {"3,1", "64", "64,0", "64,2,3", "64,65", "64,2,0,3", "64,2,0,0"}) {
     ShapeEnv s(bad);
-    EXPECT_THROW(fast::matvec_shape(nv, 256), Error) << bad;
+    EXPECT_THROW(fast::matvec_shape(nv, 256, 2048), Error) << bad;
   }
 }
 

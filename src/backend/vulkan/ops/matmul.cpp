@@ -63,44 +63,53 @@ namespace rocky::vulkan::fast {
 
 // matvec_mmq's shape per device class (data; docs/tuning-log.md #16). `rows` is the most rows per
 // workgroup; it is halved (down to 1) while fewer than `min_groups` workgroups would cover M, so
-// that small matrices (attn_k: 256 rows; ffn_down: 2,048) still spread over the whole GPU.
+// that small matrices (attn_k: 256 rows) still spread over the whole GPU.
 //  - lavapipe runs a workgroup as one CPU thread's SIMD loop: few wide groups amortize its
 //    per-group cost;
-//  - NVIDIA: 64 invocations (two warps) × up to 8 rows, x reused across the 8 rows from registers
-//    (each x vec4 load touches one 128-byte line per invocation, so the reuse is what keeps the L1
-//    below the weight stream), ≥ 1,024 groups (132 SMs);
-//  - Mali (Valhall, 16-wide warps, ≤ 32 work registers for full occupancy): half-block steps
-//    (16 x values live) × 2 rows;
+//  - NVIDIA: up to 4 rows, x reused across the rows from registers, ≥ 256 groups; invocations by
+//    the row's 32-blocks (measured on the H200, tuning-log #16): ≤ 64 blocks (K ≤ 2,048) 32
+//    invocations (the q6_K head 134 → 124 µs), ≥ 256 blocks (K ≥ 8,192) 128 with two steps per
+//    loop iteration (ffn_down 16.8 → 14.0 µs), else 64 (64 × 4 beat × 2, × 8, × 16 there);
+//  - Mali (Valhall, 16-wide warps, ≤ 32 work registers for full occupancy): quarter-block steps
+//    (8 x values live) × 1 row — the offline G610 compiler gives 32 work registers for every type
+//    and both reductions (2 rows: 64 for q6_K with subgroups, i.e. half occupancy);
 //  - anything else: 64 × up to 4 rows, ≥ 512 groups.
 struct MatvecClass {
-  uint32_t wg, rows, min_groups;
-  bool half;
+  uint32_t wg, rows, min_groups, split, unroll;
 };
 static MatvecClass matvec_class(const DeviceInfo& d) {
-  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8, 1, false};
-  if (d.vendor_id == 0x10DE) return {64, 8, 1024, false};
-  if (d.vendor_id == 0x13B5) return {64, 2, 1, true};
-  return {64, 4, 512, false};
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8, 1, 0, 1};
+  if (d.vendor_id == 0x10DE) return {64, 4, 256, 0, 1};
+  if (d.vendor_id == 0x13B5) return {64, 1, 1, 2, 1};
+  return {64, 4, 512, 0, 1};
 }
 
-MatvecShape matvec_shape(const DeviceInfo& d, uint64_t m) {
+MatvecShape matvec_shape(const DeviceInfo& d, uint64_t m, uint64_t k) {
   MatvecShape s;
   s.subgroup = d.subgroup_arith;
-  // ROCKY_MMV_SHAPE=WG,ROWS[,HALF] overrides the choice (tuning experiments; docs/tuning-log.md).
+  // ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides the choice (tuning experiments; tuning-log).
   if (const char* v = std::getenv("ROCKY_MMV_SHAPE"); v && *v) {
-    uint32_t half = 0;
-    const int n = std::sscanf(v, "%u,%u,%u", &s.wg, &s.rows, &half);
-    if (n < 2 || s.wg < 4 || (s.wg & (s.wg - 1)) || s.rows == 0 || s.rows > s.wg || half > 1 ||
-        s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
-      fail("ROCKY_MMV_SHAPE='{}': expected WG,ROWS[,HALF] with WG a power of two in 4..{}, 1 ≤ ROWS ≤ WG, HALF 0|1", v,
-           d.max_workgroup_invocations);
+    const int n = std::sscanf(v, "%u,%u,%u,%u", &s.wg, &s.rows, &s.split, &s.unroll);
+    if (n < 2 || s.wg < 4 || (s.wg & (s.wg - 1)) || s.rows == 0 || s.rows > s.wg || s.split > 2 || s.unroll < 1 ||
+        s.unroll > 2 || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
+      fail("ROCKY_MMV_SHAPE='{}': expected WG,ROWS[,SPLIT[,UNROLL]] with WG a power of two in 4..{}, 1 ≤ ROWS ≤ WG, "
+           "SPLIT 0|1|2, UNROLL 1|2", v, d.max_workgroup_invocations);
     }
-    s.half = half == 1;
     return s;
   }
   const MatvecClass c = matvec_class(d);
   s.wg = std::min(c.wg, d.max_workgroup_invocations);
-  s.half = c.half;
+  s.split = c.split;
+  s.unroll = c.unroll;
+  if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU && d.vendor_id == 0x10DE) {
+    const uint64_t blocks = k / 32;
+    if (blocks <= 64) {
+      s.wg = 32;
+    } else if (blocks >= 256 && d.max_workgroup_invocations >= 128) {
+      s.wg = 128;
+      s.unroll = 2;
+    }
+  }
   s.rows = std::min(c.rows, s.wg);
   while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
   return s;
@@ -116,7 +125,7 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
   if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < w.rows * 4))
     fail("{}: matvec_mmq {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
          epi.operand.bytes, w.rows * 4);
-  const MatvecShape sh = matvec_shape(e.info, w.rows);
+  const MatvecShape sh = matvec_shape(e.info, w.rows, w.ne0);
   Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4}, false);
   Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4}, true);
   // Binding 4: the epilogue operand, or x again as a read-only dummy.
@@ -127,9 +136,10 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
                                    {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
                                    {ROCKY_SC_BM, sh.rows},
                                    {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
-                                   {ROCKY_SC_MMV_HALF, sh.half ? 1u : 0u},
+                                   {ROCKY_SC_MMV_HALF, sh.split},
                                    {ROCKY_SC_MMV_XVEC4, xo % 4 == 0 ? 1u : 0u},
-                                   {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)}});
+                                   {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)},
+                                   {ROCKY_SC_MMV_UNROLL, sh.unroll}});
   for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
     pc.N = 1;
     pc.x_off = xo;

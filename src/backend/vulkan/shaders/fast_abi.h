@@ -31,11 +31,13 @@ namespace rocky::vulkan::abi {
 #define ROCKY_MMQ_EPI_NONE 0
 #define ROCKY_MMQ_EPI_BIAS 1
 #define ROCKY_MMQ_EPI_RESIDUAL 2
-// [N4] matvec_mmq (decode): 1 = 16 values per step and invocation (half a 32-block: fewer live
-// registers, the Mali variant), 0 = a whole block (32 values).
+// [N4] matvec_mmq (decode): values per step and invocation = 32 >> SPLIT (0: a whole 32-block,
+// 1: half, 2: a quarter — fewer live registers, the Mali variant).
 #define ROCKY_SC_MMV_HALF 28
 // matvec_mmq: 1 = x read as vec4 (the host sets it when x's element offset is a multiple of 4).
 #define ROCKY_SC_MMV_XVEC4 29
+// matvec_mmq: steps per loop iteration (1 or 2).
+#define ROCKY_SC_MMV_UNROLL 31
 // rms_norm_vec: vec4 of x each invocation holds (1..8).
 #define ROCKY_SC_RMS_PER 30
 

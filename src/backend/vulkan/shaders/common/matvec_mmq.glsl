@@ -7,11 +7,13 @@
 //
 // W in the mmq layout (ops/matmul_fast.hpp; q4_0, q8_0, q4_K, q6_K), x f32 (no q8_1
 // quantization: the error is f32 rounding only). A row of K values is nb = K/32 blocks; a STEP is
-// one block (32 values) or, with HALF, half a block (16 values). A workgroup of WG invocations
+// one block (32 values) or, with SPLIT = 1 / 2, a half (16) / a quarter (8 values: the Mali
+// variant, ≤ 32 work registers). A workgroup of WG invocations
 // computes ROWS consecutive rows: invocation t takes steps t, t + WG, …, loads the step's x once
 // (vec4 loads with XVEC4) and reuses it for each of its ROWS rows, reading per row the step's
-// weight bytes as 16-byte (uvec4) units (8 bytes with HALF and nibbles) and the block's scale
-// pair. The ROWS partial sums are reduced with subgroupAdd plus one shared-memory pass over the
+// weight bytes as 16-byte (uvec4) units (8 or 4 bytes for the smaller steps) and the block's scale
+// pair; with UNROLL = 2 two steps per loop iteration (twice the loads in flight for long rows).
+// The ROWS partial sums are reduced with subgroupAdd plus one shared-memory pass over the
 // subgroups, or (MMV_SUBGROUP 0) one shared-memory pass over the invocations: one barrier, no tree.
 //
 // Dequantization without int→float conversions (a quarter-rate instruction on NVIDIA): a value's
@@ -34,12 +36,14 @@
 layout(constant_id = ROCKY_SC_WTYPE) const uint WTYPE = 12;
 layout(constant_id = ROCKY_SC_BM) const uint ROWS = 1;
 layout(constant_id = ROCKY_SC_MMQ_NIB) const bool NIB = false;
-layout(constant_id = ROCKY_SC_MMV_HALF) const bool HALF = false;
+layout(constant_id = ROCKY_SC_MMV_HALF) const uint SPLIT = 0;  // steps per block: 1 << SPLIT
 layout(constant_id = ROCKY_SC_MMV_XVEC4) const bool XVEC4 = false;
 layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
+layout(constant_id = ROCKY_SC_MMV_UNROLL) const uint UNROLL = 1;
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
 layout(binding = 0) readonly buffer Wq2 { uvec2 wq2[]; };
+layout(binding = 0) readonly buffer Wq1 { uint wq1[]; };
 layout(binding = 1) readonly buffer Ws { vec2 ws[]; };
 layout(binding = 2) readonly buffer X { float x[]; };
 layout(binding = 2) readonly buffer X4 { vec4 xv[]; };
@@ -48,7 +52,7 @@ layout(binding = 4) readonly buffer E { float ev[]; };
 
 const bool NIBBLES = NIB && WTYPE == 12u;
 const bool Q4K = WTYPE == 12u;
-const uint XN = HALF ? 4u : 8u;                     // vec4 of x per step
+const uint XN = 8u >> SPLIT;                        // vec4 of x per step
 const uint NW = NIBBLES ? XN / 2u : XN;             // weight words per row and step
 // Bits per value: the int8 values' significant low bits (q4_0: −8..7, unpacked q4_K: 0..15, q6_K:
 // −32..31, q8_0: −128..127), made unsigned by XOR-ing the sign bit of that width (q4_K: none).
@@ -65,6 +69,8 @@ shared float red[ROWS * gl_WorkGroupSize.x];  // ROWS × subgroups (≤ WG)
 #else
 shared float red[ROWS * gl_WorkGroupSize.x];  // ROWS × invocations
 #endif
+
+float acc[ROWS];  // this invocation's partial sums (private)
 
 vec4 load_x4(uint e) {  // x[e .. e + 3] (e a multiple of 4 when XVEC4)
   if (XVEC4) return xv[e >> 2];
@@ -83,74 +89,86 @@ vec4 f8(uint w) { return fbytes(w ^ XC, 0); }
 vec4 f4lo(uint w) { return fbytes(w, 0); }
 vec4 f4hi(uint w) { return fbytes(w, 4); }
 
+// One step (a block, or a half / quarter of it with SPLIT 1 / 2) of this invocation's ROWS rows,
+// its contribution scaled by k (1, or 0 for the clamped duplicate of the unrolled loop's tail).
+void step(uint st, uint g, uint nb, uint U, float k) {
+  const uint b = st >> SPLIT, sub = st & ((1u << SPLIT) - 1u);
+  // x of the step, prescaled; xs[0 .. XN/2) and xs[XN/2 .. XN) are the two halves that one
+  // scale each multiplies (int8) or the low / high nibbles of the same bytes (NIBBLES).
+  vec4 xs[8];  // XN used
+  float sx0 = 0.0, sx1 = 0.0;  // Σ x of the two halves (unscaled)
+  for (uint j = 0u; j < XN; ++j) {
+    uint e;
+    if (NIBBLES) {  // low nibbles: values (16 >> SPLIT)·sub + 4j; high: 16 more
+      e = 32u * b + (16u >> SPLIT) * sub + (j < XN / 2u ? 4u * j : 16u + 4u * (j - XN / 2u));
+    } else {
+      e = 32u * b + (32u >> SPLIT) * sub + 4u * j;
+    }
+    const vec4 v = load_x4(pc.x_off + e);
+    if (j < XN / 2u) {
+      sx0 += (v.x + v.y) + (v.z + v.w);
+    } else {
+      sx1 += (v.x + v.y) + (v.z + v.w);
+    }
+    xs[j] = v * XSCALE;
+  }
+  const float c0 = CSCALE * XSCALE * sx0, c1 = CSCALE * XSCALE * sx1;
+  for (uint r = 0u; r < ROWS; ++r) {
+    const uint m = min(g * ROWS + r, pc.M - 1u);
+    const uint qrow = pc.wq_off + m * U, srow = pc.ws_off + m * nb;
+    // The step's weight words: NW consecutive words at word offset 4·qrow + NW·(step within row).
+    uint w[8];  // NW used
+    const uint wo = (NIBBLES ? 4u * b : 8u * b) + NW * sub;  // word offset within the row
+    if (NW == 1u) {
+      w[0] = wq1[4u * qrow + wo];
+    } else if (NW == 2u) {
+      const uvec2 q = wq2[(4u * qrow + wo) >> 1];
+      w[0] = q.x;
+      w[1] = q.y;
+    } else {
+      const uvec4 q0 = wq[qrow + (wo >> 2)];
+      for (uint j = 0u; j < 4u; ++j) w[j] = q0[j];
+      if (NW == 8u) {
+        const uvec4 q1 = wq[qrow + (wo >> 2) + 1u];
+        for (uint j = 0u; j < 4u; ++j) w[4u + j] = q1[j];
+      }
+    }
+    const vec2 s = ws[srow + b];
+    float d0 = 0.0, d1 = 0.0;  // Σ f·x' over the two halves
+    if (NIBBLES) {
+      for (uint j = 0u; j < NW; ++j) {
+        d0 += dot(f4lo(w[j]), xs[j]);
+        d1 += dot(f4hi(w[j]), xs[NW + j]);
+      }
+    } else {
+      for (uint j = 0u; j < NW / 2u; ++j) {
+        d0 += dot(f8(w[j]), xs[j]);
+        d1 += dot(f8(w[NW / 2u + j]), xs[NW / 2u + j]);
+      }
+    }
+    if (Q4K) {  // s.x · Σ q·x + s.y · Σ x
+      acc[r] += k * (s.x * ((d0 - c0) + (d1 - c1)) + s.y * (sx0 + sx1));
+    } else if (SPLIT > 0u) {  // part of one half of the block: that half's scale
+      acc[r] += k * (((sub >> (SPLIT - 1u)) == 0u ? s.x : s.y) * ((d0 - c0) + (d1 - c1)));
+    } else {
+      acc[r] += k * (s.x * (d0 - c0) + s.y * (d1 - c1));
+    }
+  }
+}
+
 void main() {
   const uint WG = gl_WorkGroupSize.x;
   const uint t = gl_LocalInvocationID.x;
   const uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
   const uint nb = pc.K / 32u;                    // blocks (scale pairs) per row
   const uint U = NIBBLES ? nb : 2u * nb;         // uvec4 units per row
-  const uint NS = HALF ? 2u * nb : nb;           // steps per row
-  float acc[ROWS];
+  const uint NS = nb << SPLIT;                   // steps per row
   for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
-  for (uint st = t; st < NS; st += WG) {
-    const uint b = HALF ? st >> 1 : st, h = HALF ? st & 1u : 0u;
-    // x of the step, prescaled; xs[0 .. XN/2) and xs[XN/2 .. XN) are the two halves that one
-    // scale each multiplies (int8) or the low / high nibbles of the same bytes (NIBBLES).
-    vec4 xs[8];  // XN used
-    float sx0 = 0.0, sx1 = 0.0;  // Σ x of the two halves (unscaled)
-    for (uint j = 0u; j < XN; ++j) {
-      uint e;
-      if (NIBBLES && HALF) {
-        e = 32u * b + 8u * h + (j < 2u ? 4u * j : 16u + 4u * (j - 2u));
-      } else {
-        e = 32u * b + 16u * h + 4u * j;
-      }
-      const vec4 v = load_x4(pc.x_off + e);
-      if (j < XN / 2u) {
-        sx0 += (v.x + v.y) + (v.z + v.w);
-      } else {
-        sx1 += (v.x + v.y) + (v.z + v.w);
-      }
-      xs[j] = v * XSCALE;
-    }
-    const float c0 = CSCALE * XSCALE * sx0, c1 = CSCALE * XSCALE * sx1;
-    for (uint r = 0u; r < ROWS; ++r) {
-      const uint m = min(g * ROWS + r, pc.M - 1u);
-      const uint qrow = pc.wq_off + m * U, srow = pc.ws_off + m * nb;
-      uint w[8];  // NW used
-      if (NIBBLES && HALF) {
-        const uvec2 q = wq2[2u * (qrow + b) + h];
-        w[0] = q.x;
-        w[1] = q.y;
-      } else {
-        const uint u0 = qrow + (NIBBLES ? b : (HALF ? 2u * b + h : 2u * b));
-        const uvec4 q0 = wq[u0];
-        for (uint j = 0u; j < 4u; ++j) w[j] = q0[j];
-        if (NW == 8u) {
-          const uvec4 q1 = wq[u0 + 1u];
-          for (uint j = 0u; j < 4u; ++j) w[4u + j] = q1[j];
-        }
-      }
-      const vec2 s = ws[srow + b];
-      float d0 = 0.0, d1 = 0.0;  // Σ f·x' over the two halves
-      if (NIBBLES) {
-        for (uint j = 0u; j < NW; ++j) {
-          d0 += dot(f4lo(w[j]), xs[j]);
-          d1 += dot(f4hi(w[j]), xs[NW + j]);
-        }
-      } else {
-        for (uint j = 0u; j < NW / 2u; ++j) {
-          d0 += dot(f8(w[j]), xs[j]);
-          d1 += dot(f8(w[NW / 2u + j]), xs[NW / 2u + j]);
-        }
-      }
-      if (Q4K) {  // s.x · Σ q·x + s.y · Σ x
-        acc[r] += s.x * ((d0 - c0) + (d1 - c1)) + s.y * (sx0 + sx1);
-      } else if (HALF) {  // one half of the block: its scale
-        acc[r] += (h == 0u ? s.x : s.y) * ((d0 - c0) + (d1 - c1));
-      } else {
-        acc[r] += s.x * (d0 - c0) + s.y * (d1 - c1);
-      }
+  for (uint st = t; st < NS; st += UNROLL * WG) {
+    step(st, g, nb, U, 1.0);
+    if (UNROLL == 2u) {  // a second step in the same basic block: its loads issue with the first's
+      const uint s1 = st + WG;
+      step(min(s1, NS - 1u), g, nb, U, s1 < NS ? 1.0 : 0.0);
     }
   }
   // Reduction and store.
