@@ -4,6 +4,11 @@
 // N = tokens, K = inner dimension; FLOP = 2·M·N·K) on random weights and activations, after a
 // warm-up, best of R; checks 64 sampled outputs against a CPU f64 product of the same q8_1
 // activations; prints GFLOPS and the % of the measured roofline (int8-dot and FP32 peaks).
+// [N4] N = 1 times the decode matvec instead (ops::matvec_mmq over the same repack, f32 x; the
+// kernel `rocky run` decodes with): checks 64 sampled outputs against a CPU f64 product with the
+// f32 x and prints the bytes it reads (repack values + scales + x + y), GB/s and the % of the
+// measured copy bandwidth, plus the GB/s of the weight's GGUF bytes (what a decode token moves in
+// the model file's terms).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -79,6 +84,68 @@ std::vector<int> f16_fields(DType t) {
   }
 }
 
+// N = 1: the decode matvec (see the top of the file).
+int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulkan::Roofline& roof, vulkan::ops::Env& env,
+                 vulkan::Recorder& rec, vulkan::Memory& mem, const vulkan::ops::Weight& w, const std::vector<uint8_t>& wbytes,
+                 const std::vector<float>& x, vulkan::ops::Region xr, vulkan::ops::Region yr, vulkan::Buffer& ybuf) {
+  const uint32_t M = static_cast<uint32_t>(w.rows), K = static_cast<uint32_t>(w.ne0);
+  const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(env.lab, info, M, K);
+  std::vector<double> all;
+  for (uint32_t r = 0; r <= o.reps; ++r) {
+    rec.begin(true);
+    vulkan::ops::matvec_mmq(env, w, xr, yr, "matvec_mmq");
+    rec.submit_and_wait();
+    if (rec.timings().empty()) fail("bench-op: the device returned no timestamps");
+    if (r == 0) continue;  // warm-up
+    double ms = 0;
+    for (const auto& t : rec.timings()) ms += t.ms;
+    all.push_back(ms);
+  }
+  std::sort(all.begin(), all.end());
+  const double best = all.front(), median = all[all.size() / 2];
+  std::vector<float> y(M);
+  mem.download(ybuf, 0, y.data(), uint64_t{M} * 4);
+  std::mt19937 rng(99);
+  std::vector<float> wrow(K);
+  double num = 0, den = 0;
+  for (int s = 0; s < 64; ++s) {
+    const uint32_t m = static_cast<uint32_t>(rng() % M);
+    quant::dequantize_row(w.type, wbytes.data() + w.row_bytes * m, wrow.data(), K);
+    double ref = 0;
+    for (uint32_t k = 0; k < K; ++k) ref += static_cast<double>(wrow[k]) * x[k];
+    const double got = y[m];
+    if (!std::isfinite(got)) fail("bench-op: output {} was not written or is not finite", m);
+    num += (got - ref) * (got - ref);
+    den += ref * ref;
+  }
+  const double nmse = den > 0 ? num / den : num;
+  const uint64_t bytes = w.mmq_buf->size() + uint64_t{K} * 4 + uint64_t{M} * 4;  // repack + x + y
+  const uint64_t gguf = w.row_bytes * M;
+  const double gbs = double(bytes) / (best * 1e-3) / 1e9, gbs_gguf = double(gguf) / (best * 1e-3) / 1e9;
+  const double pct = roof.copy_gbs > 0 ? 100.0 * gbs / roof.copy_gbs : 0;
+  const std::string shape = fmt::format("{} invocations × {} rows, {} steps × {} per iteration, {} reduction", sh.wg,
+                                        sh.rows, sh.split == 0 ? "block" : (sh.split == 1 ? "half-block" : "quarter-block"),
+                                        sh.unroll, sh.subgroup ? "subgroup" : "shared-memory");
+  if (o.json) {
+    nlohmann::json j{{"device", info.name}, {"type", o.type},        {"M", M},       {"N", 1},     {"K", K},
+                     {"kernel", "matvec_mmq"}, {"shape", shape},     {"q4k_nibbles", w.mmq_nibbles},
+                     {"matvec_ms", best},   {"matvec_median_ms", median}, {"bytes", bytes}, {"gguf_bytes", gguf},
+                     {"gbs", gbs},          {"gbs_gguf", gbs_gguf},  {"pct_copy", pct}, {"nmse_sampled", nmse},
+                     {"roofline", {{"copy_gbs", roof.copy_gbs}}}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("bench-op {} M={} N=1 K={} on {} — decode matvec_mmq ({}{})\n", o.type, M, K, info.name, shape,
+               w.mmq_nibbles ? ", q4_K nibbles" : "");
+    fmt::print("  matvec_mmq     {:9.4f} ms (median {:.4f})  {:8.1f} GB/s of {:.1f} MB read", best, median, gbs,
+               double(bytes) / 1e6);
+    if (!o.no_roofline) fmt::print("  = {:.1f} % of copy bandwidth ({:.0f} GB/s)", pct, roof.copy_gbs);
+    fmt::print("\n  GGUF bytes     {:.1f} MB: {:.1f} GB/s\n", double(gguf) / 1e6, gbs_gguf);
+    fmt::print("  check          NMSE {:.2e} on 64 sampled outputs vs CPU f64 with the same f32 x\n", nmse);
+  }
+  if (!(nmse <= 1e-8)) fail("bench-op: sampled outputs differ from the CPU reference (NMSE {:.3e} > 1e-8)", nmse);
+  return 0;
+}
+
 int run_bench_op(const BenchOpts& o) {
   const DType type = parse_type(o.type);
   const auto [M, N, K] = parse_shape(o.shape);
@@ -145,6 +212,8 @@ int run_bench_op(const BenchOpts& o) {
   const tune::MatmulTile& tile = tune::pick_mmq_tile(prof, M, N);
   vulkan::ops::Region xr{&xbuf, 0, xbuf.size()}, qr{&qbuf, 0, qbuf.size()}, dr{&dbuf, 0, dbuf.size()},
       yr{&ybuf, 0, ybuf.size()};
+
+  if (N == 1) return bench_matvec(o, info, roof, env, rec, mem, w, wbytes, x, xr, yr, ybuf);
 
   double best_q = 1e30, best_mm = 1e30;
   std::vector<double> all_mm;
@@ -229,7 +298,8 @@ int run_bench_op(const BenchOpts& o) {
 
 void add_bench_op(CLI::App& app, Runner& run) {
   auto o = std::make_shared<BenchOpts>();
-  auto* sub = app.add_subcommand("bench-op", "Time one prefill matmul (FLOP = 2·M·N·K) against the roofline");
+  auto* sub = app.add_subcommand("bench-op", "Time one prefill matmul (FLOP = 2·M·N·K) against the roofline; N = 1: the "
+                                             "decode matvec in GB/s against the copy bandwidth");
   sub->add_option("--type", o->type, "Weight type: q4_0, q8_0, q4_K, q6_K")->capture_default_str();
   sub->add_option("--shape", o->shape, "M,N,K: weight rows, tokens, inner dimension")->capture_default_str();
   sub->add_option("--kernel", o->kernel, "mmq (packed int8 dot) or mmq-nodot (fallback)")->capture_default_str();

@@ -92,6 +92,7 @@ nlohmann::json row_json(const BenchRow& r) {
                         {"peak_device_memory", r.peak_device_memory},
                         {"flops_per_token", r.flops_per_token},
                         {"tflops", r.tflops},
+                        {"bytes_per_token", r.bytes_per_token},
                         {"gbs", r.gbs},
                         {"roof_kind", r.roof_kind},
                         {"roof_pct", r.roof_pct},
@@ -137,6 +138,22 @@ std::string split_line(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+uint64_t bytes_per_token(const model::Model& m) {
+  uint64_t b = 0;
+  bool has_output = false;
+  const gguf::TensorInfo* embd = nullptr;
+  for (const auto& t : m.file().tensors()) {
+    if (t.name == "output.weight") has_output = true;
+    if (t.name == "token_embd.weight") {
+      embd = &t;
+      continue;
+    }
+    b += t.n_bytes;
+  }
+  if (embd) b += has_output ? row_bytes(embd->type, embd->ne[0]) : embd->n_bytes;  // one row, or the tied head
+  return b;
+}
 
 double flops_per_token(const model::Model& m, double ctx_avg) {
   const auto& hp = m.hparams();
@@ -304,7 +321,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
       if (p.profile) r.profile = profile_by_op();
       r.flops_per_token = flops_per_token(*model, ng / 2.0);
       r.tflops = r.avg_ts * r.flops_per_token / 1e12;
-      r.gbs = r.avg_ts * double(size) / 1e9;
+      r.bytes_per_token = bytes_per_token(*model);
+      r.gbs = r.avg_ts * double(r.bytes_per_token) / 1e9;
       if (p.roofline) {
         r.roof_kind = "copy";
         r.roof_pct = p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / p.roofline->copy_gbs : 0.0;
@@ -322,14 +340,15 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
 
 std::string bench_markdown(const std::vector<BenchRow>& rows) {
   std::string out =
-      "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | % roof |\n"
-      "| ------------------------------ | ---------: | ---------: | ---------- | -------: | ------------: | -------------------: | ---------: | ------: | ------: |\n";
+      "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | GB/s | % roof |\n"
+      "| ------------------------------ | ---------: | ---------: | ---------- | -------: | ------------: | -------------------: | ---------: | ------: | ------: | ------: |\n";
   for (const auto& r : rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
     const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
-    out += fmt::format("| {} | {} | {:.2f} B | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} |\n", r.model,
+    const std::string gbs = r.n_gen > 0 ? fmt::format("{:.1f}", r.gbs) : "-";  // tg rows: weight bytes read per second
+    out += fmt::format("| {} | {} | {:.2f} B | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n", r.model,
                        human_bytes(r.model_size), double(r.model_n_params) / 1e9, r.backend, r.n_ubatch, r.test,
-                       r.avg_ts, r.stddev_ts, human_bytes(r.peak_device_memory), tf, roof);
+                       r.avg_ts, r.stddev_ts, human_bytes(r.peak_device_memory), tf, gbs, roof);
   }
   return out;
 }
@@ -345,12 +364,12 @@ std::string bench_csv(const std::vector<BenchRow>& rows) {
   };
   std::string out =
       "model,model_file,model_size,model_n_params,backend,n_ubatch,n_prompt,n_gen,test,reps,avg_ts,stddev_ts,avg_ns,"
-      "peak_device_memory,flops_per_token,tflops,gbs,roof_kind,roof_pct,matmul_path\n";
+      "peak_device_memory,flops_per_token,tflops,bytes_per_token,gbs,roof_kind,roof_pct,matmul_path\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.0f},{},{:.6g},{:.6f},{:.6f},{},{:.4f},{}\n", q(r.model),
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.0f},{},{:.6g},{:.6f},{},{:.6f},{},{:.4f},{}\n", q(r.model),
                        q(r.model_file), r.model_size, r.model_n_params, q(r.backend), r.n_ubatch, r.n_prompt, r.n_gen,
                        r.test, r.reps, r.avg_ts, r.stddev_ts, r.avg_ns, r.peak_device_memory, r.flops_per_token,
-                       r.tflops, r.gbs, r.roof_kind, r.roof_pct, r.matmul_path);
+                       r.tflops, r.bytes_per_token, r.gbs, r.roof_kind, r.roof_pct, r.matmul_path);
   }
   return out;
 }

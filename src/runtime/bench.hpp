@@ -15,7 +15,8 @@
 // embedding table; the output head counted once, tied or not) + attention 4 · n_layer · n_head ·
 // head_dim · average context ((n+1)/2 for a prefill of n tokens, n_gen/2 for decode).
 // Roofline: pp rows against the int8-dot peak when the prefill ran on the int8 path (--matmul
-// auto/mmq with quantized weights), else the FP32 FMA peak; tg rows against the copy bandwidth with the model's bytes read per token.
+// auto/mmq with quantized weights), else the FP32 FMA peak; tg rows against the copy bandwidth with
+// the weight bytes read per token (bytes_per_token()).
 #pragma once
 
 #include <cstdint>
@@ -69,7 +70,8 @@ struct BenchRow {
   uint64_t peak_device_memory = 0;  // bytes, after every run of this ub
   double flops_per_token = 0;
   double tflops = 0;           // achieved (avg_ts · flops_per_token), pp and tg
-  double gbs = 0;              // tg: achieved bytes/s of weights read (model_size · t/s) / 1e9
+  uint64_t bytes_per_token = 0;  // tg: weight bytes a decode token reads (bytes_per_token(); 0 for pp)
+  double gbs = 0;              // tg: achieved GB/s of weights read (bytes_per_token · t/s / 1e9)
   std::string roof_kind;       // "int8_dot" | "fp32" | "copy" | "" (no roofline)
   double roof_pct = 0;         // % of that peak; 0 when roof_kind is ""
   std::string matmul_path;     // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
@@ -79,6 +81,12 @@ struct BenchRow {
   // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.
   nlohmann::json host_ms_per_ubatch;
 };
+
+// [N4] Weight bytes one decode token reads, in the GGUF layout: every tensor but the token
+// embedding table, plus one row of it (or all of it when it is also the output head, tied). The KV
+// cache reads are not counted. Against the copy bandwidth this is the decode roofline (tg rows:
+// bytes_per_token, gbs, roof_pct of "copy"; the md table's GB/s column).
+uint64_t bytes_per_token(const model::Model& m);
 
 // FLOP of one token at an average attention context of `ctx_avg` positions (see above).
 double flops_per_token(const model::Model& m, double ctx_avg);

@@ -3,6 +3,8 @@
 // md and csv have the llama-bench shape; bad flags exit 2.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -60,7 +62,7 @@ TEST(BenchCli, JsonCarriesEveryField) {
     ASSERT_EQ(rows.size(), 4u);  // (pp24, tg5) × (ub 8, ub 32)
     const char* fields[] = {"model", "model_file", "model_size", "model_n_params", "backend", "n_ubatch", "n_prompt",
                             "n_gen", "test", "reps", "samples_ts", "avg_ts", "stddev_ts", "avg_ns",
-                            "peak_device_memory", "flops_per_token", "tflops", "gbs", "roof_kind", "roof_pct",
+                            "peak_device_memory", "flops_per_token", "tflops", "bytes_per_token", "gbs", "roof_kind", "roof_pct",
                             "matmul_path", "profile"};
     for (size_t i = 0; i < rows.size(); ++i) {
       const json& x = rows[i];
@@ -101,7 +103,10 @@ TEST(BenchCli, JsonCarriesEveryField) {
         EXPECT_NEAR(x["roof_pct"].get<double>(), 100 * tf / 0.5, 1e-6);
       } else {
         EXPECT_EQ(x["roof_kind"].get<std::string>(), "copy");
-        const double gbs = x["avg_ts"].get<double>() * double(x["model_size"].get<uint64_t>()) / 1e9;
+        // Weight bytes per decode token: every tensor but stories260K's 512 × 64 f32 embedding table
+        // (it has its own output.weight), plus the one row a token looks up.
+        EXPECT_EQ(x["bytes_per_token"].get<uint64_t>(), x["model_size"].get<uint64_t>() - 512 * 64 * 4 + 64 * 4);
+        const double gbs = x["avg_ts"].get<double>() * double(x["bytes_per_token"].get<uint64_t>()) / 1e9;
         EXPECT_NEAR(x["gbs"].get<double>(), gbs, 1e-9 * gbs);
         EXPECT_NEAR(x["roof_pct"].get<double>(), 100 * gbs / 40.0, 1e-6);
       }
@@ -144,8 +149,8 @@ TEST(BenchCli, MarkdownAndCsvShape) {
   ASSERT_EQ(md.rc, 0) << md.err;
   auto l = lines(md.out);
   ASSERT_EQ(l.size(), 6u) << md.out;  // header, separator, 4 rows
-  EXPECT_EQ(l[0], "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | % roof |");
-  for (const auto& line : l) EXPECT_EQ(split(line, '|').size(), 12u) << line;  // 10 columns
+  EXPECT_EQ(l[0], "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | GB/s | % roof |");
+  for (const auto& line : l) EXPECT_EQ(split(line, '|').size(), 13u) << line;  // 11 columns
   EXPECT_NE(l[2].find("| 8 | pp16 |"), std::string::npos) << l[2];
   EXPECT_NE(l[3].find("| 8 | tg3 |"), std::string::npos) << l[3];
   EXPECT_NE(l[4].find("| 16 | pp16 |"), std::string::npos) << l[4];
@@ -159,7 +164,7 @@ TEST(BenchCli, MarkdownAndCsvShape) {
   auto c = lines(csv.out);
   ASSERT_EQ(c.size(), 3u) << csv.out;  // header + 2 pp rows (-n 0: no tg rows)
   const size_t cols = split(c[0], ',').size();
-  EXPECT_EQ(cols, 20u);
+  EXPECT_EQ(cols, 21u);
   EXPECT_EQ(c[0].rfind("model,model_file,model_size,model_n_params,backend,n_ubatch", 0), 0u);
   for (size_t i = 1; i < c.size(); ++i) {
     EXPECT_EQ(split(c[i], ',').size(), cols) << c[i];
@@ -174,6 +179,28 @@ TEST(BenchCli, SingleDeviceToolsTakeVulkanN) {
                                      "--device", dev});
     EXPECT_EQ(r.rc, 0) << dev << "\n" << r.err;
     EXPECT_NE(r.out.find("NMSE"), std::string::npos) << r.out;
+  }
+}
+
+// [N4] bench-op with N = 1 runs the decode matvec: GB/s of the bytes it reads (the mmq repack + x +
+// y) and the % of the copy bandwidth (from --roofline-json... measured here: lavapipe), NMSE checked.
+TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
+  for (auto [type, k, row_q, nib] : {std::tuple{"q4_K", 512u, 256u, true}, std::tuple{"q6_K", 256u, 256u, false}}) {
+    auto r = run_rocky("bench_cli", {"bench-op", "--type", type, "--shape", "77,1," + std::to_string(k), "--reps", "2",
+                                     "--json"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json j = json::parse(r.out);
+    SCOPED_TRACE(j.dump());
+    EXPECT_EQ(j["kernel"].get<std::string>(), "matvec_mmq");
+    EXPECT_EQ(j["q4k_nibbles"].get<bool>(), nib);
+    // Values (q_row_bytes per row) + scale pairs (8 bytes per 32 values) at a 256-aligned offset, x, y.
+    const uint64_t q = 77ull * row_q, s_off = (q + 255) / 256 * 256, rep = s_off + 77ull * (k / 32) * 8;
+    EXPECT_EQ(j["bytes"].get<uint64_t>(), rep + k * 4ull + 77 * 4);
+    EXPECT_GT(j["gbs"].get<double>(), 0.0);
+    EXPECT_NEAR(j["gbs"].get<double>(), double(j["bytes"].get<uint64_t>()) / (j["matvec_ms"].get<double>() * 1e6),
+                1e-6 * j["gbs"].get<double>());
+    EXPECT_NEAR(j["pct_copy"].get<double>(), 100 * j["gbs"].get<double>() / j["roofline"]["copy_gbs"].get<double>(), 1e-6);
+    EXPECT_LE(j["nmse_sampled"].get<double>(), 1e-8);
   }
 }
 

@@ -249,6 +249,37 @@ void check_model(const std::string& file, uint32_t per_layer_unfused, uint32_t p
   EXPECT_TRUE(plain.attn_out_written);
 }
 
+// [N4] Decode (one token, matvec_mmq over the repack): the same bias / residual consumers go into
+// fast::matvec_mmq's epilogue (labels "blk.N.<matmul>+<consumer>"); logits as unfused.
+void check_decode(const std::string& file, uint32_t per_layer_fused, const std::vector<std::string>& fused_labels) {
+  auto m = model::Model::load(test::shared_path("reference/models/synth/" + file));
+  const int32_t n_layer = m->hparams().n_layer;
+  const std::vector<int32_t> tokens{static_cast<int32_t>(m->hparams().n_vocab / 3)};
+  const Run fused = run_model(*m, tokens, true), plain = run_model(*m, tokens, false);
+  double maxd = 0, maxa = 0;
+  for (size_t i = 0; i < plain.logits.size(); ++i) {
+    maxd = std::max(maxd, std::abs(double(fused.logits[i]) - plain.logits[i]));
+    maxa = std::max(maxa, std::abs(double(plain.logits[i])));
+  }
+  std::printf("%s decode: %u fused epilogues; dispatches %u → %u; max |Δlogit| %.3g of %.3g\n", file.c_str(), fused.fused,
+              plain.dispatches, fused.dispatches, maxd, maxa);
+  ASSERT_GT(maxa, 0.0);
+  EXPECT_LE(maxd, 1e-5 * maxa) << "fused vs unfused decode logits";
+  EXPECT_EQ(fused.int8, 0u);
+  EXPECT_EQ(fused.fused, per_layer_fused * uint32_t(n_layer));
+  EXPECT_EQ(plain.fused, 0u);
+  EXPECT_EQ(plain.dispatches, fused.dispatches + per_layer_fused * uint32_t(n_layer));
+  for (const std::string& l : fused_labels) EXPECT_EQ(fused.per_layer.count(l), 1u) << l;
+  EXPECT_FALSE(fused.attn_out_written);
+}
+
+TEST(MmqEpilogue, DecodeQwen2) {
+  check_decode("synth-qwen2-q4_k_m.gguf", 5,
+               {"blk.0.attn_q+attn_q_b", "blk.0.attn_k+attn_k_b", "blk.0.attn_v+attn_v_b", "blk.0.attn_out+ffn_inp",
+                "blk.0.ffn_out+l_out"});
+}
+TEST(MmqEpilogue, DecodeLlama) { check_decode("synth-llama-q4_k_m.gguf", 2, {"blk.0.attn_out+ffn_inp", "blk.0.ffn_out+l_out"}); }
+
 TEST(MmqEpilogue, Qwen2BiasesAndResidualsFused) { check_model("synth-qwen2-q4_k_m.gguf", 21, 16,
               {"blk.0.attn_q+attn_q_b", "blk.0.attn_k+attn_k_b", "blk.0.attn_v+attn_v_b", "blk.0.attn_out+ffn_inp",
                "blk.0.ffn_out+l_out"});; }

@@ -1,4 +1,5 @@
-// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; matvec_mmq; mul_mmq and
+// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; matvec_mmq and
+// matvec_mmq_shared with their epilogues, rms_norm_vec [N4]; mul_mmq and
 // mul_mmq_nodot, with and without their bias / residual epilogues, for
 // q4_0, q8_0, q4_K, q6_K with the profile's q4_K repack layout, plus q4_K's other layout; mul_mm
 // and mul_mm_f16 for f16, q4_0, q8_0, q4_K, q6_K; the mali-valhall profile's tiles) compiled by Mesa 25.0.7's Mali-G610
@@ -13,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "backend/vulkan/shaders/fast_abi.h"
 #include "common/shared.hpp"
@@ -36,6 +38,7 @@ std::string run(const std::string& cmd, int* status) {
 struct Variant {
   std::string shader;
   std::string spec;
+  bool full_occupancy = false;  // [N4] decode kernels: ≤ 32 work registers
 };
 
 TEST(Mali, EveryShippedVariantIsSpillFree) {
@@ -73,15 +76,24 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
         vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "0" : "1")});
     }
   }
-  // matvec_mmq (decode) with the GPU shape of ops/matmul.cpp (64 invocations, 4 rows), every mmq
-  // type and both q4_K layouts.
-  for (int type : {2, 8, 12, 14})
-    for (int nib : {0, 1}) {
-      if (nib && type != 12) continue;
-      vs.push_back({"matvec_mmq", "-s " + std::to_string(ROCKY_SC_WG) + "=64 -s " + std::to_string(ROCKY_SC_WTYPE) +
-                                      "=" + std::to_string(type) + " -s " + std::to_string(ROCKY_SC_BM) + "=4 -s " +
-                                      std::to_string(ROCKY_SC_MMQ_NIB) + "=" + std::to_string(nib)});
-    }
+  // [N4] matvec_mmq (decode) with the Mali shape of fast::matvec_shape (64 invocations, 1 row,
+  // quarter-block steps), both reductions, every mmq type and both q4_K layouts, x as vec4 and scalar,
+  // and the bias / residual epilogues; rms_norm_vec (the decode norm) for 2,048 … 8,192 floats.
+  for (const char* sh : {"matvec_mmq", "matvec_mmq_shared"})
+    for (int type : {2, 8, 12, 14})
+      for (int nib : {0, 1}) {
+        if (nib && type != 12) continue;
+        for (int xv4 : {1, 0})
+          for (int epi : {0, 1, 2}) {
+            if (!xv4 && epi) continue;
+            auto id = [](int i, int v) { return " -s " + std::to_string(i) + "=" + std::to_string(v); };
+            vs.push_back({sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_WTYPE, type) + id(ROCKY_SC_BM, 1) + id(ROCKY_SC_MMQ_NIB, nib) +
+                                  id(ROCKY_SC_MMV_HALF, 2) + id(ROCKY_SC_MMV_XVEC4, xv4) + id(ROCKY_SC_MMQ_EPI, epi), true});
+          }
+      }
+  for (auto [wg, per] : {std::pair{512, 1}, std::pair{1024, 1}, std::pair{1024, 2}})
+    vs.push_back({"rms_norm_vec", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
+                                      std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per), true});
   const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
   for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
     std::string spec;
@@ -116,6 +128,9 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
     EXPECT_EQ(j["spills"].get<int>(), 0) << v.shader << " " << v.spec;
     EXPECT_EQ(j["fills"].get<int>(), 0) << v.shader << " " << v.spec;
     EXPECT_EQ(j["tls_bytes"].get<int>(), 0) << v.shader << " " << v.spec;
+    if (v.full_occupancy) {
+      EXPECT_LE(j["work_regs"].get<int>(), 32) << v.shader << " " << v.spec;
+    }
   }
 }
 

@@ -1,18 +1,27 @@
-// Decode matvec over the mmq repack (shaders/matvec_mmq.comp, ops::matvec_mmq) on lavapipe with
-// validation on, against an f64 product of the weights dequantized by rocky_quant (bit-exact with
-// ggml's dequantize_row_*) and the same f32 activations:
+// Decode matvec over the mmq repack (shaders/common/matvec_mmq.glsl: matvec_mmq.comp with subgroup
+// reductions, matvec_mmq_shared.comp without; ops::matvec_mmq) on lavapipe with validation on,
+// against an f64 product of the weights dequantized by rocky_quant (bit-exact with ggml's
+// dequantize_row_*) and the same f32 activations:
 //  - q4_0, q8_0 (K = 32 · odd), q4_K (both repack layouts) and q6_K (K = 256 · k), M = 1, 37, 1001:
-//    NMSE ≤ 1e-10 (f32 accumulation only), every output written (poisoned with NaN first);
+//    NMSE ≤ 1e-10 (f32 accumulation only), every output written (poisoned with NaN first), for
+//    every shape variant (the device's default, whole-, half- and quarter-block steps, 1..8 rows,
+//    4..64 invocations, 1 or 2 steps per iteration, subgroup and shared-memory reductions, x at a
+//    vec4-aligned and an odd offset);
+//  - the bias and residual epilogues (fast::matvec_mmq) equal W·x + operand, the residual also
+//    when the operand IS y;
 //  - ops::matmul with N = 1 takes this kernel for a weight carrying its repack (bit-identical);
 //  - a small binding limit splits the weight into many row windows, same result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/vulkan/memory.hpp"
@@ -39,12 +48,32 @@ using test::random_weights;
 
 enum class Via { DIRECT, MATMUL };
 
-// y = W · x on the GPU (x at an odd element offset inside its buffer, y too).
+// A matvec_mmq variant: ROCKY_MMV_SHAPE (nullptr: the device's default), the reduction, x's f32
+// offset inside its buffer (odd: scalar loads; a multiple of 4: vec4 loads).
+struct Variant {
+  const char* shape = nullptr;
+  bool subgroup = true;
+  uint32_t x_elem_off = 3;
+};
+
+struct ShapeEnv {  // the lab options with ROCKY_MMV_SHAPE = v (nullptr: unset), as read_env makes them
+  explicit ShapeEnv(const char* v) {
+    if (v) lab.mmv_shape = v;
+  }
+  LabOptions lab;
+};
+
+// y = W · x on the GPU (x at an offset inside its buffer, y at an odd one), + the epilogue.
 std::vector<float> run_matvec(Recorder& rec, DType t, const std::vector<uint8_t>& wbytes, const std::vector<float>& x,
-                              uint32_t m, uint32_t k, bool nibbles, Via via) {
+                              uint32_t m, uint32_t k, bool nibbles, Via via, const Variant& var = {},
+                              fast::Epilogue epi = fast::Epilogue::NONE, const std::vector<float>& operand = {}) {
   Harness& h = harness();
-  ops::Env env{rec, *h.pipes, h.dev->info(), {}, 128, false};
-  constexpr uint64_t xo = 3 * 4, yo = 5 * 4;  // odd f32 offsets
+  DeviceInfo info = h.dev->info();
+  info.subgroup_arith = info.subgroup_arith && var.subgroup;
+  ops::Env env{rec, *h.pipes, info, {}, 128, false};
+  ShapeEnv shape(var.shape);
+  env.lab = &shape.lab;
+  const uint64_t xo = uint64_t{var.x_elem_off} * 4, yo = 5 * 4;
   Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
   Buffer xb = h.mem->create("x", xo + x.size() * 4, BufferKind::DEVICE);
   Buffer yb = h.mem->create("y", yo + size_t{m} * 4, BufferKind::DEVICE);
@@ -56,8 +85,20 @@ std::vector<float> run_matvec(Recorder& rec, DType t, const std::vector<uint8_t>
   Buffer rb = fast::upload_for_mmq(*h.mem, w, wbytes.data(), nibbles);
   w.mmq_buf = &rb;
   EXPECT_TRUE(ops::matvec_uses_mmq(env, w));
+  // The epilogue operand: its own buffer (BIAS) or, for RESIDUAL, y itself holding the operand.
+  Buffer eb = h.mem->create("e", 7 * 4 + size_t{m} * 4, BufferKind::DEVICE);
+  fast::MmqEpilogue e{epi, {}};
+  if (epi == fast::Epilogue::BIAS) {
+    h.mem->upload(eb, 7 * 4, operand.data(), operand.size() * 4);
+    e.operand = {&eb, 7 * 4, size_t{m} * 4};
+  } else if (epi == fast::Epilogue::RESIDUAL) {
+    h.mem->upload(yb, yo, operand.data(), operand.size() * 4);
+    e.operand = {&yb, yo, size_t{m} * 4};
+  }
   rec.begin();
-  if (via == Via::DIRECT)
+  if (epi != fast::Epilogue::NONE)
+    fast::matvec_mmq(env, w, {&xb, xo, size_t{k} * 4}, {&yb, yo, size_t{m} * 4}, "matvec_mmq+epi", e);
+  else if (via == Via::DIRECT)
     ops::matvec_mmq(env, w, {&xb, xo, size_t{k} * 4}, {&yb, yo, size_t{m} * 4}, "matvec_mmq");
   else
     ops::matmul(env, w, {&xb, xo, size_t{k} * 4}, 1, {&yb, yo, size_t{m} * 4}, "matmul");
@@ -80,6 +121,21 @@ double nmse(const std::vector<float>& y, const std::vector<float>& deq, const st
   return num / den;
 }
 
+// Shapes: the device's default, GPU-like whole-block and half-block (Mali) steps, rows that do not
+// divide M, a workgroup narrower than lavapipe's subgroup; each with both reductions; x aligned
+// (vec4 loads) and not.
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> v = [] {
+    std::vector<Variant> r;
+    for (const char* s : {static_cast<const char*>(nullptr), "64,8,0", "64,2,1", "32,3,0", "4,1,1", "16,5,1", "32,4,0,2",
+                          "8,3,1,2", "64,1,2", "16,3,2,2"})
+      for (bool sg : {true, false})
+        for (uint32_t xo : {3u, 4u}) r.push_back({s, sg, xo});
+    return r;
+  }();
+  return v;
+}
+
 void check(DType t, bool nibbles, std::vector<uint32_t> ks) {
   std::mt19937 rng(1234 + static_cast<unsigned>(t) * 7 + nibbles);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -89,10 +145,17 @@ void check(DType t, bool nibbles, std::vector<uint32_t> ks) {
       auto wbytes = random_weights(t, k, m, rng, deq);
       std::vector<float> x(k);
       for (auto& v : x) v = g(rng);
-      auto y = run_matvec(*harness().rec, t, wbytes, x, m, k, nibbles, Via::DIRECT);
-      const double e = nmse(y, deq, x, m, k);
-      std::printf("matvec_mmq %-5s nib %d M %5u K %5u  NMSE %.3g\n", std::string(dtype_name(t)).c_str(), nibbles, m, k, e);
-      EXPECT_LE(e, 1e-10) << dtype_name(t) << " nib " << nibbles << " M " << m << " K " << k;
+      double worst = 0;
+      for (const Variant& var : variants()) {
+        auto y = run_matvec(*harness().rec, t, wbytes, x, m, k, nibbles, Via::DIRECT, var);
+        const double e = nmse(y, deq, x, m, k);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, 1e-10) << dtype_name(t) << " nib " << nibbles << " M " << m << " K " << k << " shape "
+                            << (var.shape ? var.shape : "default") << " subgroup " << var.subgroup << " x_off "
+                            << var.x_elem_off;
+      }
+      std::printf("matvec_mmq %-5s nib %d M %5u K %5u  worst NMSE over %zu variants %.3g\n",
+                  std::string(dtype_name(t)).c_str(), nibbles, m, k, variants().size(), worst);
     }
 }
 
@@ -137,6 +200,99 @@ TEST(MatvecMmq, RowWindows) {
     auto b = run_matvec(small, t, wbytes, x, m, k, nib, Via::DIRECT);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << dtype_name(t);
     EXPECT_LE(nmse(b, deq, x, m, k), 1e-10) << dtype_name(t);
+  }
+}
+
+// The epilogues: W·x + bias (own buffer) and W·x + residual (the operand is y itself), equal to
+// the plain product plus the operand in f32 (bit-exact: the same sum, one more f32 add), for the
+// default shape and a shared-memory half-block one.
+TEST(MatvecMmq, Epilogues) {
+  std::mt19937 rng(2024);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto [t, nib] : {std::pair{DType::Q4_K, true}, std::pair{DType::Q6_K, false}, std::pair{DType::Q8_0, false}}) {
+    const uint32_t k = 512, m = 77;
+    std::vector<float> deq;
+    auto wbytes = random_weights(t, k, m, rng, deq);
+    std::vector<float> x(k), op(m);
+    for (auto& v : x) v = g(rng);
+    for (auto& v : op) v = 10.0f * g(rng);
+    for (const Variant& var : {Variant{nullptr, true, 4}, Variant{"16,3,1", false, 3}}) {
+      auto plain = run_matvec(*harness().rec, t, wbytes, x, m, k, nib, Via::DIRECT, var);
+      for (fast::Epilogue epi : {fast::Epilogue::BIAS, fast::Epilogue::RESIDUAL}) {
+        auto y = run_matvec(*harness().rec, t, wbytes, x, m, k, nib, Via::DIRECT, var, epi, op);
+        for (uint32_t r = 0; r < m; ++r)
+          ASSERT_EQ(y[r], plain[r] + op[r]) << dtype_name(t) << " epilogue " << static_cast<int>(epi) << " row " << r;
+      }
+    }
+  }
+}
+
+// Shape choice: rows per workgroup shrink for small M on a GPU class (enough workgroups), never
+// below 1; ROCKY_MMV_SHAPE overrides and is validated.
+TEST(MatvecMmq, ShapeChoice) {
+  DeviceInfo nv = harness().dev->info();
+  nv.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  nv.vendor_id = 0x10DE;
+  nv.max_workgroup_invocations = 1024;
+  nv.shared_memory = 49152;
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 11008, 2048).rows, 4u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 2048, 11008).rows, 4u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 512, 2048).rows, 2u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 256, 2048).rows, 1u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 151936, 2048).wg, 32u);  // ≤ 64 blocks per row
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 151936, 2048).unroll, 1u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 3584, 3584).wg, 64u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 2048, 11008).wg, 128u);  // ≥ 256 blocks: 128 × 2 steps
+  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 2048, 11008).unroll, 2u);
+  DeviceInfo mali = nv;
+  mali.vendor_id = 0x13B5;
+  mali.type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  EXPECT_EQ(fast::matvec_shape(nullptr, mali, 2048, 2048).split, 2u);
+  EXPECT_EQ(fast::matvec_shape(nullptr, mali, 2048, 2048).rows, 1u);
+  {
+    ShapeEnv s("128,4,1,2");
+    const fast::MatvecShape o = fast::matvec_shape(&s.lab, nv, 256, 2048);
+    EXPECT_EQ(o.wg, 128u);
+    EXPECT_EQ(o.rows, 4u);
+    EXPECT_EQ(o.split, 1u);
+    EXPECT_EQ(o.unroll, 2u);
+  }
+  for (const char* bad : {"3,1", "64", "64,0", "64,2,3", "64,65", "64,2,0,3", "64,2,0,0"}) {
+    ShapeEnv s(bad);
+    EXPECT_THROW(fast::matvec_shape(&s.lab, nv, 256, 2048), Error) << bad;
+  }
+}
+
+// [N4] rms_norm of one column (the decode token: shaders/rms_norm_vec.comp when ne0 and the
+// offsets are multiples of 4, else rms_norm.comp) against f64: 1 to 2 vec4 per invocation, ne0
+// not a power of two, an unaligned x (the scalar kernel), and ne0 % 4 ≠ 0.
+TEST(DecodeRmsNorm, OneColumn) {
+  Harness& h = harness();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 3.0f);
+  for (auto [ne0, xo] : {std::pair{4u, 0u}, std::pair{64u, 4u}, std::pair{2048u, 0u}, std::pair{3584u, 8u},
+                         std::pair{8192u, 0u}, std::pair{4100u, 0u}, std::pair{2048u, 3u}, std::pair{2050u, 0u}}) {
+    std::vector<float> x(ne0), w(ne0);
+    for (auto& v : x) v = g(rng);
+    for (auto& v : w) v = g(rng);
+    Buffer xb = h.mem->create("x", (xo + ne0) * 4, BufferKind::DEVICE);
+    Buffer wb = h.mem->create("w", ne0 * 4, BufferKind::DEVICE);
+    Buffer ob = h.mem->create("o", (xo + ne0) * 4, BufferKind::DEVICE);
+    h.mem->upload(xb, xo * 4, x.data(), ne0 * 4);
+    h.mem->upload(wb, 0, w.data(), ne0 * 4);
+    std::vector<float> out(ne0, std::nanf(""));
+    h.mem->upload(ob, xo * 4, out.data(), ne0 * 4);
+    h.rec->begin();
+    ops::rms_norm(*h.env, {&xb, xo * 4, ne0 * 4}, {&wb, 0, ne0 * 4}, ne0, 1, 1e-6f, {&ob, xo * 4, ne0 * 4}, "norm");
+    h.rec->submit_and_wait();
+    h.mem->download(ob, xo * 4, out.data(), ne0 * 4);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double inv = 1.0 / std::sqrt(ss / ne0 + 1e-6);
+    for (uint32_t i = 0; i < ne0; ++i) {
+      const double ref = x[i] * inv * w[i];
+      ASSERT_NEAR(out[i], ref, 1e-5 * std::abs(ref) + 1e-6) << "ne0 " << ne0 << " x_off " << xo << " i " << i;
+    }
   }
 }
 

@@ -282,6 +282,9 @@ DeviceInfo Instance::probe(uint32_t index) const {
   d.pipeline_stats = has_device_extension(pd, "VK_KHR_pipeline_executable_properties");  // [M5]
   d.subgroup_size = subgroup.subgroupSize;
   d.subgroup_min = d.subgroup_max = subgroup.subgroupSize;
+  d.subgroup_arith = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                     (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0 &&
+                     (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
   if ((v13 || sg_ext) && sg_ctrl.minSubgroupSize > 0) {
     d.subgroup_min = sg_ctrl.minSubgroupSize;
     d.subgroup_max = sg_ctrl.maxSubgroupSize;

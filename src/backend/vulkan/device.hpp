@@ -42,6 +42,7 @@ struct DeviceInfo {
   bool pipeline_stats = false;        // VK_KHR_pipeline_executable_properties (enabled when present)
   uint32_t subgroup_size = 0;         // default subgroup size
   uint32_t subgroup_min = 0, subgroup_max = 0;  // subgroup size control range (= default if absent)
+  bool subgroup_arith = false;        // [N4] subgroup arithmetic (subgroupAdd, …) in compute shaders
   uint32_t shared_memory = 0;         // maxComputeSharedMemorySize, bytes
   uint32_t max_workgroup_invocations = 0;
   std::array<uint32_t, 3> max_workgroup_size{};

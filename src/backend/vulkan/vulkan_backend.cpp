@@ -317,6 +317,23 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         ops::matmul_q8_1(env, w, qs, ds, ne1, node_region(g, p, id), n.name);
         break;
       }
+      if (const int32_t c = q81_.epi_into[size_t(id)]; c >= 0) {  // [N4] decode matvec + bias / residual
+        const graph::Node& cn = g.nodes[size_t(c)];
+        const ops::Region x = in(0), out = node_region(g, p, c);
+        if (x.offset + x.bytes <= out.offset || out.offset + out.bytes <= x.offset) {
+          fast::MmqEpilogue epi;
+          epi.kind = cn.op == Op::ADD_BIAS ? fast::Epilogue::BIAS : fast::Epilogue::RESIDUAL;
+          epi.operand = cn.op == Op::ADD_BIAS ? be_.weight_region(cn.weight) : node_region(g, p, cn.src[cn.src[0] == id ? 1 : 0]);
+          const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
+                                       ? cn.name.substr(cn.name.find('.', 4) + 1)
+                                       : cn.name;
+          fast::matvec_mmq(env, w, x, out, n.name + "+" + tail, epi);
+          ++fused_epilogues_;
+          break;
+        }
+        q81_.epi_into[size_t(id)] = -1;  // x shares memory with the consumer's output: unfused
+        q81_.epi_done[size_t(c)] = 0;
+      }
       ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
       break;
     }
@@ -560,8 +577,15 @@ VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph
   q.epi_done.assign(nn, 0);
   if (!be_.opts_.fuse_epilogue) return q;
   for (size_t i = 0; i + 1 < nn; ++i) {
-    if (!q.mmq[i] || mmq_uses[i] != 0 || other_uses[i] != 1) continue;
     const graph::Node& n = g.nodes[i];
+    // [N4] or a decode matvec over the repack (N = 1): fast::matvec_mmq's epilogue, same rule;
+    // record_node also checks that j's region does not overlap the f32 x the matvec reads.
+    bool decode = false;
+    if (!q.mmq[i] && n.op == Op::MATMUL && n.ne1 == 1 && n.weight) {
+      auto it = be_.weights_.find(n.weight);
+      decode = it != be_.weights_.end() && ops::matvec_uses_mmq(env, it->second);
+    }
+    if ((!q.mmq[i] && !decode) || mmq_uses[i] != 0 || other_uses[i] != 1) continue;
     const graph::Node& c = g.nodes[i + 1];
     if (c.ne0 != n.ne0 || c.ne1 != n.ne1) continue;
     const int32_t me = static_cast<int32_t>(i);

@@ -53,50 +53,108 @@ bool matvec_uses_mmq(const Env& e, const Weight& w) {
   return w.mmq_buf != nullptr && fast::mmq_supports(w.type) && w.ne0 % 32 == 0 && w.mmq_q_row_bytes > 0;
 }
 
-// matvec_mmq's shape per device class (data): invocations per workgroup (a power of two) and rows
-// per workgroup. Lavapipe runs a workgroup as one CPU thread's SIMD loop, so several rows per group
-// amortize its per-group cost; GPUs get 64 invocations (two 32-wide warps, four 16-wide Mali
-// warps) and a few rows each, for enough 16-byte loads in flight per workgroup.
-struct MatvecMmqShape {
-  uint32_t wg, rows;
+void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& label) {
+  fast::matvec_mmq(e, w, x, y, label, {});
+}
+
+}  // namespace rocky::vulkan::ops
+
+namespace rocky::vulkan::fast {
+
+// matvec_mmq's shape per device class (data; docs/tuning-log.md #16). `rows` is the most rows per
+// workgroup; it is halved (down to 1) while fewer than `min_groups` workgroups would cover M, so
+// that small matrices (attn_k: 256 rows) still spread over the whole GPU.
+//  - lavapipe runs a workgroup as one CPU thread's SIMD loop: few wide groups amortize its
+//    per-group cost;
+//  - NVIDIA: up to 4 rows, x reused across the rows from registers, ≥ 256 groups; invocations by
+//    the row's 32-blocks (measured on the H200, tuning-log #16): ≤ 64 blocks (K ≤ 2,048) 32
+//    invocations (the q6_K head 134 → 124 µs), ≥ 256 blocks (K ≥ 8,192) 128 with two steps per
+//    loop iteration (ffn_down 16.8 → 14.0 µs), else 64 (64 × 4 beat × 2, × 8, × 16 there);
+//  - Mali (Valhall, 16-wide warps, ≤ 32 work registers for full occupancy): quarter-block steps
+//    (8 x values live) × 1 row — the offline G610 compiler gives 32 work registers for every type
+//    and both reductions (2 rows: 64 for q6_K with subgroups, i.e. half occupancy);
+//  - anything else: 64 × up to 4 rows, ≥ 512 groups.
+struct MatvecClass {
+  uint32_t wg, rows, min_groups, split, unroll;
 };
-static MatvecMmqShape matvec_mmq_shape(const LabOptions* lab, const DeviceInfo& d) {
-  // ROCKY_MMV_SHAPE=WG,ROWS overrides the choice (tuning experiments; docs/tuning-log.md).
+static MatvecClass matvec_class(const DeviceInfo& d) {
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8, 1, 0, 1};
+  if (d.vendor_id == 0x10DE) return {64, 4, 256, 0, 1};
+  if (d.vendor_id == 0x13B5) return {64, 1, 1, 2, 1};
+  return {64, 4, 512, 0, 1};
+}
+
+MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k) {
+  MatvecShape s;
+  s.subgroup = d.subgroup_arith;
+  // ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides the choice (tuning experiments; tuning-log).
   if (const char* v = lab != nullptr ? lab->mmv_shape.c_str() : nullptr; v && *v) {
-    MatvecMmqShape s{};
-    if (std::sscanf(v, "%u,%u", &s.wg, &s.rows) != 2 || s.wg == 0 || (s.wg & (s.wg - 1)) || s.rows == 0 ||
-        s.rows > s.wg || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
-      fail("ROCKY_MMV_SHAPE='{}': expected WG,ROWS with WG a power of two ≤ {} and 1 ≤ ROWS ≤ WG", v,
-           d.max_workgroup_invocations);
+    const int n = std::sscanf(v, "%u,%u,%u,%u", &s.wg, &s.rows, &s.split, &s.unroll);
+    if (n < 2 || s.wg < 4 || (s.wg & (s.wg - 1)) || s.rows == 0 || s.rows > s.wg || s.split > 2 || s.unroll < 1 ||
+        s.unroll > 2 || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
+      fail("ROCKY_MMV_SHAPE='{}': expected WG,ROWS[,SPLIT[,UNROLL]] with WG a power of two in 4..{}, 1 ≤ ROWS ≤ WG, "
+           "SPLIT 0|1|2, UNROLL 1|2", v, d.max_workgroup_invocations);
     }
     return s;
   }
-  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8};
-  return {64, 4};
+  const MatvecClass c = matvec_class(d);
+  s.wg = std::min(c.wg, d.max_workgroup_invocations);
+  s.split = c.split;
+  s.unroll = c.unroll;
+  if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU && d.vendor_id == 0x10DE) {
+    const uint64_t blocks = k / 32;
+    if (blocks <= 64) {
+      s.wg = 32;
+    } else if (blocks >= 256 && d.max_workgroup_invocations >= 128) {
+      s.wg = 128;
+      s.unroll = 2;
+    }
+  }
+  s.rows = std::min(c.rows, s.wg);
+  while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
+  return s;
 }
 
-void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& label) {
-  if (!matvec_uses_mmq(e, w))
+void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
+                const MmqEpilogue& epi) {
+  if (!ops::matvec_uses_mmq(e, w))
     fail("{}: matvec_mmq needs a weight of a type mul_mmq supports with its mmq repack (K = {})", w.name, w.ne0);
   if (x.bytes < w.ne0 * 4 || y.bytes < w.rows * 4)
     fail("{}: matvec_mmq regions too small (x {} bytes for K = {}, y {} bytes for M = {})", label, x.bytes, w.ne0,
          y.bytes, w.rows);
-  const MatvecMmqShape sh = matvec_mmq_shape(e.lab, e.info);
-  const Pipeline& p = e.pipes.get("matvec_mmq", {{ROCKY_SC_WG, sh.wg},
-                                                 {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
-                                                 {ROCKY_SC_BM, sh.rows},
-                                                 {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u}});
-  Bound bx = bind(e, Region{x.buf, x.offset, w.ne0 * 4}, false), by = bind(e, Region{y.buf, y.offset, w.rows * 4}, true);
-  fast::for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
+  if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < w.rows * 4))
+    fail("{}: matvec_mmq {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
+         epi.operand.bytes, w.rows * 4);
+  const MatvecShape sh = matvec_shape(e.lab, e.info, w.rows, w.ne0);
+  Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4}, false);
+  Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4}, true);
+  // Binding 4: the epilogue operand, or x again as a read-only dummy.
+  Bound be = epi.kind != Epilogue::NONE ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, w.rows * 4}, false) : bx;
+  const uint32_t xo = ops::f32_off(bx);
+  const Pipeline& p = e.pipes.get(sh.subgroup ? "matvec_mmq" : "matvec_mmq_shared",
+                                  {{ROCKY_SC_WG, sh.wg},
+                                   {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                   {ROCKY_SC_BM, sh.rows},
+                                   {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
+                                   {ROCKY_SC_MMV_HALF, sh.split},
+                                   {ROCKY_SC_MMV_XVEC4, xo % 4 == 0 ? 1u : 0u},
+                                   {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)},
+                                   {ROCKY_SC_MMV_UNROLL, sh.unroll}});
+  for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
     pc.N = 1;
-    pc.x_off = f32_off(bx);
-    pc.y_off = f32_off(by);
+    pc.x_off = xo;
+    pc.y_off = ops::f32_off(by);
     pc.ldy = static_cast<uint32_t>(w.rows);
-    Bound b[] = {bw, bs, bx, by};
+    pc.e_off = epi.kind == Epilogue::NONE ? 0 : ops::f32_off(be);
+    Bound b[] = {bw, bs, bx, by, be};
     auto g = e.rec.grid_1d((pc.M + sh.rows - 1) / sh.rows);
     e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], 1, label);
   });
 }
+
+}  // namespace rocky::vulkan::fast
+
+namespace rocky::vulkan::ops {
 
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {
   if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));

@@ -88,6 +88,24 @@ struct MmqEpilogue {
   ops::Region operand{};  // BIAS: ≥ M floats; RESIDUAL: ≥ M·N floats
 };
 
+// [N4] The decode matvec (ops::matvec_mmq; shaders/common/matvec_mmq.glsl) with mul_mmq's
+// epilogue: y[m] = (W·x)[m] + operand[m] (BIAS: operand = the bias [M]; RESIDUAL: the residual
+// stream [M], N = 1). Same aliasing rule as mul_mmq (the operand may BE y; x must not overlap y).
+void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
+                const MmqEpilogue& epi);
+
+// Shape of matvec_mmq (data per device class, then fitted to the weight's M and K): invocations per
+// workgroup (a power of two ≥ 4), rows per workgroup, 32 >> split values per step (split 0, 1,
+// 2), steps per loop iteration (1 or 2), and whether the subgroup-reduction variant runs.
+// ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides.
+struct MatvecShape {
+  uint32_t wg = 64, rows = 4;
+  uint32_t split = 0;
+  uint32_t unroll = 1;
+  bool subgroup = false;
+};
+MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k);
+
 // The mmq repack of `w` bound in windows of whole rows, each window's two bindings (values at
 // 16-byte granularity, f32 scale pairs at 8) within the recorder's binding limit including the
 // offset-alignment remainder: the prefix of the push constants every mmq kernel shares (M, K, m0,

@@ -31,6 +31,15 @@ namespace rocky::vulkan::abi {
 #define ROCKY_MMQ_EPI_NONE 0
 #define ROCKY_MMQ_EPI_BIAS 1
 #define ROCKY_MMQ_EPI_RESIDUAL 2
+// [N4] matvec_mmq (decode): values per step and invocation = 32 >> SPLIT (0: a whole 32-block,
+// 1: half, 2: a quarter — fewer live registers, the Mali variant).
+#define ROCKY_SC_MMV_HALF 28
+// matvec_mmq: 1 = x read as vec4 (the host sets it when x's element offset is a multiple of 4).
+#define ROCKY_SC_MMV_XVEC4 29
+// matvec_mmq: steps per loop iteration (1 or 2).
+#define ROCKY_SC_MMV_UNROLL 31
+// rms_norm_vec: vec4 of x each invocation holds (1..8).
+#define ROCKY_SC_RMS_PER 30
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).
