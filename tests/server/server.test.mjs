@@ -139,7 +139,9 @@ test('chat completion equals rocky run -cnv (greedy)', async () => {
 });
 
 test('chat stream equals non-stream, with a final usage chunk', async () => {
-  const req = { model: 'stories', messages: [{ role: 'user', content: [{ type: 'text', text: USER }] }], max_tokens: 20, temperature: 0 };
+  // cache_prompt: false (llama-server's field, passed through by the SDK): both requests evaluate
+  // the whole prompt, so their usage blocks are equal, cached_tokens included.
+  const req = { model: 'stories', messages: [{ role: 'user', content: [{ type: 'text', text: USER }] }], max_tokens: 20, temperature: 0, cache_prompt: false };
   const whole = await client.chat.completions.create(req);
   const stream = await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
   let text = '';
