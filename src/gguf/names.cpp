@@ -7,7 +7,9 @@
 namespace rocky::gguf {
 namespace {
 
-constexpr std::array<Arch, 3> k_archs = {Arch::LLAMA, Arch::QWEN2, Arch::QWEN3};
+#define ROCKY_GGUF_ARCH_VALUE(e, name) Arch::e,
+constexpr Arch k_archs[] = {ROCKY_GGUF_ARCHS(ROCKY_GGUF_ARCH_VALUE)};
+#undef ROCKY_GGUF_ARCH_VALUE
 
 // llama.cpp's llama_model_rope_type for common architectures.
 constexpr std::array<std::string_view, 9> k_rope_norm = {"llama", "llama4", "deci", "baichuan", "command-r",
@@ -89,11 +91,10 @@ constexpr std::array<TensorEntry, static_cast<size_t>(Tensor::COUNT_)> k_tensors
 }  // namespace
 
 std::string_view arch_name(Arch a) {
-  switch (a) {
-    case Arch::LLAMA: return "llama";
-    case Arch::QWEN2: return "qwen2";
-    case Arch::QWEN3: return "qwen3";
-  }
+#define ROCKY_GGUF_ARCH_CASE(e, name) \
+  case Arch::e: return name;
+  switch (a) { ROCKY_GGUF_ARCHS(ROCKY_GGUF_ARCH_CASE) }
+#undef ROCKY_GGUF_ARCH_CASE
   return "?";
 }
 

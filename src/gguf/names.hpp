@@ -15,8 +15,15 @@
 
 namespace rocky::gguf {
 
-// The architectures rocky computes (general.architecture).
-enum class Arch : uint8_t { LLAMA, QWEN2, QWEN3 };
+// The architectures rocky computes (general.architecture): one line each, X(ENUM, "name").
+#define ROCKY_GGUF_ARCHS(X) \
+  X(LLAMA, "llama")         \
+  X(QWEN2, "qwen2")         \
+  X(QWEN3, "qwen3")
+
+#define ROCKY_GGUF_ARCH_ENUM(e, name) e,
+enum class Arch : uint8_t { ROCKY_GGUF_ARCHS(ROCKY_GGUF_ARCH_ENUM) };
+#undef ROCKY_GGUF_ARCH_ENUM
 std::string_view arch_name(Arch a);                      // "llama", "qwen2", "qwen3"
 std::optional<Arch> parse_arch(std::string_view name);   // nullopt when rocky does not compute it
 std::span<const Arch> all_archs();

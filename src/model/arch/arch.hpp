@@ -4,9 +4,10 @@
 // (model.cpp) is generic over these flags, and every tensor of the file must be bound (a tensor
 // the graph would not read is an error naming it).
 //
-// Adding an architecture: a gguf::Arch value and its name (gguf/names.{hpp,cpp}), arch/<name>.cpp
-// with its ArchInfo and graph builder, one line in arch/registry.cpp (+ the source in
-// model/CMakeLists.txt).
+// Adding an architecture (3 files): one line in gguf/names.hpp's ROCKY_GGUF_ARCHS (the Arch value
+// and its GGUF name), arch/<name>.cpp with its ArchInfo (and a graph builder when blocks::
+// build_decoder does not fit; model/CMakeLists.txt picks up arch/*.cpp), one line in
+// arch/registry.cpp.
 #pragma once
 
 #include <string>
@@ -32,11 +33,6 @@ struct ArchInfo {
 const ArchInfo& arch_info(Arch a);
 // "llama, qwen2, qwen3": every registered architecture.
 std::string supported_list();
-
-// Each arch file defines one of these.
-extern const ArchInfo k_llama;
-extern const ArchInfo k_qwen2;
-extern const ArchInfo k_qwen3;
 
 // The features of a loaded model that differ from a plain llama block, for `rocky info`
 // ("q/k norm per head", "rope factors (rope_freqs)", "tied output", …); empty when none.

@@ -5,13 +5,13 @@
 #include "model/arch/arch.hpp"
 
 namespace rocky::model::arch {
+
+// One line per architecture: the ArchInfo its arch/<name>.cpp defines.
+extern const ArchInfo k_llama, k_qwen2, k_qwen3;
+
 namespace {
 
-const std::array<const ArchInfo*, 3> k_registry = {
-    &k_llama,
-    &k_qwen2,
-    &k_qwen3,
-};
+const std::array k_registry = {&k_llama, &k_qwen2, &k_qwen3};
 
 }  // namespace
 
