@@ -86,6 +86,7 @@ constexpr std::array<TensorEntry, static_cast<size_t>(Tensor::COUNT_)> k_tensors
     {"ffn_gate", true},
     {"ffn_up", true},
     {"ffn_down", true},
+    {"attn_rot_embd", true},
 }};
 
 }  // namespace

@@ -109,6 +109,7 @@ enum class Tensor : uint8_t {
   FFN_GATE,     // blk.N.ffn_gate          [n_embd, n_ff]
   FFN_UP,       // blk.N.ffn_up            [n_embd, n_ff]
   FFN_DOWN,     // blk.N.ffn_down          [n_ff, n_embd]
+  ATTN_ROT_EMBD,  // blk.N.attn_rot_embd   old llama files' precomputed rope table (never read)
   COUNT_
 };
 std::string_view tensor_base(Tensor t);  // "token_embd", "attn_q", …

@@ -77,7 +77,10 @@ void bind_weights(const gguf::GgufFile& f, const HParams& hp, const arch::ArchIn
 
 // Tensors a file may hold that no graph reads and that cannot change the result: old llama files'
 // precomputed rope tables (blk.N.attn_rot_embd; llama.cpp skips them too).
-bool known_harmless(std::string_view name) { return gguf::strip_layer(name) == "attn_rot_embd.weight"; }
+bool known_harmless(std::string_view name) {
+  const auto t = gguf::parse_tensor_name(name);
+  return t && t->tensor == Tensor::ATTN_ROT_EMBD;
+}
 
 // Nothing that changes the math is ignored: every tensor of the file is bound.
 void check_all_bound(const gguf::GgufFile& f, const Weights& w) {
