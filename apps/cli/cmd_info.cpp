@@ -10,7 +10,9 @@
 //    "tensors": [{"name", "type", "shape": [ne0, ...], "n_elements", "bytes", "offset"}],
 //    "totals": {"n_tensors", "n_params", "n_bytes", "bits_per_weight", "by_type": {type: {"tensors", "params"}}},
 //    "architecture": {"arch", "n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab",
-//                     "rope_type", "rope_base", "rope_dim", "n_ctx_train"}}   (null when unknown)
+//                     "rope_type", "rope_base", "rope_dim", "n_ctx_train",   (null when unknown)
+//                     "rocky_runs": bool, "features": the architecture's special features (q/k norm,
+//                     rope scaling, bias, tied output, …) or null, "refused": the loader's error or null}}
 // Strings that are not valid UTF-8 are printed with U+FFFD replacements in JSON.
 #include <fmt/format.h>
 
@@ -19,6 +21,8 @@
 #include "commands.hpp"
 #include "gguf/gguf.hpp"
 #include "gguf/summary.hpp"
+#include "model/arch/arch.hpp"
+#include "model/model.hpp"
 
 namespace rocky::cli {
 namespace {
@@ -100,6 +104,25 @@ std::string shape_text(const gguf::TensorInfo& t) {
   return s;
 }
 
+// What rocky makes of the file as a model: the architecture's special features when it loads,
+// else the loader's error (a vocab-only file, an unsupported architecture, a refused key, …).
+struct Runnable {
+  bool ok = false;
+  std::string features;  // arch::special_features
+  std::string error;
+};
+Runnable check_runnable(const std::string& path) {
+  Runnable r;
+  try {
+    auto m = model::Model::load(path);
+    r.features = model::arch::special_features(m->hparams(), m->weights());
+    r.ok = true;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
 template <typename T>
 std::string opt_text(const std::optional<T>& o) {
   return o ? fmt::format("{}", *o) : std::string("?");
@@ -110,6 +133,7 @@ int run_info(const InfoOpts& o) {
   auto f = gguf::GgufFile::open(path);
   const gguf::Totals tot = gguf::totals(f);
   const gguf::ArchSummary a = gguf::arch_summary(f);
+  const Runnable rn = check_runnable(path);
 
   if (o.json) {
     json j;
@@ -145,7 +169,10 @@ int run_info(const InfoOpts& o) {
                          {"n_head_kv", opt_json(a.n_head_kv)}, {"head_dim", opt_json(a.head_dim)},
                          {"n_ff", opt_json(a.n_ff)},     {"n_vocab", opt_json(a.n_vocab)},
                          {"rope_type", a.rope_type},     {"rope_base", opt_json(a.rope_base)},
-                         {"rope_dim", opt_json(a.rope_dim)}, {"n_ctx_train", opt_json(a.n_ctx_train)}};
+                         {"rope_dim", opt_json(a.rope_dim)}, {"n_ctx_train", opt_json(a.n_ctx_train)},
+                         {"rocky_runs", rn.ok},
+                         {"features", rn.ok ? json(rn.features) : json(nullptr)},
+                         {"refused", rn.ok ? json(nullptr) : json(rn.error)}};
     fmt::print("{}\n", j.dump(2, ' ', false, json::error_handler_t::replace));
     return 0;
   }
@@ -181,6 +208,11 @@ int run_info(const InfoOpts& o) {
              opt_text(a.n_vocab));
   fmt::print("  rope {} (base {}, dims {}), n_ctx_train {}\n", a.rope_type, opt_text(a.rope_base), opt_text(a.rope_dim),
              opt_text(a.n_ctx_train));
+  if (rn.ok) {
+    fmt::print("  features: {}\n", rn.features);
+  } else {
+    fmt::print("  rocky cannot run it: {}\n", rn.error);
+  }
   return 0;
 }
 

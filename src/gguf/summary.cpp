@@ -1,9 +1,10 @@
 // Summaries of a GGUF file for `rocky info`. See summary.hpp.
 #include "gguf/summary.hpp"
 
+#include "gguf/names.hpp"
+
 #include <fmt/format.h>
 
-#include <array>
 #include <string_view>
 
 namespace rocky::gguf {
@@ -25,14 +26,6 @@ std::optional<double> float_key(const GgufFile& f, const std::string& key) {
   if (auto i = v->as_int()) return static_cast<double>(*i);
   return std::nullopt;
 }
-
-// llama.cpp's llama_model_rope_type for common architectures.
-constexpr std::array<std::string_view, 9> k_rope_norm = {"llama", "llama4", "deci", "baichuan", "command-r",
-                                                         "deepseek", "deepseek2", "granite", "internlm2"};
-constexpr std::array<std::string_view, 16> k_rope_neox = {"qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi2",
-                                                          "phi3", "gemma", "gemma2", "gemma3", "falcon", "gptneox",
-                                                          "stablelm", "olmo2", "starcoder2", "nemotron"};
-
 
 std::string scalar_text(ValueType t, const uint8_t* p) {
   switch (t) {
@@ -69,19 +62,26 @@ Totals totals(const GgufFile& f) {
 
 ArchSummary arch_summary(const GgufFile& f) {
   ArchSummary s;
-  const Value* a = f.find("general.architecture");
+  const Value* a = f.find(k_general_architecture);
   if (a && a->type == ValueType::STRING) s.arch = std::string(a->str);
-  const std::string p = s.arch + ".";
-  s.n_layer = uint_key(f, p + "block_count");
-  s.n_embd = uint_key(f, p + "embedding_length");
-  s.n_head = uint_key(f, p + "attention.head_count");
-  s.n_head_kv = uint_key(f, p + "attention.head_count_kv");
+  auto key = [&](Key k) { return arch_key(s.arch, k); };
+  s.n_layer = uint_key(f, key(Key::BLOCK_COUNT));
+  s.n_embd = uint_key(f, key(Key::EMBEDDING_LENGTH));
+  s.n_head = uint_key(f, key(Key::HEAD_COUNT));
+  s.n_head_kv = uint_key(f, key(Key::HEAD_COUNT_KV));
   if (!s.n_head_kv) s.n_head_kv = s.n_head;  // llama.cpp's default: no GQA
-  s.n_ff = uint_key(f, p + "feed_forward_length");
-  s.n_ctx_train = uint_key(f, p + "context_length");
-  s.rope_dim = uint_key(f, p + "rope.dimension_count");
-  s.rope_base = float_key(f, p + "rope.freq_base");
-  if ((s.head_dim = uint_key(f, p + "attention.key_length"))) {
+  s.n_ff = uint_key(f, key(Key::FEED_FORWARD_LENGTH));
+  s.n_ctx_train = uint_key(f, key(Key::CONTEXT_LENGTH));
+  s.rope_dim = uint_key(f, key(Key::ROPE_DIMENSION_COUNT));
+  s.rope_base = float_key(f, key(Key::ROPE_FREQ_BASE));
+  s.value_length = uint_key(f, key(Key::VALUE_LENGTH));
+  s.rms_eps = float_key(f, key(Key::RMS_EPS));
+  s.rope_scaling_factor = float_key(f, key(Key::ROPE_SCALING_FACTOR));
+  s.rope_scale_linear = float_key(f, key(Key::ROPE_SCALE_LINEAR));
+  if (const Value* st = f.find(key(Key::ROPE_SCALING_TYPE)); st && st->type == ValueType::STRING) {
+    s.rope_scaling_type = std::string(st->str);
+  }
+  if ((s.head_dim = uint_key(f, key(Key::KEY_LENGTH)))) {
     s.head_dim_from = "key_length";
   } else if (s.n_embd && s.n_head && *s.n_head && *s.n_embd % *s.n_head == 0) {
     s.head_dim = *s.n_embd / *s.n_head;
@@ -91,23 +91,20 @@ ArchSummary arch_summary(const GgufFile& f) {
   if (toks && toks->type == ValueType::ARRAY) {
     s.n_vocab = toks->count;
     s.n_vocab_from = "tokenizer.ggml.tokens";
-  } else if ((s.n_vocab = uint_key(f, p + "vocab_size"))) {
-    s.n_vocab_from = p + "vocab_size";
+  } else if ((s.n_vocab = uint_key(f, key(Key::VOCAB_SIZE)))) {
+    s.n_vocab_from = key(Key::VOCAB_SIZE);
   } else {
-    for (const char* name : {"token_embd.weight", "output.weight"}) {
-      const TensorInfo* t = f.find_tensor(name);
-      if (t && t->n_dims == 2) {
-        s.n_vocab = t->ne[1];
+    for (Tensor t : {Tensor::TOKEN_EMBD, Tensor::OUTPUT}) {
+      const std::string name = tensor_name(t);
+      const TensorInfo* ti = f.find_tensor(name);
+      if (ti && ti->n_dims == 2) {
+        s.n_vocab = ti->ne[1];
         s.n_vocab_from = name;
         break;
       }
     }
   }
-  s.rope_type = "unknown";
-  for (std::string_view n : k_rope_norm)
-    if (s.arch == n) s.rope_type = "norm";
-  for (std::string_view n : k_rope_neox)
-    if (s.arch == n) s.rope_type = "neox";
+  s.rope_type = std::string(rope_type_of(s.arch));
   return s;
 }
 

@@ -4,7 +4,8 @@
 // Key names follow llama.cpp's gguf conventions (gguf-py/gguf/constants.py): <arch>.block_count,
 // <arch>.embedding_length, <arch>.attention.head_count(_kv), <arch>.attention.key_length,
 // <arch>.feed_forward_length, <arch>.context_length, <arch>.rope.freq_base,
-// <arch>.rope.dimension_count, <arch>.vocab_size. The rope type is not stored in GGUF: llama.cpp
+// <arch>.rope.dimension_count, <arch>.vocab_size (all spelled through gguf/names.hpp; model/'s
+// read_hparams validates this same summary, so there is one reader of these keys). The rope type is not stored in GGUF: llama.cpp
 // derives it from the architecture (llama_model_rope_type); a small table here does the same for
 // the common architectures and says "unknown" otherwise. Nothing here throws on odd metadata types:
 // a key of an unexpected type is reported as absent (the raw value still shows in the metadata).
@@ -31,7 +32,9 @@ struct Totals {
 struct ArchSummary {
   std::string arch;  // general.architecture ("" when absent)
   std::optional<uint64_t> n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train, rope_dim;
-  std::optional<double> rope_base;
+  std::optional<uint64_t> value_length;  // <arch>.attention.value_length
+  std::optional<double> rope_base, rms_eps, rope_scaling_factor, rope_scale_linear;
+  std::optional<std::string> rope_scaling_type;  // <arch>.rope.scaling.type
   std::string rope_type;       // "norm", "neox" or "unknown"
   std::string head_dim_from;   // "key_length" or "n_embd/n_head"
   std::string n_vocab_from;    // "tokenizer.ggml.tokens", "<arch>.vocab_size", or a tensor name

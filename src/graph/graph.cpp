@@ -3,6 +3,8 @@
 
 #include <unordered_set>
 
+#include "core/error.hpp"
+
 namespace rocky::graph {
 
 const char* op_name(Op op) {
@@ -17,8 +19,30 @@ const char* op_name(Op op) {
     case Op::SILU_MUL: return "silu_mul";
     case Op::ADD: return "add";
     case Op::TAKE_COLS: return "take_cols";
+    case Op::VIEW: return "view";
   }
   return "unknown";
+}
+
+int32_t Graph::view(int32_t src, int64_t ne0, int64_t ne1, std::string name) {
+  if (src < 0 || static_cast<size_t>(src) >= nodes.size()) fail("graph: view {} of node {} out of range", name, src);
+  const Node& s = nodes[static_cast<size_t>(src)];
+  if (ne0 <= 0 || ne1 <= 0 || ne0 * ne1 != s.ne0 * s.ne1 || s.out_type != DType::F32) {
+    fail("graph: view {} [{}, {}] of node {} [{}, {}] {} changes the element count or type", name, ne0, ne1, s.name,
+         s.ne0, s.ne1, dtype_name(s.out_type));
+  }
+  Node n;
+  n.op = Op::VIEW;
+  n.name = std::move(name);
+  n.ne0 = ne0;
+  n.ne1 = ne1;
+  n.src[0] = src;
+  return add(std::move(n));
+}
+
+int32_t Graph::storage_of(int32_t id) const {
+  while (id >= 0 && nodes[static_cast<size_t>(id)].op == Op::VIEW) id = nodes[static_cast<size_t>(id)].src[0];
+  return id;
 }
 
 std::vector<const gguf::TensorInfo*> Graph::weights() const {

@@ -28,7 +28,8 @@ enum class Op : uint8_t {
   RMS_NORM,   // out = src0 / sqrt(mean(src0²) + eps) * weight   (weight: f32 [ne0], per column)
   MATMUL,     // out[M, N] = weight[K, M] · src0[K, N]   (any computable weight type)
   ADD_BIAS,   // out = src0 + weight (f32 [ne0], broadcast over columns)
-  ROPE,       // rotary embedding of src0 viewed as [head_dim, n_head, N]; positions n_past + j
+  ROPE,       // rotary embedding of src0 viewed as [head_dim, n_head, N]; positions n_past + j;
+              // weight (optional) = f32 [n_rot/2] frequency divisors (rope_freqs, Llama 3.1 scaling)
   KV_STORE,   // write src0 [n_embd_gqa, N] into the layer's K (kv=0) or V (kv=1) cache at n_past..;
               // no arena output (ne0 = ne1 = 0)
   ATTENTION,  // causal GQA attention of src0 = Q [head_dim·n_head, N] over cache positions
@@ -36,6 +37,10 @@ enum class Op : uint8_t {
   SILU_MUL,   // out = silu(src0) * src1   (SwiGLU: src0 = gate, src1 = up)
   ADD,        // out = src0 + src1 (residual)
   TAKE_COLS,  // out = src0[:, first_col : first_col + ne1]  (e.g. the last token before the logits)
+  VIEW,       // out = src0 reinterpreted as [ne0, ne1] (ne0·ne1 = the source's element count): no
+              // copy, no dispatch; the planner gives it the source's arena bytes (planner.hpp).
+              // E.g. [head_dim·n_head, N] → [head_dim, n_head·N], so a per-head op (qwen3's q/k
+              // RMSNorm) is an ordinary per-column op on the view.
 };
 const char* op_name(Op op);
 
@@ -49,8 +54,8 @@ struct RopeParams {
   int32_t head_dim = 0;     // elements per head
   int32_t n_head = 0;       // heads in src0 (n_head for Q, n_head_kv for K)
   int32_t n_rot = 0;        // rotated dims per head (≤ head_dim; the rest pass through)
-  float freq_base = 10000;  // theta_i = pos · freq_scale · base^(-2i/n_rot)
-  float freq_scale = 1;
+  float freq_base = 10000;  // theta_i = pos · freq_scale · base^(-2i/n_rot) / factor_i
+  float freq_scale = 1;     // factor_i: the node's weight (rope_freqs) when set, else 1
 };
 
 struct AttnParams {
@@ -66,7 +71,7 @@ struct Node {
   int64_t ne0 = 0, ne1 = 0;             // output shape [features, tokens]; 0×0 = no arena output
   DType out_type = DType::F32;           // element type of the output in the arena
   std::array<int32_t, 3> src{-1, -1, -1};  // input node ids (-1 = unused)
-  const gguf::TensorInfo* weight = nullptr;  // MATMUL/GET_ROWS/RMS_NORM/ADD_BIAS
+  const gguf::TensorInfo* weight = nullptr;  // MATMUL/GET_ROWS/RMS_NORM/ADD_BIAS; ROPE (optional)
   int32_t layer = -1;                    // KV_STORE/ATTENTION: which layer's cache
   int32_t kv = 0;                        // KV_STORE: 0 = K, 1 = V
   int64_t first_col = 0;                 // TAKE_COLS
@@ -97,6 +102,10 @@ struct Graph {
     nodes.push_back(std::move(n));
     return static_cast<int32_t>(nodes.size()) - 1;
   }
+  // A VIEW of node `src` as [ne0, ne1]; rocky::Error when the element counts differ.
+  int32_t view(int32_t src, int64_t ne0, int64_t ne1, std::string name);
+  // The node whose arena bytes node `id` uses: itself, or for a VIEW (of a VIEW …) its source.
+  int32_t storage_of(int32_t id) const;
   // Every distinct weight the graph reads, in first-use order.
   std::vector<const gguf::TensorInfo*> weights() const;
 };

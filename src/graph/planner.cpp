@@ -69,21 +69,34 @@ Plan plan_arena(const Graph& g, uint64_t alignment, bool reuse) {
   Plan p;
   p.offset.assign(n, k_no_offset);
 
-  // last_use[i] = index of the last node reading node i's output (i itself when unread).
+  // A VIEW owns no bytes: its reads count as reads of the node whose storage it shares (root).
+  std::vector<size_t> root(n);
+  for (size_t i = 0; i < n; ++i) {
+    root[i] = i;
+    if (g.nodes[i].op == Op::VIEW) {
+      const int32_t s = g.nodes[i].src[0];
+      assert(s >= 0 && static_cast<size_t>(s) < i && "a view comes after its source");
+      root[i] = root[static_cast<size_t>(s)];
+    }
+  }
+  // last_use[r] = index of the last node reading storage r (r itself when unread).
   std::vector<size_t> last_use(n);
   for (size_t i = 0; i < n; ++i) last_use[i] = i;
   for (size_t i = 0; i < n; ++i) {
     for (int32_t s : g.nodes[i].src) {
       if (s >= 0) {
         assert(static_cast<size_t>(s) < i && "graph nodes must come after their sources");
-        last_use[static_cast<size_t>(s)] = std::max(last_use[static_cast<size_t>(s)], i);
+        const size_t r = root[static_cast<size_t>(s)];
+        last_use[r] = std::max(last_use[r], i);
       }
     }
   }
-  if (g.output >= 0) last_use[static_cast<size_t>(g.output)] = n;  // live to the end
+  if (g.output >= 0) last_use[root[static_cast<size_t>(g.output)]] = n;  // live to the end
 
   std::vector<uint64_t> size(n, 0);
-  for (size_t i = 0; i < n; ++i) size[i] = align_up(g.nodes[i].out_bytes(), alignment);
+  for (size_t i = 0; i < n; ++i) {
+    if (root[i] == i) size[i] = align_up(g.nodes[i].out_bytes(), alignment);
+  }
 
   uint64_t end = 0;
   FreeList fl;
@@ -99,7 +112,9 @@ Plan plan_arena(const Graph& g, uint64_t alignment, bool reuse) {
     releases[k].push_back(i);
   }
   for (size_t i = 0; i < n; ++i) {
-    if (size[i] > 0) {
+    if (root[i] != i) {
+      p.offset[i] = p.offset[root[i]];  // a view: the source's bytes
+    } else if (size[i] > 0) {
       if (reuse) {
         p.offset[i] = fl.take(size[i], end);
       } else {

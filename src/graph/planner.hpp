@@ -4,6 +4,8 @@
 // graph's output node stays live to the end). Offsets are reused greedily (first fit over freed
 // intervals, sorted by offset), each aligned to `alignment` bytes. The arena size depends only on
 // the graph's shapes, never on the number of submits; backends allocate it once per max ubatch.
+// A VIEW node gets its source's offset and allocates nothing; reads of a view keep the source live
+// (in both modes: reuse = false still aliases views).
 #pragma once
 
 #include <cstdint>

@@ -85,6 +85,7 @@ static int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name) {
   n.rope.n_rot = c.hp.n_rot;
   n.rope.freq_base = c.hp.rope_freq_base;
   n.rope.freq_scale = c.hp.rope_freq_scale;
+  n.weight = c.rope_freqs;
   return c.g.add(std::move(n));
 }
 
@@ -100,6 +101,13 @@ static int32_t kv_store(Ctx& c, int il, int32_t x, int kv, std::string name) {
   return c.g.add(std::move(n));
 }
 
+int32_t rms_norm_heads(Ctx& c, int32_t x, const gguf::TensorInfo* w, int32_t n_head, const std::string& name) {
+  const int64_t hd = c.hp.head_dim, n = cols(c.g, x);
+  const int32_t heads = c.g.view(x, hd, n_head * n, name + "_heads");
+  const int32_t normed = rms_norm(c, heads, w, name + "_normed");
+  return c.g.view(normed, hd * n_head, n, name + "_normed_cols");
+}
+
 int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L) {
   const HParams& hp = c.hp;
   int32_t q = matmul(c, x, L.wq, hp.n_embd_q(), blk(il, "attn_q"));
@@ -108,6 +116,8 @@ int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L) {
   if (L.bk != nullptr) k = add_bias(c, k, L.bk, blk(il, "attn_k_b"));
   int32_t v = matmul(c, x, L.wv, hp.n_embd_kv(), blk(il, "attn_v"));
   if (L.bv != nullptr) v = add_bias(c, v, L.bv, blk(il, "attn_v_b"));
+  if (L.q_norm != nullptr) q = rms_norm_heads(c, q, L.q_norm, hp.n_head, blk(il, "Qcur"));
+  if (L.k_norm != nullptr) k = rms_norm_heads(c, k, L.k_norm, hp.n_head_kv, blk(il, "Kcur"));
   q = rope(c, q, hp.n_head, blk(il, "Qcur"));
   k = rope(c, k, hp.n_head_kv, blk(il, "Kcur"));
   int32_t ks = kv_store(c, il, k, 0, blk(il, "k_cache_store"));
@@ -142,6 +152,7 @@ int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
 }
 
 void decoder_stack(Ctx& c, const Weights& w, Logits logits) {
+  c.rope_freqs = w.rope_freqs;
   int32_t x = inp_embd(c, w.tok_embd);
   for (int il = 0; il < c.hp.n_layer; ++il) {
     const LayerWeights& L = w.layers[static_cast<size_t>(il)];
@@ -165,6 +176,13 @@ void decoder_stack(Ctx& c, const Weights& w, Logits logits) {
   }
   x = rms_norm(c, x, w.output_norm, "result_norm");
   c.g.output = matmul(c, x, w.output, c.hp.n_vocab, "result_output");
+}
+
+graph::Graph build_decoder(const HParams& hp, const Weights& w, const UbatchSpec& u) {
+  graph::Graph g;
+  Ctx c{g, hp, u.n_tokens};
+  decoder_stack(c, w, u.logits);
+  return g;
 }
 
 }  // namespace rocky::model::blocks

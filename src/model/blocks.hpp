@@ -14,6 +14,7 @@ struct Ctx {
   graph::Graph& g;
   const HParams& hp;
   int32_t n_tokens;
+  const gguf::TensorInfo* rope_freqs = nullptr;  // the ROPE nodes' frequency divisors (Weights::rope_freqs)
 };
 
 std::string blk(int il, const char* what);  // "blk.<il>.<what>"
@@ -24,8 +25,13 @@ int32_t matmul(Ctx& c, int32_t x, const gguf::TensorInfo* w, int64_t m, std::str
 int32_t add_bias(Ctx& c, int32_t x, const gguf::TensorInfo* b, std::string name);
 int32_t add(Ctx& c, int32_t a, int32_t b, std::string name);
 
+// RMSNorm of each head of x [head_dim·n_head, N] with the shared weight w [head_dim]: a view to
+// [head_dim, n_head·N], a per-column RMS_NORM, a view back (no backend special case).
+int32_t rms_norm_heads(Ctx& c, int32_t x, const gguf::TensorInfo* w, int32_t n_head, const std::string& name);
+
 // Self-attention of layer il on the normed input x [n_embd, N]: q/k/v projections (+ biases when
-// the layer has them), rope on Q and K, KV store, causal GQA attention, output projection.
+// the layer has them), per-head q/k RMSNorm (when it has q_norm/k_norm), rope on Q and K (with the
+// rope_freqs divisors when set), KV store, causal GQA attention, output projection.
 int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L);
 // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
 int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
@@ -33,5 +39,8 @@ int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
 // Logits::LAST the last token's column is taken (TAKE_COLS "result_last") before the final norm;
 // with Logits::NONE the graph ends at the last layer's output and has no output node.
 void decoder_stack(Ctx& c, const Weights& w, Logits logits);
+// The whole graph of one ubatch of the pre-norm decoder (decoder_stack): the builder of llama,
+// qwen2 and qwen3, whose differences are all in the weights bound (biases, q/k norms, rope_freqs).
+graph::Graph build_decoder(const HParams& hp, const Weights& w, const UbatchSpec& u);
 
 }  // namespace rocky::model::blocks

@@ -1,9 +1,12 @@
 // Model hyper-parameters read from a GGUF file's `<arch>.*` metadata keys.
 //
-// Key names follow llama.cpp's llama-arch.cpp (LLM_KV_*), e.g. "llama.block_count",
-// "qwen2.attention.head_count_kv". Defaults where llama.cpp has them: head_count_kv = head_count,
+// The one hparams reader: the values come from gguf::arch_summary (the lenient reader `rocky info`
+// prints, over the key table of gguf/names.hpp); read_hparams validates them and adds what only
+// the model needs. Defaults where llama.cpp has them: head_count_kv = head_count,
 // rope.dimension_count = head_dim, rope.freq_base = 10000, rope scale factor 1 (freq_scale = 1 /
 // rope.scaling.factor for linear scaling), attention.key_length = n_embd / n_head.
+// Nothing that changes the math is ignored: every `<arch>.*` key must be one the architecture
+// honours or one known to be harmless (check_keys); anything else is an error naming the key.
 // Errors: a missing required key or an impossible value throws rocky::Error naming the file and key.
 #pragma once
 
@@ -11,12 +14,13 @@
 #include <string>
 
 #include "gguf/gguf.hpp"
+#include "gguf/names.hpp"
 #include "graph/graph.hpp"
 
 namespace rocky::model {
 
-enum class Arch { LLAMA, QWEN2 };
-const char* arch_name(Arch a);
+using gguf::Arch;
+inline std::string_view arch_name(Arch a) { return gguf::arch_name(a); }
 
 struct HParams {
   Arch arch = Arch::LLAMA;
@@ -30,7 +34,7 @@ struct HParams {
   int32_t n_rot = 0;         // <arch>.rope.dimension_count (default head_dim)
   float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
   float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor (linear scaling only)
-  graph::RopeMode rope_mode = graph::RopeMode::NORMAL;  // llama: NORMAL, qwen2: NEOX
+  graph::RopeMode rope_mode = graph::RopeMode::NORMAL;  // from the architecture registry
   float rms_eps = 1e-5f;     // <arch>.attention.layer_norm_rms_epsilon
   int32_t n_ctx_train = 0;   // <arch>.context_length
   int32_t n_vocab = 0;       // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
@@ -40,7 +44,7 @@ struct HParams {
 };
 
 // Reads and validates the hyper-parameters. Unsupported architectures throw rocky::Error naming
-// the architecture and the supported list.
+// the architecture and the supported list; so does a `<arch>.*` key rocky would ignore.
 HParams read_hparams(const gguf::GgufFile& f);
 
 }  // namespace rocky::model

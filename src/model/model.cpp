@@ -1,10 +1,15 @@
 // Model loading, binding and graph dispatch (see model.hpp).
 #include "model/model.hpp"
 
+#include <unordered_set>
+
 #include "core/error.hpp"
 #include "model/arch/arch.hpp"
 
 namespace rocky::model {
+
+using gguf::Tensor;
+using gguf::tensor_name;
 
 const gguf::TensorInfo* bind_tensor(const gguf::GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
                                     bool optional) {
@@ -29,32 +34,78 @@ const gguf::TensorInfo* bind_tensor(const gguf::GgufFile& f, const std::string& 
   return t;
 }
 
-namespace arch {
+namespace {
 
-LayerWeights bind_common_layer(const gguf::GgufFile& f, const HParams& hp, int il) {
-  const std::string p = "blk." + std::to_string(il) + ".";
-  LayerWeights L;
-  L.attn_norm = bind_tensor(f, p + "attn_norm.weight", hp.n_embd, 0);
-  L.wq = bind_tensor(f, p + "attn_q.weight", hp.n_embd, hp.n_embd_q());
-  L.wk = bind_tensor(f, p + "attn_k.weight", hp.n_embd, hp.n_embd_kv());
-  L.wv = bind_tensor(f, p + "attn_v.weight", hp.n_embd, hp.n_embd_kv());
-  L.wo = bind_tensor(f, p + "attn_output.weight", hp.n_embd_q(), hp.n_embd);
-  L.ffn_norm = bind_tensor(f, p + "ffn_norm.weight", hp.n_embd, 0);
-  L.ffn_gate = bind_tensor(f, p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
-  L.ffn_up = bind_tensor(f, p + "ffn_up.weight", hp.n_embd, hp.n_ff);
-  L.ffn_down = bind_tensor(f, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
-  return L;
+// Binds the tensors of a llama-style decoder with the architecture's optional parts.
+void bind_weights(const gguf::GgufFile& f, const HParams& hp, const arch::ArchInfo& a, Weights& w) {
+  auto global = [&](Tensor t, int64_t ne0, int64_t ne1, bool optional = false) {
+    return bind_tensor(f, tensor_name(t), ne0, ne1, optional);
+  };
+  w.tok_embd = global(Tensor::TOKEN_EMBD, hp.n_embd, hp.n_vocab);
+  w.output_norm = global(Tensor::OUTPUT_NORM, hp.n_embd, 0);
+  // llama.cpp falls back to token_embd when output.weight is absent, for every architecture here.
+  w.output = global(Tensor::OUTPUT, hp.n_embd, hp.n_vocab, /*optional=*/true);
+  w.tied_output = w.output == nullptr;
+  if (w.tied_output) w.output = w.tok_embd;
+  if (a.rope_freqs) w.rope_freqs = global(Tensor::ROPE_FREQS, hp.n_rot / 2, 0, /*optional=*/true);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    auto layer = [&](Tensor t, int64_t ne0, int64_t ne1, const char* suffix = "weight") {
+      return bind_tensor(f, tensor_name(t, il, suffix), ne0, ne1);
+    };
+    LayerWeights L;
+    L.attn_norm = layer(Tensor::ATTN_NORM, hp.n_embd, 0);
+    L.wq = layer(Tensor::ATTN_Q, hp.n_embd, hp.n_embd_q());
+    L.wk = layer(Tensor::ATTN_K, hp.n_embd, hp.n_embd_kv());
+    L.wv = layer(Tensor::ATTN_V, hp.n_embd, hp.n_embd_kv());
+    L.wo = layer(Tensor::ATTN_OUTPUT, hp.n_embd_q(), hp.n_embd);
+    if (a.qkv_bias) {
+      L.bq = layer(Tensor::ATTN_Q, hp.n_embd_q(), 0, "bias");
+      L.bk = layer(Tensor::ATTN_K, hp.n_embd_kv(), 0, "bias");
+      L.bv = layer(Tensor::ATTN_V, hp.n_embd_kv(), 0, "bias");
+    }
+    if (a.qk_norm) {
+      L.q_norm = layer(Tensor::ATTN_Q_NORM, hp.head_dim, 0);
+      L.k_norm = layer(Tensor::ATTN_K_NORM, hp.head_dim, 0);
+    }
+    L.ffn_norm = layer(Tensor::FFN_NORM, hp.n_embd, 0);
+    L.ffn_gate = layer(Tensor::FFN_GATE, hp.n_embd, hp.n_ff);
+    L.ffn_up = layer(Tensor::FFN_UP, hp.n_embd, hp.n_ff);
+    L.ffn_down = layer(Tensor::FFN_DOWN, hp.n_ff, hp.n_embd);
+    w.layers.push_back(L);
+  }
 }
 
-}  // namespace arch
+// Tensors a file may hold that no graph reads and that cannot change the result: old llama files'
+// precomputed rope tables (blk.N.attn_rot_embd; llama.cpp skips them too).
+bool known_harmless(std::string_view name) {
+  const auto t = gguf::parse_tensor_name(name);
+  return t && t->tensor == Tensor::ATTN_ROT_EMBD;
+}
+
+// Nothing that changes the math is ignored: every tensor of the file is bound.
+void check_all_bound(const gguf::GgufFile& f, const Weights& w) {
+  std::unordered_set<const gguf::TensorInfo*> bound = {w.tok_embd, w.output_norm, w.output, w.rope_freqs};
+  for (const LayerWeights& L : w.layers) {
+    for (const gguf::TensorInfo* t : {L.attn_norm, L.wq, L.wk, L.wv, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, L.wo,
+                                      L.ffn_norm, L.ffn_gate, L.ffn_up, L.ffn_down}) {
+      bound.insert(t);
+    }
+  }
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (bound.count(&t) || known_harmless(t.name)) continue;
+    fail("{}: tensor '{}' is not read by rocky's {} graph; it may change the math, so the model is refused rather "
+         "than run with it ignored",
+         f.path(), t.name, f.architecture());
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
   std::unique_ptr<Model> m(new Model(gguf::GgufFile::open(path)));
   m->hp_ = read_hparams(m->file_);
-  switch (m->hp_.arch) {
-    case Arch::LLAMA: arch::bind_llama(m->file_, m->hp_, m->w_); break;
-    case Arch::QWEN2: arch::bind_qwen2(m->file_, m->hp_, m->w_); break;
-  }
+  bind_weights(m->file_, m->hp_, arch::arch_info(m->hp_.arch), m->w_);
+  check_all_bound(m->file_, m->w_);
   return m;
 }
 
@@ -64,11 +115,7 @@ graph::Graph Model::build_graph(const UbatchSpec& u) const {
     fail("context full: {} cached + {} new tokens exceed the context size {} (raise -c)", u.n_past,
          u.n_tokens, u.n_ctx);
   }
-  graph::Graph g;
-  switch (hp_.arch) {
-    case Arch::LLAMA: g = arch::build_llama(hp_, w_, u); break;
-    case Arch::QWEN2: g = arch::build_qwen2(hp_, w_, u); break;
-  }
+  graph::Graph g = arch::arch_info(hp_.arch).build(hp_, w_, u);
   g.n_tokens = u.n_tokens;
   g.n_past = u.n_past;
   g.kv = graph::KvShape{hp_.n_layer, hp_.n_embd_kv(), u.n_ctx};

@@ -1,9 +1,11 @@
 // A loaded model: the mapped GGUF file, its hyper-parameters and named weight views, and the
 // builder of the forward graph of one ubatch.
 //
-// Tensor names are llama.cpp's GGUF names ("blk.N.attn_q.weight", …). Binding checks every tensor
-// the architecture needs: presence, shape (GGUF order, ne0 = row length) and type (a type rocky's
-// kernels compute, dtype_info(t).computable). Errors name the file and the tensor.
+// Tensor names are llama.cpp's GGUF names ("blk.N.attn_q.weight", …; gguf/names.hpp). Binding
+// (generic over the architecture registry's flags, arch/arch.hpp) checks every tensor the
+// architecture needs: presence, shape (GGUF order, ne0 = row length) and type (a type rocky's
+// kernels compute, dtype_info(t).computable); and that the file holds no tensor the graph would
+// not read. Errors name the file and the tensor.
 #pragma once
 
 #include <memory>
@@ -24,6 +26,8 @@ struct LayerWeights {
   const gguf::TensorInfo* bq = nullptr;         // qwen2: f32 [n_embd_q]
   const gguf::TensorInfo* bk = nullptr;         // qwen2: f32 [n_embd_kv]
   const gguf::TensorInfo* bv = nullptr;         // qwen2: f32 [n_embd_kv]
+  const gguf::TensorInfo* q_norm = nullptr;     // qwen3: f32 [head_dim] (shared by the heads)
+  const gguf::TensorInfo* k_norm = nullptr;     // qwen3: f32 [head_dim]
   const gguf::TensorInfo* wo = nullptr;         // [n_embd_q, n_embd]
   const gguf::TensorInfo* ffn_norm = nullptr;   // f32 [n_embd]
   const gguf::TensorInfo* ffn_gate = nullptr;   // [n_embd, n_ff]
@@ -36,6 +40,7 @@ struct Weights {
   const gguf::TensorInfo* output_norm = nullptr;  // f32 [n_embd]
   const gguf::TensorInfo* output = nullptr;       // [n_embd, n_vocab]; token_embd when tied
   bool tied_output = false;
+  const gguf::TensorInfo* rope_freqs = nullptr;   // llama 3.1+: f32 [n_rot/2] frequency divisors
   std::vector<LayerWeights> layers;
 };
 

@@ -8,6 +8,9 @@
 
 namespace rocky::synth {
 
+using gguf::Tensor;
+using gguf::tensor_name;
+
 FileType parse_file_type(std::string_view s) {
   std::string l(s);
   std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -46,17 +49,7 @@ uint32_t llama_ftype(FileType t) {
 
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-int64_t layer_of(std::string_view name) {
-  if (name.substr(0, 4) != "blk.") return -1;
-  std::string_view rest = name.substr(4);
-  int64_t v = -1;
-  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), v);
-  if (ec != std::errc() || p == rest.data() || p == rest.data() + rest.size() || *p != '.') return -1;
-  return v;
-}
-
 namespace {
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
 }
@@ -74,10 +67,11 @@ DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t 
     case FileType::Q6_K: t = DType::Q6_K; break;
     case FileType::Q4_K_M: {
       t = DType::Q4_K;
-      const bool lm_head = name == "output.weight" || (!has_output && name == "token_embd.weight");
+      const bool lm_head = name == tensor_name(Tensor::OUTPUT) || (!has_output && name == tensor_name(Tensor::TOKEN_EMBD));
+      const auto tn = gguf::parse_tensor_name(name);
       if (lm_head) {
         t = DType::Q6_K;
-      } else if (contains(name, "attn_v.weight") || contains(name, "ffn_down")) {
+      } else if (tn && (tn->tensor == Tensor::ATTN_V || tn->tensor == Tensor::FFN_DOWN)) {
         const int64_t i = layer_of(name);
         if (i >= 0 && use_more_bits(i, n_layer)) t = DType::Q6_K;
       }
@@ -107,26 +101,32 @@ std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileTy
     t.type = tensor_type(ft, t.name, t.n_dims, ne0, n_layer, has_output);
     out.push_back(std::move(t));
   };
-  const uint64_t e = p.n_embd, ekv = p.n_embd_kv(), ff = p.n_ff;
-  add("token_embd.weight", Role::Embedding, -1, e, p.n_vocab);
+  const uint64_t e = p.n_embd, eq = p.n_embd_q(), ekv = p.n_embd_kv(), ff = p.n_ff, hd = p.head_dim();
+  add(tensor_name(Tensor::TOKEN_EMBD), Role::Embedding, -1, e, p.n_vocab);
+  if (p.has_rope_freqs()) add(tensor_name(Tensor::ROPE_FREQS), Role::RopeFreqs, -1, hd / 2, 0);
   for (uint32_t i = 0; i < n_layer; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
+    const int il = static_cast<int>(i);
     const int64_t l = i;
-    add(b + "attn_norm.weight", Role::Norm, l, e, 0);
-    add(b + "attn_q.weight", Role::AttnQ, l, e, e);
-    if (p.has_qkv_bias()) add(b + "attn_q.bias", Role::BiasQ, l, e, 0);
-    add(b + "attn_k.weight", Role::AttnK, l, e, ekv);
-    if (p.has_qkv_bias()) add(b + "attn_k.bias", Role::BiasK, l, ekv, 0);
-    add(b + "attn_v.weight", Role::AttnV, l, e, ekv);
-    if (p.has_qkv_bias()) add(b + "attn_v.bias", Role::BiasV, l, ekv, 0);
-    add(b + "attn_output.weight", Role::AttnOut, l, e, e);
-    add(b + "ffn_norm.weight", Role::Norm, l, e, 0);
-    add(b + "ffn_gate.weight", Role::FfnGate, l, e, ff);
-    add(b + "ffn_up.weight", Role::FfnUp, l, e, ff);
-    add(b + "ffn_down.weight", Role::FfnDown, l, ff, e);
+    auto name = [&](Tensor t, const char* suffix = "weight") { return tensor_name(t, il, suffix); };
+    add(name(Tensor::ATTN_NORM), Role::Norm, l, e, 0);
+    add(name(Tensor::ATTN_Q), Role::AttnQ, l, e, eq);
+    if (p.has_qkv_bias()) add(name(Tensor::ATTN_Q, "bias"), Role::BiasQ, l, eq, 0);
+    add(name(Tensor::ATTN_K), Role::AttnK, l, e, ekv);
+    if (p.has_qkv_bias()) add(name(Tensor::ATTN_K, "bias"), Role::BiasK, l, ekv, 0);
+    add(name(Tensor::ATTN_V), Role::AttnV, l, e, ekv);
+    if (p.has_qkv_bias()) add(name(Tensor::ATTN_V, "bias"), Role::BiasV, l, ekv, 0);
+    if (p.has_qk_norm()) {
+      add(name(Tensor::ATTN_Q_NORM), Role::Norm, l, hd, 0);
+      add(name(Tensor::ATTN_K_NORM), Role::Norm, l, hd, 0);
+    }
+    add(name(Tensor::ATTN_OUTPUT), Role::AttnOut, l, eq, e);
+    add(name(Tensor::FFN_NORM), Role::Norm, l, e, 0);
+    add(name(Tensor::FFN_GATE), Role::FfnGate, l, e, ff);
+    add(name(Tensor::FFN_UP), Role::FfnUp, l, e, ff);
+    add(name(Tensor::FFN_DOWN), Role::FfnDown, l, ff, e);
   }
-  add("output_norm.weight", Role::Norm, -1, e, 0);
-  if (has_output) add("output.weight", Role::Output, -1, e, p.n_vocab);
+  add(tensor_name(Tensor::OUTPUT_NORM), Role::Norm, -1, e, 0);
+  if (has_output) add(tensor_name(Tensor::OUTPUT), Role::Output, -1, e, p.n_vocab);
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "gguf/names.hpp"
 #include "synth/presets.hpp"
 
 namespace rocky::synth {
@@ -36,7 +37,7 @@ uint32_t llama_ftype(FileType t);              // general.file_type value
 bool use_more_bits(int64_t i_layer, int64_t n_layer);
 
 // Layer index of a "blk.<i>.…" tensor name; -1 for other names.
-int64_t layer_of(std::string_view name);
+using gguf::layer_of;
 
 // The type tensor `name` of `n_dims` dimensions with row length `ne0` gets in a `ft` file, in a
 // model of `n_layer` blocks; `has_output` = the model has its own output.weight.
@@ -44,7 +45,10 @@ DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t 
                   bool has_output);
 
 // What a tensor holds (decides the synthetic initialisation, see weights.hpp).
-enum class Role { Embedding, Output, Norm, AttnQ, AttnK, AttnV, AttnOut, BiasQ, BiasK, BiasV, FfnGate, FfnUp, FfnDown };
+enum class Role {
+  Embedding, Output, Norm, AttnQ, AttnK, AttnV, AttnOut, BiasQ, BiasK, BiasV, FfnGate, FfnUp, FfnDown,
+  RopeFreqs,  // rope_freqs.weight: computed from the preset's rope scaling (weights.hpp), not random
+};
 
 struct PlannedTensor {
   std::string name;
@@ -60,8 +64,9 @@ struct PlannedTensor {
 };
 
 // Every tensor of preset `p` with `n_layer` blocks in file order (as llama.cpp's converter writes
-// them: token_embd, the blocks, output_norm, output), with its type in an `ft` file. The qwen2
-// blocks have q/k/v biases; a tied preset has no output.weight.
+// them: token_embd, rope_freqs (Llama 3.x), the blocks, output_norm, output), with its type in an
+// `ft` file. The qwen2 blocks have q/k/v biases, the qwen3 blocks q/k norms [head_dim]; a tied
+// preset has no output.weight.
 std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileType ft);
 
 }  // namespace rocky::synth

@@ -8,8 +8,6 @@
 
 namespace rocky::synth {
 
-std::string_view arch_name(Arch a) { return a == Arch::Qwen2 ? "qwen2" : "llama"; }
-
 namespace {
 
 constexpr Preset make(std::string_view name, std::string_view display, Arch arch, uint32_t n_embd, uint32_t n_ff,
@@ -30,23 +28,51 @@ constexpr Preset make(std::string_view name, std::string_view display, Arch arch
   p.rms_eps = rms_eps;
   p.tied = tied;
   p.test_only = test_only;
+  p.vocab = arch == Arch::LLAMA ? VocabKind::SPM_LLAMA2 : VocabKind::BPE_QWEN2;
+  return p;
+}
+
+constexpr Preset qwen3(Preset p, uint32_t key_length) {
+  p.key_length = key_length;
+  return p;
+}
+
+// Llama 3.2: the Llama 3 BPE vocab and Llama 3.1 rope scaling (factor 32, low 1, high 4, 8192).
+constexpr Preset llama3(Preset p) {
+  p.vocab = VocabKind::BPE_LLAMA3;
+  p.rope_factor = 32;
+  p.rope_low_freq = 1;
+  p.rope_high_freq = 4;
+  p.rope_orig_ctx = 8192;
   return p;
 }
 
 // Numbers and sources: see presets.hpp.
 constexpr std::array k_presets = {
-    make("qwen2.5-1.5b", "Qwen2.5-1.5B (rocky synth)", Arch::Qwen2, 1536, 8960, 28, 12, 2, 151936, 32768, 1e6f,
+    make("qwen2.5-1.5b", "Qwen2.5-1.5B (rocky synth)", Arch::QWEN2, 1536, 8960, 28, 12, 2, 151936, 32768, 1e6f,
          1e-6f, true),
-    make("qwen2.5-3b", "Qwen2.5-3B (rocky synth)", Arch::Qwen2, 2048, 11008, 36, 16, 2, 151936, 32768, 1e6f, 1e-6f,
+    make("qwen2.5-3b", "Qwen2.5-3B (rocky synth)", Arch::QWEN2, 2048, 11008, 36, 16, 2, 151936, 32768, 1e6f, 1e-6f,
          true),
-    make("qwen2.5-7b", "Qwen2.5-7B (rocky synth)", Arch::Qwen2, 3584, 18944, 28, 28, 4, 152064, 32768, 1e6f, 1e-6f,
+    make("qwen2.5-7b", "Qwen2.5-7B (rocky synth)", Arch::QWEN2, 3584, 18944, 28, 28, 4, 152064, 32768, 1e6f, 1e-6f,
          false),
-    make("tinyllama-1.1b", "TinyLlama-1.1B (rocky synth)", Arch::Llama, 2048, 5632, 22, 32, 4, 32000, 2048, 1e4f,
+    make("tinyllama-1.1b", "TinyLlama-1.1B (rocky synth)", Arch::LLAMA, 2048, 5632, 22, 32, 4, 32000, 2048, 1e4f,
          1e-5f, false),
+    make("qwen2.5-0.5b", "Qwen2.5-0.5B (rocky synth)", Arch::QWEN2, 896, 4864, 24, 14, 2, 151936, 32768, 1e6f,
+         1e-6f, true),
+    qwen3(make("qwen3-1.7b", "Qwen3-1.7B (rocky synth)", Arch::QWEN3, 2048, 6144, 28, 16, 8, 151936, 40960, 1e6f,
+               1e-6f, true),
+          128),
+    qwen3(make("qwen3-4b", "Qwen3-4B (rocky synth)", Arch::QWEN3, 2560, 9728, 36, 32, 8, 151936, 40960, 1e6f, 1e-6f,
+               true),
+          128),
+    llama3(make("llama-3.2-1b", "Llama-3.2-1B (rocky synth)", Arch::LLAMA, 2048, 8192, 16, 32, 8, 128256, 131072,
+                5e5f, 1e-5f, true)),
+    llama3(make("llama-3.2-3b", "Llama-3.2-3B (rocky synth)", Arch::LLAMA, 3072, 8192, 28, 24, 8, 128256, 131072,
+                5e5f, 1e-5f, true)),
     // Test shapes: head_dim 64, n_ff not a multiple of 256 (fallback types), small vocabs.
-    make("qwen2-test", "qwen2 test shape (rocky synth)", Arch::Qwen2, 256, 320, 4, 4, 2, 1024, 4096, 1e6f, 1e-6f,
+    make("qwen2-test", "qwen2 test shape (rocky synth)", Arch::QWEN2, 256, 320, 4, 4, 2, 1024, 4096, 1e6f, 1e-6f,
          true, true),
-    make("llama-test", "llama test shape (rocky synth)", Arch::Llama, 256, 320, 4, 4, 2, 1000, 2048, 1e4f, 1e-5f,
+    make("llama-test", "llama test shape (rocky synth)", Arch::LLAMA, 256, 320, 4, 4, 2, 1000, 2048, 1e4f, 1e-5f,
          false, true),
 };
 

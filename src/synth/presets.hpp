@@ -13,6 +13,20 @@
 //   tinyllama-1.1b TinyLlama/TinyLlama-1.1B-Chat-v1.0 (LlamaForCausalLM): 2048, 5632, 22 layers,
 //                  32 / 4 heads, vocab 32000 (Llama 2 SentencePiece), max_position_embeddings 2048,
 //                  rope_theta 1e4, rms_norm_eps 1e-5, tie_word_embeddings false.
+//   qwen2.5-0.5b   Qwen/Qwen2.5-0.5B-Instruct: 896, 4864, 24 layers, 14 / 2 heads, vocab 151936,
+//                  ctx 32768, rope_theta 1e6, eps 1e-6, tied. Rows of 896 are not multiples of 256:
+//                  Q4_K_M falls back to q5_0 / q8_0 as the real files do.
+//   qwen3-1.7b     Qwen/Qwen3-1.7B (Qwen3ForCausalLM): 2048, 6144, 28 layers, 16 / 8 heads, head_dim
+//                  128, vocab 151936, max_position_embeddings 40960, rope_theta 1e6, eps 1e-6, tied.
+//   qwen3-4b       Qwen/Qwen3-4B: 2560, 9728, 36 layers, 32 / 8 heads, head_dim 128 (32 · 128 = 4096
+//                  ≠ 2560), vocab 151936, ctx 40960, rope_theta 1e6, eps 1e-6, tied.
+//   llama-3.2-1b   meta-llama/Llama-3.2-1B-Instruct: 2048, 8192, 16 layers, 32 / 8 heads (head_dim
+//                  64), vocab 128256, ctx 131072, rope_theta 500000, eps 1e-5, tied; rope_scaling
+//                  llama3 (factor 32, low_freq_factor 1, high_freq_factor 4,
+//                  original_max_position_embeddings 8192) → rope_freqs.weight [32].
+//   llama-3.2-3b   meta-llama/Llama-3.2-3B-Instruct: 3072, 8192, 28 layers, 24 / 8 heads (head_dim
+//                  128), vocab 128256, ctx 131072, rope_theta 500000, eps 1e-5, tied, rope_scaling as
+//                  1B → rope_freqs.weight [64].
 // Test presets (not real models; small, for CI): qwen2-test, llama-test. Their n_ff is not a
 // multiple of 256, so the quantizer's fallback types (q5_0, q8_0) are exercised too.
 #pragma once
@@ -22,15 +36,24 @@
 #include <string>
 #include <string_view>
 
+#include "gguf/names.hpp"
+
 namespace rocky::synth {
 
-enum class Arch { Qwen2, Llama };
-std::string_view arch_name(Arch a);  // GGUF general.architecture: "qwen2", "llama"
+using gguf::Arch;
+using gguf::arch_name;  // GGUF general.architecture: "qwen2", "llama", "qwen3"
+
+// The tokenizer a preset's file carries (vocab_gen.hpp).
+enum class VocabKind {
+  SPM_LLAMA2,  // SentencePiece (tokenizer.ggml.model "llama")
+  BPE_QWEN2,   // byte-level BPE, pre "qwen2", Qwen's added tokens
+  BPE_LLAMA3,  // byte-level BPE, pre "llama-bpe", Llama 3's 256 special tokens
+};
 
 struct Preset {
   std::string_view name;     // e.g. "qwen2.5-3b"
   std::string_view display;  // general.name, e.g. "Qwen2.5-3B (rocky synth)"
-  Arch arch = Arch::Qwen2;
+  Arch arch = Arch::QWEN2;
   uint32_t n_embd = 0;     // hidden size (<arch>.embedding_length)
   uint32_t n_ff = 0;       // FFN inner size (<arch>.feed_forward_length)
   uint32_t n_layer = 0;    // <arch>.block_count
@@ -42,10 +65,19 @@ struct Preset {
   float rms_eps = 0;       // <arch>.attention.layer_norm_rms_epsilon
   bool tied = false;       // true: no output.weight, the LM head is token_embd
   bool test_only = false;  // a small made-up shape for tests
+  uint32_t key_length = 0;   // <arch>.attention.key_length (head_dim); 0: n_embd / n_head
+  VocabKind vocab = VocabKind::BPE_QWEN2;
+  // Llama 3.1 rope scaling (written as rope_freqs.weight, as llama.cpp's converter does); factor
+  // 0 = none.
+  float rope_factor = 0, rope_low_freq = 1, rope_high_freq = 4;
+  uint32_t rope_orig_ctx = 8192;
 
-  uint32_t head_dim() const { return n_embd / n_head; }
+  uint32_t head_dim() const { return key_length ? key_length : n_embd / n_head; }
+  uint32_t n_embd_q() const { return head_dim() * n_head; }
   uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
-  bool has_qkv_bias() const { return arch == Arch::Qwen2; }
+  bool has_qkv_bias() const { return arch == Arch::QWEN2; }
+  bool has_qk_norm() const { return arch == Arch::QWEN3; }
+  bool has_rope_freqs() const { return rope_factor > 0; }
 };
 
 // All presets, real ones first.

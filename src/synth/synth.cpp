@@ -1,11 +1,13 @@
 #include "synth/synth.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
 #include "gguf/gguf.hpp"
+#include "gguf/names.hpp"
 #include "quant/quant.hpp"
 #include "synth/stream_writer.hpp"
 #include "synth/weights.hpp"
@@ -22,23 +24,29 @@ bool is_quantized(FileType ft) { return ft == FileType::Q8_0 || ft == FileType::
 void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, FileType ft, uint64_t seed,
                         const GeneratedVocab& v) {
   const std::string a(arch_name(p.arch));
-  w.set_string("general.architecture", a);
-  w.set_string("general.type", "model");
-  w.set_string("general.name", p.display);
-  w.set_u32(a + ".block_count", n_layer);
-  w.set_u32(a + ".context_length", p.n_ctx);
-  w.set_u32(a + ".embedding_length", p.n_embd);
-  w.set_u32(a + ".feed_forward_length", p.n_ff);
-  w.set_u32(a + ".attention.head_count", p.n_head);
-  w.set_u32(a + ".attention.head_count_kv", p.n_head_kv);
-  w.set_f32(a + ".rope.freq_base", p.rope_base);
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
-  if (p.arch == Arch::Llama) {
-    w.set_u32(a + ".vocab_size", p.n_vocab);
-    w.set_u32(a + ".rope.dimension_count", p.head_dim());
+  auto key = [&](gguf::Key k) { return gguf::arch_key(a, k); };
+  using gguf::Key;
+  w.set_string(gguf::k_general_architecture, a);
+  w.set_string(gguf::k_general_type, "model");
+  w.set_string(gguf::k_general_name, p.display);
+  w.set_u32(key(Key::BLOCK_COUNT), n_layer);
+  w.set_u32(key(Key::CONTEXT_LENGTH), p.n_ctx);
+  w.set_u32(key(Key::EMBEDDING_LENGTH), p.n_embd);
+  w.set_u32(key(Key::FEED_FORWARD_LENGTH), p.n_ff);
+  w.set_u32(key(Key::HEAD_COUNT), p.n_head);
+  w.set_u32(key(Key::HEAD_COUNT_KV), p.n_head_kv);
+  if (p.key_length != 0) {  // qwen3: head_dim · n_head ≠ n_embd
+    w.set_u32(key(Key::KEY_LENGTH), p.key_length);
+    w.set_u32(key(Key::VALUE_LENGTH), p.key_length);
   }
-  w.set_u32("general.file_type", llama_ftype(ft));
-  if (is_quantized(ft)) w.set_u32("general.quantization_version", k_quantization_version);
+  w.set_f32(key(Key::ROPE_FREQ_BASE), p.rope_base);
+  w.set_f32(key(Key::RMS_EPS), p.rms_eps);
+  if (p.arch == Arch::LLAMA) {
+    w.set_u32(key(Key::VOCAB_SIZE), p.n_vocab);
+    w.set_u32(key(Key::ROPE_DIMENSION_COUNT), p.head_dim());
+  }
+  w.set_u32(gguf::k_general_file_type, llama_ftype(ft));
+  if (is_quantized(ft)) w.set_u32(gguf::k_general_quantization_version, k_quantization_version);
   w.set_string("rocky.synth.preset", p.name);
   w.set_u64("rocky.synth.seed", seed);
 
@@ -82,8 +90,11 @@ WriteSummary synth_model(const SynthOptions& o) {
   std::vector<StreamTensor> st;
   std::vector<InitSpec> spec;
   std::vector<uint64_t> hash;
+  std::vector<uint8_t> computed;  // rows that are not random (rope_freqs)
+  const std::vector<float> rope_factors = rope_freq_factors(p);
   WriteSummary s;
   for (const PlannedTensor& t : plan) {
+    computed.push_back(t.role == Role::RopeFreqs);
     st.push_back(StreamTensor{t.name, t.type, t.n_dims, t.ne});
     spec.push_back(init_spec(p, n_layer, t.role));
     hash.push_back(name_hash(t.name));
@@ -95,7 +106,12 @@ WriteSummary synth_model(const SynthOptions& o) {
     const uint64_t n = st[k].ne[0], rb = row_bytes(st[k].type, n);
     std::vector<float> row(n);
     for (uint64_t r = r0; r < r1; ++r) {
-      fill_row(o.seed, hash[k], r, spec[k], row.data(), n);
+      if (computed[k]) {
+        if (rope_factors.size() != n) fail("synth: rope_freqs has {} values, the plan {}", rope_factors.size(), n);
+        std::copy(rope_factors.begin(), rope_factors.end(), row.begin());
+      } else {
+        fill_row(o.seed, hash[k], r, spec[k], row.data(), n);
+      }
       quant::quantize_row(st[k].type, row.data(), dst + (r - r0) * rb, static_cast<int64_t>(n));
     }
   };
@@ -107,19 +123,19 @@ WriteSummary synth_model(const SynthOptions& o) {
 WriteSummary quantize_model(const QuantizeOptions& o) {
   const auto in = gguf::GgufFile::open(o.in);
   const std::string arch(in.architecture());
-  const auto n_layer = in.get_uint(arch + ".block_count");
-  if (!n_layer) fail("{}: missing key '{}.block_count'", o.in, arch);
+  const auto n_layer = in.get_uint(gguf::arch_key(arch, gguf::Key::BLOCK_COUNT));
+  if (!n_layer) fail("{}: missing key '{}'", o.in, gguf::arch_key(arch, gguf::Key::BLOCK_COUNT));
   bool has_output = false;
   for (const auto& t : in.tensors()) {
     if (t.type != DType::F32 && t.type != DType::F16 && t.type != DType::BF16)
       fail("{}: tensor '{}' is already {}: rocky quantize needs an F32, F16 or BF16 model", o.in, t.name,
            dtype_name(t.type));
-    if (t.name == "output.weight") has_output = true;
+    if (t.name == gguf::tensor_name(gguf::Tensor::OUTPUT)) has_output = true;
   }
   gguf::Writer w;
   for (const auto& [key, value] : in.metadata()) w.set(key, value);
-  w.set_u32("general.file_type", llama_ftype(o.type));
-  if (is_quantized(o.type)) w.set_u32("general.quantization_version", k_quantization_version);
+  w.set_u32(gguf::k_general_file_type, llama_ftype(o.type));
+  if (is_quantized(o.type)) w.set_u32(gguf::k_general_quantization_version, k_quantization_version);
 
   std::vector<StreamTensor> st;
   WriteSummary s;

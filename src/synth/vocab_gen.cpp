@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "core/error.hpp"
 #include "synth/rng.hpp"
@@ -93,22 +94,13 @@ void grow_pieces(std::vector<std::string>& tokens, std::unordered_set<std::strin
   }
 }
 
-GeneratedVocab make_bpe(const Preset& p) {
-  static constexpr std::array<std::pair<std::string_view, int32_t>, 22> k_added = {{
-      {"<|endoftext|>", k_control},     {"<|im_start|>", k_control},      {"<|im_end|>", k_control},
-      {"<|object_ref_start|>", k_control}, {"<|object_ref_end|>", k_control}, {"<|box_start|>", k_control},
-      {"<|box_end|>", k_control},       {"<|quad_start|>", k_control},    {"<|quad_end|>", k_control},
-      {"<|vision_start|>", k_control},  {"<|vision_end|>", k_control},    {"<|vision_pad|>", k_control},
-      {"<|image_pad|>", k_control},     {"<|video_pad|>", k_control},     {"<tool_call>", k_user_defined},
-      {"</tool_call>", k_user_defined}, {"<|fim_prefix|>", k_user_defined}, {"<|fim_middle|>", k_user_defined},
-      {"<|fim_suffix|>", k_user_defined}, {"<|fim_pad|>", k_user_defined}, {"<|repo_name|>", k_user_defined},
-      {"<|file_sep|>", k_user_defined},
-  }};
+// Byte-level BPE: the 256 byte tokens, `n_text` − 256 merged tokens, then `added`, then
+// "[PAD<id>]" fillers up to n_vocab.
+GeneratedVocab make_bpe_tokens(size_t n_vocab, size_t n_text, std::string_view pre,
+                               const std::vector<std::pair<std::string, int32_t>>& added) {
   GeneratedVocab v;
   v.model = "gpt2";
-  v.pre = "qwen2";
-  const size_t n_vocab = p.n_vocab;
-  const size_t n_text = std::min<size_t>(151643, n_vocab - k_added.size());
+  v.pre = std::string(pre);
   std::array<std::string, 256> unit;
   for (int b = 0; b < 256; ++b) append_utf8(unit[static_cast<size_t>(b)], gpt2_byte_to_cp(static_cast<uint8_t>(b)));
   std::unordered_set<std::string> seen;
@@ -128,14 +120,33 @@ GeneratedVocab make_bpe(const Preset& p) {
                 }
               });
   v.types.assign(n_text, k_normal);
-  for (const auto& [text, type] : k_added) {
-    v.tokens.emplace_back(text);
+  for (const auto& [text, type] : added) {
+    v.tokens.push_back(text);
     v.types.push_back(type);
   }
   while (v.tokens.size() < n_vocab) {
     v.tokens.push_back("[PAD" + std::to_string(v.tokens.size()) + "]");
     v.types.push_back(k_unused);
   }
+  return v;
+}
+
+GeneratedVocab make_bpe(const Preset& p) {
+  static constexpr std::array<std::pair<std::string_view, int32_t>, 22> k_added = {{
+      {"<|endoftext|>", k_control},     {"<|im_start|>", k_control},      {"<|im_end|>", k_control},
+      {"<|object_ref_start|>", k_control}, {"<|object_ref_end|>", k_control}, {"<|box_start|>", k_control},
+      {"<|box_end|>", k_control},       {"<|quad_start|>", k_control},    {"<|quad_end|>", k_control},
+      {"<|vision_start|>", k_control},  {"<|vision_end|>", k_control},    {"<|vision_pad|>", k_control},
+      {"<|image_pad|>", k_control},     {"<|video_pad|>", k_control},     {"<tool_call>", k_user_defined},
+      {"</tool_call>", k_user_defined}, {"<|fim_prefix|>", k_user_defined}, {"<|fim_middle|>", k_user_defined},
+      {"<|fim_suffix|>", k_user_defined}, {"<|fim_pad|>", k_user_defined}, {"<|repo_name|>", k_user_defined},
+      {"<|file_sep|>", k_user_defined},
+  }};
+  const size_t n_vocab = p.n_vocab;
+  const size_t n_text = std::min<size_t>(151643, n_vocab - k_added.size());
+  std::vector<std::pair<std::string, int32_t>> added;
+  for (const auto& [text, type] : k_added) added.emplace_back(std::string(text), type);
+  GeneratedVocab v = make_bpe_tokens(n_vocab, n_text, "qwen2", added);
   v.bos = static_cast<int32_t>(n_text);      // <|endoftext|>
   v.eos = static_cast<int32_t>(n_text + 2);  // <|im_end|>
   v.pad = static_cast<int32_t>(n_text);
@@ -143,6 +154,33 @@ GeneratedVocab make_bpe(const Preset& p) {
   v.chat_template =
       "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
       "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  return v;
+}
+
+// Llama 3: 128,000 ranked tokens (fewer when n_vocab is cut), then the 256 special tokens in Meta's
+// order (all CONTROL): <|begin_of_text|>, <|end_of_text|>, <|reserved_special_token_0|>,
+// <|reserved_special_token_1|>, <|finetune_right_pad_id|>, <|reserved_special_token_2|>,
+// <|start_header_id|>, <|end_header_id|>, <|eom_id|>, <|eot_id|>, <|python_tag|>, then
+// <|reserved_special_token_3|> … <|reserved_special_token_247|>. BOS <|begin_of_text|> added;
+// EOS <|eot_id|> (the Instruct models' end of turn).
+GeneratedVocab make_bpe_llama3(const Preset& p) {
+  std::vector<std::pair<std::string, int32_t>> added;
+  for (const char* t : {"<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                        "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+                        "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"}) {
+    added.emplace_back(t, k_control);
+  }
+  for (int k = 3; added.size() < 256; ++k) added.emplace_back(fmt::format("<|reserved_special_token_{}|>", k), k_control);
+  const size_t n_vocab = p.n_vocab;
+  const size_t n_text = std::min<size_t>(128000, n_vocab - added.size());
+  GeneratedVocab v = make_bpe_tokens(n_vocab, n_text, "llama-bpe", added);
+  v.bos = static_cast<int32_t>(n_text);      // <|begin_of_text|>
+  v.eos = static_cast<int32_t>(n_text + 9);  // <|eot_id|>
+  v.add_bos = true;
+  v.chat_template =
+      "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+      "'<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+      "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
   return v;
 }
 
@@ -196,7 +234,12 @@ uint32_t gpt2_byte_to_cp(uint8_t b) {
 
 GeneratedVocab generate_vocab(const Preset& p) {
   if (p.n_vocab < 512) fail("preset {}: vocab size {} is too small (need at least 512)", p.name, p.n_vocab);
-  return p.arch == Arch::Qwen2 ? make_bpe(p) : make_spm(p);
+  switch (p.vocab) {
+    case VocabKind::BPE_QWEN2: return make_bpe(p);
+    case VocabKind::BPE_LLAMA3: return make_bpe_llama3(p);
+    case VocabKind::SPM_LLAMA2: break;
+  }
+  return make_spm(p);
 }
 
 }  // namespace rocky::synth

@@ -26,8 +26,33 @@ InitSpec init_spec(const Preset& p, uint32_t n_layer, Role role) {
     case Role::BiasV: return InitSpec{0.0f, 0.2f, false};
     case Role::AttnOut: return s(sigma_e * std::sqrt(4.0 / (l * e)));
     case Role::FfnDown: return s(sigma_e * std::sqrt(24.0 / l) / (k_rho_f * std::sqrt(f)));
+    case Role::RopeFreqs: return InitSpec{1.0f, 0.0f, false};  // not used: rope_freq_factors
   }
   return s(0.0);
+}
+
+std::vector<float> rope_freq_factors(const Preset& p) {
+  std::vector<float> out;
+  if (!p.has_rope_freqs()) return out;
+  constexpr double k_pi = 3.14159265358979323846;
+  const double dim = p.head_dim(), orig = p.rope_orig_ctx;
+  const double low_wavelen = orig / p.rope_low_freq, high_wavelen = orig / p.rope_high_freq;
+  for (uint32_t i = 0; i < p.head_dim() / 2; ++i) {
+    // The converter computes the frequencies in f32 (torch.float32) and the rest in Python floats.
+    const float freq = static_cast<float>(1.0 / std::pow(static_cast<double>(p.rope_base), 2.0 * i / dim));
+    const double wavelen = 2 * k_pi / static_cast<double>(freq);
+    double v;
+    if (wavelen < high_wavelen) {
+      v = 1.0;
+    } else if (wavelen > low_wavelen) {
+      v = p.rope_factor;
+    } else {
+      const double smooth = (orig / wavelen - p.rope_low_freq) / (p.rope_high_freq - p.rope_low_freq);
+      v = 1.0 / ((1.0 - smooth) / p.rope_factor + smooth);
+    }
+    out.push_back(static_cast<float>(v));
+  }
+  return out;
 }
 
 uint64_t name_hash(std::string_view name) {

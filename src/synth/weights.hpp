@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "synth/plan.hpp"
 #include "synth/presets.hpp"
@@ -54,6 +55,13 @@ InitSpec init_spec(const Preset& p, uint32_t n_layer, Role role);
 
 // FNV-1a of a tensor name (the per-tensor part of the row seed).
 uint64_t name_hash(std::string_view name);
+
+// Llama 3.1 rope scaling as llama.cpp's converter writes rope_freqs.weight (convert_hf_to_gguf.py,
+// LlamaModel): for each of the head_dim/2 frequencies f_i = base^(-2i/head_dim), wavelength
+// λ = 2π/f_i: 1 when λ < orig_ctx/high_freq, factor when λ > orig_ctx/low_freq, else
+// 1 / ((1 − s)/factor + s) with s = (orig_ctx/λ − low_freq) / (high_freq − low_freq). Empty when
+// the preset has no rope scaling.
+std::vector<float> rope_freq_factors(const Preset& p);
 
 // Row `row` (ne0 = n floats) of the tensor named by `name_h` under `seed`. Grid rows need n % 32 == 0
 // (all preset shapes); other lengths get plain Gaussian values.

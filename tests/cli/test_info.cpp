@@ -128,6 +128,30 @@ TEST(CliInfo, ArchitectureSummaryAndTable) {
   EXPECT_EQ(q["architecture"]["n_head_kv"], 2);
 }
 
+// rocky info prints the architecture's special features (q/k norm, rope scaling, bias, tied output)
+// when rocky runs the file, and the loader's reason when it does not.
+TEST(CliInfo, SpecialFeatures) {
+  json q3 = info_json(shared_path("reference/models/synth/synth-qwen3-q4_k_m.gguf"));
+  ASSERT_TRUE(q3["architecture"]["rocky_runs"].get<bool>()) << q3["architecture"]["refused"];
+  const std::string f3 = q3["architecture"]["features"];
+  EXPECT_NE(f3.find("q/k RMSNorm per head"), std::string::npos) << f3;
+  EXPECT_NE(f3.find("head_dim·n_head = 512 ≠ n_embd 256"), std::string::npos) << f3;
+  EXPECT_NE(f3.find("tied output"), std::string::npos) << f3;
+  json l3 = info_json(shared_path("reference/models/synth/synth-llama3-q4_k_m.gguf"));
+  const std::string fl = l3["architecture"]["features"];
+  EXPECT_NE(fl.find("rope scaling: rope_freqs factors [32]"), std::string::npos) << fl;
+  EXPECT_NE(fl.find("untied output"), std::string::npos) << fl;
+  EXPECT_NE(fl.find("GQA 4:1"), std::string::npos) << fl;
+  json q2 = info_json(shared_path("reference/models/synth/synth-qwen2-q4_k_m.gguf"));
+  EXPECT_NE(q2["architecture"]["features"].get<std::string>().find("q/k/v bias"), std::string::npos);
+  RunResult t = run_rocky({"info", shared_path("reference/models/synth/synth-qwen3-q4_k_m.gguf")});
+  EXPECT_NE(t.out.find("  features: rope neox, q/k RMSNorm per head"), std::string::npos) << t.out;
+  // A file rocky refuses says why (qwen35 is not an architecture rocky computes).
+  json q35 = info_json(shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));
+  EXPECT_FALSE(q35["architecture"]["rocky_runs"].get<bool>());
+  EXPECT_NE(q35["architecture"]["refused"].get<std::string>().find("unsupported architecture 'qwen35'"), std::string::npos);
+}
+
 TEST(CliInfo, VocabOnlyFilesLoad) {
   for (const char* v : {"reference/vocab/ggml-vocab-llama-spm.gguf", "reference/vocab/ggml-vocab-qwen2-rebuilt.gguf"}) {
     SCOPED_TRACE(v);

@@ -79,6 +79,23 @@ inline const std::vector<TightCase> k_teacher_forced = {
     {"synth-llama-q8_0", "synth-llama-q8_0.gguf"},
 };
 
+// Turn-2 models (reference/README.md "Turn-2 labels"): the quantized file against its tight
+// dequant-f32 ideal label (rel ≤ 1e-3 on the CPU), and against its loose quantized label (≤ 0.45
+// absolute at the last position).
+struct Turn2Case {
+  const char* ideal;  // tight label
+  const char* quant;  // loose label
+  const char* model;
+};
+inline const std::vector<Turn2Case> k_turn2 = {
+    {"synth-qwen3-q4_k_m-dequant-f32__kvf32_faoff", "synth-qwen3-q4_k_m__kvf32_faoff", "synth-qwen3-q4_k_m.gguf"},
+    {"synth-llama3-q4_k_m-dequant-f32__kvf32_faoff", "synth-llama3-q4_k_m__kvf32_faoff", "synth-llama3-q4_k_m.gguf"},
+    {"synth-qwen2-0.5b-shape-q4_k_m-dequant-f32__kvf32_faoff", "synth-qwen2-0.5b-shape-q4_k_m__kvf32_faoff",
+     "synth-qwen2-0.5b-shape-q4_k_m.gguf"},
+    {"synth-llama-q5_k_m-dequant-f32__kvf32_faoff", "synth-llama-q5_k_m__kvf32_faoff", "synth-llama-q5_k_m.gguf"},
+};
+inline constexpr double k_turn2_loose_abs = 0.45;
+
 // Every prompt position of every prompt against `<prompt>.cpu.all_logits.f32` (stories260K labels).
 inline void check_all_positions(const TightCase& c, double tol_rel, const BackendSpec& b = cpu_spec()) {
   auto m = model::Model::load(model_path(c.model));

@@ -25,6 +25,16 @@ TEST(Reference, LooseLabelsQuant) {
   for (const auto& c : k_loose_abs) check_last(c, 0, 0.35);
 }
 
+// Turn-2 models (qwen3, llama 3 with rope_freqs, qwen2 at 0.5B widths with q5_0/q8_0, q5_K):
+// tight against the ideal labels with teacher forcing, loose against the quantized labels.
+TEST(Reference, Turn2TightAndTeacherForcing) {
+  for (const auto& c : k_turn2) teacher_force({c.ideal, c.model}, cpu_spec(), 1e-2f, 1e-3, 0);
+}
+
+TEST(Reference, Turn2LooseLabels) {
+  for (const auto& c : k_turn2) check_last({c.quant, c.model}, 0, k_turn2_loose_abs);
+}
+
 TEST(Reference, TeacherForcingRandomModels) {
   for (const auto& c : k_teacher_forced) teacher_force(c);
 }

@@ -135,7 +135,7 @@ inline ForwardResult forward(const Preset& p, uint32_t n_layer, const WeightSour
                              const std::vector<uint32_t>& tokens, bool all_logits = false) {
   const uint32_t T = static_cast<uint32_t>(tokens.size()), E = p.n_embd, d = p.head_dim();
   const uint32_t group = p.n_head / p.n_head_kv;
-  const bool neox = p.arch == Arch::Qwen2;
+  const bool neox = p.arch == Arch::QWEN2;
   std::vector<Vec> x;
   for (uint32_t tok : tokens) {
     const auto r = w.row("token_embd.weight", tok);

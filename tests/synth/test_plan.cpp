@@ -97,12 +97,56 @@ TEST(SynthPlan, PresetsHaveRealShapes) {
   EXPECT_EQ(plan7.front().type, DType::Q4_K);  // token_embd is not the LM head when untied
   EXPECT_NEAR(static_cast<double>(totals(plan7).params) / 1e9, 7.62, 0.01);
   const Preset& tl = find_preset("tinyllama-1.1b");
-  EXPECT_EQ(tl.arch, Arch::Llama);
+  EXPECT_EQ(tl.arch, Arch::LLAMA);
   const auto plantl = tensor_plan(tl, tl.n_layer, FileType::F16);
   EXPECT_EQ(plantl.size(), 2u + 9u * 22u + 1u);  // no biases
   EXPECT_NEAR(static_cast<double>(totals(plantl).params) / 1e9, 1.100, 0.001);
   EXPECT_NEAR(static_cast<double>(totals(tensor_plan(q15, 28, FileType::F32)).params) / 1e9, 1.544, 0.001);
   EXPECT_THROW(find_preset("qwen9"), Error);
+}
+
+// [N6] presets: qwen3 (head_dim 128 · n_head ≠ n_embd, q/k norms, no biases), Llama 3.2 (tied,
+// rope_freqs [head_dim/2]), Qwen2.5-0.5B (896-wide rows: Q4_K_M fallbacks). Parameter counts as
+// published (Qwen3-1.7B 1.72 B, Qwen3-4B 4.02 B, Llama-3.2-1B 1.24 B, -3B 3.21 B, Qwen2.5-0.5B 0.494 B).
+TEST(SynthPlan, N6PresetsHaveRealShapes) {
+  struct Want {
+    const char* name;
+    double params_b;
+  };
+  for (const Want& w : {Want{"qwen3-1.7b", 1.721}, Want{"qwen3-4b", 4.022}, Want{"llama-3.2-1b", 1.236},
+                        Want{"llama-3.2-3b", 3.213}, Want{"qwen2.5-0.5b", 0.494}}) {
+    SCOPED_TRACE(w.name);
+    const Preset& p = find_preset(w.name);
+    const auto plan = tensor_plan(p, p.n_layer, FileType::Q4_K_M);
+    EXPECT_NEAR(static_cast<double>(totals(plan).params) / 1e9, w.params_b, 0.002);
+    EXPECT_TRUE(p.tied);
+    for (const auto& t : plan) EXPECT_NE(t.name, "output.weight");
+  }
+  const Preset& q4 = find_preset("qwen3-4b");
+  EXPECT_EQ(q4.arch, Arch::QWEN3);
+  EXPECT_EQ(q4.head_dim(), 128u);
+  EXPECT_EQ(q4.n_embd_q(), 4096u);
+  const auto plan = tensor_plan(q4, 2, FileType::Q4_K_M);
+  std::map<std::string, PlannedTensor> by;
+  for (const auto& t : plan) by[t.name] = t;
+  EXPECT_EQ(by.at("blk.1.attn_q.weight").ne[0], 2560u);
+  EXPECT_EQ(by.at("blk.1.attn_q.weight").ne[1], 4096u);
+  EXPECT_EQ(by.at("blk.1.attn_output.weight").ne[0], 4096u);
+  EXPECT_EQ(by.at("blk.1.attn_output.weight").ne[1], 2560u);
+  EXPECT_EQ(by.at("blk.1.attn_q_norm.weight").ne[0], 128u);
+  EXPECT_EQ(by.at("blk.0.attn_k_norm.weight").type, DType::F32);
+  EXPECT_EQ(by.count("blk.0.attn_q.bias"), 0u);
+  const Preset& l1 = find_preset("llama-3.2-1b");
+  EXPECT_EQ(l1.vocab, VocabKind::BPE_LLAMA3);
+  const auto pl = tensor_plan(l1, 2, FileType::Q4_K_M);
+  ASSERT_EQ(pl[1].name, "rope_freqs.weight");
+  EXPECT_EQ(pl[1].ne[0], 32u);
+  EXPECT_EQ(pl[1].type, DType::F32);
+  EXPECT_EQ(pl[0].type, DType::Q6_K);  // the tied LM head
+  const auto p05 = tensor_plan(find_preset("qwen2.5-0.5b"), 2, FileType::Q4_K_M);
+  EXPECT_EQ(p05[0].type, DType::Q8_0);  // tied LM head: q6_K → q8_0 (896 % 256 ≠ 0)
+  EXPECT_EQ(p05[2].name, "blk.0.attn_q.weight");
+  EXPECT_EQ(p05[2].type, DType::Q5_0);  // q4_K → q5_0
 }
 
 // llama.cpp's use_more_bits written out for n = 36 from anchors.md, and checked for other n

@@ -331,6 +331,52 @@ TEST(SynthTokenizer, LlamaSpmRoundTrip) {
   EXPECT_LT(tok.tokenize(en, false, false).size(), en.size() * 6 / 10);
 }
 
+// Llama 3's BPE (pre llama-bpe, 256 specials after the ranked tokens, <|eot_id|> as EOS, BOS added).
+TEST(SynthTokenizer, Llama3BpeRoundTrip) {
+  for (const char* preset : {"llama-3.2-1b"}) {
+    SCOPED_TRACE(preset);
+    const auto tok = tok::Tokenizer::load(vocab_file(preset));
+    EXPECT_EQ(tok.vocab().size(), 128256u);
+    EXPECT_EQ(tok.vocab().type(), tok::VocabType::Bpe);
+    EXPECT_EQ(tok.vocab().pre_type(), tok::PreType::Llama3);
+    EXPECT_EQ(tok.vocab().bos(), 128000);
+    EXPECT_EQ(tok.vocab().eos(), 128009);
+    EXPECT_EQ(tok.vocab().token(128009).text, "<|eot_id|>");
+    EXPECT_EQ(tok.vocab().token(128255).text, "<|reserved_special_token_247|>");
+    for (const char* text : k_texts) {
+      const auto ids = tok.tokenize(text, false, true);
+      for (auto id : ids) ASSERT_TRUE(tok.vocab().valid(id));
+      EXPECT_EQ(tok.detokenize(ids, false, true), text);
+    }
+    EXPECT_EQ(tok.tokenize("hi", true, true).front(), 128000);
+    const auto ids = tok.tokenize("<|start_header_id|>user<|end_header_id|>hi<|eot_id|>", false, true);
+    ASSERT_GE(ids.size(), 4u);
+    EXPECT_EQ(ids.front(), 128006);
+    EXPECT_EQ(ids.back(), 128009);
+  }
+}
+
+// rope_freqs.weight as llama.cpp's converter computes it: the synth-llama3 reference file's tensor
+// (head_dim 64, base 500000, factor 32, low 1, high 4, original context 8192; reference/README.md).
+TEST(SynthFiles, RopeFreqFactorsMatchLlamaCppConverter) {
+  const auto f = GgufFile::open(rocky::test::shared_path("reference/models/synth/synth-llama3-q4_k_m.gguf"));
+  const auto* t = f.find_tensor("rope_freqs.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, DType::F32);
+  Preset p = find_preset("llama-3.2-1b");  // head_dim 64, base 5e5, llama3 scaling factor 32
+  const std::vector<float> got = rope_freq_factors(p);
+  ASSERT_EQ(got.size(), t->n_elements);
+  for (size_t i = 0; i < got.size(); ++i) {
+    float want;
+    std::memcpy(&want, t->data + 4 * i, 4);
+    EXPECT_NEAR(got[i], want, 1e-6 * want) << i;
+  }
+  EXPECT_EQ(got.front(), 1.0f);
+  EXPECT_EQ(got.back(), 32.0f);
+  p.rope_factor = 0;
+  EXPECT_TRUE(rope_freq_factors(p).empty());
+}
+
 // The commands: exit codes (0 ok, 1 bad input, 2 usage) and type names in any case.
 namespace {
 int run_rocky(const std::string& args) {

@@ -58,5 +58,7 @@ void check_pairs(const std::string& name) {
 
 TEST(VocabPairs, LlamaSpm) { check_pairs("ggml-vocab-llama-spm.gguf"); }
 TEST(VocabPairs, Qwen2Rebuilt) { check_pairs("ggml-vocab-qwen2-rebuilt.gguf"); }
+// Llama 3 byte-level BPE (pre "llama-bpe"), rebuilt from Meta's tokenizer.json (reference/README.md).
+TEST(VocabPairs, LlamaBpeRebuilt) { check_pairs("ggml-vocab-llama-bpe-rebuilt.gguf"); }
 
 }  // namespace

@@ -221,6 +221,101 @@ TEST_F(VulkanOps, NormAddBiasSiluTakeColsRope) {
   }
 }
 
+// Per-head RMSNorm through views ([hd·nh, N] → [hd, nh·N] → rms_norm → back) and rope with
+// rope_freqs divisors (Llama 3.1), as qwen3 / llama 3 graphs use them; f64 references.
+TEST_F(VulkanOps, ViewsPerHeadNormAndRopeFactors) {
+  auto& be = shared_backend();
+  std::mt19937 rng(11);
+  for (int s = 0; s < 12; ++s) {
+    const int n = k_token_counts[s % 6];
+    const int32_t head_dim = 2 * std::uniform_int_distribution<int32_t>(2, 64)(rng);
+    const int32_t n_head = std::uniform_int_distribution<int32_t>(1, 6)(rng);
+    const int64_t ne0 = int64_t(head_dim) * n_head;
+    const int32_t n_rot = s % 3 == 0 ? 2 * std::uniform_int_distribution<int32_t>(1, head_dim / 2)(rng) : head_dim;
+    const bool neox = s % 2 == 1;
+    const int32_t n_past = std::uniform_int_distribution<int32_t>(0, 500)(rng);
+    const float base = 5e5f;
+    auto ea = make_weight(DType::F32, ne0, 41, rng, "a");
+    auto wn = make_weight(DType::F32, head_dim, 1, rng, "head norm");
+    // Divisors in [1, 32], as Llama 3.1's (1 for high frequencies … 32 for low ones).
+    std::vector<float> ff(static_cast<size_t>(n_rot / 2));
+    for (auto& f : ff) f = std::uniform_real_distribution<float>(1.0f, 32.0f)(rng);
+    HostWeight fw;
+    fw.info.name = "rope_freqs.weight";
+    fw.info.type = DType::F32;
+    fw.info.n_dims = 1;
+    fw.info.ne = {ff.size(), 1, 1, 1};
+    fw.info.n_elements = ff.size();
+    fw.info.n_bytes = ff.size() * 4;
+    fw.info.data = reinterpret_cast<const uint8_t*>(ff.data());
+    Graph g;
+    g.n_tokens = n;
+    g.n_past = n_past;
+    const int32_t a = g.add(get_rows_node(*ea, n, "a"));
+    auto view = [&](int32_t src, int64_t v0, int64_t v1, const char* name) {  // as Graph::view builds it
+      Node v;
+      v.op = Op::VIEW;
+      v.name = name;
+      v.ne0 = v0;
+      v.ne1 = v1;
+      v.src = {src, -1, -1};
+      return g.add(v);
+    };
+    const int32_t heads = view(a, head_dim, int64_t(n_head) * n, "a_heads");
+    Node nn;
+    nn.op = Op::RMS_NORM;
+    nn.name = "head_norm";
+    nn.ne0 = head_dim;
+    nn.ne1 = int64_t(n_head) * n;
+    nn.src = {heads, -1, -1};
+    nn.weight = &wn->info;
+    nn.eps = 1e-6f;
+    const int32_t normed = g.add(nn);
+    const int32_t cols = view(normed, ne0, n, "normed_cols");
+    Node nr;
+    nr.op = Op::ROPE;
+    nr.name = "rope";
+    nr.ne0 = ne0;
+    nr.ne1 = n;
+    nr.src = {cols, -1, -1};
+    nr.rope = {neox ? graph::RopeMode::NEOX : graph::RopeMode::NORMAL, head_dim, n_head, n_rot, base, 1.0f};
+    nr.weight = &fw.info;
+    g.output = g.add(nr);
+    auto tok = random_tokens(rng, n, 41);
+    const gguf::TensorInfo* ws[] = {&ea->info, &wn->info, &fw.info};
+    be.load_weights(ws);
+    auto plan = own_plan(g);  // every node its own region; a view shares its source's (planner.hpp)
+    plan.offset[size_t(heads)] = plan.offset[size_t(a)];
+    plan.offset[size_t(cols)] = plan.offset[size_t(normed)];
+    std::vector<float> out(static_cast<size_t>(ne0 * n));
+    be.compute(g, plan, tok, out);
+    std::vector<double> r_norm(static_cast<size_t>(ne0 * n)), r_rope(r_norm.size());
+    for (int j = 0; j < n; ++j) {
+      for (int32_t h = 0; h < n_head; ++h) {
+        const int64_t b0 = int64_t(j) * ne0 + int64_t(h) * head_dim;
+        double ss = 0;
+        for (int32_t d = 0; d < head_dim; ++d) ss += std::pow(ea->at(tok[size_t(j)], h * head_dim + d), 2);
+        const double inv = 1.0 / std::sqrt(ss / head_dim + 1e-6);
+        for (int32_t d = 0; d < head_dim; ++d)
+          r_norm[size_t(b0 + d)] = ea->at(tok[size_t(j)], h * head_dim + d) * inv * wn->at(0, d);
+        for (int32_t d = 0; d < head_dim; ++d) r_rope[size_t(b0 + d)] = r_norm[size_t(b0 + d)];
+        for (int32_t p = 0; p < n_rot / 2; ++p) {
+          const double theta = double(n_past + j) * std::pow(double(base), -2.0 * p / n_rot) / ff[size_t(p)];
+          const int32_t i0 = neox ? p : 2 * p, i1 = neox ? p + n_rot / 2 : 2 * p + 1;
+          const double x0 = r_norm[size_t(b0 + i0)], x1 = r_norm[size_t(b0 + i1)];
+          r_rope[size_t(b0 + i0)] = x0 * std::cos(theta) - x1 * std::sin(theta);
+          r_rope[size_t(b0 + i1)] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        }
+      }
+    }
+    const std::string what = "shape " + std::to_string(s) + " head_dim=" + std::to_string(head_dim) +
+                             " n_head=" + std::to_string(n_head) + " n=" + std::to_string(n);
+    EXPECT_LE(nmse(be.read_node(g, plan, cols), r_norm), 1e-6) << "per-head rms_norm " << what;
+    EXPECT_LE(nmse(out, r_rope), 1e-6) << "rope with factors " << what << " n_past=" << n_past;
+    be.release_weights();
+  }
+}
+
 // KV_STORE + ATTENTION over two ubatches (the second sees the first's cache), f32 or f16 cache.
 void attention_shapes(bool kv_f16, int n_shapes, uint32_t seed, double tol) {
   auto& be = shared_backend(kv_f16);

@@ -121,7 +121,11 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
         add_bias(src(0), reinterpret_cast<const float*>(n.weight->data), n.ne0, n.ne1, at(p, id));
         break;
       case Op::ROPE:
-        rope(src(0), n.rope, g.n_past, n.ne1, at(p, id));
+        if (n.weight != nullptr && (n.weight->type != DType::F32 || n.weight->n_elements * 2 != uint64_t(n.rope.n_rot))) {
+          fail("cpu backend: node {}: rope factors {} must be f32 [n_rot/2 = {}]", n.name, n.weight->name, n.rope.n_rot / 2);
+        }
+        rope(src(0), n.rope, n.weight ? reinterpret_cast<const float*>(n.weight->data) : nullptr, g.n_past, n.ne1,
+             at(p, id));
         break;
       case Op::KV_STORE: {
         const Node& s = g.nodes[static_cast<size_t>(n.src[0])];
@@ -142,6 +146,8 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
         break;
       case Op::TAKE_COLS:
         std::memmove(at(p, id), src(0) + n.first_col * n.ne0, static_cast<size_t>(cnt) * sizeof(float));
+        break;
+      case Op::VIEW:  // shares its source's arena bytes (planner.hpp): nothing to compute
         break;
     }
   }

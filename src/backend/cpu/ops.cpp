@@ -84,12 +84,14 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
-void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64_t n_tok, float* out) {
+void rope(const float* x, const graph::RopeParams& p, const float* freq_factors, int64_t pos0, int64_t n_tok,
+          float* out) {
   const int64_t hd = p.head_dim, nh = p.n_head, half = p.n_rot / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     inv_freq[static_cast<size_t>(i)] =
         std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot));
+    if (freq_factors != nullptr) inv_freq[static_cast<size_t>(i)] /= static_cast<double>(freq_factors[i]);
   }
   for (int64_t j = 0; j < n_tok; ++j) {
     const double pos = static_cast<double>(pos0 + j) * static_cast<double>(p.freq_scale);

@@ -45,9 +45,14 @@ void add(const float* a, const float* b, int64_t n, float* out);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 // Rotary embedding of x viewed as [head_dim, n_head, n_tok]; token j has position pos0 + j.
 // NORMAL rotates (x[2i], x[2i+1]), NEOX rotates (x[i], x[i + n_rot/2]), i < n_rot/2, by
-// θ = pos · freq_scale · freq_base^(-2i/n_rot); dims ≥ n_rot pass through. (RoFormer, Su et al.
-// 2021; ggml_rope with ext_factor 0, attn_factor 1.)
-void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64_t n_tok, float* out);
+// θ = pos · freq_scale · freq_base^(-2i/n_rot) / freq_factors[i] (freq_factors: nullptr = all 1;
+// Llama 3.1's rope_freqs); dims ≥ n_rot pass through. (RoFormer, Su et al. 2021; ggml_rope_ext
+// with ext_factor 0, attn_factor 1.)
+void rope(const float* x, const graph::RopeParams& p, const float* freq_factors, int64_t pos0, int64_t n_tok,
+          float* out);
+inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64_t n_tok, float* out) {
+  rope(x, p, nullptr, pos0, n_tok, out);
+}
 // Causal GQA attention. q: [head_dim·n_head, n_tok]; k_cache/v_cache: [head_dim·n_head_kv, ≥ n_past
 // + n_tok] (column = position). Token j attends to positions 0..n_past + j. Query head h reads KV
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.

@@ -10,7 +10,7 @@ static_assert(sizeof(GetRowsPC) == 8 * 4);
 static_assert(sizeof(RmsNormPC) == 6 * 4);
 static_assert(sizeof(MatmulPC) == 9 * 4);
 static_assert(sizeof(BinaryPC) == 5 * 4);
-static_assert(sizeof(RopePC) == 10 * 4);
+static_assert(sizeof(RopePC) == 12 * 4);
 static_assert(sizeof(KvStorePC) == 5 * 4);
 static_assert(sizeof(AttnPC) == 11 * 4);
 static_assert(sizeof(TakeColsPC) == 5 * 4);

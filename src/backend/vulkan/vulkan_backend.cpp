@@ -348,7 +348,12 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
                       n.rope.mode == graph::RopeMode::NEOX ? abi::k_rope_neox : abi::k_rope_normal,
                       n.rope.freq_base, n.rope.freq_scale};
       if (uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) fail("graph node {}: rope shape mismatch", n.name);
-      ops::rope(env, in(0), a, node_region(g, p, id), n.name);
+      ops::Region ff;
+      if (n.weight != nullptr) {
+        if (n.weight->n_elements * 2 != uint64_t(a.n_rot)) fail("graph node {}: rope factors are not [n_rot/2]", n.name);
+        ff = be_.weight_region(n.weight);
+      }
+      ops::rope(env, in(0), a, node_region(g, p, id), n.name, ff);
       break;
     }
     case Op::KV_STORE: {
@@ -391,6 +396,9 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::TAKE_COLS:
       if (n.first_col + n.ne1 > src(0).ne1) fail("graph node {}: columns past the source", n.name);
       ops::take_cols(env, in(0), ne0, static_cast<uint32_t>(n.first_col), ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::VIEW:  // shares its source's arena bytes (graph/planner.hpp): nothing to record
+      if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1) fail("graph node {}: view changes the size", n.name);
       break;
   }
 }

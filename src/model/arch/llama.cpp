@@ -1,24 +1,14 @@
-// llama (Llama 2 / TinyStories): pre-norm decoder, normal (adjacent-pair) rope, no biases, untied
-// output (falls back to token_embd.weight when output.weight is absent, as llama.cpp does).
+// llama (Llama 2 / TinyStories / Llama 3.x): pre-norm decoder, normal (adjacent-pair) rope, no
+// biases; rope_freqs.weight divisors when present (Llama 3.1/3.2 rope scaling); untied output, or
+// tied to token_embd.weight when output.weight is absent (Llama 3.2 1B/3B), as llama.cpp does.
 #include "model/arch/arch.hpp"
 #include "model/blocks.hpp"
 
 namespace rocky::model::arch {
 
-void bind_llama(const gguf::GgufFile& f, const HParams& hp, Weights& w) {
-  w.tok_embd = bind_tensor(f, "token_embd.weight", hp.n_embd, hp.n_vocab);
-  w.output_norm = bind_tensor(f, "output_norm.weight", hp.n_embd, 0);
-  w.output = bind_tensor(f, "output.weight", hp.n_embd, hp.n_vocab, /*optional=*/true);
-  w.tied_output = w.output == nullptr;
-  if (w.tied_output) w.output = w.tok_embd;
-  for (int il = 0; il < hp.n_layer; ++il) w.layers.push_back(bind_common_layer(f, hp, il));
-}
-
-graph::Graph build_llama(const HParams& hp, const Weights& w, const UbatchSpec& u) {
-  graph::Graph g;
-  blocks::Ctx c{g, hp, u.n_tokens};
-  blocks::decoder_stack(c, w, u.logits);
-  return g;
-}
+// Registered in arch/registry.cpp (extern: the registry refers to it).
+extern const ArchInfo k_llama{Arch::LLAMA, graph::RopeMode::NORMAL, /*qkv_bias=*/false, /*qk_norm=*/false,
+                              /*rope_freqs=*/true, /*tied_output=*/false, blocks::build_decoder,
+                              "pre-norm SwiGLU decoder, normal rope, optional rope_freqs factors"};
 
 }  // namespace rocky::model::arch

@@ -121,7 +121,8 @@ struct RopeArgs {
   uint32_t head_dim, n_head, n_rot, n_tokens, n_past, mode;
   float freq_base, freq_scale;
 };
-void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label);
+// factors: the f32 [n_rot/2] frequency divisors (rope_freqs), or a null region (buf == nullptr).
+void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label, Region factors = {});
 // cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16).
 void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache, const std::string& label);
 struct AttnArgs {

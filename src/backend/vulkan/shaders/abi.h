@@ -101,6 +101,8 @@ struct RopePC {
   uint out_off;
   float freq_base;
   float freq_scale;
+  uint ff_off;  // element offset of the n_rot/2 frequency divisors (binding 2)
+  uint has_ff;  // 0: no divisors (binding 2 is a dummy and is not read)
 };
 
 // kv_store: cache[:, n_past + j] = x[:, j] (cache column stride n_embd).
