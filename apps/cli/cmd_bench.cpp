@@ -88,6 +88,8 @@ void add_bench(CLI::App& app, Runner& run) {
       ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("-n,--n-gen", o->p.n_gen, "Generated tokens (tg tests), comma-separated")
       ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("-d,--n-depth", o->p.n_depth, "KV depths: tokens in the cache before each test (llama-bench's -d), comma-separated")
+      ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
       ->delimiter(',')->check(finite_number(0))->capture_default_str();
   sub->add_option("-b,--batch-size", o->n_batch, "Accepted for llama-bench compatibility (ignored: rocky's batch is the ubatch)")

@@ -83,6 +83,7 @@ nlohmann::json row_json(const BenchRow& r) {
                         {"n_ubatch", r.n_ubatch},
                         {"n_prompt", r.n_prompt},
                         {"n_gen", r.n_gen},
+                        {"n_depth", r.n_depth},
                         {"test", r.test},
                         {"reps", r.reps},
                         {"samples_ts", r.samples_ts},
@@ -197,6 +198,9 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     if (v < 0) fail("bench: -n must be ≥ 0 (got {})", v);
   for (int32_t v : p.n_ubatch)
     if (v < 1) fail("bench: -ub must be ≥ 1 (got {})", v);
+  for (int32_t v : p.n_depth)
+    if (v < 0) fail("bench: -d must be ≥ 0 (got {})", v);
+  if (p.n_depth.empty()) fail("bench: -d needs at least one depth");
   auto model = model::Model::load(p.model);
   const auto& hp = model->hparams();
   uint64_t size = 0, n_params = 0;
@@ -206,7 +210,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   }
   const int32_t max_p = p.n_prompt.empty() ? 0 : *std::max_element(p.n_prompt.begin(), p.n_prompt.end());
   const int32_t max_n = p.n_gen.empty() ? 0 : *std::max_element(p.n_gen.begin(), p.n_gen.end());
-  const int32_t n_ctx = std::max({max_p, max_n, 1});
+  const int32_t max_d = *std::max_element(p.n_depth.begin(), p.n_depth.end());
+  const int32_t n_ctx = std::max({max_p, max_n, 1}) + max_d;
   vulkan::ops::parse_matmul_path(p.matmul, "--matmul");  // a usage error before the model loads
 
   // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
@@ -214,6 +219,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   std::uniform_int_distribution<int32_t> dist(1, std::max(1, hp.n_vocab - 1));
   std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_p, max_n)));
   for (auto& t : tokens) t = dist(rng);
+  std::vector<int32_t> depth_tokens(static_cast<size_t>(max_d));  // what the KV holds before a timed run
+  for (auto& t : depth_tokens) t = dist(rng);
 
   std::vector<BenchRow> rows;
   for (int32_t ub : p.n_ubatch) {
@@ -252,35 +259,44 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
       return prof;
     };
     std::vector<BenchRow> ub_rows;
+    // s.reset(), then the depth's tokens (untimed): the KV state a timed run starts from.
+    auto reset_to = [&](int32_t d) {
+      s.reset();
+      if (d > 0) s.eval(std::span<const int32_t>(depth_tokens.data(), static_cast<size_t>(d)));
+    };
+    auto test_name = [](std::string t, int32_t d) { return d > 0 ? fmt::format("{} @ d{}", t, d) : t; };
+    for (int32_t depth : p.n_depth)
     for (int32_t np : p.n_prompt) {
       if (np == 0) continue;
       BenchRow r = base;
       r.n_prompt = np;
-      r.test = fmt::format("pp{}", np);
+      r.n_depth = depth;
+      r.test = test_name(fmt::format("pp{}", np), depth);
       std::span<const int32_t> tok(tokens.data(), static_cast<size_t>(np));
       if (p.warmup) {  // until the device is busy ≥ k_warmup_s (GPU clocks ramp up; docs/tuning-log.md #12)
         log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
         Timer w;
         for (int i = 0; i < k_warmup_max_runs && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
-          s.reset();
+          reset_to(depth);
           s.eval(tok);
         }
       }
       std::vector<double> ns;
-      reset_timing(s);
       for (int32_t i = 0; i < p.reps; ++i) {
         log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
-        s.reset();
+        reset_to(depth);
+        if (i == 0) reset_timing(s);
         Timer t;
         s.eval(tok);
         ns.push_back(t.ns());
       }
       stats(r, ns, np);
-      r.host_ms_per_ubatch = host_split(s, ns);
+      // At a depth the untimed prefill of later repetitions would be counted too: no split then.
+      r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
       log(fmt::format("bench: ub {} {} host ms per ubatch: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
       r.matmul_path = path_used();
       const bool mmq = r.matmul_path == "mmq";
-      r.flops_per_token = flops_per_token(*model, (np + 1) / 2.0);
+      r.flops_per_token = flops_per_token(*model, depth + (np + 1) / 2.0);
       r.tflops = r.avg_ts * r.flops_per_token / 1e12;
       if (p.roofline) {
         const double peak = mmq ? p.roofline->int8_dot_tops : p.roofline->fp32_tflops;
@@ -290,36 +306,40 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
       if (p.profile) r.profile = profile_by_op();
       ub_rows.push_back(std::move(r));
     }
+    for (int32_t depth : p.n_depth)
     for (int32_t ng : p.n_gen) {
       if (ng == 0) continue;
       BenchRow r = base;
       r.n_gen = ng;
-      r.test = fmt::format("tg{}", ng);
+      r.n_depth = depth;
+      r.test = test_name(fmt::format("tg{}", ng), depth);
       auto gen = [&] {
-        s.reset();
         for (int32_t i = 0; i < ng; ++i) s.eval(std::span<const int32_t>(tokens.data() + i, 1));
       };
       if (p.warmup) {
         log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
         Timer w;
+        reset_to(depth);
         for (int i = 0; i < k_warmup_max_runs * 8 && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
-          s.reset();
+          if (s.n_past() >= s.n_ctx()) reset_to(depth);
           s.eval(std::span<const int32_t>(tokens.data(), 1));
         }
       }
       std::vector<double> ns;
-      reset_timing(s);
       for (int32_t i = 0; i < p.reps; ++i) {
         log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
+        reset_to(depth);
+        if (i == 0) reset_timing(s);
         Timer t;
         gen();
         ns.push_back(t.ns());
       }
       stats(r, ns, ng);
-      r.host_ms_per_ubatch = host_split(s, ns);
+      // At a depth the untimed prefill of later repetitions would be counted too: no split then.
+      r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
       log(fmt::format("bench: ub {} {} host ms per token: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
       if (p.profile) r.profile = profile_by_op();
-      r.flops_per_token = flops_per_token(*model, ng / 2.0);
+      r.flops_per_token = flops_per_token(*model, depth + ng / 2.0);
       r.tflops = r.avg_ts * r.flops_per_token / 1e12;
       r.bytes_per_token = bytes_per_token(*model);
       r.gbs = r.avg_ts * double(r.bytes_per_token) / 1e9;

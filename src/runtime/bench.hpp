@@ -43,6 +43,9 @@ struct BenchParams {
   std::vector<int32_t> n_prompt{512};
   std::vector<int32_t> n_gen{128};
   std::vector<int32_t> n_ubatch{512};
+  // -d (llama-bench's --n-depth): tokens already in the KV cache before each timed run (prefilled
+  // untimed, in ubatches); every pp/tg test runs at each depth ("pp512 @ d4096").
+  std::vector<int32_t> n_depth{0};
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
@@ -62,6 +65,7 @@ struct BenchRow {
   int32_t n_ubatch = 0;
   int32_t n_prompt = 0;        // pp rows
   int32_t n_gen = 0;           // tg rows
+  int32_t n_depth = 0;         // KV positions held before the timed run (-d)
   std::string test;            // "pp512", "tg128"
   int32_t reps = 0;
   std::vector<double> samples_ts;

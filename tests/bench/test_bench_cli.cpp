@@ -119,6 +119,33 @@ TEST(BenchCli, JsonCarriesEveryField) {
 
 // --matmul on a quantized model: the pp row names the kernels the prefill used and takes its % of
 // the matching peak (int8 dot for mmq, FP32 otherwise); every row carries the host split.
+// -d (llama-bench's --n-depth): every test once per depth, named "pp24 @ d40" past depth 0, with
+// n_depth in the row and the attention FLOPs counted over the keys the run sees (depth + its own).
+TEST(BenchCli, DepthRows) {
+  for (const std::string dev : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(dev);
+    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "24", "-n", "5", "-d", "0,40", "-r", "1",
+                                     "-o", "json", "--device", dev, "--no-roofline"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 4u);
+    const char* names[] = {"pp24", "pp24 @ d40", "tg5", "tg5 @ d40"};
+    const int depths[] = {0, 40, 0, 40};
+    const double w = 5 * (64.0 * 64 * 2 + 64.0 * 32 * 2 + 64.0 * 172 * 3) + 64.0 * 512;
+    for (size_t i = 0; i < 4; ++i) {
+      const json& x = rows[i];
+      SCOPED_TRACE(x.dump());
+      EXPECT_EQ(x["test"].get<std::string>(), names[i]);
+      EXPECT_EQ(x["n_depth"].get<int>(), depths[i]);
+      EXPECT_GT(x["avg_ts"].get<double>(), 0);
+      const double ctx = depths[i] + (i < 2 ? 12.5 : 2.5);
+      EXPECT_NEAR(x["flops_per_token"].get<double>(), 2 * w + 4.0 * 5 * 8 * 8 * ctx, 1e-6);
+    }
+  }
+  auto bad = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-d", "-3", "--device", "cpu"});
+  EXPECT_EQ(bad.rc, 2) << bad.err;
+}
+
 TEST(BenchCli, MatmulPathOnQuantizedModel) {
   const std::string m = shared_path("reference/models/synth/synth-llama-q8_0.gguf");
   for (const std::string path : {"auto", "mm", "basic"}) {
