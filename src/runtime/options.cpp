@@ -20,6 +20,7 @@ EnvOptions read_env() {
   e.lab.tune = var("ROCKY_TUNE");
   e.lab.attn = var("ROCKY_ATTN");
   e.lab.attn_tile = var("ROCKY_ATTN_TILE");
+  e.lab.attn_split = var("ROCKY_ATTN_SPLIT");
   e.lab.fuse_epilogue = var("ROCKY_FUSE_EPILOGUE");
   e.lab.mmv_shape = var("ROCKY_MMV_SHAPE");
   e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");

@@ -94,6 +94,14 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   for (auto [wg, per] : {std::pair{512, 1}, std::pair{1024, 1}, std::pair{1024, 2}})
     vs.push_back({"rms_norm_vec", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
                                       std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per), true});
+  // Decode attention: the per-(head, token) kernel and the split pair (attention_split,
+  // attention_merge; decode at depth), 64 invocations as ops/attention.cpp dispatches them, f32 and
+  // f16 KV, head_dim up to 512.
+  for (const char* sh : {"attention", "attention_split"})
+    for (int f16 : {0, 1})
+      vs.push_back({sh, "-s " + std::to_string(ROCKY_SC_WG) + "=64 -s " + std::to_string(ROCKY_SC_KV_F16) + "=" +
+                            std::to_string(f16) + " -s " + std::to_string(ROCKY_SC_HD_MAX) + "=512", true});
+  vs.push_back({"attention_merge", "-s " + std::to_string(ROCKY_SC_WG) + "=64", true});
   const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
   for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
     std::string spec;

@@ -14,10 +14,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/ops.hpp"
+#include "core/error.hpp"
 #include "quant/quant.hpp"
 #include "runtime/options.hpp"
 #include "vk_test_util.hpp"
@@ -36,6 +38,7 @@ class VulkanAttention : public ::testing::Test {
   void TearDown() override {
     unsetenv("ROCKY_ATTN");
     unsetenv("ROCKY_ATTN_TILE");
+    unsetenv("ROCKY_ATTN_SPLIT");
     for (auto& [key, be] : shared_backends()) {
       be->set_lab(runtime::read_env().lab);
       EXPECT_EQ(be->instance().error_count(), 0u) << "validation errors (kv_f16=" << std::get<0>(key) << ")";
@@ -51,7 +54,10 @@ struct Shape {
 
 // Runs one shape through the backend (ubatch 1 of n_past tokens, then ubatch 2 of n_tokens) and
 // returns the NMSE of ubatch 2's attention output against the CPU oracle.
-double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt19937& rng) {
+// before_ub2 (optional) runs between the two ubatches (the deep-cache test fills the cache with the
+// tiled kernel, then switches kernels for the decode step).
+double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt19937& rng,
+                 const std::function<void()>& before_ub2 = {}) {
   const int32_t hd = s.head_dim, n_kv = s.n_head_kv, n_head = n_kv * s.group;
   const int32_t total = s.n_past + s.n_tokens, n_ctx = total + 3;
   // One distinct weight row per position: row p of q/k/v is the token at position p.
@@ -76,6 +82,7 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
     const int32_t v = g.add(get_rows_node(*ev, n, "v"));
     g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, s.scale);
     std::vector<int32_t> tok(all_tok.begin() + g.n_past, all_tok.begin() + g.n_past + n);
+    if (ub == 1 && before_ub2) before_ub2();
     if (ub == 0) {
       g.output = -1;
       be.compute(g, own_plan(g), tok, {});
@@ -148,6 +155,55 @@ TEST_F(VulkanAttention, FlashShippedGpuTiles) {
 }
 TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
+
+// Deep caches ([N5]): decode after 2,049 and 2,300 positions and 3 tokens after 700 — the split
+// path (attention_split + attention_merge; ROCKY_ATTN_SPLIT chunks of 64 positions and the default
+// 128) and the unsplit kernel (ROCKY_ATTN_SPLIT=0) against the oracle; head_dim 80 (not a power
+// of two) and 128, GQA 7, 2 and 1; the tiled kernel with 37 tokens after 2,049.
+TEST_F(VulkanAttention, DeepCacheSplitDecode) {
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    std::mt19937 rng(kv_f16 ? 91 : 90);
+    for (const char* split : {"", "64", "0"}) {
+      // The cache is filled by the tiled kernel (the per-(head, token) one is O(N²) on lavapipe),
+      // the decode ubatch runs the per-(head, token) kernel with this split.
+      auto decode_kernel = [&] {
+        setenv("ROCKY_ATTN", "simple", 1);
+        setenv("ROCKY_ATTN_SPLIT", split, 1);
+        be.set_lab(runtime::read_env().lab);
+      };
+      // (n_tokens, n_past, head_dim, group, n_head_kv): the fills cost heads · head_dim · n_past².
+      for (const Shape& s : {Shape{1, 2049, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{1, 2300, 128, 2, 2, 0.0884f},
+                             Shape{3, 700, 128, 1, 2, 1.0f}}) {
+        setenv("ROCKY_ATTN", "flash", 1);
+        be.set_lab(runtime::read_env().lab);
+        EXPECT_LE(run_shape(be, kv_f16, s, rng, decode_kernel), k_tol)
+            << "split=" << split << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
+            << " head_dim=" << s.head_dim;
+      }
+    }
+    setenv("ROCKY_ATTN", "flash", 1);
+    unsetenv("ROCKY_ATTN_SPLIT");
+    be.set_lab(runtime::read_env().lab);
+    const Shape s{37, 2049, 128, 2, 1, 1.0f};
+    EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << "flash kv_f16=" << kv_f16 << " n_past=" << s.n_past;
+  }
+  unsetenv("ROCKY_ATTN_SPLIT");
+}
+
+// A malformed ROCKY_ATTN_SPLIT is a clear error, not a silent default.
+TEST_F(VulkanAttention, SplitChunkValidated) {
+  auto& be = shared_backend(false);
+  std::mt19937 rng(92);
+  for (const char* bad : {"100", "abc", "64x"}) {
+    setenv("ROCKY_ATTN", "simple", 1);
+    setenv("ROCKY_ATTN_SPLIT", bad, 1);
+    be.set_lab(runtime::read_env().lab);
+    EXPECT_THROW(run_shape(be, false, Shape{1, 300, 64, 2, 1, 0.125f}, rng), rocky::Error) << bad;
+    be.release_weights();
+  }
+  unsetenv("ROCKY_ATTN_SPLIT");
+}
 
 // Op timing (not run by CI; --gtest_also_run_disabled_tests): GPU time of the attention dispatch
 // alone (timestamps) for qwen2.5-3b's shape (head_dim 128, 16 heads, 2 KV heads) at several

@@ -15,6 +15,7 @@ struct LabOptions {
   std::string tune;                 // ROCKY_TUNE=FILE: mul_mmq / mul_mm tiles (src/tune/tile.hpp)
   std::string attn;                 // ROCKY_ATTN=flash|simple (ops/attention.cpp)
   std::string attn_tile;            // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH]
+  std::string attn_split;           // ROCKY_ATTN_SPLIT=CHUNK key positions per split (0 = off; ops/attention.cpp)
   std::string fuse_epilogue;        // ROCKY_FUSE_EPILOGUE=0|1 (wins over VulkanOptions::fuse_epilogue)
   std::string mmv_shape;            // ROCKY_MMV_SHAPE=WG,ROWS (ops/matmul.cpp, matvec_mmq)
   std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)

@@ -131,6 +131,15 @@ void VulkanBackend::release_weights() {
   weight_bytes_ = 0;
 }
 
+namespace {
+// An ATTENTION node's kernel arguments (record_node, and compute's scratch sizing).
+ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, int64_t n_embd_kv) {
+  return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
+                       static_cast<uint32_t>(n.attn.n_head_kv), static_cast<uint32_t>(n.ne1),
+                       static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(n_embd_kv), n.attn.scale};
+}
+}  // namespace
+
 VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
   if (o.n_seq != 1) fail("Vulkan context: {} sequences asked for; one sequence per context is implemented", o.n_seq);
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
@@ -225,7 +234,7 @@ backend::ContextStats VulkanContext::stats() const {
   s.memory.kv = kv_bytes();
   s.memory.arena = arena_bytes();
   for (const auto& [qs, ds] : q81_slots_) s.memory.other += qs.size() + ds.size();
-  s.memory.other += tokens_.size() + readback_.size();
+  s.memory.other += tokens_.size() + readback_.size() + attn_scratch_.size();
   s.host = timing_;
   for (const auto& t : recorder_->timings()) s.ops.push_back({t.label, t.ms});
   // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
@@ -369,9 +378,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     }
     case Op::ATTENTION: {
       if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
-      ops::AttnArgs a{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
-                      static_cast<uint32_t>(n.attn.n_head_kv), ne1, static_cast<uint32_t>(g.n_past),
-                      static_cast<uint32_t>(kv_.n_embd_kv), n.attn.scale};
+      const ops::AttnArgs a = attn_args(g, n, kv_.n_embd_kv);
       if (uint64_t(a.head_dim) * a.n_head_kv != uint64_t(kv_.n_embd_kv) || uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) {
         fail("graph node {}: attention shape mismatch with the KV cache", n.name);
       }
@@ -451,6 +458,15 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
       ds = be_.memory_->create(fmt::format("q8_1 activation scales (slot {})", i), q81_.ds_bytes, BufferKind::DEVICE);
     }
   }
+  // Split decode attention's scratch: the largest any ATTENTION node of this graph needs.
+  uint64_t attn_bytes = 0;
+  for (const auto& n : g.nodes)
+    if (n.op == Op::ATTENTION) attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_.n_embd_kv)));
+  if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
+    attn_scratch_ = Buffer();
+    attn_scratch_ = be_.memory_->create("split attention scratch", attn_bytes, BufferKind::DEVICE);
+  }
+  env.attn_scratch = attn_scratch_ ? &attn_scratch_ : nullptr;
   int8_matmuls_ = 0;
   fused_epilogues_ = 0;
   // Logits: copied into a host buffer by the same command buffer unless the arena is host-visible.

@@ -117,6 +117,7 @@ class VulkanContext final : public backend::Context {
   Buffer arena_;
   Buffer tokens_;
   Buffer readback_;  // logits, when the arena is not host-visible (or host_io)
+  Buffer attn_scratch_;  // split decode attention's partial states (ops::attention_scratch_bytes)
   Buffer kv_staging_;  // export_kv / import_kv when the KV buffers are not host-visible
   bool kv_f16_ = false;  // element type of kv_buffers_
   // Int8 prefill path: planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node

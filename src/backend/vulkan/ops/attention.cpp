@@ -5,6 +5,8 @@
 //   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
 //     the shapes the tiled kernel does not take (odd head_dim).
 // ROCKY_ATTN=flash|simple forces one (tests, benchmarks); anything else or unset = the rule above.
+// Decode at depth splits the key range (attention_split.comp + attention_merge.comp; see
+// split_plan); ROCKY_ATTN_SPLIT=CHUNK sets the chunk (0 = never split).
 // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH] replaces the tile table (tuning; rocky::Error when it is malformed or
 // does not fit the device).
 #include <cstdio>
@@ -83,6 +85,42 @@ const FlashTile* flash_tile(const LabOptions* lab, const DeviceInfo& d, uint32_t
   return nullptr;
 }
 
+// Split decode ("flash-decoding"): attention.comp runs one workgroup per (head, token), i.e. 16
+// for a qwen2.5-3b decode token, each walking all n_past + 1 keys — at depth 1,500 the H200 spent
+// ≈ 0.5 ms per layer there (docs/tuning-log.md). Cut into chunks of k_split_chunk positions (a
+// multiple of the workgroup size), every chunk gets its own workgroup and attention_merge combines
+// them. Below two chunks nothing changes.
+// Only few-token ubatches split (decode; [N7]'s batched decode): a long ubatch already has
+// n_head · n_tokens workgroups, and its scratch would grow with n_tokens.
+constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 8;
+
+struct SplitPlan {
+  uint32_t chunk = 0, n_split = 1;
+};
+
+SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
+  uint32_t chunk = k_split_chunk;
+  if (lab != nullptr && !lab->attn_split.empty()) {
+    const std::string& v = lab->attn_split;
+    char* end = nullptr;
+    const unsigned long c = std::strtoul(v.c_str(), &end, 10);
+    if (end == v.c_str() || *end != '\0' || (c != 0 && (c % wg != 0 || c > (1u << 24))))
+      fail("ROCKY_ATTN_SPLIT='{}': expected 0 (off) or a multiple of {} key positions", v, wg);
+    if (c == 0) return {};
+    chunk = static_cast<uint32_t>(c);
+  }
+  if (a.n_tokens > k_split_max_tokens) return {};
+  const uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;  // the last token's key range
+  uint64_t n_split = (n_kv + chunk - 1) / chunk;
+  if (n_split > k_split_max) {  // longer chunks instead of more of them
+    const uint64_t per = (n_kv + k_split_max - 1) / k_split_max;
+    chunk = static_cast<uint32_t>((per + wg - 1) / wg * wg);
+    n_split = (n_kv + chunk - 1) / chunk;
+  }
+  if (n_split < 2) return {};
+  return {chunk, static_cast<uint32_t>(n_split)};
+}
+
 bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
   const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
   if (force && std::strcmp(force, "simple") == 0) return false;
@@ -121,9 +159,35 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);
     return;
   }
+  if (const SplitPlan sp = split_plan(e.lab, k_wg, a); sp.n_split > 1 && e.attn_scratch != nullptr) {
+    const uint64_t need = attention_scratch_bytes(e, a);
+    if (e.attn_scratch->size() < need)
+      fail("{}: split attention needs {} bytes of scratch, {} given", label, need, e.attn_scratch->size());
+    const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
+    abi::AttnSplitPC spc{pc, sp.chunk, sp.n_split, f32_off(bs)};
+    const Pipeline& ps = e.pipes.get("attention_split",
+                                     {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
+    Bound bsplit[] = {b[0], b[1], b[2], bs};
+    e.rec.dispatch(ps, bsplit, &spc, sizeof spc, a.n_head, a.n_tokens, sp.n_split, label);
+    const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
+    const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
+    Bound bmerge[] = {br, b[3]};
+    spc.s_off = f32_off(br);
+    e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
+    return;
+  }
   const Pipeline& p = e.pipes.get(
       "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
   e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+}
+
+uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
+  constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
+  FlashTile scratch{};
+  if (want_flash(e.lab, e.info, a) && flash_tile(e.lab, e.info, a.head_dim, &scratch) != nullptr) return 0;
+  const SplitPlan sp = split_plan(e.lab, k_wg, a);
+  if (sp.n_split < 2) return 0;
+  return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
 }
 
 }  // namespace rocky::vulkan::ops

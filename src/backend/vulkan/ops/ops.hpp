@@ -92,6 +92,9 @@ struct Env {
   // per activation in its producer and calls matmul_q8_1). Unset: matmul() never takes MMQ.
   const Buffer* q81_qs = nullptr;
   const Buffer* q81_ds = nullptr;
+  // Scratch of the split decode attention (attention_scratch_bytes; the context sizes it before
+  // recording). Unset: attention never splits.
+  const Buffer* attn_scratch = nullptr;
   // Lab overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE); nullptr = none.
   const LabOptions* lab = nullptr;
 };
@@ -130,6 +133,10 @@ struct AttnArgs {
   float scale;
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label);
+// Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:
+// the per-(head, token) kernel with the key range cut into chunks of ROCKY_ATTN_SPLIT or 128
+// positions, at most 128 of them, then attention_merge), else 0.
+uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
 
 // Helpers shared by the op files.
 inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }

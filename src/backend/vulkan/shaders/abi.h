@@ -138,6 +138,18 @@ struct TakeColsPC {
   uint out_off;
 };
 
+// attention_split.comp / attention_merge.comp (decode at depth, flash-decoding): the key range
+// [0, n_past + j] of each (head, token) is cut into n_split chunks of `chunk` positions (a multiple
+// of the workgroup size); split s writes its partial softmax state — running max m, sum l and the
+// unnormalised output o[head_dim] — to scratch row ((j · n_head + h) · n_split + s) of
+// head_dim + 2 floats (m, l, o…); the merge rescales the rows to the largest m and normalises.
+struct AttnSplitPC {
+  AttnPC a;
+  uint chunk;    // key positions per split (a multiple of the workgroup size)
+  uint n_split;  // splits per (head, token)
+  uint s_off;    // element offset of the scratch rows (attention_split binding 3, merge binding 0)
+};
+
 // ---- [M6] attention_flash.comp (tiled prefill attention; push constants: AttnPC) ----
 // Query rows per workgroup (BR), rows per invocation (TR), keys per invocation (TC; keys per
 // block BC = TC · WG / (BR / TR)), exact head_dim (HD, a multiple of 4).
