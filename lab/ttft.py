@@ -41,9 +41,13 @@ def prompt_ids(host, port, i, n):
     return ids[:n]
 
 
+CACHE_PROMPT = True
+
+
 def stream(host, port, ids, max_tokens, ignore_eos=False):
     """Returns (t_send, [event arrival times], final timings)."""
-    body = {"prompt": ids, "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": ignore_eos}
+    body = {"prompt": ids, "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": ignore_eos,
+            "cache_prompt": CACHE_PROMPT}
     c = http.client.HTTPConnection(host, port, timeout=600)
     c.connect()
     payload = json.dumps(body)
@@ -79,7 +83,10 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--no-cache-prompt", action="store_true", help="send cache_prompt: false (no prefix reuse)")
     a = ap.parse_args()
+    global CACHE_PROMPT
+    CACHE_PROMPT = not a.no_cache_prompt
     u = urllib.parse.urlparse(a.url)
     host, port = u.hostname, u.port
     prompts = [prompt_ids(host, port, i, a.prompt_tokens) for i in range(a.runs + 2)]
@@ -102,7 +109,7 @@ def main():
         print(f"gap: mean {statistics.mean(gaps):.3f} ms between {len(times)} streamed tokens "
               f"(median {statistics.median(gaps):.3f}); server predicted_per_token_ms "
               f"{timings['predicted_per_token_ms']:.3f}" if timings else "")
-    print(json.dumps({"prompt_tokens": a.prompt_tokens, "ttft_ms": ttft, "ttft_median_ms": statistics.median(ttft),
+    print(json.dumps({"prompt_tokens": a.prompt_tokens, "ttft_ms": ttft, "server_prompt_ms": server_prompt_ms, "ttft_median_ms": statistics.median(ttft),
                       "gap_mean_ms": statistics.mean(gaps) if gaps else None, "n_gen_events": len(times)}))
 
 
