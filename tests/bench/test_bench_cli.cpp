@@ -228,3 +228,20 @@ TEST(BenchCli, BadFlagsExit2) {
     EXPECT_EQ(r.out, "") << joined;
   }
 }
+
+// [N6] q5_0, q5_1 and q5_K weights go through the int8 path: the q5_K_M reference file (q5_K,
+// q6_K) and the 0.5B-shape file (q5_0, q8_0, q4_K, q6_K); the pp row says mmq (not mmq+basic) and
+// nothing reports an f32 fallback.
+TEST(BenchCli, Q5TypesTakeTheInt8Path) {
+  for (const std::string& m : {shared_path("reference/models/synth/synth-llama-q5_k_m.gguf"),
+                              shared_path("reference/models/synth/synth-qwen2-0.5b-shape-q4_k_m.gguf")}) {
+    SCOPED_TRACE(m);
+    auto r = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "1", "-ub", "16", "-r", "1", "-o", "json",
+                                     "--device", "vulkan", "--roofline-json", roofline_file()});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0]["matmul_path"].get<std::string>(), "mmq");
+    EXPECT_EQ(r.err.find("no int8"), std::string::npos) << r.err;
+  }
+}
