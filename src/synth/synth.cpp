@@ -17,7 +17,9 @@ namespace {
 
 constexpr uint32_t k_quantization_version = 2;  // GGML_QNT_VERSION
 
-bool is_quantized(FileType ft) { return ft == FileType::Q8_0 || ft == FileType::Q6_K || ft == FileType::Q4_K_M; }
+bool is_quantized(FileType ft) {
+  return ft == FileType::Q8_0 || ft == FileType::Q6_K || ft == FileType::Q4_K_M || ft == FileType::Q5_K_M;
+}
 
 }  // namespace
 

@@ -6,7 +6,9 @@
 #include <set>
 #include <string>
 
+#include "common/shared.hpp"
 #include "core/error.hpp"
+#include "gguf/gguf.hpp"
 #include "synth/plan.hpp"
 #include "synth/presets.hpp"
 
@@ -190,4 +192,32 @@ TEST(SynthPlan, TypeRuleAndFallbacks) {
   EXPECT_EQ(llama_ftype(FileType::Q8_0), 7u);
   EXPECT_EQ(llama_ftype(FileType::Q6_K), 18u);
   EXPECT_EQ(llama_ftype(FileType::Q4_K_M), 15u);
+  // [N6] Q5_K_M: Q4_K_M's mix with q5_K as the base type; q5_K → q5_1 and q6_K → q8_0 for rows
+  // that are not multiples of 256 (llama.cpp's llama_tensor_get_type).
+  EXPECT_EQ(parse_file_type("Q5_K_M"), FileType::Q5_K_M);
+  EXPECT_EQ(llama_ftype(FileType::Q5_K_M), 17u);
+  EXPECT_EQ(file_type_name(FileType::Q5_K_M), "Q5_K_M");
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.1.attn_q.weight", 2, 2048, 4, true), DType::Q5_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.1.attn_q.weight", 2, 320, 4, true), DType::Q5_1);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.3.ffn_down.weight", 2, 2048, 4, true), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.3.ffn_down.weight", 2, 320, 4, true), DType::Q8_0);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.0.attn_v.weight", 2, 2048, 4, true), DType::Q5_K);  // 0 of 4
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "output.weight", 2, 2048, 4, true), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "token_embd.weight", 2, 2048, 4, true), DType::Q5_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "token_embd.weight", 2, 2048, 4, false), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.0.attn_norm.weight", 1, 2048, 4, false), DType::F32);
+}
+
+// The reference file synth-llama-q5_k_m (llama-quantize … Q5_K_M, 2 layers, untied) has q5_K 13,
+// q6_K 3 (output, blk.1.attn_v, blk.1.ffn_down): the same rule on its tensor list.
+TEST(SynthPlan, Q5KMMatchesLlamaQuantizeOnTheReferenceFile) {
+  const auto f = gguf::GgufFile::open(rocky::test::shared_path("reference/models/synth/synth-llama-q5_k_m.gguf"));
+  int n = 0;
+  for (const auto& t : f.tensors()) {
+    EXPECT_EQ(tensor_type(FileType::Q5_K_M, t.name, t.n_dims, t.ne[0], 2, f.find_tensor("output.weight") != nullptr),
+              t.type)
+        << t.name;
+    ++n;
+  }
+  EXPECT_EQ(n, 21);
 }
