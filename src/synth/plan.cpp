@@ -125,10 +125,12 @@ std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileTy
       add(name(Tensor::ATTN_K_NORM), Role::Norm, l, hd, 0);
     }
     add(name(Tensor::ATTN_OUTPUT), Role::AttnOut, l, eq, e);
+    if (p.has_post_norms()) add(name(Tensor::ATTN_POST_NORM), Role::Norm, l, e, 0);
     add(name(Tensor::FFN_NORM), Role::Norm, l, e, 0);
     add(name(Tensor::FFN_GATE), Role::FfnGate, l, e, ff);
     add(name(Tensor::FFN_UP), Role::FfnUp, l, e, ff);
     add(name(Tensor::FFN_DOWN), Role::FfnDown, l, ff, e);
+    if (p.has_post_norms()) add(name(Tensor::FFN_POST_NORM), Role::Norm, l, e, 0);
   }
   add(tensor_name(Tensor::OUTPUT_NORM), Role::Norm, -1, e, 0);
   if (has_output) add(tensor_name(Tensor::OUTPUT), Role::Output, -1, e, p.n_vocab);

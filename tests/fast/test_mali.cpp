@@ -51,6 +51,8 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   vs.push_back({"quantize_q8_1", "-s 0=64"});
   vs.push_back({"rms_norm_q8_1", "-s 0=64"});
   vs.push_back({"silu_mul_q8_1", "-s 0=64"});
+  vs.push_back({"gelu_mul", "-s 0=128"});  // [N6] gemma3's GeGLU and embedding scale (ops::Env's wg)
+  vs.push_back({"scale", "-s 0=128"});
   for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
     for (int type : {2, 6, 7, 8, 12, 13, 14}) {  // [N6] q5_0, q5_1, q5_K too
       std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);

@@ -47,6 +47,7 @@ class VulkanAttention : public ::testing::Test {
 struct Shape {
   int32_t n_tokens, n_past, head_dim, group, n_head_kv;
   float scale;
+  int32_t window = 0;  // [N6] sliding window (0: none)
 };
 
 // Runs one shape through the backend (ubatch 1 of n_past tokens, then ubatch 2 of n_tokens) and
@@ -75,6 +76,8 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
     const int32_t k = g.add(get_rows_node(*ek, n, "k"));
     const int32_t v = g.add(get_rows_node(*ev, n, "v"));
     g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, s.scale);
+    for (auto& node : g.nodes)
+      if (node.op == Op::ATTENTION) node.attn.window = s.window;
     std::vector<int32_t> tok(all_tok.begin() + g.n_past, all_tok.begin() + g.n_past + n);
     if (ub == 0) {
       g.output = -1;
@@ -96,7 +99,7 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
   const size_t qn = static_cast<size_t>(hd) * n_head;
   std::vector<float> qv(eq->deq.begin() + static_cast<ptrdiff_t>(qn * s.n_past), eq->deq.end());
   std::vector<float> ref_f(qn * static_cast<size_t>(s.n_tokens));
-  backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, s.scale}, s.n_past,
+  backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, s.scale, s.window}, s.n_past,
                           s.n_tokens, ref_f.data());
   be.release_weights();
   return nmse(out, std::vector<double>(ref_f.begin(), ref_f.end()));
@@ -147,6 +150,27 @@ TEST_F(VulkanAttention, FlashShippedGpuTiles) {
   sweep("flash", false, "128,32,2,4,1", {64});
 }
 TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
+
+// [N6] Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
+// a key block, than the prompt and than n_past; both kernels, head_dim 64 and Gemma's 256.
+void sweep_window(const char* kernel, bool kv_f16) {
+  setenv("ROCKY_ATTN", kernel, 1);
+  auto& be = shared_backend(kv_f16);
+  be.set_lab(runtime::read_env().lab);
+  std::mt19937 rng(kv_f16 ? 73 : 72);
+  int cases = 0;
+  for (int32_t w : {1, 5, 40})
+    for (int32_t n : {1, 37, 130})
+      for (int32_t n_past : {0, 77})
+        for (int32_t hd : {64, 256}) {
+          const Shape s{n, n_past, hd, 1 + cases % 2, 1, 1.0f / std::sqrt(float(hd)), w};
+          ++cases;
+          EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << kernel << " kv_f16=" << kv_f16 << " window=" << w
+                                                         << " n_tokens=" << n << " n_past=" << n_past << " head_dim=" << hd;
+        }
+}
+TEST_F(VulkanAttention, FlashSlidingWindow) { sweep_window("flash", false); }
+TEST_F(VulkanAttention, SimpleSlidingWindow) { sweep_window("simple", true); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
 
 // Op timing (not run by CI; --gtest_also_run_disabled_tests): GPU time of the attention dispatch

@@ -388,7 +388,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
       ops::AttnArgs a{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
                       static_cast<uint32_t>(n.attn.n_head_kv), ne1, static_cast<uint32_t>(g.n_past),
-                      static_cast<uint32_t>(kv_.n_embd_kv), n.attn.scale};
+                      static_cast<uint32_t>(kv_.n_embd_kv), n.attn.scale, static_cast<uint32_t>(n.attn.window)};
       if (uint64_t(a.head_dim) * a.n_head_kv != uint64_t(kv_.n_embd_kv) || uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) {
         fail("graph node {}: attention shape mismatch with the KV cache", n.name);
       }
@@ -413,6 +413,12 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::TAKE_COLS:
       if (n.first_col + n.ne1 > src(0).ne1) fail("graph node {}: columns past the source", n.name);
       ops::take_cols(env, in(0), ne0, static_cast<uint32_t>(n.first_col), ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::SCALE:
+      ops::scale(env, in(0), n.scale, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::GELU_MUL:
+      ops::gelu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::VIEW:  // shares its source's arena bytes (graph/planner.hpp): nothing to record
       if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1) fail("graph node {}: view changes the size", n.name);

@@ -104,7 +104,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, used};
   Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true)};
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
-                 static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale};
+                 static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale,
+                 a.window};
   FlashTile scratch{};
   const FlashTile* tile = want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.info, a.head_dim, &scratch) : nullptr;
   if (tile) {
