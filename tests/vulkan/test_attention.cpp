@@ -153,8 +153,10 @@ TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 
 // [N6] Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
 // a key block, than the prompt and than n_past; both kernels, head_dim 64 and Gemma's 256.
-void sweep_window(const char* kernel, bool kv_f16) {
+// tile: a ROCKY_ATTN_TILE value (the shipped GPU tiles prefetch K/V through registers).
+void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vector<int32_t> head_dims = {64, 256}) {
   setenv("ROCKY_ATTN", kernel, 1);
+  if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
   auto& be = shared_backend(kv_f16);
   be.set_lab(runtime::read_env().lab);
   std::mt19937 rng(kv_f16 ? 73 : 72);
@@ -162,14 +164,19 @@ void sweep_window(const char* kernel, bool kv_f16) {
   for (int32_t w : {1, 5, 40})
     for (int32_t n : {1, 37, 130})
       for (int32_t n_past : {0, 77})
-        for (int32_t hd : {64, 256}) {
+        for (int32_t hd : head_dims) {
           const Shape s{n, n_past, hd, 1 + cases % 2, 1, 1.0f / std::sqrt(float(hd)), w};
           ++cases;
           EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << kernel << " kv_f16=" << kv_f16 << " window=" << w
-                                                         << " n_tokens=" << n << " n_past=" << n_past << " head_dim=" << hd;
+                                                         << " n_tokens=" << n << " n_past=" << n_past << " head_dim=" << hd
+                                                         << " tile " << (tile ? tile : "default");
         }
+  unsetenv("ROCKY_ATTN_TILE");
 }
-TEST_F(VulkanAttention, FlashSlidingWindow) { sweep_window("flash", false); }
+TEST_F(VulkanAttention, FlashSlidingWindow) {
+  sweep_window("flash", false);
+  sweep_window("flash", true, "128,16,1,2,1", {64, 128});  // the GPU tile (prefetch; head_dim 256 needs > 32 KB)
+}
 TEST_F(VulkanAttention, SimpleSlidingWindow) { sweep_window("simple", true); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
 
