@@ -43,7 +43,7 @@ void add_synth(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand("synth", "Write a real-shape model with seeded random weights (no download)");
   sub->add_option("--preset", o->preset, "Model shape: " + names)->required();
   sub->add_option("-o,--output", o->out, "Output GGUF file")->required();
-  sub->add_option("--type", o->type, "f32, f16, bf16, q8_0, q6_k or q4_k_m")->capture_default_str();
+  sub->add_option("--type", o->type, "f32, f16, bf16, q8_0, q6_k, q4_k_m or q5_k_m")->capture_default_str();
   sub->add_option("--layers", o->layers, "Number of blocks (default: the preset's)")->check(CLI::Range(1, 1024));
   sub->add_option("--vocab", o->vocab, "Override the vocab size (tests: small files); default: the preset's")
       ->check(CLI::Range(512u, 16777216u));

@@ -87,6 +87,8 @@ constexpr std::array<TensorEntry, static_cast<size_t>(Tensor::COUNT_)> k_tensors
     {"ffn_up", true},
     {"ffn_down", true},
     {"attn_rot_embd", true},
+    {"post_attention_norm", true},
+    {"post_ffw_norm", true},
 }};
 
 }  // namespace

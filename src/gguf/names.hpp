@@ -19,7 +19,8 @@ namespace rocky::gguf {
 #define ROCKY_GGUF_ARCHS(X) \
   X(LLAMA, "llama")         \
   X(QWEN2, "qwen2")         \
-  X(QWEN3, "qwen3")
+  X(QWEN3, "qwen3")         \
+  X(GEMMA3, "gemma3")
 
 #define ROCKY_GGUF_ARCH_ENUM(e, name) e,
 enum class Arch : uint8_t { ROCKY_GGUF_ARCHS(ROCKY_GGUF_ARCH_ENUM) };
@@ -110,6 +111,8 @@ enum class Tensor : uint8_t {
   FFN_UP,       // blk.N.ffn_up            [n_embd, n_ff]
   FFN_DOWN,     // blk.N.ffn_down          [n_ff, n_embd]
   ATTN_ROT_EMBD,  // blk.N.attn_rot_embd   old llama files' precomputed rope table (never read)
+  ATTN_POST_NORM,  // blk.N.post_attention_norm [n_embd] (gemma3: norm of the attention output)
+  FFN_POST_NORM,   // blk.N.post_ffw_norm     [n_embd] (gemma3: norm of the FFN output)
   COUNT_
 };
 std::string_view tensor_base(Tensor t);  // "token_embd", "attn_q", …

@@ -19,6 +19,8 @@ const char* op_name(Op op) {
     case Op::SILU_MUL: return "silu_mul";
     case Op::ADD: return "add";
     case Op::TAKE_COLS: return "take_cols";
+    case Op::SCALE: return "scale";
+    case Op::GELU_MUL: return "gelu_mul";
     case Op::VIEW: return "view";
   }
   return "unknown";

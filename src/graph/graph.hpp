@@ -37,6 +37,8 @@ enum class Op : uint8_t {
   SILU_MUL,   // out = silu(src0) * src1   (SwiGLU: src0 = gate, src1 = up)
   ADD,        // out = src0 + src1 (residual)
   TAKE_COLS,  // out = src0[:, first_col : first_col + ne1]  (e.g. the last token before the logits)
+  SCALE,      // [N6] out = src0 · scale (Gemma's embeddings × √n_embd)
+  GELU_MUL,   // [N6] out = gelu_tanh(src0) * src1   (GeGLU: src0 = gate, src1 = up; ggml's tanh form)
   VIEW,       // out = src0 reinterpreted as [ne0, ne1] (ne0·ne1 = the source's element count): no
               // copy, no dispatch; the planner gives it the source's arena bytes (planner.hpp).
               // E.g. [head_dim·n_head, N] → [head_dim, n_head·N], so a per-head op (qwen3's q/k
@@ -63,6 +65,7 @@ struct AttnParams {
   int32_t n_head = 0;     // query heads
   int32_t n_head_kv = 0;  // KV heads; query head h reads KV head h / (n_head / n_head_kv)
   float scale = 0;        // usually 1/sqrt(head_dim)
+  int32_t window = 0;     // [N6] sliding window: token at position q sees keys p with q − window < p ≤ q; 0 = all
 };
 
 struct Node {
@@ -76,6 +79,7 @@ struct Node {
   int32_t kv = 0;                        // KV_STORE: 0 = K, 1 = V
   int64_t first_col = 0;                 // TAKE_COLS
   float eps = 0;                         // RMS_NORM
+  float scale = 1;                       // SCALE
   RopeParams rope;                       // ROPE
   AttnParams attn;                       // ATTENTION
 

@@ -72,6 +72,17 @@ int32_t add(Ctx& c, int32_t a, int32_t b, std::string name) {
   return c.g.add(std::move(n));
 }
 
+int32_t scale(Ctx& c, int32_t x, float s, std::string name) {
+  Node n;
+  n.op = Op::SCALE;
+  n.name = std::move(name);
+  n.ne0 = rows(c.g, x);
+  n.ne1 = cols(c.g, x);
+  n.src[0] = x;
+  n.scale = s;
+  return c.g.add(std::move(n));
+}
+
 static int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name) {
   Node n;
   n.op = Op::ROPE;
@@ -83,8 +94,8 @@ static int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name) {
   n.rope.head_dim = c.hp.head_dim;
   n.rope.n_head = n_head;
   n.rope.n_rot = c.hp.n_rot;
-  n.rope.freq_base = c.hp.rope_freq_base;
-  n.rope.freq_scale = c.hp.rope_freq_scale;
+  n.rope.freq_base = c.rope_base != 0 ? c.rope_base : c.hp.rope_freq_base;
+  n.rope.freq_scale = c.rope_scale != 0 ? c.rope_scale : c.hp.rope_freq_scale;
   n.weight = c.rope_freqs;
   return c.g.add(std::move(n));
 }
@@ -133,6 +144,7 @@ int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L) {
   a.attn.n_head = hp.n_head;
   a.attn.n_head_kv = hp.n_head_kv;
   a.attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hp.head_dim)));
+  a.attn.window = c.window;
   int32_t att = c.g.add(std::move(a));
   return matmul(c, att, L.wo, hp.n_embd, blk(il, "attn_out"));
 }
@@ -151,18 +163,21 @@ int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
   return matmul(c, s, L.ffn_down, c.hp.n_embd, blk(il, "ffn_out"));
 }
 
-void decoder_stack(Ctx& c, const Weights& w, Logits logits) {
-  c.rope_freqs = w.rope_freqs;
-  int32_t x = inp_embd(c, w.tok_embd);
-  for (int il = 0; il < c.hp.n_layer; ++il) {
-    const LayerWeights& L = w.layers[static_cast<size_t>(il)];
-    int32_t cur = rms_norm(c, x, L.attn_norm, blk(il, "attn_norm"));
-    cur = self_attention(c, il, cur, L);
-    int32_t h = add(c, cur, x, blk(il, "ffn_inp"));
-    cur = rms_norm(c, h, L.ffn_norm, blk(il, "ffn_norm"));
-    cur = ffn_swiglu(c, il, cur, L);
-    x = add(c, cur, h, blk(il, "l_out"));
-  }
+int32_t ffn_geglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
+  int32_t gate = matmul(c, x, L.ffn_gate, c.hp.n_ff, blk(il, "ffn_gate"));
+  int32_t up = matmul(c, x, L.ffn_up, c.hp.n_ff, blk(il, "ffn_up"));
+  Node n;
+  n.op = Op::GELU_MUL;
+  n.name = blk(il, "ffn_geglu");
+  n.ne0 = c.hp.n_ff;
+  n.ne1 = cols(c.g, gate);
+  n.src[0] = gate;
+  n.src[1] = up;
+  int32_t s = c.g.add(std::move(n));
+  return matmul(c, s, L.ffn_down, c.hp.n_embd, blk(il, "ffn_out"));
+}
+
+void output_head(Ctx& c, const Weights& w, int32_t x, Logits logits) {
   if (logits == Logits::NONE) return;
   if (logits == Logits::LAST && c.n_tokens > 1) {
     Node t;
@@ -176,6 +191,21 @@ void decoder_stack(Ctx& c, const Weights& w, Logits logits) {
   }
   x = rms_norm(c, x, w.output_norm, "result_norm");
   c.g.output = matmul(c, x, w.output, c.hp.n_vocab, "result_output");
+}
+
+void decoder_stack(Ctx& c, const Weights& w, Logits logits) {
+  c.rope_freqs = w.rope_freqs;
+  int32_t x = inp_embd(c, w.tok_embd);
+  for (int il = 0; il < c.hp.n_layer; ++il) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(il)];
+    int32_t cur = rms_norm(c, x, L.attn_norm, blk(il, "attn_norm"));
+    cur = self_attention(c, il, cur, L);
+    int32_t h = add(c, cur, x, blk(il, "ffn_inp"));
+    cur = rms_norm(c, h, L.ffn_norm, blk(il, "ffn_norm"));
+    cur = ffn_swiglu(c, il, cur, L);
+    x = add(c, cur, h, blk(il, "l_out"));
+  }
+  output_head(c, w, x, logits);
 }
 
 graph::Graph build_decoder(const HParams& hp, const Weights& w, const UbatchSpec& u) {

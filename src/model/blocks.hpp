@@ -15,6 +15,10 @@ struct Ctx {
   const HParams& hp;
   int32_t n_tokens;
   const gguf::TensorInfo* rope_freqs = nullptr;  // the ROPE nodes' frequency divisors (Weights::rope_freqs)
+  // [N6] Per-layer overrides set by a builder before self_attention (gemma3's local layers): rope
+  // base and scale (0: the hparams'), attention sliding window (0: none).
+  float rope_base = 0, rope_scale = 0;
+  int32_t window = 0;
 };
 
 std::string blk(int il, const char* what);  // "blk.<il>.<what>"
@@ -24,6 +28,7 @@ int32_t rms_norm(Ctx& c, int32_t x, const gguf::TensorInfo* w, std::string name)
 int32_t matmul(Ctx& c, int32_t x, const gguf::TensorInfo* w, int64_t m, std::string name);
 int32_t add_bias(Ctx& c, int32_t x, const gguf::TensorInfo* b, std::string name);
 int32_t add(Ctx& c, int32_t a, int32_t b, std::string name);
+int32_t scale(Ctx& c, int32_t x, float s, std::string name);  // [N6] SCALE
 
 // RMSNorm of each head of x [head_dim·n_head, N] with the shared weight w [head_dim]: a view to
 // [head_dim, n_head·N], a per-column RMS_NORM, a view back (no backend special case).
@@ -35,6 +40,11 @@ int32_t rms_norm_heads(Ctx& c, int32_t x, const gguf::TensorInfo* w, int32_t n_h
 int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L);
 // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
 int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
+// [N6] GeGLU feed-forward (gemma): down(gelu_tanh(gate(x)) * up(x)).
+int32_t ffn_geglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
+// The logits of x [n_embd, N] (the last column only with Logits::LAST): result_last (TAKE_COLS),
+// result_norm, result_output; nothing with Logits::NONE.
+void output_head(Ctx& c, const Weights& w, int32_t x, Logits logits);
 // The pre-norm decoder stack shared by llama and qwen2, then result_norm and result_output. With
 // Logits::LAST the last token's column is taken (TAKE_COLS "result_last") before the final norm;
 // with Logits::NONE the graph ends at the last layer's output and has no output node.

@@ -92,7 +92,7 @@ std::optional<double> numeric(const gguf::Value& v) {
 }
 
 // Every `<arch>.*` key is honoured, or harmless at its value; rocky::Error naming the key otherwise.
-void check_keys(const gguf::GgufFile& f, const std::string& arch) {
+void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa) {
   const std::string prefix = arch + ".";
   for (const auto& [key_, value] : f.metadata()) {
     const std::string_view key = key_;
@@ -113,6 +113,7 @@ void check_keys(const gguf::GgufFile& f, const std::string& arch) {
            r->kind == Kind::INT ? "an integer" : r->kind == Kind::FLOAT ? "a number" : "a string");
     }
     if (r->honoured || std::isnan(r->harmless_value)) continue;
+    if (swa && (*k == Key::SLIDING_WINDOW || *k == Key::ROPE_FREQ_BASE_SWA)) continue;  // read below
     const auto v = numeric(value);
     if (r->harmless_value == k_refuse || !v || *v != r->harmless_value) {
       fail("{}: metadata key '{}' = {} changes the math and rocky does not implement it for architecture {} "
@@ -145,7 +146,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
   }
   h.arch = *arch;
   h.rope_mode = arch::arch_info(h.arch).rope_mode;
-  check_keys(f, h.arch_str);
+  check_keys(f, h.arch_str, arch::arch_info(h.arch).swa);
   const gguf::ArchSummary s = gguf::arch_summary(f);
   auto key = [&](Key k) { return gguf::arch_key(h.arch_str, k); };
   const std::string a = h.arch_str + ".";
@@ -200,6 +201,20 @@ HParams read_hparams(const gguf::GgufFile& f) {
   h.n_vocab = static_cast<int32_t>(emb->ne[1]);
   if (auto vs = f.get_uint(key(Key::VOCAB_SIZE)); vs && *vs != emb->ne[1]) {
     fail("{}: {}vocab_size ({}) != {} rows ({})", f.path(), a, *vs, embd, emb->ne[1]);
+  }
+  if (arch::arch_info(h.arch).swa) {
+    const std::string kw = key(Key::SLIDING_WINDOW), kb = key(Key::ROPE_FREQ_BASE_SWA);
+    if (f.has(kw)) {
+      const auto v = f.get_uint(kw);
+      if (!v || *v > (1u << 30)) fail("{}: metadata key '{}' is not a non-negative integer", f.path(), kw);
+      h.n_swa = static_cast<int32_t>(*v);
+    }
+    h.swa_pattern = h.n_swa > 0 ? 6 : 0;  // llama.cpp's gemma3 rule (no GGUF key)
+    if (f.has(kb)) {
+      const auto v = f.get_float(kb);
+      if (!v || !(*v > 0) || !std::isfinite(*v)) fail("{}: metadata key '{}' must be a positive number", f.path(), kb);
+      h.rope_freq_base_swa = static_cast<float>(*v);
+    }
   }
   return h;
 }

@@ -38,6 +38,14 @@ struct HParams {
   float rms_eps = 1e-5f;     // <arch>.attention.layer_norm_rms_epsilon
   int32_t n_ctx_train = 0;   // <arch>.context_length
   int32_t n_vocab = 0;       // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
+  // [N6] Sliding-window attention (architectures with ArchInfo::swa): layer il is local when
+  // n_swa > 0 and il % swa_pattern < swa_pattern − 1 (gemma3: pattern 6, 5 local : 1 global);
+  // local layers use rope_freq_base_swa (<arch>.rope.freq_base_swa, default 10000) and no rope
+  // scaling.
+  int32_t n_swa = 0;         // <arch>.attention.sliding_window (0: none)
+  int32_t swa_pattern = 0;
+  float rope_freq_base_swa = 10000.0f;
+  bool is_swa_layer(int il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
 
   int32_t n_embd_kv() const { return head_dim * n_head_kv; }  // K/V features per token
   int32_t n_embd_q() const { return head_dim * n_head; }

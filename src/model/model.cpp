@@ -71,6 +71,10 @@ void bind_weights(const gguf::GgufFile& f, const HParams& hp, const arch::ArchIn
     L.ffn_gate = layer(Tensor::FFN_GATE, hp.n_embd, hp.n_ff);
     L.ffn_up = layer(Tensor::FFN_UP, hp.n_embd, hp.n_ff);
     L.ffn_down = layer(Tensor::FFN_DOWN, hp.n_ff, hp.n_embd);
+    if (a.post_norms) {
+      L.post_attn_norm = layer(Tensor::ATTN_POST_NORM, hp.n_embd, 0);
+      L.post_ffn_norm = layer(Tensor::FFN_POST_NORM, hp.n_embd, 0);
+    }
     w.layers.push_back(L);
   }
 }
@@ -87,7 +91,7 @@ void check_all_bound(const gguf::GgufFile& f, const Weights& w) {
   std::unordered_set<const gguf::TensorInfo*> bound = {w.tok_embd, w.output_norm, w.output, w.rope_freqs};
   for (const LayerWeights& L : w.layers) {
     for (const gguf::TensorInfo* t : {L.attn_norm, L.wq, L.wk, L.wv, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, L.wo,
-                                      L.ffn_norm, L.ffn_gate, L.ffn_up, L.ffn_down}) {
+                                      L.ffn_norm, L.ffn_gate, L.ffn_up, L.ffn_down, L.post_attn_norm, L.post_ffn_norm}) {
       bound.insert(t);
     }
   }

@@ -33,6 +33,8 @@ struct LayerWeights {
   const gguf::TensorInfo* ffn_gate = nullptr;   // [n_embd, n_ff]
   const gguf::TensorInfo* ffn_up = nullptr;     // [n_embd, n_ff]
   const gguf::TensorInfo* ffn_down = nullptr;   // [n_ff, n_embd]
+  const gguf::TensorInfo* post_attn_norm = nullptr;  // gemma3: f32 [n_embd]
+  const gguf::TensorInfo* post_ffn_norm = nullptr;   // gemma3: f32 [n_embd]
 };
 
 struct Weights {

@@ -29,7 +29,7 @@ bool can_dequantize(DType t);
 // unsupported or n is negative or not a multiple of the block size.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
-// True when quantize_row supports `t` (f32, f16, bf16, q8_0, q8_1, q5_0, q4_K, q6_K).
+// True when quantize_row supports `t` (f32, f16, bf16, q8_0, q8_1, q5_0, q5_1, q4_K, q5_K, q6_K).
 bool can_quantize(DType t);
 // dst = quant(src[0..n)); dst must hold n / block_elems · block_bytes bytes (any alignment).
 // Byte-exact with ggml's reference quantizers (quantize_row_*_ref, no importance matrix).

@@ -1,4 +1,4 @@
-// Reference quantizers: f32 -> f32/f16/bf16 copies and q8_0, q8_1, q5_0, q4_K, q6_K blocks.
+// Reference quantizers: f32 -> f32/f16/bf16 copies and q8_0, q8_1, q5_0, q5_1, q4_K, q5_K, q6_K blocks.
 //
 // They follow ggml's reference algorithms (quantize_row_*_ref in ggml/src/ggml-quants.c, llama.cpp
 // commit 0253fb21f; no importance matrix), including the exact order of binary32 operations, so
@@ -83,6 +83,28 @@ void quant_q5_0(const float* x, BlockQ5_0& b) {
     b.qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
     qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
     qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+  }
+  std::memcpy(b.qh, &qh, sizeof qh);
+}
+
+// q5_1: d = (max - min) / 31, m = min, q = (uint8)((x - min) / d + 0.5) (truncation; x ≥ min).
+void quant_q5_1(const float* x, BlockQ5_1& b) {
+  float min = x[0], max = x[0];
+  for (int j = 1; j < 32; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = float_to_half_bits(d);
+  b.m = float_to_half_bits(min);
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = clamp_trunc((x[j] - min) * id + 0.5f, 0, 255);
+    const int q1 = clamp_trunc((x[j + 16] - min) * id + 0.5f, 0, 255);
+    b.qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
+    qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + 16);
   }
   std::memcpy(b.qh, &qh, sizeof qh);
 }
@@ -224,6 +246,70 @@ void quant_q4_K(const float* x, BlockQ4_K& b) {
   }
 }
 
+// q5_K: as q4_K with levels 0..31 and the fit's candidates rmin -0.5, rdelta 0.1, 15 steps; the
+// fifth bit of element 32k + l is bit k of qh[l].
+void quant_q5_K(const float* x, BlockQ5_K& b) {
+  uint8_t L[256];
+  uint8_t Laux[32];
+  float w[32];
+  float scales[8], mins[8];
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int k = 0; k < 8; ++k) {
+    const float* xs = x + 32 * k;
+    float sum_x2 = 0.0f;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32.0f);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+    scales[k] = fit_scale_min(32, 31, xs, w, L + 32 * k, &mins[k], Laux, -0.5f, 0.1f, 15);
+    if (scales[k] > max_scale) max_scale = scales[k];
+    if (mins[k] > max_min) max_min = mins[k];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  std::memset(b.scales, 0, sizeof b.scales);
+  for (int k = 0; k < 8; ++k) {
+    const int ls = std::min(63, nearest_int(inv_scale * scales[k]) & 0xFF);
+    const int lm = std::min(63, nearest_int(inv_min * mins[k]) & 0xFF);
+    if (k < 4) {
+      b.scales[k] = static_cast<uint8_t>(ls);
+      b.scales[k + 4] = static_cast<uint8_t>(lm);
+    } else {
+      b.scales[k + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      b.scales[k - 4] = static_cast<uint8_t>(b.scales[k - 4] | ((ls >> 4) << 6));
+      b.scales[k] = static_cast<uint8_t>(b.scales[k] | ((lm >> 4) << 6));
+    }
+  }
+  b.d = float_to_half_bits(max_scale / 63.0f);
+  b.dmin = float_to_half_bits(max_min / 63.0f);
+  const float d_all = half_bits_to_float(b.d);
+  const float dmin_all = half_bits_to_float(b.dmin);
+  for (int k = 0; k < 8; ++k) {
+    int sc, m;
+    scale_min_k4(k, b.scales, sc, m);
+    const float d = d_all * static_cast<float>(sc);
+    if (d == 0.0f) continue;  // keep the levels from the fit
+    const float dm = dmin_all * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) {
+      L[32 * k + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * k + l] + dm) / d), 0, 31));
+    }
+  }
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int p = 0; p < 4; ++p) {
+    for (int l = 0; l < 32; ++l) {
+      int l1 = L[64 * p + l], l2 = L[64 * p + 32 + l];
+      if (l1 > 15) {
+        l1 -= 16;
+        b.qh[l] = static_cast<uint8_t>(b.qh[l] | (1u << (2 * p)));
+      }
+      if (l2 > 15) {
+        l2 -= 16;
+        b.qh[l] = static_cast<uint8_t>(b.qh[l] | (2u << (2 * p)));
+      }
+      b.qs[32 * p + l] = static_cast<uint8_t>(l1 | (l2 << 4));
+    }
+  }
+}
+
 // Symmetric weighted fit of n values to levels -nmax..nmax-1 with weights x² (ggml's
 // make_qx_quants, rmse_type 1, no importance): start from iscale = -nmax / max (max = signed value
 // of largest magnitude), solve the least-squares scale for the rounded levels, then try iscale =
@@ -333,7 +419,8 @@ void run_blocks(const float* src, void* dst, int64_t n) {
 bool can_quantize(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16:
-    case DType::Q8_0: case DType::Q8_1: case DType::Q5_0: case DType::Q4_K: case DType::Q6_K:
+    case DType::Q8_0: case DType::Q8_1: case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K:
       return true;
     default:
       return false;
@@ -366,7 +453,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q8_0: return run_blocks<BlockQ8_0, k_qk8_0, quant_q8_0>(src, dst, n);
     case DType::Q8_1: return run_blocks<BlockQ8_1, k_qk8_1, quant_q8_1>(src, dst, n);
     case DType::Q5_0: return run_blocks<BlockQ5_0, k_qk5_0, quant_q5_0>(src, dst, n);
+    case DType::Q5_1: return run_blocks<BlockQ5_1, k_qk5_1, quant_q5_1>(src, dst, n);
     case DType::Q4_K: return run_blocks<BlockQ4_K, k_qk_k, quant_q4_K>(src, dst, n);
+    case DType::Q5_K: return run_blocks<BlockQ5_K, k_qk_k, quant_q5_K>(src, dst, n);
     case DType::Q6_K: return run_blocks<BlockQ6_K, k_qk_k, quant_q6_K>(src, dst, n);
     default:
       fail("quantize_row: no quantizer for type {}", dtype_name(t));

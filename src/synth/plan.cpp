@@ -20,7 +20,8 @@ FileType parse_file_type(std::string_view s) {
   if (l == "q8_0") return FileType::Q8_0;
   if (l == "q6_k") return FileType::Q6_K;
   if (l == "q4_k_m") return FileType::Q4_K_M;
-  fail("unknown type '{}' (known: f32, f16, bf16, q8_0, q6_k, q4_k_m)", s);
+  if (l == "q5_k_m") return FileType::Q5_K_M;
+  fail("unknown type '{}' (known: f32, f16, bf16, q8_0, q6_k, q4_k_m, q5_k_m)", s);
 }
 
 std::string_view file_type_name(FileType t) {
@@ -31,6 +32,7 @@ std::string_view file_type_name(FileType t) {
     case FileType::Q8_0: return "Q8_0";
     case FileType::Q6_K: return "Q6_K";
     case FileType::Q4_K_M: return "Q4_K_M";
+    case FileType::Q5_K_M: return "Q5_K_M";
   }
   return "?";
 }
@@ -43,6 +45,7 @@ uint32_t llama_ftype(FileType t) {
     case FileType::Q8_0: return 7;     // LLAMA_FTYPE_MOSTLY_Q8_0
     case FileType::Q6_K: return 18;    // LLAMA_FTYPE_MOSTLY_Q6_K
     case FileType::Q4_K_M: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case FileType::Q5_K_M: return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
   }
   return 0;
 }
@@ -65,8 +68,9 @@ DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t 
     case FileType::BF16: return DType::BF16;
     case FileType::Q8_0: t = DType::Q8_0; break;
     case FileType::Q6_K: t = DType::Q6_K; break;
-    case FileType::Q4_K_M: {
-      t = DType::Q4_K;
+    case FileType::Q4_K_M:
+    case FileType::Q5_K_M: {  // the same mix, q4_K → q5_K as the base type (llama_tensor_get_type)
+      t = ft == FileType::Q4_K_M ? DType::Q4_K : DType::Q5_K;
       const bool lm_head = name == tensor_name(Tensor::OUTPUT) || (!has_output && name == tensor_name(Tensor::TOKEN_EMBD));
       const auto tn = gguf::parse_tensor_name(name);
       if (lm_head) {
@@ -80,6 +84,7 @@ DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t 
   }
   if (ne0 % 256 != 0) {  // no room for k-quant super-blocks: llama.cpp's fallback types
     if (t == DType::Q4_K) t = DType::Q5_0;
+    if (t == DType::Q5_K) t = DType::Q5_1;
     if (t == DType::Q6_K) t = DType::Q8_0;
   }
   if (ne0 % dtype_info(t).block_elems != 0)
@@ -120,10 +125,12 @@ std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileTy
       add(name(Tensor::ATTN_K_NORM), Role::Norm, l, hd, 0);
     }
     add(name(Tensor::ATTN_OUTPUT), Role::AttnOut, l, eq, e);
+    if (p.has_post_norms()) add(name(Tensor::ATTN_POST_NORM), Role::Norm, l, e, 0);
     add(name(Tensor::FFN_NORM), Role::Norm, l, e, 0);
     add(name(Tensor::FFN_GATE), Role::FfnGate, l, e, ff);
     add(name(Tensor::FFN_UP), Role::FfnUp, l, e, ff);
     add(name(Tensor::FFN_DOWN), Role::FfnDown, l, ff, e);
+    if (p.has_post_norms()) add(name(Tensor::FFN_POST_NORM), Role::Norm, l, e, 0);
   }
   add(tensor_name(Tensor::OUTPUT_NORM), Role::Norm, -1, e, 0);
   if (has_output) add(tensor_name(Tensor::OUTPUT), Role::Output, -1, e, p.n_vocab);

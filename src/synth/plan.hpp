@@ -26,7 +26,7 @@
 
 namespace rocky::synth {
 
-enum class FileType { F32, F16, BF16, Q8_0, Q6_K, Q4_K_M };
+enum class FileType { F32, F16, BF16, Q8_0, Q6_K, Q4_K_M, Q5_K_M };
 
 // "f32", "f16", "bf16", "q8_0", "q6_k", "q4_k_m" (case-insensitive); rocky::Error otherwise.
 FileType parse_file_type(std::string_view s);

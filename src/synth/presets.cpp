@@ -47,6 +47,16 @@ constexpr Preset llama3(Preset p) {
   return p;
 }
 
+// Gemma 3: head_dim 256, sliding window, local rope base 1e4, the Gemma 3 SPM vocab.
+constexpr Preset gemma3(Preset p, uint32_t window, float rope_linear) {
+  p.key_length = 256;
+  p.vocab = VocabKind::SPM_GEMMA3;
+  p.sliding_window = window;
+  p.rope_base_swa = 1e4f;
+  p.rope_linear = rope_linear;
+  return p;
+}
+
 // Numbers and sources: see presets.hpp.
 constexpr std::array k_presets = {
     make("qwen2.5-1.5b", "Qwen2.5-1.5B (rocky synth)", Arch::QWEN2, 1536, 8960, 28, 12, 2, 151936, 32768, 1e6f,
@@ -69,6 +79,12 @@ constexpr std::array k_presets = {
                 5e5f, 1e-5f, true)),
     llama3(make("llama-3.2-3b", "Llama-3.2-3B (rocky synth)", Arch::LLAMA, 3072, 8192, 28, 24, 8, 128256, 131072,
                 5e5f, 1e-5f, true)),
+    gemma3(make("gemma-3-1b", "Gemma-3-1B (rocky synth)", Arch::GEMMA3, 1152, 6912, 26, 4, 1, 262144, 32768, 1e6f,
+                1e-6f, true),
+           512, 0),
+    gemma3(make("gemma-3-4b", "Gemma-3-4B (rocky synth)", Arch::GEMMA3, 2560, 10240, 34, 8, 4, 262144, 131072, 1e6f,
+                1e-6f, true),
+           1024, 8),
     // Test shapes: head_dim 64, n_ff not a multiple of 256 (fallback types), small vocabs.
     make("qwen2-test", "qwen2 test shape (rocky synth)", Arch::QWEN2, 256, 320, 4, 4, 2, 1024, 4096, 1e6f, 1e-6f,
          true, true),

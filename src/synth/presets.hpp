@@ -27,6 +27,15 @@
 //   llama-3.2-3b   meta-llama/Llama-3.2-3B-Instruct: 3072, 8192, 28 layers, 24 / 8 heads (head_dim
 //                  128), vocab 128256, ctx 131072, rope_theta 500000, eps 1e-5, tied, rope_scaling as
 //                  1B → rope_freqs.weight [64].
+//   gemma-3-1b     google/gemma-3-1b-it (Gemma3ForCausalLM): hidden_size 1152, intermediate_size 6912,
+//                  26 layers, 4 / 1 heads, head_dim 256, vocab 262144 (Gemma 3 SentencePiece),
+//                  max_position_embeddings 32768, rope_theta 1e6, rope_local_base_freq 1e4,
+//                  sliding_window 512 (5 local : 1 global), rms_norm_eps 1e-6, tied, no rope scaling.
+//                  Rows of 1152 are not multiples of 256: Q4_K_M falls back to q5_0 / q8_0.
+//   gemma-3-4b     google/gemma-3-4b-it text_config: 2560, 10240, 34 layers, 8 / 4 heads, head_dim
+//                  256, sliding_window 1024, rope_theta 1e6 with linear rope scaling factor 8 (global
+//                  layers), rope_local_base_freq 1e4, max_position_embeddings 131072, eps 1e-6, tied;
+//                  the tokenizer's 262,144 tokens (the checkpoint pads its embedding to 262,208).
 // Test presets (not real models; small, for CI): qwen2-test, llama-test. Their n_ff is not a
 // multiple of 256, so the quantizer's fallback types (q5_0, q8_0) are exercised too.
 #pragma once
@@ -48,6 +57,7 @@ enum class VocabKind {
   SPM_LLAMA2,  // SentencePiece (tokenizer.ggml.model "llama")
   BPE_QWEN2,   // byte-level BPE, pre "qwen2", Qwen's added tokens
   BPE_LLAMA3,  // byte-level BPE, pre "llama-bpe", Llama 3's 256 special tokens
+  SPM_GEMMA3,  // SentencePiece (model "llama"), Gemma 3's special tokens and turn markers, no space prefix
 };
 
 struct Preset {
@@ -71,12 +81,18 @@ struct Preset {
   // 0 = none.
   float rope_factor = 0, rope_low_freq = 1, rope_high_freq = 4;
   uint32_t rope_orig_ctx = 8192;
+  // gemma3: attention.sliding_window (0: none), rope.freq_base_swa, linear rope scaling factor
+  // (rope.scaling.type linear + rope.scaling.factor; 0: none).
+  uint32_t sliding_window = 0;
+  float rope_base_swa = 0;
+  float rope_linear = 0;
 
   uint32_t head_dim() const { return key_length ? key_length : n_embd / n_head; }
   uint32_t n_embd_q() const { return head_dim() * n_head; }
   uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
   bool has_qkv_bias() const { return arch == Arch::QWEN2; }
-  bool has_qk_norm() const { return arch == Arch::QWEN3; }
+  bool has_qk_norm() const { return arch == Arch::QWEN3 || arch == Arch::GEMMA3; }
+  bool has_post_norms() const { return arch == Arch::GEMMA3; }
   bool has_rope_freqs() const { return rope_factor > 0; }
 };
 

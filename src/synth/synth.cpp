@@ -17,7 +17,9 @@ namespace {
 
 constexpr uint32_t k_quantization_version = 2;  // GGML_QNT_VERSION
 
-bool is_quantized(FileType ft) { return ft == FileType::Q8_0 || ft == FileType::Q6_K || ft == FileType::Q4_K_M; }
+bool is_quantized(FileType ft) {
+  return ft == FileType::Q8_0 || ft == FileType::Q6_K || ft == FileType::Q4_K_M || ft == FileType::Q5_K_M;
+}
 
 }  // namespace
 
@@ -41,6 +43,14 @@ void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, File
   }
   w.set_f32(key(Key::ROPE_FREQ_BASE), p.rope_base);
   w.set_f32(key(Key::RMS_EPS), p.rms_eps);
+  if (p.sliding_window != 0) {  // gemma3
+    w.set_u32(key(Key::SLIDING_WINDOW), p.sliding_window);
+    w.set_f32(key(Key::ROPE_FREQ_BASE_SWA), p.rope_base_swa);
+  }
+  if (p.rope_linear > 0) {
+    w.set_string(key(Key::ROPE_SCALING_TYPE), "linear");
+    w.set_f32(key(Key::ROPE_SCALING_FACTOR), p.rope_linear);
+  }
   if (p.arch == Arch::LLAMA) {
     w.set_u32(key(Key::VOCAB_SIZE), p.n_vocab);
     w.set_u32(key(Key::ROPE_DIMENSION_COUNT), p.head_dim());
@@ -66,6 +76,7 @@ void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, File
   if (v.pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
   w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   w.set_bool("tokenizer.ggml.add_eos_token", false);
+  if (!v.add_space_prefix) w.set_bool("tokenizer.ggml.add_space_prefix", false);
   if (!v.chat_template.empty()) w.set_string("tokenizer.chat_template", v.chat_template);
 }
 

@@ -221,6 +221,53 @@ GeneratedVocab make_spm(const Preset& p) {
   return v;
 }
 
+GeneratedVocab make_spm_gemma3(const Preset& p) {
+  GeneratedVocab v;
+  v.model = "llama";
+  v.pre = "default";
+  const size_t n_vocab = p.n_vocab;
+  std::unordered_set<std::string> seen;
+  auto add = [&](std::string text, int32_t type) {
+    seen.insert(text);
+    v.tokens.push_back(std::move(text));
+    v.types.push_back(type);
+  };
+  add("<pad>", k_control);
+  add("<eos>", k_control);
+  add("<bos>", k_control);
+  add("<unk>", k_unknown);
+  add("<mask>", k_user_defined);
+  for (int k = 0; v.tokens.size() < 106; ++k) add(fmt::format("<unused{}>", k), k_unused);
+  add("<start_of_turn>", k_control);
+  add("<end_of_turn>", k_control);
+  for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), k_byte);
+  const std::string space = "\xe2\x96\x81";
+  std::array<std::string, 256> unit;
+  for (int b = 0; b < 256; ++b) unit[static_cast<size_t>(b)] = std::string(1, static_cast<char>(b));
+  unit[' '] = space;
+  const size_t first_piece = v.tokens.size();
+  add(space, k_normal);
+  for (int c = 33; c < 127; ++c) add(unit[static_cast<size_t>(c)], k_normal);
+  add("\n", k_normal);
+  if (v.tokens.size() > n_vocab) fail("preset {}: vocab size {} is too small for the Gemma 3 vocab", p.name, n_vocab);
+  grow_pieces(v.tokens, seen, first_piece, n_vocab - v.tokens.size(), unit, space,
+              [&](const std::string&, const std::string&, const std::string&) {});
+  v.types.resize(v.tokens.size(), k_normal);
+  v.scores.resize(v.tokens.size(), 0.0f);
+  for (size_t i = first_piece; i < v.tokens.size(); ++i) v.scores[i] = -static_cast<float>(i - first_piece);
+  v.bos = 2;
+  v.eos = 107;
+  v.unk = 3;
+  v.pad = 0;
+  v.add_bos = true;
+  v.add_space_prefix = false;
+  v.chat_template =
+      "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}{% set role = 'model' %}"
+      "{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] + "
+      "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}";
+  return v;
+}
+
 }  // namespace
 
 uint32_t gpt2_byte_to_cp(uint8_t b) {
@@ -237,6 +284,7 @@ GeneratedVocab generate_vocab(const Preset& p) {
   switch (p.vocab) {
     case VocabKind::BPE_QWEN2: return make_bpe(p);
     case VocabKind::BPE_LLAMA3: return make_bpe_llama3(p);
+    case VocabKind::SPM_GEMMA3: return make_spm_gemma3(p);
     case VocabKind::SPM_LLAMA2: break;
   }
   return make_spm(p);

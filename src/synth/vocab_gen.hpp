@@ -17,6 +17,10 @@
 //   0 <unk> UNKNOWN, 1 <s> CONTROL, 2 </s> CONTROL, 3..258 <0x00>..<0xFF> BYTE (score 0),
 //   then NORMAL pieces (spaces as U+2581 "▁"): single characters first, then pieces made of two
 //   earlier pieces; score = −(id − 259), so earlier pieces merge first. bos 1, eos 2, unk 0, add BOS.
+// SPM Gemma 3 (gemma3, model "llama", pre "default", add_space_prefix false): 0 <pad>, 1 <eos>,
+//   2 <bos>, 3 <unk>, 4 <mask>, 5..105 <unused0..100> (UNUSED), 106 <start_of_turn>, 107
+//   <end_of_turn> (CONTROL, the turn markers of Gemma's chat template), 108..363 the byte tokens,
+//   then pieces as above. bos 2 (added), eos <end_of_turn> (the -it models stop there), unk 3, pad 0.
 // Same preset → byte-identical vocab (the PRNG seed is fixed; --seed changes only the weights).
 #pragma once
 
@@ -37,6 +41,7 @@ struct GeneratedVocab {
   std::vector<std::string> merges;  // BPE only: "left right", rank = index
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;
+  bool add_space_prefix = true;     // SPM: tokenizer.ggml.add_space_prefix (written only when false)
   std::string chat_template;        // tokenizer.chat_template ("" = none)
 };
 

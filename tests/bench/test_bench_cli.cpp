@@ -255,3 +255,24 @@ TEST(BenchCli, BadFlagsExit2) {
     EXPECT_EQ(r.out, "") << joined;
   }
 }
+
+// [N6] q5_0, q5_1 and q5_K weights go through the int8 path: the q5_K_M reference file (q5_K,
+// q6_K), the 0.5B-shape file (q5_0, q8_0, q4_K, q6_K) and a synth q5_k_m file whose 320-wide
+// ffn_down rows fall back to q5_1; the pp row says mmq and nothing reports an f32 fallback.
+TEST(BenchCli, Q5TypesTakeTheInt8Path) {
+  const std::string dir = rocky::test::scratch_dir("bench_cli");
+  const std::string q51 = dir + "/llama-test-q5_k_m.gguf";
+  auto s = run_rocky("bench_cli", {"synth", "--preset", "llama-test", "-o", q51, "--type", "q5_k_m", "--layers", "2", "-q"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  for (const std::string& m : {shared_path("reference/models/synth/synth-llama-q5_k_m.gguf"),
+                              shared_path("reference/models/synth/synth-qwen2-0.5b-shape-q4_k_m.gguf"), q51}) {
+    SCOPED_TRACE(m);
+    auto r = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "1", "-ub", "16", "-r", "1", "-o", "json",
+                                     "--device", "vulkan", "--roofline-json", roofline_file()});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0]["matmul_path"].get<std::string>(), "mmq");
+    EXPECT_EQ(r.err.find("no int8"), std::string::npos) << r.err;
+  }
+}

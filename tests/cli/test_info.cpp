@@ -146,6 +146,15 @@ TEST(CliInfo, SpecialFeatures) {
   EXPECT_NE(q2["architecture"]["features"].get<std::string>().find("q/k/v bias"), std::string::npos);
   RunResult t = run_rocky({"info", shared_path("reference/models/synth/synth-qwen3-q4_k_m.gguf")});
   EXPECT_NE(t.out.find("  features: rope neox, q/k RMSNorm per head"), std::string::npos) << t.out;
+  // [N6] gemma3: the sliding-window pattern and its two rope bases, post norms, GeGLU, √n_embd.
+  json g3 = info_json(shared_path("reference/models/synth/synth-gemma3-q4_k_m.gguf"));
+  const std::string fg = g3["architecture"]["features"];
+  EXPECT_NE(fg.find("sliding window 64 on 5 of 6 layers (pattern 6: rope base 10000 local, 1e+06 global)"),
+            std::string::npos) << fg;
+  EXPECT_NE(fg.find("post-attention and post-FFN RMSNorm"), std::string::npos) << fg;
+  EXPECT_NE(fg.find("GELU-tanh FFN"), std::string::npos) << fg;
+  EXPECT_NE(fg.find("embeddings ×√n_embd (16)"), std::string::npos) << fg;
+  EXPECT_NE(fg.find("q/k RMSNorm per head"), std::string::npos) << fg;
   // A file rocky refuses says why (qwen35 is not an architecture rocky computes).
   json q35 = info_json(shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));
   EXPECT_FALSE(q35["architecture"]["rocky_runs"].get<bool>());

@@ -46,8 +46,8 @@ struct FastHarness {
 // Byte offsets of the f16 scale fields inside one block of `t` (ggml's block layouts).
 inline std::vector<int> f16_fields(DType t) {
   switch (t) {
-    case DType::Q4_0: case DType::Q8_0: return {0};
-    case DType::Q4_K: return {0, 2};
+    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return {0};
+    case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
     default: return {};
   }
@@ -62,7 +62,7 @@ inline std::vector<uint8_t> random_weights(DType t, uint32_t k, uint32_t m, std:
   for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
   for (size_t blk = 0; blk < w.size() / di.block_bytes; ++blk)
     for (int f : f16_fields(t)) {
-      uint16_t h = quant::f32_to_f16(sc(rng) * (sgn(rng) < 0 && t != DType::Q4_K ? -1.0f : 1.0f));
+      uint16_t h = quant::f32_to_f16(sc(rng) * (sgn(rng) < 0 && t != DType::Q4_K && t != DType::Q5_K ? -1.0f : 1.0f));
       std::memcpy(&w[blk * di.block_bytes + static_cast<size_t>(f)], &h, 2);
     }
   deq.resize(static_cast<size_t>(k) * m);

@@ -164,6 +164,10 @@ TEST(FastMatmul, MulMmqQ4K) { check_type(DType::Q4_K, {{67, 1, 256}, {33, 1024, 
 TEST(FastMatmul, MulMmqQ6K) { check_type(DType::Q6_K, {{67, 1, 256}, {129, 45, 512}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ8_0) { check_type(DType::Q8_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ4_0) { check_type(DType::Q4_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
+// [N6] the q5 types (q5_0 signed −16..15; q5_1 and q5_K affine 0..31 with the min term).
+TEST(FastMatmul, MulMmqQ5_0) { check_type(DType::Q5_0, {{67, 3, 96}, {65, 77, 896}}, device_profile()); }
+TEST(FastMatmul, MulMmqQ5_1) { check_type(DType::Q5_1, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
+TEST(FastMatmul, MulMmqQ5K) { check_type(DType::Q5_K, {{67, 1, 256}, {129, 45, 512}}, device_profile()); }
 
 // Other tile shapes, including two q8_1 blocks per stage (BK 64, K not a multiple of BK) and the
 // shipped mali-valhall / nvidia tiles (within lavapipe's limits).
@@ -173,11 +177,14 @@ TEST(FastMatmul, MulMmqOtherTiles) {
   p.mmq = {64, 32, 64, 32, 16, 4, 2, 256, 1, 1};  // with prefetch
   check_type(DType::Q4_0, {{65, 19, 96}}, p);
   check_type(DType::Q6_K, {{65, 19, 256}}, p);
+  check_type(DType::Q5_K, {{65, 19, 256}}, p);
+  check_type(DType::Q5_0, {{65, 19, 96}}, p);
   tune::DeviceProfile nv = tune::builtin_profile("nvidia");
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);  // 2 workgroups < min_workgroups: the 32×64 alternative
   nv.min_workgroups = 0;                          // the main 128×128 8×8 tile
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);
   check_type(DType::Q6_K, {{131, 70, 256}}, nv);
+  check_type(DType::Q5_1, {{131, 70, 96}}, nv);
   nv.min_workgroups = 3;  // 64×128 4×8: 3 workgroups
   ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 64u);
   check_type(DType::Q8_0, {{131, 70, 96}}, nv);
@@ -187,7 +194,7 @@ TEST(FastMatmul, MulMmqOtherTiles) {
 // ggml) bit for bit: value i of a block = s0 · q_i (q6_K: s0 / s1 by half; q4_K: s0 · q_i + s1).
 TEST(FastMatmul, RepackForMmqIsBitExact) {
   std::mt19937 rng(99);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (bool nib : {false, true}) {
       const uint32_t k = 512, m = 7;
       std::vector<float> deq;
@@ -211,7 +218,7 @@ TEST(FastMatmul, RepackForMmqIsBitExact) {
               q = static_cast<int8_t>(r[row * l.q_row_bytes + b * 32 + i]);
             }
             float v;
-            if (t == DType::Q4_K) {
+            if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q5_1) {  // affine: s0 · q + s1
               const float a = s[0] * static_cast<float>(q);
               v = a + s[1];
             } else {
@@ -228,6 +235,14 @@ TEST(FastMatmul, RepackForMmqIsBitExact) {
     }
   EXPECT_THROW(fast::mmq_layout(DType::Q4_K, 100, 3, false), rocky::Error);
   EXPECT_THROW(fast::mmq_layout(DType::F16, 256, 3, false), rocky::Error);
+  // An unsupported type is refused with the supported list.
+  try {
+    fast::mmq_layout(DType::Q3_K, 256, 3, false);
+    ADD_FAILURE() << "q3_K accepted";
+  } catch (const rocky::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q3_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fast::mmq_supported_types()), std::string::npos) << e.what();
+  }
 }
 
 // q4_K in both repack layouts through the kernel, and the shape-aware tile choice: with

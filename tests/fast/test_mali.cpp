@@ -51,8 +51,10 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   vs.push_back({"quantize_q8_1", "-s 0=64"});
   vs.push_back({"rms_norm_q8_1", "-s 0=64"});
   vs.push_back({"silu_mul_q8_1", "-s 0=64"});
+  vs.push_back({"gelu_mul", "-s 0=128"});  // [N6] gemma3's GeGLU and embedding scale (ops::Env's wg)
+  vs.push_back({"scale", "-s 0=128"});
   for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
-    for (int type : {2, 8, 12, 14}) {
+    for (int type : {2, 6, 7, 8, 12, 13, 14}) {  // [N6] q5_0, q5_1, q5_K too
       std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);
       auto add = [&](int id, uint32_t v) { spec += " -s " + std::to_string(id) + "=" + std::to_string(v); };
       add(ROCKY_SC_WTYPE, static_cast<uint32_t>(type));
@@ -80,7 +82,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   // quarter-block steps), both reductions, every mmq type and both q4_K layouts, x as vec4 and scalar,
   // and the bias / residual epilogues; rms_norm_vec (the decode norm) for 2,048 … 8,192 floats.
   for (const char* sh : {"matvec_mmq", "matvec_mmq_shared"})
-    for (int type : {2, 8, 12, 14})
+    for (int type : {2, 6, 7, 8, 12, 13, 14})
       for (int nib : {0, 1}) {
         if (nib && type != 12) continue;
         for (int xv4 : {1, 0})

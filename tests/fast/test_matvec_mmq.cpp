@@ -164,6 +164,9 @@ TEST(MatvecMmq, Q8_0) { check(DType::Q8_0, false, {32, 96, 32 * 33}); }
 TEST(MatvecMmq, Q4K) { check(DType::Q4_K, false, {256, 768}); }
 TEST(MatvecMmq, Q4KNibbles) { check(DType::Q4_K, true, {256, 768}); }
 TEST(MatvecMmq, Q6K) { check(DType::Q6_K, false, {256, 768}); }
+TEST(MatvecMmq, Q5_0) { check(DType::Q5_0, false, {32, 896}); }  // [N6]
+TEST(MatvecMmq, Q5_1) { check(DType::Q5_1, false, {32, 32 * 33}); }
+TEST(MatvecMmq, Q5K) { check(DType::Q5_K, false, {256, 768}); }
 
 // ops::matmul(N = 1) with a repacked weight runs matvec_mmq: bit-identical to the direct call
 // (matvec.comp's summation order differs), and both within the f64 bound.

@@ -39,7 +39,8 @@ TEST(Names, KeysAndArchs) {
   }
   EXPECT_FALSE(parse_key_suffix("attention.head_count_q"));
   for (Arch a : all_archs()) EXPECT_EQ(parse_arch(arch_name(a)), a);
-  EXPECT_FALSE(parse_arch("gemma3"));
+  EXPECT_EQ(parse_arch("gemma3"), Arch::GEMMA3);  // [N6]
+  EXPECT_FALSE(parse_arch("qwen35"));
   EXPECT_EQ(rope_type_of("qwen3"), "neox");
   EXPECT_EQ(rope_type_of("llama"), "norm");
   EXPECT_EQ(rope_type_of("mamba"), "unknown");

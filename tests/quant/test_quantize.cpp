@@ -20,8 +20,8 @@
 namespace rocky::quant {
 namespace {
 
-const DType k_quantizers[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                              DType::Q8_1, DType::Q5_0, DType::Q4_K, DType::Q6_K};
+const DType k_quantizers[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q8_1,
+                              DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 std::vector<float> round_trip(DType t, const std::vector<float>& x) {
   const auto n = static_cast<int64_t>(x.size());
@@ -135,7 +135,9 @@ TEST(RoundTrip, PerElementBoundsHold) {
 // (q4_K ~0.07-0.08, q6_K ~0.016-0.02 of the RMS), plus exactness checks that need no bound.
 TEST(RoundTrip, KQuantRelativeErrorBounds) {
   for (const Case& c : random_cases(256)) {
-    for (auto [t, limit] : {std::pair{DType::Q4_K, 0.12}, std::pair{DType::Q6_K, 0.03}}) {
+    // [N6] q5_K and q5_1 (5-bit levels, ~0.035-0.045 of the RMS on normal data).
+    for (auto [t, limit] : {std::pair{DType::Q4_K, 0.12}, std::pair{DType::Q6_K, 0.03}, std::pair{DType::Q5_K, 0.06},
+                            std::pair{DType::Q5_1, 0.07}}) {
       const std::vector<float> y = round_trip(t, c.x);
       std::vector<float> diff(c.x.size());
       for (size_t i = 0; i < c.x.size(); ++i) diff[i] = c.x[i] - y[i];

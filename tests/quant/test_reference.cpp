@@ -24,7 +24,7 @@ const char* const k_types[] = {"f16",  "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "
                                "q8_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K"};
 
 // Types with a rocky quantizer; each is held to ggml's exact bytes.
-const char* const k_quant_types[] = {"f16", "bf16", "q8_0", "q8_1", "q5_0", "q4_K", "q6_K"};
+const char* const k_quant_types[] = {"f16", "bf16", "q8_0", "q8_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"};
 
 struct KnownAnswer {
   DType type;
@@ -126,7 +126,7 @@ TEST(KnownAnswer, EveryQuantizerIsChecked) {
     EXPECT_EQ(can_quantize(t), listed) << name;
     n += listed ? 1 : 0;
   }
-  EXPECT_EQ(n, 7);
+  EXPECT_EQ(n, 9);
 }
 
 // (a) first 256 values of one real tensor per type in each model, decoded by ggml.

@@ -6,7 +6,9 @@
 #include <set>
 #include <string>
 
+#include "common/shared.hpp"
 #include "core/error.hpp"
+#include "gguf/gguf.hpp"
 #include "synth/plan.hpp"
 #include "synth/presets.hpp"
 
@@ -114,7 +116,8 @@ TEST(SynthPlan, N6PresetsHaveRealShapes) {
     double params_b;
   };
   for (const Want& w : {Want{"qwen3-1.7b", 1.721}, Want{"qwen3-4b", 4.022}, Want{"llama-3.2-1b", 1.236},
-                        Want{"llama-3.2-3b", 3.213}, Want{"qwen2.5-0.5b", 0.494}}) {
+                        Want{"llama-3.2-3b", 3.213}, Want{"qwen2.5-0.5b", 0.494}, Want{"gemma-3-1b", 1.000},
+                        Want{"gemma-3-4b", 3.880}}) {
     SCOPED_TRACE(w.name);
     const Preset& p = find_preset(w.name);
     const auto plan = tensor_plan(p, p.n_layer, FileType::Q4_K_M);
@@ -147,6 +150,22 @@ TEST(SynthPlan, N6PresetsHaveRealShapes) {
   EXPECT_EQ(p05[0].type, DType::Q8_0);  // tied LM head: q6_K → q8_0 (896 % 256 ≠ 0)
   EXPECT_EQ(p05[2].name, "blk.0.attn_q.weight");
   EXPECT_EQ(p05[2].type, DType::Q5_0);  // q4_K → q5_0
+  // Gemma 3: head_dim 256, q/k norms, post-attention / post-FFN norms, sliding window, Gemma's SPM.
+  const Preset& g1 = find_preset("gemma-3-1b");
+  EXPECT_EQ(g1.arch, Arch::GEMMA3);
+  EXPECT_EQ(g1.head_dim(), 256u);
+  EXPECT_EQ(g1.vocab, VocabKind::SPM_GEMMA3);
+  EXPECT_EQ(g1.sliding_window, 512u);
+  EXPECT_EQ(find_preset("gemma-3-4b").sliding_window, 1024u);
+  EXPECT_EQ(find_preset("gemma-3-4b").rope_linear, 8.0f);
+  std::map<std::string, PlannedTensor> gb;
+  for (const auto& t : tensor_plan(g1, 2, FileType::Q4_K_M)) gb[t.name] = t;
+  EXPECT_EQ(gb.at("blk.1.post_attention_norm.weight").ne[0], 1152u);
+  EXPECT_EQ(gb.at("blk.1.post_ffw_norm.weight").type, DType::F32);
+  EXPECT_EQ(gb.at("blk.0.attn_q_norm.weight").ne[0], 256u);
+  EXPECT_EQ(gb.at("blk.0.attn_q.weight").ne[1], 1024u);
+  EXPECT_EQ(gb.at("blk.0.attn_q.weight").type, DType::Q5_0);  // 1152-wide rows: q4_K → q5_0
+  EXPECT_EQ(gb.at("token_embd.weight").type, DType::Q8_0);     // tied head: q6_K → q8_0
 }
 
 // llama.cpp's use_more_bits written out for n = 36 from anchors.md, and checked for other n
@@ -190,4 +209,32 @@ TEST(SynthPlan, TypeRuleAndFallbacks) {
   EXPECT_EQ(llama_ftype(FileType::Q8_0), 7u);
   EXPECT_EQ(llama_ftype(FileType::Q6_K), 18u);
   EXPECT_EQ(llama_ftype(FileType::Q4_K_M), 15u);
+  // [N6] Q5_K_M: Q4_K_M's mix with q5_K as the base type; q5_K → q5_1 and q6_K → q8_0 for rows
+  // that are not multiples of 256 (llama.cpp's llama_tensor_get_type).
+  EXPECT_EQ(parse_file_type("Q5_K_M"), FileType::Q5_K_M);
+  EXPECT_EQ(llama_ftype(FileType::Q5_K_M), 17u);
+  EXPECT_EQ(file_type_name(FileType::Q5_K_M), "Q5_K_M");
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.1.attn_q.weight", 2, 2048, 4, true), DType::Q5_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.1.attn_q.weight", 2, 320, 4, true), DType::Q5_1);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.3.ffn_down.weight", 2, 2048, 4, true), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.3.ffn_down.weight", 2, 320, 4, true), DType::Q8_0);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.0.attn_v.weight", 2, 2048, 4, true), DType::Q5_K);  // 0 of 4
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "output.weight", 2, 2048, 4, true), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "token_embd.weight", 2, 2048, 4, true), DType::Q5_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "token_embd.weight", 2, 2048, 4, false), DType::Q6_K);
+  EXPECT_EQ(tensor_type(FileType::Q5_K_M, "blk.0.attn_norm.weight", 1, 2048, 4, false), DType::F32);
+}
+
+// The reference file synth-llama-q5_k_m (llama-quantize … Q5_K_M, 2 layers, untied) has q5_K 13,
+// q6_K 3 (output, blk.1.attn_v, blk.1.ffn_down): the same rule on its tensor list.
+TEST(SynthPlan, Q5KMMatchesLlamaQuantizeOnTheReferenceFile) {
+  const auto f = gguf::GgufFile::open(rocky::test::shared_path("reference/models/synth/synth-llama-q5_k_m.gguf"));
+  int n = 0;
+  for (const auto& t : f.tensors()) {
+    EXPECT_EQ(tensor_type(FileType::Q5_K_M, t.name, t.n_dims, t.ne[0], 2, f.find_tensor("output.weight") != nullptr),
+              t.type)
+        << t.name;
+    ++n;
+  }
+  EXPECT_EQ(n, 21);
 }

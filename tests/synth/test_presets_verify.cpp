@@ -22,7 +22,8 @@ int run_rocky(const std::string& args) {
 }
 
 TEST(SynthPresets, N6PresetsVerify) {
-  for (const char* preset : {"qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b"}) {
+  for (const char* preset :
+       {"qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b", "gemma-3-1b", "gemma-3-4b"}) {
     SCOPED_TRACE(preset);
     SynthOptions o;
     o.preset = preset;

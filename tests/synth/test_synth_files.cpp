@@ -182,6 +182,44 @@ TEST(SynthFiles, QuantizeOfF32SynthMatchesPlanForAnyLayerCount) {
   }
 }
 
+// [N6] rocky quantize … q5_k_m: the planned mix (q5_K, its q5_1 fallback for rows not multiples of
+// 256, q6_K, q8_0), each row's bytes exactly quantize_row of the f32 row, and the round trip
+// through dequantize_row within the 5-bit formats' error (q5_K, q5_1 ≤ 6 % of the row's RMS).
+TEST(SynthFiles, QuantizeQ5KMRoundTrip) {
+  const std::string f32 = scratch("q5src.gguf"), q = scratch("q5.gguf");
+  const uint32_t n = 4;
+  make("llama-test", f32, FileType::F32, n);
+  quantize(f32, q, FileType::Q5_K_M);
+  const auto a = GgufFile::open(f32);
+  const auto b = GgufFile::open(q);
+  expect_matches_plan(b, tensor_plan(find_preset("llama-test"), n, FileType::Q5_K_M));
+  EXPECT_EQ(b.get_uint("general.file_type"), 17u);
+  std::map<DType, int> mix;
+  for (size_t i = 0; i < a.tensors().size(); ++i) {
+    const auto& ta = a.tensors()[i];
+    const auto& tb = b.tensors()[i];
+    mix[tb.type]++;
+    if (ta.n_dims == 1) continue;
+    const uint64_t rb = row_bytes(tb.type, ta.ne[0]);
+    std::vector<uint8_t> bytes(rb);
+    for (uint64_t r = 0; r < ta.rows(); r += 13) {
+      const auto x = row_f32(ta, r);
+      quant::quantize_row(tb.type, x.data(), bytes.data(), static_cast<int64_t>(x.size()));
+      ASSERT_EQ(std::memcmp(bytes.data(), tb.data + r * rb, rb), 0) << tb.name << " row " << r;
+      const auto y = row_f32(tb, r);
+      double e = 0, s = 0;
+      for (size_t k = 0; k < x.size(); ++k) {
+        e += (x[k] - y[k]) * static_cast<double>(x[k] - y[k]);
+        s += static_cast<double>(x[k]) * x[k];
+      }
+      EXPECT_LE(std::sqrt(e / s), 0.06) << tb.name << " " << dtype_name(tb.type) << " row " << r;
+    }
+  }
+  EXPECT_GT(mix[DType::Q5_K], 0);
+  EXPECT_GT(mix[DType::Q5_1], 0);
+  EXPECT_GT(mix[DType::Q6_K] + mix[DType::Q8_0], 0);
+}
+
 // Quantized values stay close to the f32 ones. The synth weights sit on a grid that q4_K, q6_K and
 // q5_0 represent exactly (weights.hpp): only the fp16 rounding of block scales remains (≈ 0.05 %;
 // q4_K ≈ 0.2 %, its scale·q − min subtracts two rounded terms);

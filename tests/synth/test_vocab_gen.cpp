@@ -113,6 +113,29 @@ TEST(SynthVocab, LlamaSpm) {
   }
 }
 
+// [N6] Gemma 3: 262,144 SPM tokens, Gemma's specials and turn markers, no space prefix.
+TEST(SynthVocab, Gemma3Spm) {
+  const GeneratedVocab v = generate_vocab(find_preset("gemma-3-4b"));
+  check_common(v, 262144);
+  EXPECT_EQ(v.model, "llama");
+  EXPECT_EQ(v.tokens[0], "<pad>");
+  EXPECT_EQ(v.tokens[1], "<eos>");
+  EXPECT_EQ(v.tokens[2], "<bos>");
+  EXPECT_EQ(v.tokens[3], "<unk>");
+  EXPECT_EQ(v.tokens[106], "<start_of_turn>");
+  EXPECT_EQ(v.tokens[107], "<end_of_turn>");
+  EXPECT_EQ(v.types[106], 3);
+  EXPECT_EQ(v.types[107], 3);
+  EXPECT_EQ(v.tokens[108], "<0x00>");
+  EXPECT_EQ(v.types[108 + 255], 6);
+  EXPECT_EQ(v.bos, 2);
+  EXPECT_EQ(v.eos, 107);
+  EXPECT_EQ(v.unk, 3);
+  EXPECT_TRUE(v.add_bos);
+  EXPECT_FALSE(v.add_space_prefix);
+  EXPECT_NE(v.chat_template.find("<start_of_turn>"), std::string::npos);
+}
+
 TEST(SynthVocab, SmallSizes) {
   check_common(generate_vocab(find_preset("qwen2-test")), 1024);
   check_common(generate_vocab(find_preset("llama-test")), 1000);

@@ -50,6 +50,7 @@ class VulkanAttention : public ::testing::Test {
 struct Shape {
   int32_t n_tokens, n_past, head_dim, group, n_head_kv;
   float scale;
+  int32_t window = 0;  // [N6] sliding window (0: none)
 };
 
 // Runs one shape through the backend (ubatch 1 of n_past tokens, then ubatch 2 of n_tokens) and
@@ -81,6 +82,8 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
     const int32_t k = g.add(get_rows_node(*ek, n, "k"));
     const int32_t v = g.add(get_rows_node(*ev, n, "v"));
     g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, s.scale);
+    for (auto& node : g.nodes)
+      if (node.op == Op::ATTENTION) node.attn.window = s.window;
     std::vector<int32_t> tok(all_tok.begin() + g.n_past, all_tok.begin() + g.n_past + n);
     if (ub == 1 && before_ub2) before_ub2();
     if (ub == 0) {
@@ -103,7 +106,7 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
   const size_t qn = static_cast<size_t>(hd) * n_head;
   std::vector<float> qv(eq->deq.begin() + static_cast<ptrdiff_t>(qn * s.n_past), eq->deq.end());
   std::vector<float> ref_f(qn * static_cast<size_t>(s.n_tokens));
-  backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, s.scale}, s.n_past,
+  backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, s.scale, s.window}, s.n_past,
                           s.n_tokens, ref_f.data());
   be.release_weights();
   return nmse(out, std::vector<double>(ref_f.begin(), ref_f.end()));
@@ -154,12 +157,41 @@ TEST_F(VulkanAttention, FlashShippedGpuTiles) {
   sweep("flash", false, "128,32,2,4,1", {64});
 }
 TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
+
+// [N6] Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
+// a key block, than the prompt and than n_past; both kernels, head_dim 64 and Gemma's 256.
+// tile: a ROCKY_ATTN_TILE value (the shipped GPU tiles prefetch K/V through registers).
+void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vector<int32_t> head_dims = {64, 256}) {
+  setenv("ROCKY_ATTN", kernel, 1);
+  if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
+  auto& be = shared_backend(kv_f16);
+  be.set_lab(runtime::read_env().lab);
+  std::mt19937 rng(kv_f16 ? 73 : 72);
+  int cases = 0;
+  for (int32_t w : {1, 5, 40})
+    for (int32_t n : {1, 37, 130})
+      for (int32_t n_past : {0, 77})
+        for (int32_t hd : head_dims) {
+          const Shape s{n, n_past, hd, 1 + cases % 2, 1, 1.0f / std::sqrt(float(hd)), w};
+          ++cases;
+          EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << kernel << " kv_f16=" << kv_f16 << " window=" << w
+                                                         << " n_tokens=" << n << " n_past=" << n_past << " head_dim=" << hd
+                                                         << " tile " << (tile ? tile : "default");
+        }
+  unsetenv("ROCKY_ATTN_TILE");
+}
+TEST_F(VulkanAttention, FlashSlidingWindow) {
+  sweep_window("flash", false);
+  sweep_window("flash", true, "128,16,1,2,1", {64, 128});  // the GPU tile (prefetch; head_dim 256 needs > 32 KB)
+}
+TEST_F(VulkanAttention, SimpleSlidingWindow) { sweep_window("simple", true); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
 
 // Deep caches ([N5]): decode after 2,049 and 2,300 positions and 3 tokens after 700 — the split
 // path (attention_split + attention_merge; ROCKY_ATTN_SPLIT chunks of 64 positions and the default
 // 128) and the unsplit kernel (ROCKY_ATTN_SPLIT=0) against the oracle; head_dim 80 (not a power
-// of two) and 128, GQA 7, 2 and 1; the tiled kernel with 37 tokens after 2,049.
+// of two) and 128, GQA 7, 2 and 1, sliding windows of 300 and 200 positions; the tiled kernel with
+// 37 tokens after 2,049.
 TEST_F(VulkanAttention, DeepCacheSplitDecode) {
   for (const bool kv_f16 : {false, true}) {
     auto& be = shared_backend(kv_f16);
@@ -174,7 +206,9 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
       };
       // (n_tokens, n_past, head_dim, group, n_head_kv): the fills cost heads · head_dim · n_past².
       for (const Shape& s : {Shape{1, 2049, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{1, 2300, 128, 2, 2, 0.0884f},
-                             Shape{3, 700, 128, 1, 2, 1.0f}}) {
+                             Shape{3, 700, 128, 1, 2, 1.0f},
+                             // [N6] sliding windows: chunks count from the window's first position
+                             Shape{1, 2049, 128, 2, 1, 0.0884f, 300}, Shape{3, 700, 64, 2, 1, 1.0f, 200}}) {
         setenv("ROCKY_ATTN", "flash", 1);
         be.set_lab(runtime::read_env().lab);
         EXPECT_LE(run_shape(be, kv_f16, s, rng, decode_kernel), k_tol)

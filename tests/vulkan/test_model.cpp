@@ -8,6 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/shared.hpp"
+#include "core/error.hpp"
+#include "gguf/gguf.hpp"
+#include "gguf/writer.hpp"
 #include "model/model.hpp"
 #include "model/ref.hpp"
 #include "vk_test_util.hpp"
@@ -113,6 +117,46 @@ TEST(VulkanModel, FlushedCommandBuffersEqualOne) {
     }
   }
   for (size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]) << "run " << i;
+}
+
+// [N6] A quantized weight type without an int8 kernel (q4_1) is never silently slow: loading it
+// with --matmul mmq is refused naming the tensor, the type and the supported list; with auto it
+// loads (the f32 kernels take it, with a note on stderr); q5_1 loads on the int8 path.
+TEST(VulkanModel, WeightTypeWithoutInt8KernelIsRefusedOrNoted) {
+  const std::string path = rocky::test::scratch_dir("vk_model") + "/q4_1.gguf";
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  const std::vector<uint64_t> ne = {64, 3};
+  std::vector<uint8_t> bytes(row_bytes(DType::Q4_1, 64) * 3, 0x11);
+  w.add_tensor("w41", DType::Q4_1, ne, std::vector<uint8_t>(bytes));
+  std::vector<uint8_t> b51(row_bytes(DType::Q5_1, 64) * 3, 0x11);
+  w.add_tensor("w51", DType::Q5_1, ne, std::move(b51));
+  w.write(path);
+  const auto f = gguf::GgufFile::open(path);
+  const gguf::TensorInfo* t41 = f.find_tensor("w41");
+  const gguf::TensorInfo* t51 = f.find_tensor("w51");
+  ASSERT_NE(t41, nullptr);
+  ASSERT_NE(t51, nullptr);
+  {
+    auto& mmq = shared_backend(false, 0, false, vulkan::ops::MatmulPath::MMQ);
+    const gguf::TensorInfo* one[] = {t51};
+    EXPECT_NO_THROW(mmq.load_weights(one));
+    const gguf::TensorInfo* bad[] = {t41};
+    try {
+      mmq.load_weights(bad);
+      ADD_FAILURE() << "q4_1 accepted by --matmul mmq";
+    } catch (const rocky::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("w41"), std::string::npos) << m;
+      EXPECT_NE(m.find("q4_1"), std::string::npos) << m;
+      EXPECT_NE(m.find("q5_1"), std::string::npos) << m;  // the supported list
+    }
+    mmq.release_weights();
+  }
+  auto& aut = shared_backend(false, 0, false, vulkan::ops::MatmulPath::AUTO);
+  const gguf::TensorInfo* both[] = {t41, t51};
+  EXPECT_NO_THROW(aut.load_weights(both));
+  aut.release_weights();
 }
 
 }  // namespace

@@ -130,6 +130,8 @@ TEST(VulkanReference, Turn2IdealLabelsInt8) {
       auto r = load_ref(c.ideal, p);
       auto s = make_session(*m, b);
       const std::vector<float> got = s->eval(r.eval_tokens);
+      // [N6] every prefill matmul on the int8 path (q5_0 / q5_K included): no f32 fallback.
+      EXPECT_EQ(s->context().stats().matmul_path, "mmq") << c.model << " " << p;
       compare_last({c.ideal, c.model}, p, got, k_int8_rel, 0, b);
       const auto ref = load_f32(ref_path(c.ideal, p, ".cpu.last_logits.f32"));
       const int32_t top = runtime::argmax(ref);

@@ -147,6 +147,12 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
       case Op::TAKE_COLS:
         std::memmove(at(p, id), src(0) + n.first_col * n.ne0, static_cast<size_t>(cnt) * sizeof(float));
         break;
+      case Op::SCALE:
+        scale(src(0), n.scale, cnt, at(p, id));
+        break;
+      case Op::GELU_MUL:
+        gelu_mul(src(0), src(1), cnt, at(p, id));
+        break;
       case Op::VIEW:  // shares its source's arena bytes (planner.hpp): nothing to compute
         break;
     }

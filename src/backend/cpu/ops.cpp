@@ -84,6 +84,18 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void gelu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr double k_sqrt_2_over_pi = 0.79788456080286535587989211986876;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = gate[i];
+    out[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(k_sqrt_2_over_pi * x * (1.0 + 0.044715 * x * x))) * up[i]);
+  }
+}
+
+void scale(const float* x, float s, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+}
+
 void rope(const float* x, const graph::RopeParams& p, const float* freq_factors, int64_t pos0, int64_t n_tok,
           float* out) {
   const int64_t hd = p.head_dim, nh = p.n_head, half = p.n_rot / 2;
@@ -123,12 +135,14 @@ void attention(const float* q, const float* k_cache, const float* v_cache, const
   parallel_for(n_tok * nh, work, [&](int64_t task) {
     const int64_t j = task / nh, h = task % nh;
     const int64_t n_kv = n_past + j + 1;  // causal: positions 0 .. n_past + j
+    // [N6] sliding window: only the last `window` positions (q − window < p ≤ q).
+    const int64_t t0 = p.window > 0 && n_kv > p.window ? n_kv - p.window : 0;
     std::vector<double> score(static_cast<size_t>(n_kv));
     std::vector<double> acc(static_cast<size_t>(hd), 0.0);
     const float* qh = q + j * q_stride + h * hd;
     const int64_t hk = h / group;
     double mx = -INFINITY;
-    for (int64_t t = 0; t < n_kv; ++t) {
+    for (int64_t t = t0; t < n_kv; ++t) {
       const float* kt = k_cache + t * kv_stride + hk * hd;
       double d = 0;
       for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
@@ -137,12 +151,12 @@ void attention(const float* q, const float* k_cache, const float* v_cache, const
       mx = std::max(mx, d);
     }
     double sum = 0;
-    for (int64_t t = 0; t < n_kv; ++t) {
+    for (int64_t t = t0; t < n_kv; ++t) {
       double e = std::exp(score[static_cast<size_t>(t)] - mx);
       score[static_cast<size_t>(t)] = e;
       sum += e;
     }
-    for (int64_t t = 0; t < n_kv; ++t) {
+    for (int64_t t = t0; t < n_kv; ++t) {
       const float* vt = v_cache + t * kv_stride + hk * hd;
       const double wgt = score[static_cast<size_t>(t)] / sum;
       for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];

@@ -43,6 +43,11 @@ void add_bias(const float* x, const float* b, int64_t ne0, int64_t ne1, float* o
 void add(const float* a, const float* b, int64_t n, float* out);
 // out = silu(gate) · up = gate / (1 + exp(-gate)) · up
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// [N6] out = gelu_tanh(gate) · up, gelu(x) = 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))) (ggml's
+// GELU, computed exactly in f64 rather than through ggml-cpu's f16 table)
+void gelu_mul(const float* gate, const float* up, int64_t n, float* out);
+// [N6] out = x · s (n values)
+void scale(const float* x, float s, int64_t n, float* out);
 // Rotary embedding of x viewed as [head_dim, n_head, n_tok]; token j has position pos0 + j.
 // NORMAL rotates (x[2i], x[2i+1]), NEOX rotates (x[i], x[i + n_rot/2]), i < n_rot/2, by
 // θ = pos · freq_scale · freq_base^(-2i/n_rot) / freq_factors[i] (freq_factors: nullptr = all 1;
@@ -54,7 +59,8 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
   rope(x, p, nullptr, pos0, n_tok, out);
 }
 // Causal GQA attention. q: [head_dim·n_head, n_tok]; k_cache/v_cache: [head_dim·n_head_kv, ≥ n_past
-// + n_tok] (column = position). Token j attends to positions 0..n_past + j. Query head h reads KV
+// + n_tok] (column = position). Token j attends to positions 0..n_past + j (with p.window > 0 only
+// the last p.window of them: q − window < pos ≤ q, llama.cpp's LLAMA_SWA_TYPE_STANDARD). Query head h reads KV
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
                int64_t n_past, int64_t n_tok, float* out);

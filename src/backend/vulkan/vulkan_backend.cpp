@@ -115,6 +115,19 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
     weight_bytes_ += b->size();
     w.buf = b.get();
     weight_buffers_.push_back(std::move(b));
+    // [N6] A quantized weight the int8 path cannot take is said, never silently slow: refused with
+    // --matmul mmq, a note (once per type) with auto; plain f32/f16/bf16 weights go to mul_mm / matmul.
+    if ((opts_.matmul == ops::MatmulPath::AUTO || opts_.matmul == ops::MatmulPath::MMQ) &&
+        dtype_info(t->type).block_elems > 1 && !fast::mmq_supports(t->type)) {
+      if (opts_.matmul == ops::MatmulPath::MMQ)
+        fail("{}: weight type {} has no int8 (mul_mmq) kernel (supported: {}); use --matmul auto, mm or basic",
+             t->name, dtype_name(t->type), fast::mmq_supported_types());
+      if (std::find(noted_types_.begin(), noted_types_.end(), t->type) == noted_types_.end()) {
+        noted_types_.push_back(t->type);
+        fmt::print(stderr, "rocky: note: weight type {} (first: {}) has no int8 (mul_mmq) kernel (supported: {}); "
+                   "those matmuls run on the f32 kernels\n", dtype_name(t->type), t->name, fast::mmq_supported_types());
+      }
+    }
     if ((opts_.matmul == ops::MatmulPath::AUTO || opts_.matmul == ops::MatmulPath::MMQ) && fast::mmq_supports(t->type)) {  // [M5] + the layout mul_mmq reads (matmul_fast.hpp)
       auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_q4k_nibbles));
       weight_bytes_ += r->size();
@@ -136,7 +149,8 @@ namespace {
 ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, int64_t n_embd_kv) {
   return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
                        static_cast<uint32_t>(n.attn.n_head_kv), static_cast<uint32_t>(n.ne1),
-                       static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(n_embd_kv), n.attn.scale};
+                       static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(n_embd_kv), n.attn.scale,
+                       static_cast<uint32_t>(n.attn.window)};
 }
 }  // namespace
 
@@ -238,7 +252,10 @@ backend::ContextStats VulkanContext::stats() const {
   s.host = timing_;
   for (const auto& t : recorder_->timings()) s.ops.push_back({t.label, t.ms});
   // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
-  s.matmul_path = int8_matmuls_ > 0 ? "mmq" : be_.opts_.matmul == ops::MatmulPath::MM ? "mm" : "basic";
+  // [N6] Some prefill matmuls on the int8 path and some not (a weight type mul_mmq lacks): "mmq+mm" /
+  // "mmq+basic", so a partial fallback is visible in `rocky bench` rather than reported as "mmq".
+  const char* f32_path = be_.opts_.matmul == ops::MatmulPath::MM ? "mm" : "basic";
+  s.matmul_path = int8_matmuls_ == 0 ? f32_path : f32_prefill_matmuls_ == 0 ? "mmq" : std::string("mmq+") + f32_path;
   s.int8_matmuls = int8_matmuls_;
   s.fused_epilogues = fused_epilogues_;
   s.dispatches = recorder_->dispatches();
@@ -343,6 +360,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         q81_.epi_into[size_t(id)] = -1;  // x shares memory with the consumer's output: unfused
         q81_.epi_done[size_t(c)] = 0;
       }
+      if (ne1 > 1) ++f32_prefill_matmuls_;
       ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
       break;
     }
@@ -403,6 +421,12 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::TAKE_COLS:
       if (n.first_col + n.ne1 > src(0).ne1) fail("graph node {}: columns past the source", n.name);
       ops::take_cols(env, in(0), ne0, static_cast<uint32_t>(n.first_col), ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::SCALE:
+      ops::scale(env, in(0), n.scale, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
+      break;
+    case Op::GELU_MUL:
+      ops::gelu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::VIEW:  // shares its source's arena bytes (graph/planner.hpp): nothing to record
       if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1) fail("graph node {}: view changes the size", n.name);
@@ -468,6 +492,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   }
   env.attn_scratch = attn_scratch_ ? &attn_scratch_ : nullptr;
   int8_matmuls_ = 0;
+  f32_prefill_matmuls_ = 0;
   fused_epilogues_ = 0;
   // Logits: copied into a host buffer by the same command buffer unless the arena is host-visible.
   uint64_t out_bytes = 0;

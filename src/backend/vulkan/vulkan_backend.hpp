@@ -139,6 +139,7 @@ class VulkanContext final : public backend::Context {
   std::vector<std::pair<Buffer, Buffer>> q81_slots_;  // (qs, ds)
   Q81Plan q81_;
   uint32_t int8_matmuls_ = 0;
+  uint32_t f32_prefill_matmuls_ = 0;  // [N6] matmuls with N > 1 on the f32 kernels (last compute)
   uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
 };
@@ -204,6 +205,7 @@ class VulkanBackend final : public backend::Backend {
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // stable addresses (ops::Weight::buf)
   std::map<const gguf::TensorInfo*, ops::Weight> weights_;
   uint64_t weight_bytes_ = 0;
+  std::vector<DType> noted_types_;  // [N6] quantized types already noted as not on the int8 path
   // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides).
   tune::DeviceProfile mmq_profile_;
   std::unique_ptr<VulkanContext> default_;

@@ -9,6 +9,7 @@
 // split_plan); ROCKY_ATTN_SPLIT=CHUNK sets the chunk (0 = never split).
 // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH] replaces the tile table (tuning; rocky::Error when it is malformed or
 // does not fit the device).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -110,7 +111,8 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
     chunk = static_cast<uint32_t>(c);
   }
   if (a.n_tokens > k_split_max_tokens) return {};
-  const uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;  // the last token's key range
+  uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;  // the longest key range of the ubatch's tokens
+  if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);  // a sliding window bounds it
   uint64_t n_split = (n_kv + chunk - 1) / chunk;
   if (n_split > k_split_max) {  // longer chunks instead of more of them
     const uint64_t per = (n_kv + k_split_max - 1) / k_split_max;
@@ -142,7 +144,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, used};
   Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true)};
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
-                 static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale};
+                 static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale,
+                 a.window};
   FlashTile scratch{};
   const FlashTile* tile = want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.info, a.head_dim, &scratch) : nullptr;
   if (tile) {

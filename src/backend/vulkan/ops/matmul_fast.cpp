@@ -18,7 +18,12 @@ static_assert(sizeof(abi::MatmulMmqPC) == 10 * 4);
 static_assert(sizeof(abi::Q81PC) == 4 * 4);
 static_assert(sizeof(abi::RooflinePC) == 4 * 4);
 
-bool mmq_supports(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
+bool mmq_supports(DType t) {
+  return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 || t == DType::Q4_K ||
+         t == DType::Q5_K || t == DType::Q6_K;
+}
+
+const char* mmq_supported_types() { return "q4_0, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K"; }
 
 namespace {
 
@@ -64,6 +69,30 @@ Block32 decode_block(DType t, const uint8_t* row, uint64_t b) {
       o.v[i] = static_cast<int8_t>((p[2 + i] & 0xF) - 8);
       o.v[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
     }
+  } else if (t == DType::Q5_0 || t == DType::Q5_1) {  // 22 bytes: d, qh[4], qs[16]; q5_1 24: d, m, qh, qs
+    const bool q51 = t == DType::Q5_1;
+    const uint8_t* p = row + b * (q51 ? 24 : 22);
+    const uint8_t* qh_p = p + (q51 ? 4 : 2);
+    const uint8_t* qs = qh_p + 4;
+    const uint32_t qh = static_cast<uint32_t>(qh_p[0]) | static_cast<uint32_t>(qh_p[1]) << 8 |
+                        static_cast<uint32_t>(qh_p[2]) << 16 | static_cast<uint32_t>(qh_p[3]) << 24;
+    const int off = q51 ? 0 : 16;
+    for (int i = 0; i < 16; ++i) {
+      o.v[i] = static_cast<int8_t>(((qs[i] & 0xF) | ((qh >> i) & 1) << 4) - off);
+      o.v[i + 16] = static_cast<int8_t>(((qs[i] >> 4) | ((qh >> (i + 16)) & 1) << 4) - off);
+    }
+    o.s0 = half_to_float(p);
+    o.s1 = q51 ? half_to_float(p + 2) : o.s0;  // q5_1: value = d·q + m
+  } else if (t == DType::Q5_K) {  // 176 bytes: d, dmin, scales[12], qh[32], qs[128]
+    const uint8_t* p = row + (b / 8) * 176;
+    const int j = static_cast<int>(b % 8);
+    int sc = 0, m = 0;
+    q4k_scale_min(p + 4, j, sc, m);
+    o.s0 = half_to_float(p) * static_cast<float>(sc);
+    o.s1 = -(half_to_float(p + 2) * static_cast<float>(m));
+    const uint8_t *qh = p + 16, *q = p + 48 + (j / 2) * 32;
+    for (int l = 0; l < 32; ++l)
+      o.v[l] = static_cast<int8_t>((j % 2 ? q[l] >> 4 : q[l] & 0xF) | ((qh[l] >> j) & 1) << 4);
   } else if (t == DType::Q4_K) {  // 144 bytes: d, dmin, scales[12], qs[128]
     const uint8_t* p = row + (b / 8) * 144;
     const int j = static_cast<int>(b % 8);
@@ -87,7 +116,8 @@ Block32 decode_block(DType t, const uint8_t* row, uint64_t b) {
     o.s0 = d * static_cast<float>(sc[2 * r]);
     o.s1 = d * static_cast<float>(sc[2 * r + 1]);
   } else {
-    fail("repack_for_mmq: weight type {} is not supported by mul_mmq", dtype_name(t));
+    fail("repack_for_mmq: weight type {} is not supported by mul_mmq (supported: {})", dtype_name(t),
+         mmq_supported_types());
   }
   return o;
 }
@@ -95,7 +125,8 @@ Block32 decode_block(DType t, const uint8_t* row, uint64_t b) {
 }  // namespace
 
 MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles) {
-  if (!mmq_supports(t)) fail("mmq layout: weight type {} is not supported by mul_mmq", dtype_name(t));
+  if (!mmq_supports(t))
+    fail("mmq layout: weight type {} is not supported by mul_mmq (supported: {})", dtype_name(t), mmq_supported_types());
   if (k % dtype_info(t).block_elems || k % 32) fail("mmq layout: K = {} is not a multiple of {}'s block", k, dtype_name(t));
   MmqLayout l;
   l.nibbles = q4k_nibbles && t == DType::Q4_K;
@@ -187,7 +218,8 @@ void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, 
 
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label, const MmqEpilogue& epi) {
-  if (!mmq_supports(w.type)) fail("{}: mul_mmq does not support weight type {}", w.name, dtype_name(w.type));
+  if (!mmq_supports(w.type))
+    fail("{}: mul_mmq does not support weight type {} (supported: {})", w.name, dtype_name(w.type), mmq_supported_types());
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
   for (size_t i = 0; i <= prof.mmq_alt.size(); ++i) {
     const tune::MatmulTile& c = i == 0 ? prof.mmq : prof.mmq_alt[i - 1];

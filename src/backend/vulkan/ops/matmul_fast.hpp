@@ -3,19 +3,22 @@
 //    (fast_abi.h): `qs` = N·K int8 values as 8 words per 32-block (token-major), `ds` = N·K/32
 //    pairs (d, d·Σq) as f32.
 //  - mul_mmq (shaders/mul_mmq.comp, or mul_mmq_nodot.comp when the device lacks
-//    shaderIntegerDotProduct): y [ldy = M, N] = W · x from weights (q4_0, q8_0, q4_K, q6_K)
+//    shaderIntegerDotProduct): y [ldy = M, N] = W · x from weights (q4_0, q5_0, q5_1, q8_0, q4_K,
+//    q5_K, q6_K)
 //    repacked at load into the mmq layout below, and q8_1 activations; optionally + a bias or a
 //    residual in the same dispatch (MmqEpilogue).
 //
 // The mmq layout (repack_for_mmq; shaders/common/mul_mmq.glsl reads it), for a weight of `rows`
 // rows of K values (K a multiple of 32), in one buffer:
 //  - values at byte 0, row r at r · q_row_bytes: per 32-block of the row, 32 signed int8 (q8_0: q;
-//    q4_0: q − 8; q6_K: q − 32; q4_K: q in 0..15), q_row_bytes = K; or, for q4_K with `nibbles`,
+//    q4_0: q − 8; q5_0: q − 16; q6_K: q − 32; q4_K: q in 0..15; q5_1, q5_K: q in 0..31),
+//    q_row_bytes = K; or, for q4_K with `nibbles`,
 //    16 bytes per block where byte i = q[i] | q[i + 16] << 4, q_row_bytes = K / 2;
 //  - scale pairs at byte s_offset (256-aligned), row r at s_offset + r · K/32 · 8: per block two
-//    f32 (s0, s1): q8_0, q4_0: (d, d); q6_K: (d · scale of values 0..15, d · scale of 16..31);
-//    q4_K: (d · sc, −(dmin · m)).
-// Block value i is then s0 · q_i (q6_K: s0 or s1 by half; q4_K: s0 · q_i + s1), bit-exact with
+//    f32 (s0, s1): q8_0, q4_0, q5_0: (d, d); q6_K: (d · scale of values 0..15, d · scale of 16..31);
+//    q4_K, q5_K: (d · sc, −(dmin · m)); q5_1: (d, m).
+// Block value i is then s0 · q_i (q6_K: s0 or s1 by half; the affine types q4_K, q5_K, q5_1:
+// s0 · q_i + s1), bit-exact with
 // ggml's dequantize_row_* (tests/fast/test_fast_matmul.cpp checks every type).
 // The tile comes from rocky::tune (a profile chosen for the device, or a JSON override) and is
 // refused with a rocky::Error naming the violated limit (accumulators over the profile's budget,
@@ -39,8 +42,10 @@ namespace rocky::vulkan::fast {
 inline uint64_t q8_1_qs_bytes(uint64_t k, uint64_t n) { return k * n; }
 inline uint64_t q8_1_ds_bytes(uint64_t k, uint64_t n) { return k / 32 * n * 8; }
 
-// True when mul_mmq handles weight type `t`.
+// True when mul_mmq (and matvec_mmq) handle weight type `t`: q4_0, q5_0, q5_1, q8_0, q4_K, q5_K,
+// q6_K; mmq_supported_types() is that list as text (for error messages).
 bool mmq_supports(DType t);
+const char* mmq_supported_types();
 
 // Sizes of the mmq layout (above) of `rows` rows of K values of `t`.
 struct MmqLayout {

@@ -119,6 +119,9 @@ void binary_elementwise(Env& e, const char* shader, Region a, Region b, uint32_t
 void add(Env& e, Region a, Region b, uint64_t n, Region out, const std::string& label);
 void bias_add(Env& e, Region a, Region bias, uint32_t ne0, uint64_t n, Region out, const std::string& label);
 void silu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
+// [N6] out = gelu_tanh(gate) · up (shaders/gelu_mul.comp); out = a · s (shaders/scale.comp).
+void gelu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
+void scale(Env& e, Region a, float s, uint64_t n, Region out, const std::string& label);
 void take_cols(Env& e, Region x, uint32_t ne0, uint32_t first_col, uint32_t n_cols, Region out, const std::string& label);
 struct RopeArgs {
   uint32_t head_dim, n_head, n_rot, n_tokens, n_past, mode;
@@ -131,6 +134,7 @@ void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_p
 struct AttnArgs {
   uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
   float scale;
+  uint32_t window = 0;  // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label);
 // Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:

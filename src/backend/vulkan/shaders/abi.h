@@ -127,6 +127,7 @@ struct AttnPC {
   uint k_off;
   uint v_off;
   float scale;
+  uint window;  // [N6] sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
 };
 
 // take_cols: out[:, j] = x[:, first_col + j], j < n_cols.

@@ -2,7 +2,8 @@
 // attention (prefill and decode): causal GQA attention, flash-attention style. One workgroup per
 // (query head h, token j): keys are visited in blocks of WG positions with an online softmax
 // (running max m, running sum l, rescaled output o), so no n_ctx × n_ctx scratch exists.
-// Query head h reads KV head h / (n_head / n_head_kv); token j sees positions p ≤ n_past + j.
+// Query head h reads KV head h / (n_head / n_head_kv); token j sees positions p ≤ n_past + j (with
+// a sliding window W = pc.window > 0 only p > n_past + j − W: the loop starts there).
 // Each invocation owns output dims d = t + i·WG (i < DPT), so head_dim ≤ DPT·WG (host-checked).
 // Grid: (n_head, n_tokens). Bindings: 0 q [head_dim·n_head, N], 1 K cache, 2 V cache (uint
 // words: f32 bits, or packed f16 pairs when KV_F16 = 1), 3 out [head_dim·n_head, N].
@@ -45,7 +46,8 @@ void main() {
   for (uint i = 0u; i < DPT; ++i) o[i] = 0.0;
   barrier();
 
-  for (uint k0 = 0u; k0 < n_kv; k0 += WG) {
+  const uint k_first = pc.window > 0u && n_kv > pc.window ? n_kv - pc.window : 0u;
+  for (uint k0 = k_first; k0 < n_kv; k0 += WG) {
     uint p = k0 + t;
     float s = k_neg;
     if (p < n_kv) {

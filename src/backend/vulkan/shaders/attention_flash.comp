@@ -12,6 +12,10 @@
 // are visited last-first so the long (late-token) blocks start first.
 // Causality: token j sees positions p ≤ n_past + j; blocks past the workgroup's last visible
 // position are never loaded, and the mask is evaluated only in blocks that cross the diagonal.
+// [N6] Sliding window W = pc.window > 0: token j sees only p > n_past + j − W; the key loop starts
+// at the first position any row of the workgroup sees, and blocks before the last row's first
+// visible key are masked too. A row whose first blocks are all masked accumulates exp(0) terms
+// against m = −1e30; its first visible key rescales them by exp(−1e30 − m) = 0.
 //
 // Invocations. WG invocations = RG row groups × CT column threads, RG = BR / TR. Invocation
 // (rg, tc) owns rows rg·TR + i (i < TR); in S it owns keys tc + CT·k (k < TC), so BC = CT·TC; in O
@@ -106,7 +110,10 @@ void main() {
   const uint i0 = (gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x) * BR;
   const uint j_lo = i0 / G, j_hi = min(i0 + BR - 1u, n_rows - 1u) / G;
   const uint kv_end = pc.n_past + j_hi + 1u;   // keys past this are invisible to every row
-  const uint full_end = pc.n_past + j_lo + 1u;  // keys before this are visible to every row
+  const uint full_end = pc.n_past + j_lo + 1u;  // keys before this are visible to every row (causally)
+  const uint W = pc.window;
+  const uint kv_begin = W > 0u && full_end > W ? full_end - W : 0u;  // first key of the first row
+  const uint win_full = W > 0u && kv_end > W ? kv_end - W : 0u;       // keys from here: in every row's window
 
   // Q block, pre-scaled; rows past n_rows are zero (their results are never stored).
   for (uint idx = t; idx < BR * D4; idx += WG) {
@@ -121,7 +128,7 @@ void main() {
     qs[r * QS + d4] = v;
   }
 
-  uint last[TR];  // last visible position of each owned row
+  uint last[TR];  // last visible position of each owned row (first: last + 1 − W when W > 0)
   float m[TR], l[TR];
   vec4 o[TR][DPT4];
   for (uint i = 0u; i < TR; ++i) {
@@ -131,8 +138,8 @@ void main() {
     for (uint u = 0u; u < DPT4; ++u) o[i][u] = vec4(0.0);
   }
 
-  if (PREFETCH != 0u) fetch(true, 0u, kv_end, kvh);
-  for (uint k0 = 0u; k0 < kv_end; k0 += BC) {
+  if (PREFETCH != 0u) fetch(true, kv_begin, kv_end, kvh);
+  for (uint k0 = kv_begin; k0 < kv_end; k0 += BC) {
     if (PREFETCH != 0u) {
       commit();
     } else {
@@ -155,6 +162,11 @@ void main() {
       for (uint i = 0u; i < TR; ++i)
         for (uint k = 0u; k < TC; ++k)
           if (k0 + tc + CT * k > last[i]) s[i][k] = k_neg;
+    }
+    if (k0 < win_full) {  // the block starts before some row's window
+      for (uint i = 0u; i < TR; ++i)
+        for (uint k = 0u; k < TC; ++k)
+          if (k0 + tc + CT * k + W <= last[i]) s[i][k] = k_neg;
     }
     for (uint i = 0u; i < TR; ++i) {
       float mx = s[i][0];

@@ -2,7 +2,7 @@
 // attention_merge: combines attention_split.comp's n_split partial states of each (head h,
 // token j): M = max_s m_s, L = Σ_s l_s · exp(m_s − M), out[d] = Σ_s o_s[d] · exp(m_s − M) / L
 // (the split-softmax identity of FlashAttention / flash-decoding). Empty chunks (l = 0, m = -1e30)
-// add nothing; every token has at least position 0 in split 0, so L > 0.
+// add nothing; split 0 always holds the token's first visible position, so L > 0.
 // Grid: (n_head, n_tokens). Bindings: 0 scratch (f32, rows of head_dim + 2), 1 out
 // [head_dim · n_head, N]. Invocations own dims d = t, t + WG, …
 #include "common/header.glsl"

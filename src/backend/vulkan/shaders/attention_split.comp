@@ -42,7 +42,9 @@ void main() {
   const uint qbase = pc.a.q_off + (j * pc.a.n_head + h) * D;
   for (uint d = t; d < D; d += WG) qs[d] = q[qbase + d] * pc.a.scale;
   const uint n_kv = pc.a.n_past + j + 1u;
-  const uint k_begin = sp * pc.chunk;
+  // Sliding window W > 0: the token sees only p > n_past + j − W; chunks count from there.
+  const uint k_first = pc.a.window > 0u && n_kv > pc.a.window ? n_kv - pc.a.window : 0u;
+  const uint k_begin = k_first + sp * pc.chunk;
   const uint k_end = min(n_kv, k_begin + pc.chunk);
   float m = k_neg, l = 0.0;
   float o[DPT];

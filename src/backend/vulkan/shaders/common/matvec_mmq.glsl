@@ -5,7 +5,7 @@
 //
 //   y[m0 + m] = Σ_k W[k, m] · x[k]  (+ bias[m0 + m] or + residual[m0 + m]: EPILOGUE)
 //
-// W in the mmq layout (ops/matmul_fast.hpp; q4_0, q8_0, q4_K, q6_K), x f32 (no q8_1
+// W in the mmq layout (ops/matmul_fast.hpp; q4_0, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K), x f32 (no q8_1
 // quantization: the error is f32 rounding only). A row of K values is nb = K/32 blocks; a STEP is
 // one block (32 values) or, with SPLIT = 1 / 2, a half (16) / a quarter (8 values: the Mali
 // variant, ≤ 32 work registers). A workgroup of WG invocations
@@ -19,11 +19,13 @@
 // Dequantization without int→float conversions (a quarter-rate instruction on NVIDIA): a value's
 // B significant bits u go to the top of the mantissa of 1.0, f = uintBitsToFloat(0x3F800000 |
 // u << (23 − B)) = 1 + u / 2^B, so with x prescaled (exactly) by 2^B, Σ q·x = Σ f·x' − c · Σ x':
-//   signed values (q8_0 B = 8, q6_K B = 6, q4_0 B = 4): u = q + 2^(B−1) (the width's sign bit
-//     flipped), c = 1.5;  q4_K (0..15, unpacked or nibbles) B = 4: u = q, c = 1.
+//   signed values (q8_0 B = 8, q6_K B = 6, q5_0 B = 5, q4_0 B = 4): u = q + 2^(B−1) (the width's
+//     sign bit flipped), c = 1.5;  q4_K (0..15, unpacked or nibbles) B = 4, q5_K / q5_1 (0..31)
+//     B = 5: u = q, c = 1.
 // The cancellation Σ f·x' − c·Σ x' costs about log2((2^B · c) / mean |q|) ≈ 2–3 bits of f32.
 // Per block the scale pair s (binding 1) gives s.x · Σ_{i<16} q_i x_i + s.y · Σ_{i≥16} q_i x_i
-// (q8_0, q4_0: s.x = s.y; q6_K: one scale per half) or, for q4_K, s.x · Σ q_i x_i + s.y · Σ x_i.
+// (q8_0, q4_0, q5_0: s.x = s.y; q6_K: one scale per half) or, for the affine types (q4_K, q5_K,
+// q5_1), s.x · Σ q_i x_i + s.y · Σ x_i.
 //
 // Bindings: 0 W values (uvec4 units, row stride 2·nb, or nb with NIB, at uvec4 offset wq_off),
 // 1 W scale pairs (vec2, row stride nb, at vec2 offset ws_off), 2 x [K] (f32 at element offset
@@ -51,14 +53,15 @@ layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer E { float ev[]; };
 
 const bool NIBBLES = NIB && WTYPE == 12u;
-const bool Q4K = WTYPE == 12u;
+const bool Q4K = WTYPE == 12u || WTYPE == 13u || WTYPE == 7u;  // the affine types: s.x·q + s.y
 const uint XN = 8u >> SPLIT;                        // vec4 of x per step
 const uint NW = NIBBLES ? XN / 2u : XN;             // weight words per row and step
-// Bits per value: the int8 values' significant low bits (q4_0: −8..7, unpacked q4_K: 0..15, q6_K:
-// −32..31, q8_0: −128..127), made unsigned by XOR-ing the sign bit of that width (q4_K: none).
-const uint BITS = (WTYPE == 2u || WTYPE == 12u) ? 4u : (WTYPE == 14u ? 6u : 8u);
-const uint XC = WTYPE == 2u ? 0x08080808u : (WTYPE == 14u ? 0x20202020u : (WTYPE == 8u ? 0x80808080u : 0u));
-const float XSCALE = BITS == 4u ? 16.0 : (BITS == 6u ? 64.0 : 256.0);  // x' = XSCALE · x
+// Bits per value: the int8 values' significant low bits (q4_0: −8..7, unpacked q4_K: 0..15, q5_0:
+// −16..15, q5_K / q5_1: 0..31, q6_K: −32..31, q8_0: −128..127), made unsigned by XOR-ing the sign
+// bit of that width (the affine types: none).
+const uint BITS = (WTYPE == 2u || WTYPE == 12u) ? 4u : ((WTYPE == 6u || WTYPE == 7u || WTYPE == 13u) ? 5u : (WTYPE == 14u ? 6u : 8u));
+const uint XC = WTYPE == 2u ? 0x08080808u : (WTYPE == 6u ? 0x10101010u : (WTYPE == 14u ? 0x20202020u : (WTYPE == 8u ? 0x80808080u : 0u)));
+const float XSCALE = BITS == 4u ? 16.0 : (BITS == 5u ? 32.0 : (BITS == 6u ? 64.0 : 256.0));  // x' = XSCALE · x
 const float CSCALE = Q4K ? 1.0 : 1.5;               // Σ q·x = Σ f·x' − CSCALE · Σ x'
 const uint MANT = ((1u << BITS) - 1u) << (23u - BITS);
 const uint ONE = 0x3F800000u;

@@ -2,13 +2,13 @@
 // integer dot computed from unpacked bytes, for devices without shaderIntegerDotProduct).
 //
 // y[m0 + m, n] = Σ_k W[k, m] · x[k, n], x in q8_1 (fast_abi.h), W in rocky's mmq layout: the ggml
-// rows (WTYPE: q4_0, q8_0, q4_K, q6_K) repacked at load by fast::repack_for_mmq
+// rows (WTYPE: q4_0, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K) repacked at load by fast::repack_for_mmq
 // (ops/matmul_fast.hpp documents the layout): per row and 32-block the values as packed int8 words
 // (binding 0; q4_K with NIB: 16 bytes of nibble pairs, byte i = q[i] | q[i + 16] << 4) and one
-// f32 pair (binding 1): q4_K (d·sc, −dmin·m), q6_K (scale of values 0..15, of 16..31), q8_0 /
-// q4_0 (d, d). The contribution of a block is  s·dx·dot(q_w, q_x)  (q6_K: per 16-value half) plus,
-// for q4_K, the min term  s.y·(dx·Σq_x): exact integer dots, scales applied per block, f32
-// accumulators. No scale decoding and only aligned 16-byte loads in the kernel.
+// f32 pair (binding 1): q4_K / q5_K (d·sc, −dmin·m), q5_1 (d, m), q6_K (scale of values 0..15, of
+// 16..31), q8_0 / q4_0 / q5_0 (d, d). The contribution of a block is  s·dx·dot(q_w, q_x)  (q6_K: per
+// 16-value half) plus, for the affine types (q4_K, q5_K, q5_1), the min term  s.y·(dx·Σq_x): exact
+// integer dots, scales applied per block, f32 accumulators. No scale decoding and only aligned 16-byte loads in the kernel.
 //
 // Tile (named specialization constants, rocky::tune::MatmulTile): a workgroup computes BM rows ×
 // BN tokens; it is (BM/WM)·(BN/WN) warps of (WM/TM)·(WN/TN) invocations; each invocation holds
@@ -59,6 +59,7 @@ const uint BB = BK / 32u;           // blocks per stage
 const uint SS = 2u * BB + 1u;       // shared row stride (uvec4)
 const bool NIBBLES = NIB && WTYPE == 12u;
 const uint WV = NIBBLES ? 1u : 2u;  // global uvec4 per (row, block)
+const bool AFFINE = WTYPE == 12u || WTYPE == 13u || WTYPE == 7u;  // q4_K, q5_K, q5_1: s.x·q + s.y
 
 shared uvec4 sw[BM * SS];  // [m][block·2 + half]: values 0..15, 16..31 of the block as int8
 shared vec2 swd[BB * BM];  // [block][m] scale pair
@@ -196,7 +197,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < TN; ++j) {
           const vec2 xdv = sxd[bi * BN + c0 + j * WARP_C];
           acc[i * TN + j] += (intBitsToFloat(iacc[i * TN + j]) - 12582912.0) * (dw * xdv.x);
-          if (WTYPE == 12u) acc[i * TN + j] += wd.y * xdv.y;  // q4_K min term
+          if (AFFINE) acc[i * TN + j] += wd.y * xdv.y;  // q4_K / q5_K / q5_1 min term
         }
       }
     }
