@@ -100,9 +100,11 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     fail("{}: n_head {} is not a multiple of n_head_kv {}", label, a.n_head, a.n_head_kv);
   }
   const uint64_t elem = e.kv_f16 ? 2 : 4;
-  const uint64_t used = uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;  // columns read
-  Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, used};
-  Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true)};
+  // Columns read (with the step buffer: the whole cache, n_past is known on the device only).
+  const uint64_t used = e.step != nullptr ? k_cache.bytes : uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;
+  Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, e.step != nullptr ? v_cache.bytes : used};
+  Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true), bind_step(e, q)};
+  const std::span<const Bound> b4(b, 4);  // attention.comp: no step binding
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
                  static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale};
   FlashTile scratch{};
@@ -115,15 +117,21 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                         {ROCKY_SC_FA_TR, t.tr},
                                                         {ROCKY_SC_FA_TC, t.tc},
                                                         {ROCKY_SC_FA_HD, a.head_dim},
-                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch}});
+                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch},
+                                                        {ROCKY_SC_POS_BUF, pos_buf(e)}});
     const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
     const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);
     e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);
     return;
   }
-  const Pipeline& p = e.pipes.get(
-      "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
-  e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+  // attention_step.comp: n_past from the step buffer (binding 4), for the replayed decode.
+  const Pipeline& p = e.pipes.get(e.step != nullptr ? "attention_step" : "attention",
+                                  {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
+  if (e.step != nullptr) {
+    e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+  } else {
+    e.rec.dispatch(p, b4, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+  }
 }
 
 }  // namespace rocky::vulkan::ops
