@@ -135,11 +135,13 @@ void Recorder::open(Frame& f, bool profile, bool one_time) {
   bi.flags = one_time ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
   vk_check(vkBeginCommandBuffer(f.cb, &bi), "vkBeginCommandBuffer");
   if (profile_) vkCmdResetQueryPool(f.cb, f.queries, 0, f.query_capacity);
-  // Host writes (token ids, uploads) before this submit → shader reads.
+  // Host writes (token ids, uploads) before this submit → shader reads; and the shader writes of
+  // earlier submits (the KV cache of the previous decode step, when a kept command buffer is
+  // submitted again) → this one's reads and writes.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   recording_ = true;
   capturing_ = false;
