@@ -153,7 +153,8 @@ void check_rope_kv(const RopeCase& c, uint32_t n_tokens, uint32_t n_past, bool k
   const Region ffr = c.ff ? Region{&fb, 0, fb.size()} : Region{};
   auto whole = [](const Buffer& b) { return Region{&b, 0, b.size()}; };
   h.rec->begin();
-  vulkan::ops::rope_kv(*h.env, whole(qb), whole(kb), whole(vb), a, c.n_kv, whole(qo_f), whole(kc_f), whole(vc_f), "rope_kv", ffr);
+  vulkan::ops::rope_kv(*h.env, whole(qb), whole(kb), whole(vb), a, c.n_kv, whole(qo_f), whole(kc_f), whole(vc_f),
+                       "rope_kv", ffr);
   if (!step) {  // the unfused ops take n_past from the host (they bind the written columns only)
     vulkan::ops::rope(*h.env, whole(qb), a, whole(qo_u), "rope q", ffr);
     vulkan::ops::rope(*h.env, whole(kb), ak, whole(ko_u), "rope k", ffr);
@@ -216,12 +217,12 @@ void check_rope_kv(const RopeCase& c, uint32_t n_tokens, uint32_t n_past, bool k
 TEST(DecodeStep, RopeKvMatchesReferenceAndUnfused) {
   const uint32_t neox = vulkan::abi::k_rope_neox, normal = vulkan::abi::k_rope_normal;
   const RopeCase cases[] = {
-      {6, 3, 1, 4, neox, true},       // pass-through dims, divisors
-      {8, 5, 1, 6, neox, false},      // n_rot / 2 = 3: pairs straddle the halves
-      {10, 2, 2, 10, normal, true},   // llama order, MHA
-      {6, 3, 3, 2, normal, false},    // one rotated pair
-      {128, 16, 2, 128, neox, false}, // qwen2.5-3b's heads
-      {130, 3, 1, 64, normal, false}, // more pairs than one workgroup of 64
+      {6, 3, 1, 4, neox, true},        // pass-through dims, divisors
+      {8, 5, 1, 6, neox, false},       // n_rot / 2 = 3: pairs straddle the halves
+      {10, 2, 2, 10, normal, true},    // llama order, MHA
+      {6, 3, 3, 2, normal, false},     // one rotated pair
+      {128, 16, 2, 128, neox, false},  // qwen2.5-3b's heads
+      {130, 3, 1, 64, normal, false},  // more pairs than one workgroup of 64
   };
   for (const RopeCase& c : cases)
     for (uint32_t n : {1u, 3u})
@@ -236,8 +237,8 @@ struct Decode {
   uint64_t replays = 0, dispatches = 0;
 };
 
-Decode run_decode(const model::Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen, bool replay,
-                  bool fuse, bool kv_f16, bool host_io) {
+Decode run_decode(const model::Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen,
+                  bool replay, bool fuse, bool kv_f16, bool host_io) {
   vulkan::VulkanOptions o;
   o.host_io = host_io;  // as on a discrete GPU: token ids in host memory, the step copied to the device
   o.validation = true;
@@ -326,10 +327,11 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
     worst_unfused = std::max(worst_unfused, rel(recorded.logits[size_t(i)], unfused.logits[size_t(i)]));
     worst_cpu = std::max(worst_cpu, max_abs(recorded.logits[size_t(i)], cpu[size_t(i)]));
   }
-  std::printf("%s kv_f16=%d: %d tokens, %llu replays, %llu dispatches per token (unfused %llu); rel vs unfused %.3g, "
-              "vs CPU %.3g absolute\n",
-              file, int(kv_f16), n_gen, (unsigned long long)replayed.replays, (unsigned long long)recorded.dispatches,
-              (unsigned long long)unfused.dispatches, worst_unfused, worst_cpu);
+  std::printf(
+      "%s kv_f16=%d: %d tokens, %llu replays, %llu dispatches per token (unfused %llu); rel vs unfused %.3g, "
+      "vs CPU %.3g absolute\n",
+      file, int(kv_f16), n_gen, (unsigned long long)replayed.replays, (unsigned long long)recorded.dispatches,
+      (unsigned long long)unfused.dispatches, worst_unfused, worst_cpu);
   EXPECT_LE(worst_unfused, kv_f16 ? 1e-3 : 1e-5) << "fused vs unfused decode";
   // The prompt's KV comes from the int8 prefill path (q8_1 activations): ≤ 0.35 absolute
   // (../shared/reference/README.md), as every q8_1 path is held to.
