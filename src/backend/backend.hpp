@@ -53,6 +53,7 @@ struct HostTiming {
   double submit_wait_ms = 0;  // waiting for fences: while recording, and after the last submit (GPU time)
   double readback_ms = 0;     // logits to host memory after the fence
   uint64_t computes = 0, dispatches = 0;
+  uint64_t replays = 0;  // computes that submitted a kept command buffer again (no recording; Vulkan decode)
 };
 
 // GPU time of one dispatch of the last profiled compute().

@@ -119,6 +119,7 @@ nlohmann::json host_split(Session& s, const std::vector<double>& ns) {
     j["submit_wait"] = h.submit_wait_ms / u;
     j["readback"] = h.readback_ms / u;
     j["dispatches"] = double(h.dispatches) / u;
+    j["replayed"] = double(h.replays) / u;  // fraction of ubatches whose command buffer was replayed
     j["compute_other"] = (t.compute_ms - h.setup_ms - h.record_ms - h.submit_wait_ms - h.readback_ms) / u;
   } else {
     j["compute"] = t.compute_ms / u;

@@ -23,6 +23,8 @@ EnvOptions read_env() {
   e.lab.attn_split = var("ROCKY_ATTN_SPLIT");
   e.lab.fuse_epilogue = var("ROCKY_FUSE_EPILOGUE");
   e.lab.mmv_shape = var("ROCKY_MMV_SHAPE");
+  e.lab.decode_replay = var("ROCKY_DECODE_REPLAY");
+  e.lab.fuse_decode = var("ROCKY_FUSE_DECODE");
   e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
   e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");
   e.vulkan_loader = var("ROCKY_VULKAN_LOADER");

@@ -96,14 +96,33 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   for (auto [wg, per] : {std::pair{512, 1}, std::pair{1024, 1}, std::pair{1024, 2}})
     vs.push_back({"rms_norm_vec", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
                                       std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per), true});
-  // Decode attention: the per-(head, token) kernel and the split pair (attention_split,
-  // attention_merge; decode at depth), 64 invocations as ops/attention.cpp dispatches them, f32 and
-  // f16 KV, head_dim up to 512.
-  for (const char* sh : {"attention", "attention_split"})
+  // [N4] the decode step's kernels (branch step): rope_kv (rope Q + K, K and V stores in one
+  // dispatch), rope and kv_store with n_past from the push constant or the step buffer
+  // (ROCKY_SC_POS_BUF), f32 and f16 caches; attention / attention_step (the decode attention on
+  // GPUs, n_past from the push constant / the step buffer) as ops/attention.cpp builds them.
+  {
+    auto id = [](int i, int v) { return " -s " + std::to_string(i) + "=" + std::to_string(v); };
+    for (int pos : {0, 1}) {
+      vs.push_back({"rope", id(ROCKY_SC_WG, 64) + id(ROCKY_SC_POS_BUF, pos), true});
+      for (int f16 : {0, 1}) {
+        vs.push_back({"rope_kv", id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_POS_BUF, pos), true});
+        vs.push_back({"kv_store", id(ROCKY_SC_WG, 128) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_POS_BUF, pos), true});
+      }
+    }
+    for (const char* sh : {"attention", "attention_step"})
+      for (int f16 : {0, 1}) vs.push_back({sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512), true});
+    // The split decode attention (decode at depth): both n_past sources, and its merge.
+    for (int pos : {0, 1})
+      for (int f16 : {0, 1})
+        vs.push_back({"attention_split", id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512) +
+                                             id(ROCKY_SC_POS_BUF, pos), true});
+    vs.push_back({"attention_merge", id(ROCKY_SC_WG, 64), true});
+    // attention_flash with the step buffer (CPU drivers' decode only; the Arm tile of head_dim 128).
     for (int f16 : {0, 1})
-      vs.push_back({sh, "-s " + std::to_string(ROCKY_SC_WG) + "=64 -s " + std::to_string(ROCKY_SC_KV_F16) + "=" +
-                            std::to_string(f16) + " -s " + std::to_string(ROCKY_SC_HD_MAX) + "=512", true});
-  vs.push_back({"attention_merge", "-s " + std::to_string(ROCKY_SC_WG) + "=64", true});
+      vs.push_back({"attention_flash", id(ROCKY_SC_WG, 128) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_FA_BR, 16) +
+                                           id(ROCKY_SC_FA_TR, 1) + id(ROCKY_SC_FA_TC, 2) + id(ROCKY_SC_FA_HD, 128) +
+                                           id(ROCKY_SC_POS_BUF, 1), false});
+  }
   const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
   for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
     std::string spec;

@@ -18,6 +18,8 @@ struct LabOptions {
   std::string attn_split;           // ROCKY_ATTN_SPLIT=CHUNK key positions per split (0 = off; ops/attention.cpp)
   std::string fuse_epilogue;        // ROCKY_FUSE_EPILOGUE=0|1 (wins over VulkanOptions::fuse_epilogue)
   std::string mmv_shape;            // ROCKY_MMV_SHAPE=WG,ROWS (ops/matmul.cpp, matvec_mmq)
+  std::string decode_replay;        // ROCKY_DECODE_REPLAY=0|1 (wins over VulkanOptions::replay_decode)
+  std::string fuse_decode;          // ROCKY_FUSE_DECODE=0|1 (wins over VulkanOptions::fuse_decode)
   std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)
   std::string vulkan_timeout_s;     // ROCKY_VULKAN_TIMEOUT_S=S (fence waits; default 1800)
 };

@@ -14,6 +14,7 @@ static_assert(sizeof(RopePC) == 12 * 4);
 static_assert(sizeof(KvStorePC) == 5 * 4);
 static_assert(sizeof(AttnPC) == 12 * 4);
 static_assert(sizeof(TakeColsPC) == 5 * 4);
+static_assert(sizeof(RopeKvPC) == 17 * 4);
 inline constexpr uint32_t k_max_push_constant_bytes = 128;
 static_assert(sizeof(AttnPC) <= k_max_push_constant_bytes);
 

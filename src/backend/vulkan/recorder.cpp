@@ -87,8 +87,38 @@ void Recorder::wait(Frame& f) {
 }
 
 void Recorder::begin(bool profile) {
-  current_ = (current_ + 1) % frames_.size();
-  Frame& f = frames_[current_];
+  current_ = current_ >= 1 ? 0 : 1;  // the ring: frames 0 and 1 in turn (2 = the captured buffer)
+  open(frames_[current_], profile, true);
+}
+
+void Recorder::begin_capture() {
+  captured_ = false;
+  current_ = 2;
+  open(frames_[2], false, false);
+  capturing_ = true;
+}
+
+void Recorder::replay() {
+  if (recording_) fail("Recorder::replay while recording");
+  if (!captured_) fail("Recorder::replay without a captured command buffer");
+  Frame& f = frames_[2];
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &f.cb;
+  {
+    std::lock_guard<std::mutex> lock(dev_.queue_mutex());
+    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+  }
+  f.pending = true;
+  wait(f);
+  dispatches_ = captured_dispatches_;
+  barriers_ = captured_barriers_;
+  flush_wait_ms_ = 0;
+  timings_.clear();
+  ++replays_;
+}
+
+void Recorder::open(Frame& f, bool profile, bool one_time) {
   wait(f);
   for (auto p : f.pools) vkResetDescriptorPool(dev_.handle(), p, 0);
   f.pool_used = 0;
@@ -102,16 +132,19 @@ void Recorder::begin(bool profile) {
   }
   vk_check(vkResetCommandBuffer(f.cb, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  bi.flags = one_time ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
   vk_check(vkBeginCommandBuffer(f.cb, &bi), "vkBeginCommandBuffer");
   if (profile_) vkCmdResetQueryPool(f.cb, f.queries, 0, f.query_capacity);
-  // Host writes (token ids, uploads) before this submit → shader reads.
+  // Host writes (token ids, uploads) before this submit → shader reads; and the shader writes of
+  // earlier submits (the KV cache of the previous decode step, when a kept command buffer is
+  // submitted again) → this one's reads and writes.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   recording_ = true;
+  capturing_ = false;
   pending_.clear();
   labels_.clear();
   dispatches_ = barriers_ = 0;
@@ -252,7 +285,7 @@ void Recorder::fill(const Buffer& dst, uint32_t value) {
 
 void Recorder::flush() {
   if (!recording_) fail("Recorder::flush outside begin()/submit_and_wait()");
-  if (profile_) return;
+  if (profile_ || capturing_) return;
   Frame& f = frames_[current_];
   vk_check(vkEndCommandBuffer(f.cb), "vkEndCommandBuffer");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
@@ -291,6 +324,12 @@ void Recorder::submit_and_wait() {
     vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
   }
   f.pending = true;
+  if (capturing_) {
+    capturing_ = false;
+    captured_ = true;
+    captured_dispatches_ = dispatches_;
+    captured_barriers_ = barriers_;
+  }
   wait(f);
   timings_.clear();
   if (profile_ && !labels_.empty()) {

@@ -45,6 +45,16 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     if (v != "0" && v != "1") fail("ROCKY_FUSE_EPILOGUE='{}': expected 0 or 1", v);
     opts_.fuse_epilogue = v == "1";
   }
+  if (!lab.decode_replay.empty()) {  // ROCKY_DECODE_REPLAY=0|1 overrides replay_decode
+    const std::string& v = lab.decode_replay;
+    if (v != "0" && v != "1") fail("ROCKY_DECODE_REPLAY='{}': expected 0 or 1", v);
+    opts_.replay_decode = v == "1";
+  }
+  if (!lab.fuse_decode.empty()) {  // ROCKY_FUSE_DECODE=0|1 overrides fuse_decode
+    const std::string& v = lab.fuse_decode;
+    if (v != "0" && v != "1") fail("ROCKY_FUSE_DECODE='{}': expected 0 or 1", v);
+    opts_.fuse_decode = v == "1";
+  }
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
   if (!lab.tune.empty()) mmq_profile_ = tune::load_profile_override(lab.tune, mmq_profile_);
@@ -104,6 +114,7 @@ VulkanContext& VulkanBackend::context() {
 void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weights) {
   for (const gguf::TensorInfo* t : weights) {
     if (weights_.count(t)) continue;
+    ++generation_;
     auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE, MemUse::WEIGHTS));
     memory_->upload(*b, 0, t->data, t->n_bytes);
     ops::Weight w;
@@ -142,15 +153,16 @@ void VulkanBackend::release_weights() {
   weights_.clear();
   weight_buffers_.clear();
   weight_bytes_ = 0;
+  ++generation_;
 }
 
 namespace {
 // An ATTENTION node's kernel arguments (record_node, and compute's scratch sizing).
-ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, int64_t n_embd_kv) {
+ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph::KvShape& kv) {
   return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
                        static_cast<uint32_t>(n.attn.n_head_kv), static_cast<uint32_t>(n.ne1),
-                       static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(n_embd_kv), n.attn.scale,
-                       static_cast<uint32_t>(n.attn.window)};
+                       static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(kv.n_embd_kv), n.attn.scale,
+                       static_cast<uint32_t>(n.attn.window), static_cast<uint32_t>(kv.n_ctx)};
 }
 }  // namespace
 
@@ -248,7 +260,7 @@ backend::ContextStats VulkanContext::stats() const {
   s.memory.kv = kv_bytes();
   s.memory.arena = arena_bytes();
   for (const auto& [qs, ds] : q81_slots_) s.memory.other += qs.size() + ds.size();
-  s.memory.other += tokens_.size() + readback_.size() + attn_scratch_.size();
+  s.memory.other += tokens_.size() + readback_.size() + step_dev_.size() + attn_scratch_.size();
   s.host = timing_;
   for (const auto& t : recorder_->timings()) s.ops.push_back({t.label, t.ms});
   // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
@@ -297,7 +309,9 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::GET_ROWS: {
       const ops::Weight& w = be_.weight(n.weight);
       if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens) fail("graph node {}: shape does not match its weight / tokens", n.name);
-      ops::get_rows(env, w, {&tokens_, 0, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id), n.name);
+      // Decode: word 0 of the token buffer is the step (n_past), the token id follows.
+      const Buffer& tb = env.step != nullptr ? *env.step : tokens_;
+      ops::get_rows(env, w, {&tb, g.n_tokens == 1 ? 4u : 0u, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id), n.name);
       break;
     }
     case Op::RMS_NORM:
@@ -396,7 +410,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     }
     case Op::ATTENTION: {
       if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
-      const ops::AttnArgs a = attn_args(g, n, kv_.n_embd_kv);
+      const ops::AttnArgs a = attn_args(g, n, kv_);
       if (uint64_t(a.head_dim) * a.n_head_kv != uint64_t(kv_.n_embd_kv) || uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) {
         fail("graph node {}: attention shape mismatch with the KV cache", n.name);
       }
@@ -447,16 +461,29 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // uncached PCIe reads (the H200 took 20–23 ms to read 608 KB of logits, docs/tuning-log.md #12),
   // so tokens and logits go through host memory and the ubatch's own command buffer copies them.
   const bool host_io = be_.opts_.host_io || !be_.device_->info().uma || be_.device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  const uint64_t tok_bytes = std::max<uint64_t>(4, tokens.size() * 4);
+  // [N4] Decode (one token): the token buffer holds {n_past, token id} — word 0 is the step the
+  // decode kernels read (ops::Env::step), so the recorded commands do not depend on n_past and one
+  // 8-byte host write per token updates both.
+  const bool decode = g.n_tokens == 1;
+  const uint64_t tok_bytes = std::max<uint64_t>(decode ? 8 : 4, tokens.size() * 4);
   if (!tokens_ || tokens_.size() < tok_bytes) {
     tokens_ = Buffer();
     tokens_ = be_.memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE, MemUse::OTHER);
+    ++buffers_gen_;
   }
-  be_.memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
+  if (decode) {
+    if (g.n_past < 0 || (!kv_buffers_.empty() && int64_t(g.n_past) + g.n_tokens > kv_.n_ctx))
+      fail("compute: decode at position {} does not fit the KV cache ({} positions)", g.n_past, kv_.n_ctx);
+    const uint32_t step[2] = {static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(tokens[0])};
+    be_.memory_->upload(tokens_, 0, step, sizeof step);
+  } else {
+    be_.memory_->upload(tokens_, 0, tokens.data(), tokens.size() * 4);
+  }
   if (p.arena_bytes > 0 && (!arena_ || arena_.size() < p.arena_bytes)) {
     arena_ = Buffer();
     arena_ = be_.memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes, BufferKind::DEVICE,
                                    MemUse::ARENA);
+    ++buffers_gen_;
   }
   for (const auto& n : g.nodes) {
     if (n.op == Op::GET_ROWS && n.weight) {
@@ -465,35 +492,6 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
         if (t < 0 || uint64_t(t) >= w.rows) fail("token id {} outside the vocabulary ({} rows of {})", t, w.rows, w.name);
     }
   }
-  ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.opts_.tile, 128, be_.opts_.kv_f16};
-  env.matmul = be_.opts_.matmul;
-  env.prof = &be_.mmq_profile_;
-  env.lab = &be_.opts_.lab;
-  q81_ = plan_q8_1(env, g);
-  while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
-  for (uint32_t i = 0; i < q81_.n_slots; ++i) {  // grown only when a larger graph arrives
-    auto& [qs, ds] = q81_slots_[i];
-    if (!qs || qs.size() < q81_.qs_bytes) {
-      qs = Buffer();
-      qs = be_.memory_->create(fmt::format("q8_1 activations (slot {})", i), q81_.qs_bytes, BufferKind::DEVICE);
-    }
-    if (!ds || ds.size() < q81_.ds_bytes) {
-      ds = Buffer();
-      ds = be_.memory_->create(fmt::format("q8_1 activation scales (slot {})", i), q81_.ds_bytes, BufferKind::DEVICE);
-    }
-  }
-  // Split decode attention's scratch: the largest any ATTENTION node of this graph needs.
-  uint64_t attn_bytes = 0;
-  for (const auto& n : g.nodes)
-    if (n.op == Op::ATTENTION) attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_.n_embd_kv)));
-  if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
-    attn_scratch_ = Buffer();
-    attn_scratch_ = be_.memory_->create("split attention scratch", attn_bytes, BufferKind::DEVICE);
-  }
-  env.attn_scratch = attn_scratch_ ? &attn_scratch_ : nullptr;
-  int8_matmuls_ = 0;
-  f32_prefill_matmuls_ = 0;
-  fused_epilogues_ = 0;
   // Logits: copied into a host buffer by the same command buffer unless the arena is host-visible.
   uint64_t out_bytes = 0;
   if (g.output >= 0) {
@@ -501,15 +499,86 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     out_bytes = uint64_t(out.ne0) * uint64_t(out.ne1) * 4;
   }
   const bool copy_out = out_bytes > 0 && (host_io || !arena_.mapped());
+  // [N4] Replay: the same decode graph, plan and buffers as the captured command buffer — submit it
+  // again (the host wrote the token id and the step buffer above).
+  const bool replay = decode && be_.opts_.replay_decode && !be_.opts_.profile;
+  uint64_t key = 0;
+  if (replay) {
+    key = replay_key_of(g, p, copy_out);
+    if (recorder_->captured() && key == replay_key_) {
+      const auto t1 = Clock::now();
+      recorder_->replay();
+      const auto t3 = Clock::now();
+      timing_.setup_ms += ms(t0, t1);
+      timing_.submit_wait_ms += ms(t1, t3);
+      timing_.computes += 1;
+      timing_.replays += 1;
+      timing_.dispatches += recorder_->dispatches();
+      read_logits(g, p, copy_out, logits);
+      timing_.readback_ms += ms(t3, Clock::now());
+      return;
+    }
+  }
+  recorder_->drop_capture();
+  ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.opts_.tile, 128, be_.opts_.kv_f16};
+  env.matmul = be_.opts_.matmul;
+  env.prof = &be_.mmq_profile_;
+  env.lab = &be_.opts_.lab;
+  // Discrete GPUs (host_io): the step and token id are copied into device memory first (one 8-byte
+  // copy in the command buffer), so the decode kernels do not each read host memory over PCIe.
+  if (decode && host_io && !step_dev_) {
+    step_dev_ = be_.memory_->create("decode step (n_past, token id)", 8, BufferKind::DEVICE, MemUse::OTHER);
+    ++buffers_gen_;
+  }
+  if (decode) env.step = host_io ? &step_dev_ : &tokens_;
+  q81_ = plan_q8_1(env, g);
+  plan_decode_fusion(g);
+  while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
+  for (uint32_t i = 0; i < q81_.n_slots; ++i) {  // grown only when a larger graph arrives
+    auto& [qs, ds] = q81_slots_[i];
+    if (!qs || qs.size() < q81_.qs_bytes) {
+      qs = Buffer();
+      qs = be_.memory_->create(fmt::format("q8_1 activations (slot {})", i), q81_.qs_bytes, BufferKind::DEVICE);
+      ++buffers_gen_;
+    }
+    if (!ds || ds.size() < q81_.ds_bytes) {
+      ds = Buffer();
+      ds = be_.memory_->create(fmt::format("q8_1 activation scales (slot {})", i), q81_.ds_bytes, BufferKind::DEVICE);
+      ++buffers_gen_;
+    }
+  }
+  // Split decode attention's scratch: the largest any ATTENTION node of this graph needs.
+  uint64_t attn_bytes = 0;
+  for (const auto& n : g.nodes)
+    if (n.op == Op::ATTENTION) attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_)));
+  if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
+    attn_scratch_ = Buffer();
+    attn_scratch_ = be_.memory_->create("split attention scratch", attn_bytes, BufferKind::DEVICE);
+    ++buffers_gen_;
+  }
+  env.attn_scratch = attn_scratch_ ? &attn_scratch_ : nullptr;
+  int8_matmuls_ = 0;
+  f32_prefill_matmuls_ = 0;
+  fused_epilogues_ = 0;
   if (copy_out && (!readback_ || readback_.size() < out_bytes)) {
     readback_ = Buffer();
     readback_ = be_.memory_->create("logits readback", out_bytes, BufferKind::HOST);
+    ++buffers_gen_;
   }
   const auto t1 = Clock::now();
-  recorder_->begin(be_.opts_.profile);
+  if (replay) {
+    recorder_->begin_capture();  // one command buffer, kept for the next tokens
+  } else {
+    recorder_->begin(be_.opts_.profile);
+  }
+  if (decode && host_io) recorder_->copy(tokens_, 0, step_dev_, 0, 8);
   uint32_t flushed = 0;
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
-    record_node(env, g, p, i);
+    if (fused_decode_[size_t(i)] == 1) {
+      record_rope_kv(env, g, p, i);
+    } else if (fused_decode_[size_t(i)] == 0) {
+      record_node(env, g, p, i);
+    }
     record_q8_1_output(env, g, p, i);
     // VulkanOptions::flush_dispatches: a 36-layer ubatch (≈ 760 dispatches) goes out in 8 submits.
     if (be_.opts_.flush_dispatches > 0 && recorder_->dispatches() - flushed >= be_.opts_.flush_dispatches) {
@@ -520,12 +589,18 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   if (copy_out) recorder_->copy(arena_, p.offset[static_cast<size_t>(g.output)], readback_, 0, out_bytes);
   const auto t2 = Clock::now();
   recorder_->submit_and_wait();
+  if (replay) replay_key_ = replay_key_of(g, p, copy_out);  // after this call's allocations
   const auto t3 = Clock::now();
   timing_.setup_ms += ms(t0, t1);
   timing_.record_ms += ms(t1, t2) - recorder_->flush_wait_ms();  // waits inside flush() are GPU time
   timing_.submit_wait_ms += ms(t2, t3) + recorder_->flush_wait_ms();
   timing_.computes += 1;
   timing_.dispatches += recorder_->dispatches();
+  read_logits(g, p, copy_out, logits);
+  timing_.readback_ms += ms(t3, Clock::now());
+}
+
+void VulkanContext::read_logits(const graph::Graph& g, const graph::Plan& p, bool copy_out, std::span<float> logits) {
   if (g.output < 0) {  // a prefill ubatch that only fills the KV cache
     if (!logits.empty()) fail("compute: logits buffer given but the graph has no output node");
     return;
@@ -538,7 +613,43 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   } else {
     be_.memory_->download(arena_, p.offset[static_cast<size_t>(g.output)], logits.data(), n_out * 4);
   }
-  timing_.readback_ms += ms(t3, Clock::now());
+}
+
+// The captured command buffer's key: everything its recording read, except n_past and the token
+// ids (the step and token buffers carry those). A change of any of it means re-recording.
+uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& p, bool copy_out) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over 64-bit words
+  auto mix = [&h](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ull;
+  };
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return uint64_t(u);
+  };
+  mix(be_.generation_);
+  mix(buffers_gen_);
+  mix(uint64_t(g.n_tokens));
+  mix(uint64_t(int64_t(g.output)));
+  mix(copy_out ? 1 : 0);
+  mix(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& n = g.nodes[i];
+    mix(uint64_t(n.op) | uint64_t(n.out_type) << 8 | uint64_t(uint32_t(n.layer)) << 16 | uint64_t(n.kv) << 48);
+    mix(uint64_t(n.ne0));
+    mix(uint64_t(n.ne1));
+    for (int32_t s : n.src) mix(uint64_t(uint32_t(s)));
+    mix(reinterpret_cast<uintptr_t>(n.weight));
+    mix(uint64_t(n.first_col));
+    mix(bits(n.eps));
+    mix(uint64_t(n.rope.mode) | uint64_t(uint32_t(n.rope.head_dim)) << 8 | uint64_t(uint32_t(n.rope.n_rot)) << 32);
+    mix(uint64_t(uint32_t(n.rope.n_head)) | bits(n.rope.freq_base) << 32);
+    mix(bits(n.rope.freq_scale) | bits(n.attn.scale) << 32);
+    mix(uint64_t(uint32_t(n.attn.head_dim)) | uint64_t(uint32_t(n.attn.n_head)) << 20 | uint64_t(uint32_t(n.attn.n_head_kv)) << 40);
+    mix(i < p.offset.size() ? p.offset[i] : ~0ull);
+  }
+  return h;
 }
 
 int64_t VulkanBackend::max_ubatch_tokens(const graph::Graph& g, std::string* why) const {
@@ -665,7 +776,61 @@ void VulkanContext::record_q8_1_output(ops::Env& env, const graph::Graph& g, con
 }
 
 bool VulkanContext::node_written(int32_t id) const {
+  if (id >= 0 && size_t(id) < fused_decode_.size() && fused_decode_[size_t(id)] == 2) return false;  // inside rope_kv
   return id < 0 || size_t(id) >= q81_.fused.size() || (!q81_.fused[size_t(id)] && q81_.epi_into[size_t(id)] < 0);
+}
+
+// [N4] rope_kv: nodes i … i+3 = ROPE (Q), ROPE (K), KV_STORE K of that rope, KV_STORE V of one
+// layer (blocks::self_attention's order), with the K rope read by nothing else, go into one
+// dispatch at node i; i+1 … i+3 record nothing (the K rope's f32 output is never written).
+void VulkanContext::plan_decode_fusion(const graph::Graph& g) {
+  const size_t nn = g.nodes.size();
+  fused_decode_.assign(nn, 0);
+  if (!be_.opts_.fuse_decode || g.n_tokens != 1 || kv_buffers_.empty()) return;
+  std::vector<uint32_t> uses(nn, 0);
+  for (const graph::Node& n : g.nodes)
+    for (int32_t s : n.src)
+      if (s >= 0 && size_t(s) < nn) ++uses[size_t(s)];
+  if (g.output >= 0 && size_t(g.output) < nn) ++uses[size_t(g.output)];
+  for (size_t i = 0; i + 3 < nn; ++i) {
+    const graph::Node &q = g.nodes[i], &k = g.nodes[i + 1], &ks = g.nodes[i + 2], &vs = g.nodes[i + 3];
+    if (q.op != Op::ROPE || k.op != Op::ROPE || ks.op != Op::KV_STORE || vs.op != Op::KV_STORE) continue;
+    if (ks.kv != 0 || vs.kv != 1 || ks.layer != vs.layer || ks.src[0] != int32_t(i + 1) || uses[i + 1] != 1) continue;
+    if (q.rope.mode != k.rope.mode || q.rope.head_dim != k.rope.head_dim || q.rope.n_rot != k.rope.n_rot ||
+        q.rope.freq_base != k.rope.freq_base || q.rope.freq_scale != k.rope.freq_scale || q.weight != k.weight)
+      continue;
+    if (q.src[0] < 0 || k.src[0] < 0 || vs.src[0] < 0 || q.src[0] >= int32_t(i) || k.src[0] >= int32_t(i) ||
+        vs.src[0] >= int32_t(i))
+      continue;
+    const graph::Node& vn = g.nodes[size_t(vs.src[0])];
+    if (k.ne0 != kv_.n_embd_kv || vn.ne0 != kv_.n_embd_kv || vn.ne1 != 1 || int64_t(k.rope.head_dim) * k.rope.n_head != k.ne0)
+      continue;
+    fused_decode_[i] = 1;
+    fused_decode_[i + 1] = fused_decode_[i + 2] = fused_decode_[i + 3] = 2;
+    i += 3;
+  }
+}
+
+void VulkanContext::record_rope_kv(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
+  const graph::Node &q = g.nodes[size_t(id)], &k = g.nodes[size_t(id) + 1], &vs = g.nodes[size_t(id) + 3];
+  if (vs.layer < 0 || vs.layer >= kv_.n_layer)
+    fail("graph node {}: layer {} outside the KV cache", vs.name, vs.layer);
+  if (g.n_past + g.n_tokens > kv_.n_ctx) fail("graph node {}: KV write at {} past the cache ({})", vs.name, g.n_past, kv_.n_ctx);
+  ops::RopeArgs a{static_cast<uint32_t>(q.rope.head_dim), static_cast<uint32_t>(q.rope.n_head),
+                  static_cast<uint32_t>(q.rope.n_rot), static_cast<uint32_t>(g.n_tokens), static_cast<uint32_t>(g.n_past),
+                  q.rope.mode == graph::RopeMode::NEOX ? abi::k_rope_neox : abi::k_rope_normal, q.rope.freq_base,
+                  q.rope.freq_scale};
+  if (uint64_t(a.head_dim) * a.n_head != uint64_t(q.ne0)) fail("graph node {}: rope shape mismatch", q.name);
+  ops::Region ff;
+  if (q.weight != nullptr) {
+    if (q.weight->n_elements * 2 != uint64_t(a.n_rot)) fail("graph node {}: rope factors are not [n_rot/2]", q.name);
+    ff = be_.weight_region(q.weight);
+  }
+  const Buffer& kc = kv_buffers_[size_t(vs.layer) * 2];
+  const Buffer& vc = kv_buffers_[size_t(vs.layer) * 2 + 1];
+  const std::string label = q.name.rfind("blk.", 0) == 0 ? q.name.substr(0, q.name.find('.', 4) + 1) + "rope_kv" : "rope_kv";
+  ops::rope_kv(env, node_region(g, p, q.src[0]), node_region(g, p, k.src[0]), node_region(g, p, vs.src[0]), a,
+               static_cast<uint32_t>(k.rope.n_head), node_region(g, p, id), {&kc, 0, kc.size()}, {&vc, 0, vc.size()}, label, ff);
 }
 
 std::vector<float> VulkanContext::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {

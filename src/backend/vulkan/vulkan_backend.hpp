@@ -50,6 +50,15 @@ struct VulkanOptions {
   // Dispatches recorded per command buffer before it is submitted without waiting (Recorder::flush),
   // so the GPU starts while the host records the rest; 0 = one command buffer per ubatch.
   uint32_t flush_dispatches = 96;
+  // [N4] Decode (one-token graphs): the command buffer is recorded once per graph shape and
+  // replayed for every later token (Recorder::replay) — rope, the KV store and attention read
+  // n_past from a step buffer the host writes before each submit, so nothing recorded depends on
+  // it. Re-recorded after any change of the graph, plan, weights or a buffer it binds; never while
+  // profiling. false = record every token (A/B, tests). ROCKY_DECODE_REPLAY=0|1 overrides it.
+  bool replay_decode = true;
+  // [N4] Decode: rope of Q and K and the K and V cache stores of a layer in one dispatch
+  // (shaders/rope_kv.comp) instead of four. ROCKY_FUSE_DECODE=0|1 overrides it.
+  bool fuse_decode = true;
   // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
   // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
   // environment.
@@ -142,6 +151,18 @@ class VulkanContext final : public backend::Context {
   uint32_t f32_prefill_matmuls_ = 0;  // [N6] matmuls with N > 1 on the f32 kernels (last compute)
   uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
+  // [N4] Decode replay: a counter bumped whenever this context re-creates a buffer that recorded
+  // commands bind, and the key of the captured command buffer (the step is word 0 of tokens_;
+  // with host_io its device copy step_dev_ {n_past, token id}, written by the command buffer).
+  Buffer step_dev_;
+  uint64_t buffers_gen_ = 0;
+  uint64_t replay_key_ = 0;
+  uint64_t replay_key_of(const graph::Graph& g, const graph::Plan& p, bool copy_out) const;
+  void read_logits(const graph::Graph& g, const graph::Plan& p, bool copy_out, std::span<float> logits);
+  // [N4] Decode fusion (rope_kv): [node] 1 = records the fused dispatch, 2 = recorded by it.
+  std::vector<uint8_t> fused_decode_;
+  void plan_decode_fusion(const graph::Graph& g);
+  void record_rope_kv(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
 };
 
 // The device and the weights (one buffer per tensor, + its mmq repack on the int8 path; UMA:
@@ -170,7 +191,10 @@ class VulkanBackend final : public backend::Backend {
   // Lab / tests: replace the overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE)
   // for the next compute() of every context (not while one computes); the others were applied when
   // the backend was made.
-  void set_lab(const LabOptions& lab) { opts_.lab = lab; }
+  void set_lab(const LabOptions& lab) {
+    opts_.lab = lab;
+    ++generation_;
+  }
 
   // A default context for single-stream tools and tests (the lab commands, tests/vulkan): init_kv
   // makes it (again when the shape changes; the same shape zeroes it in place), compute() without
@@ -206,6 +230,9 @@ class VulkanBackend final : public backend::Backend {
   std::map<const gguf::TensorInfo*, ops::Weight> weights_;
   uint64_t weight_bytes_ = 0;
   std::vector<DType> noted_types_;  // [N6] quantized types already noted as not on the int8 path
+  // Bumped whenever the weights or the lab overrides change: recorded decode command buffers of
+  // every context are then stale (VulkanOptions::replay_decode).
+  uint64_t generation_ = 1;
   // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides).
   tune::DeviceProfile mmq_profile_;
   std::unique_ptr<VulkanContext> default_;

@@ -99,7 +99,9 @@ struct SplitPlan {
   uint32_t chunk = 0, n_split = 1;
 };
 
-SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
+// step: the replayed decode, whose recording serves every n_past — the grid covers the whole
+// cache (a.n_ctx positions) and splits past a token's range write the empty state.
+SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a, bool step) {
   uint32_t chunk = k_split_chunk;
   if (lab != nullptr && !lab->attn_split.empty()) {
     const std::string& v = lab->attn_split;
@@ -112,6 +114,7 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
   }
   if (a.n_tokens > k_split_max_tokens) return {};
   uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;  // the longest key range of the ubatch's tokens
+  if (step) n_kv = std::max<uint64_t>(n_kv, a.n_ctx);
   if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);  // a sliding window bounds it
   uint64_t n_split = (n_kv + chunk - 1) / chunk;
   if (n_split > k_split_max) {  // longer chunks instead of more of them
@@ -140,9 +143,11 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     fail("{}: n_head {} is not a multiple of n_head_kv {}", label, a.n_head, a.n_head_kv);
   }
   const uint64_t elem = e.kv_f16 ? 2 : 4;
-  const uint64_t used = uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;  // columns read
-  Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, used};
-  Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true)};
+  // Columns read (with the step buffer: the whole cache, n_past is known on the device only).
+  const uint64_t used = e.step != nullptr ? k_cache.bytes : uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;
+  Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, e.step != nullptr ? v_cache.bytes : used};
+  Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true), bind_step(e, q)};
+  const std::span<const Bound> b4(b, 4);  // attention.comp: no step binding
   abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
                  static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale,
                  a.window};
@@ -156,21 +161,27 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                         {ROCKY_SC_FA_TR, t.tr},
                                                         {ROCKY_SC_FA_TC, t.tc},
                                                         {ROCKY_SC_FA_HD, a.head_dim},
-                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch}});
+                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch},
+                                                        {ROCKY_SC_POS_BUF, pos_buf(e)}});
     const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
     const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);
     e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);
     return;
   }
-  if (const SplitPlan sp = split_plan(e.lab, k_wg, a); sp.n_split > 1 && e.attn_scratch != nullptr) {
-    const uint64_t need = attention_scratch_bytes(e, a);
+  // attention_step.comp (and attention_split with POS_BUF): n_past from the step buffer (binding
+  // 4), for the replayed decode.
+  const bool step = e.step != nullptr;
+  if (const SplitPlan sp = split_plan(e.lab, k_wg, a, step); sp.n_split > 1 && e.attn_scratch != nullptr) {
+    const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
     if (e.attn_scratch->size() < need)
       fail("{}: split attention needs {} bytes of scratch, {} given", label, need, e.attn_scratch->size());
     const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
     abi::AttnSplitPC spc{pc, sp.chunk, sp.n_split, f32_off(bs)};
-    const Pipeline& ps = e.pipes.get("attention_split",
-                                     {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
-    Bound bsplit[] = {b[0], b[1], b[2], bs};
+    const Pipeline& ps = e.pipes.get("attention_split", {{ROCKY_SC_WG, k_wg},
+                                                         {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                         {ROCKY_SC_HD_MAX, k_hd_max},
+                                                         {ROCKY_SC_POS_BUF, pos_buf(e)}});
+    Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
     e.rec.dispatch(ps, bsplit, &spc, sizeof spc, a.n_head, a.n_tokens, sp.n_split, label);
     const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
     const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
@@ -179,18 +190,23 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
     return;
   }
-  const Pipeline& p = e.pipes.get(
-      "attention", {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
-  e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+  const Pipeline& p = e.pipes.get(step ? "attention_step" : "attention",
+                                  {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
+  if (step) {
+    e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+  } else {
+    e.rec.dispatch(p, b4, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
+  }
 }
 
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
   constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
   FlashTile scratch{};
   if (want_flash(e.lab, e.info, a) && flash_tile(e.lab, e.info, a.head_dim, &scratch) != nullptr) return 0;
-  const SplitPlan sp = split_plan(e.lab, k_wg, a);
-  if (sp.n_split < 2) return 0;
-  return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+  // Either recording (re-recorded at this n_past, or replayable over the whole cache).
+  const uint32_t n_split = std::max(split_plan(e.lab, k_wg, a, false).n_split, split_plan(e.lab, k_wg, a, true).n_split);
+  if (n_split < 2) return 0;
+  return uint64_t{a.n_head} * a.n_tokens * n_split * (a.head_dim + 2u) * 4u;
 }
 
 }  // namespace rocky::vulkan::ops

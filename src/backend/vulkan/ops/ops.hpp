@@ -97,6 +97,12 @@ struct Env {
   const Buffer* attn_scratch = nullptr;
   // Lab overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE); nullptr = none.
   const LabOptions* lab = nullptr;
+  // [N4] The step buffer (uint [0] = n_past, written by the host before each submit; the backend
+  // uses word 0 of its token buffer): when set,
+  // rope, kv_store, attention and rope_kv read the cache position from it (ROCKY_SC_POS_BUF) and
+  // bind whole KV buffers, so nothing recorded depends on n_past and a decode command buffer can
+  // be replayed (VulkanOptions::replay_decode). The n_past arguments are then ignored.
+  const Buffer* step = nullptr;
 };
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).
@@ -131,10 +137,16 @@ struct RopeArgs {
 void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label, Region factors = {});
 // cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16).
 void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache, const std::string& label);
+// [N4] rope of q → qo, rope of k → the K cache and v → the V cache at columns n_past + j, one
+// dispatch (shaders/rope_kv.comp); q [head_dim·n_head, N], k and v [head_dim·n_head_kv, N]; the
+// caches as kv_store's (whole buffers). a.n_head = Q heads; n_head_kv = K/V heads.
+void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n_head_kv, Region qo, Region k_cache,
+             Region v_cache, const std::string& label, Region factors = {});
 struct AttnArgs {
   uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
   float scale;
   uint32_t window = 0;  // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
+  uint32_t n_ctx = 0;   // KV cache positions (the replayed decode's split covers them all); 0 = n_past + n_tokens
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label);
 // Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:
@@ -145,6 +157,11 @@ uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
 // Helpers shared by the op files.
 inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }
 inline uint32_t f32_off(const Bound& b) { return b.delta / 4; }
+// The step buffer's binding when e.step is set, else `dummy` (read-only; the shader does not read it).
+inline Bound bind_step(Env& e, Region dummy) {
+  return e.step != nullptr ? e.rec.bind(*e.step, 0, 4, false) : bind(e, dummy, false);
+}
+inline uint32_t pos_buf(const Env& e) { return e.step != nullptr ? 1u : 0u; }
 
 // Decode (N = 1) over the weight's mmq repack (shaders/matvec_mmq.comp, f32 activations, f32
 // accumulation): matmul() takes it for n == 1 when matvec_uses_mmq (w.mmq_buf set, type in

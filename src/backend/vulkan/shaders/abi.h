@@ -36,6 +36,10 @@ using uint = uint32_t;
 // Attention: keys per block (BC) of the online-softmax loop; max head_dim (HD_MAX).
 #define ROCKY_SC_BC 8
 #define ROCKY_SC_HD_MAX 9
+// [N4] 1: the cache position n_past is read from the step buffer (uint [0], written by the host
+// before each submit) instead of the push constant, so a recorded decode command buffer can be
+// replayed for every token (rope, kv_store, attention, attention_flash, rope_kv).
+#define ROCKY_SC_POS_BUF 10
 
 // ---- Constants ----
 ROCKY_ABI_CONST(k_rope_normal, 0u)
@@ -128,6 +132,28 @@ struct AttnPC {
   uint v_off;
   float scale;
   uint window;  // [N6] sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
+};
+
+// [N4] rope_kv: rope of Q [head_dim·n_head, N] → qo, rope of K and V [head_dim·n_head_kv, N] →
+// the K / V cache columns n_past + j (shaders/rope_kv.comp).
+struct RopeKvPC {
+  uint head_dim;
+  uint n_head;
+  uint n_head_kv;
+  uint n_rot;
+  uint n_tokens;
+  uint n_past;  // unused when POS_BUF = 1 (the step buffer's)
+  uint mode;    // k_rope_normal | k_rope_neox
+  uint q_off;
+  uint k_off;
+  uint v_off;
+  uint qo_off;
+  uint kc_off;  // element offsets of cache column 0 (even)
+  uint vc_off;
+  uint ff_off;
+  uint has_ff;
+  float freq_base;
+  float freq_scale;
 };
 
 // take_cols: out[:, j] = x[:, first_col + j], j < n_cols.

@@ -40,6 +40,8 @@ layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer Kc { uint kc[]; };
 layout(binding = 2) readonly buffer Vc { uint vc[]; };
 layout(binding = 3) writeonly buffer Out { float outv[]; };
+layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 0;
+layout(binding = 4) readonly buffer Step { uint step_pos[]; };  // POS_BUF = 1: [0] = n_past
 
 const uint WG = gl_WorkGroupSize.x;
 const uint RG = BR / TR;
@@ -109,8 +111,9 @@ void main() {
   const uint n_rows = pc.n_tokens * G;
   const uint i0 = (gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x) * BR;
   const uint j_lo = i0 / G, j_hi = min(i0 + BR - 1u, n_rows - 1u) / G;
-  const uint kv_end = pc.n_past + j_hi + 1u;   // keys past this are invisible to every row
-  const uint full_end = pc.n_past + j_lo + 1u;  // keys before this are visible to every row (causally)
+  const uint n_past = POS_BUF != 0u ? step_pos[0] : pc.n_past;
+  const uint kv_end = n_past + j_hi + 1u;   // keys past this are invisible to every row
+  const uint full_end = n_past + j_lo + 1u;  // keys before this are visible to every row (causally)
   const uint W = pc.window;
   const uint kv_begin = W > 0u && full_end > W ? full_end - W : 0u;  // first key of the first row
   const uint win_full = W > 0u && kv_end > W ? kv_end - W : 0u;       // keys from here: in every row's window
@@ -132,7 +135,7 @@ void main() {
   float m[TR], l[TR];
   vec4 o[TR][DPT4];
   for (uint i = 0u; i < TR; ++i) {
-    last[i] = pc.n_past + (i0 + rg * TR + i) / G;
+    last[i] = n_past + (i0 + rg * TR + i) / G;
     m[i] = k_neg;
     l[i] = 0.0;
     for (uint u = 0u; u < DPT4; ++u) o[i][u] = vec4(0.0);

@@ -7,7 +7,8 @@
 // the rows. A chunk past the token's last position writes m = -1e30, l = 0 (merged as nothing).
 // Each invocation owns output dims d = t + i·WG (i < DPT), head_dim ≤ DPT·WG (host-checked).
 // Grid: (n_head, n_tokens, n_split). Bindings: 0 q, 1 K cache, 2 V cache (uint words: f32 bits,
-// or packed f16 pairs when KV_F16 = 1), 3 scratch (f32; the merge writes the output).
+// or packed f16 pairs when KV_F16 = 1), 3 scratch (f32; the merge writes the output), 4 the step
+// buffer (POS_BUF = 1) or a dummy.
 #include "common/header.glsl"
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_HD_MAX) const uint HD_MAX = 256;
@@ -16,6 +17,10 @@ layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer Kc { uint kc[]; };
 layout(binding = 2) readonly buffer Vc { uint vc[]; };
 layout(binding = 3) writeonly buffer Scratch { float sc[]; };
+// [N4] replayed decode: n_past from the step buffer ([0]), the grid sized for the whole cache
+// (splits past the token's range write the empty state).
+layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 0;
+layout(binding = 4) readonly buffer Step { uint step_pos[]; };
 
 const uint DPT = 8;  // max output dims per invocation
 const float k_neg = -1e30;
@@ -41,7 +46,7 @@ void main() {
   const uint kvh = h / (pc.a.n_head / pc.a.n_head_kv);
   const uint qbase = pc.a.q_off + (j * pc.a.n_head + h) * D;
   for (uint d = t; d < D; d += WG) qs[d] = q[qbase + d] * pc.a.scale;
-  const uint n_kv = pc.a.n_past + j + 1u;
+  const uint n_kv = (POS_BUF != 0u ? step_pos[0] : pc.a.n_past) + j + 1u;
   // Sliding window W > 0: the token sees only p > n_past + j − W; chunks count from there.
   const uint k_first = pc.a.window > 0u && n_kv > pc.a.window ? n_kv - pc.a.window : 0u;
   const uint k_begin = k_first + sp * pc.chunk;

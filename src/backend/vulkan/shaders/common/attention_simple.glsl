@@ -1,0 +1,99 @@
+// The body of attention.comp and attention_step.comp (included after common/header.glsl).
+// attention (prefill and decode): causal GQA attention, flash-attention style. One workgroup per
+// (query head h, token j): keys are visited in blocks of WG positions with an online softmax
+// (running max m, running sum l, rescaled output o), so no n_ctx × n_ctx scratch exists.
+// Query head h reads KV head h / (n_head / n_head_kv); token j sees positions p ≤ n_past + j (with
+// a sliding window W = pc.window > 0 only p > n_past + j − W: the loop starts there).
+// Each invocation owns output dims d = t + i·WG (i < DPT), so head_dim ≤ DPT·WG (host-checked).
+// Grid: (n_head, n_tokens). Bindings: 0 q [head_dim·n_head, N], 1 K cache, 2 V cache (uint
+// words: f32 bits, or packed f16 pairs when KV_F16 = 1), 3 out [head_dim·n_head, N];
+// attention_step.comp (ROCKY_ATTN_STEP, [N4] decode replay): 4 step (n_past at [0]).
+layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
+layout(constant_id = ROCKY_SC_HD_MAX) const uint HD_MAX = 256;
+layout(push_constant) uniform PC { AttnPC pc; };
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer Kc { uint kc[]; };
+layout(binding = 2) readonly buffer Vc { uint vc[]; };
+layout(binding = 3) writeonly buffer Out { float outv[]; };
+#ifdef ROCKY_ATTN_STEP
+layout(binding = 4) readonly buffer Step { uint step_pos[]; };  // [0] = n_past
+#define ROCKY_ATTN_N_PAST step_pos[0]
+#else
+#define ROCKY_ATTN_N_PAST pc.n_past
+#endif
+
+const uint DPT = 8;  // max output dims per invocation
+const float k_neg = -1e30;
+shared float qs[HD_MAX];
+shared float ps[gl_WorkGroupSize.x];
+shared float red[gl_WorkGroupSize.x];
+
+float k_at(uint e) {
+  if (KV_F16 == 0u) return uintBitsToFloat(kc[e]);
+  vec2 h = unpackHalf2x16(kc[e >> 1]);
+  return (e & 1u) == 0u ? h.x : h.y;
+}
+float v_at(uint e) {
+  if (KV_F16 == 0u) return uintBitsToFloat(vc[e]);
+  vec2 h = unpackHalf2x16(vc[e >> 1]);
+  return (e & 1u) == 0u ? h.x : h.y;
+}
+
+void main() {
+  const uint WG = gl_WorkGroupSize.x;
+  const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, j = gl_WorkGroupID.y;
+  const uint D = pc.head_dim;
+  const uint kvh = h / (pc.n_head / pc.n_head_kv);
+  const uint qbase = pc.q_off + (j * pc.n_head + h) * D;
+  for (uint d = t; d < D; d += WG) qs[d] = q[qbase + d] * pc.scale;
+  const uint n_kv = ROCKY_ATTN_N_PAST + j + 1u;
+  float m = k_neg, l = 0.0;
+  float o[DPT];
+  for (uint i = 0u; i < DPT; ++i) o[i] = 0.0;
+  barrier();
+
+  const uint k_first = pc.window > 0u && n_kv > pc.window ? n_kv - pc.window : 0u;
+  for (uint k0 = k_first; k0 < n_kv; k0 += WG) {
+    uint p = k0 + t;
+    float s = k_neg;
+    if (p < n_kv) {
+      uint kb = pc.k_off + p * pc.n_embd_kv + kvh * D;
+      s = 0.0;
+      for (uint d = 0u; d < D; ++d) s += qs[d] * k_at(kb + d);
+    }
+    red[t] = s;
+    barrier();
+    for (uint r = WG / 2u; r > 0u; r >>= 1) {
+      if (t < r) red[t] = max(red[t], red[t + r]);
+      barrier();
+    }
+    float m_new = max(m, red[0]);
+    barrier();
+    float e = p < n_kv ? exp(s - m_new) : 0.0;
+    ps[t] = e;
+    red[t] = e;
+    barrier();
+    for (uint r = WG / 2u; r > 0u; r >>= 1) {
+      if (t < r) red[t] += red[t + r];
+      barrier();
+    }
+    float alpha = exp(m - m_new);
+    l = l * alpha + red[0];
+    uint n_blk = min(WG, n_kv - k0);
+    for (uint i = 0u; i < DPT; ++i) {
+      uint d = t + i * WG;
+      if (d >= D) break;
+      float acc = o[i] * alpha;
+      uint vb = pc.v_off + k0 * pc.n_embd_kv + kvh * D + d;
+      for (uint c = 0u; c < n_blk; ++c) acc += ps[c] * v_at(vb + c * pc.n_embd_kv);
+      o[i] = acc;
+    }
+    m = m_new;
+    barrier();
+  }
+  for (uint i = 0u; i < DPT; ++i) {
+    uint d = t + i * WG;
+    if (d >= D) break;
+    outv[pc.out_off + (j * pc.n_head + h) * D + d] = o[i] / l;
+  }
+}
