@@ -94,9 +94,7 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
       if (vulkan::fast::mmq_supports(t->type)) repack += vulkan::fast::mmq_layout(t->type, t->ne[0], t->rows(), nib).bytes;
     runtime::Session sess(*model, std::move(be), runtime::SessionOptions{n_ctx, ub});
     sess.eval(std::span<const int32_t>(tokens.data(), size_t(n_prompt)));
-    auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&sess.backend());
-    ASSERT_NE(vk, nullptr);
-    const uint64_t peak = vk->device_memory_bytes();
+    const uint64_t peak = sess.backend().device_memory_bytes();
     // A discrete (non-UMA) device stages uploads through one ≤ 64 MiB host buffer at load time.
     const uint64_t stage = staging ? (64ull << 20) : 0;
     const uint64_t bound = weights + repack + kv + arena + q81 + toks + stage;
@@ -108,7 +106,7 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
     // Flat: a further prefill (more submits) allocates nothing new.
     sess.reset();
     sess.eval(std::span<const int32_t>(tokens.data(), 3));
-    EXPECT_EQ(vk->device_memory_bytes(), peak);
+    EXPECT_EQ(sess.backend().device_memory_bytes(), peak);
     // Larger ubatches need larger arenas only: the peak grows with ub, never with the token count.
     EXPECT_GE(peak, prev_peak);
     prev_peak = peak;

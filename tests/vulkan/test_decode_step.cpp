@@ -238,8 +238,9 @@ struct Decode {
 };
 
 Decode run_decode(const model::Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen,
-                  bool replay, bool fuse, bool kv_f16, bool host_io) {
+                  bool replay, bool fuse, bool kv_f16, bool host_io, const vulkan::LabOptions& lab = {}) {
   vulkan::VulkanOptions o;
+  o.lab = lab;
   o.host_io = host_io;  // as on a discrete GPU: token ids in host memory, the step copied to the device
   o.validation = true;
   o.persist_pipeline_cache = false;
@@ -343,6 +344,32 @@ TEST(DecodeStep, ReplayedDecodeQwen2F16) { check_model("synth-qwen2-q4_k_m.gguf"
 TEST(DecodeStep, ReplayedDecodeLlamaHostIo) { check_model("synth-llama-q4_k_m.gguf", false, 12, true); }
 TEST(DecodeStep, ReplayedDecodeLlama) { check_model("synth-llama-q4_k_m.gguf", false, 24); }
 TEST(DecodeStep, ReplayedDecodeQwen3) { check_model("synth-qwen3-q4_k_m.gguf", false, 16); }
+
+// The split decode attention under replay (ROCKY_ATTN=simple, chunks of 64 positions, as a GPU
+// decodes at depth): its (chunk, n_split) is in the replay key, so the step is recorded again when
+// a token's key range crosses into a new chunk (n_kv 65 and 129 here) and replayed in between —
+// bit-exact against re-recording every token, and within the q8_1 bound of the CPU oracle.
+TEST(DecodeStep, ReplayedSplitAttentionCrossesChunks) {
+  auto m = model::Model::load(shared_path("reference/models/synth/synth-llama-q4_k_m.gguf"));
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int32_t> tok(0, m->hparams().n_vocab - 1);
+  std::vector<int32_t> prompt(7), gen(140);
+  for (auto& t : prompt) t = tok(rng);
+  for (auto& t : gen) t = tok(rng);
+  vulkan::LabOptions lab;
+  lab.attn = "simple";
+  lab.attn_split = "64";
+  const Decode replayed = run_decode(*m, prompt, gen, true, true, false, false, lab);
+  const Decode recorded = run_decode(*m, prompt, gen, false, true, false, false, lab);
+  const auto cpu = cpu_decode(*m, prompt, gen);
+  EXPECT_EQ(replayed.replays, uint64_t(gen.size() - 3)) << "recorded at token 0 and when n_kv reaches 65 and 129";
+  double worst_cpu = 0;
+  for (size_t i = 0; i < gen.size(); ++i) {
+    ASSERT_EQ(replayed.logits[i], recorded.logits[i]) << "token " << i << ": replay is not bit-exact";
+    worst_cpu = std::max(worst_cpu, max_abs(recorded.logits[i], cpu[i]));
+  }
+  EXPECT_LE(worst_cpu, 0.35) << "GPU decode vs the CPU oracle";
+}
 
 // The captured command buffer goes stale when what it binds changes: a larger prefill in between
 // (a larger arena and q8_1 slots) means one more recording, and the result stays exact.

@@ -162,7 +162,7 @@ ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph
   return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
                        static_cast<uint32_t>(n.attn.n_head_kv), static_cast<uint32_t>(n.ne1),
                        static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(kv.n_embd_kv), n.attn.scale,
-                       static_cast<uint32_t>(n.attn.window), static_cast<uint32_t>(kv.n_ctx)};
+                       static_cast<uint32_t>(n.attn.window)};
 }
 }  // namespace
 
@@ -648,6 +648,7 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
     mix(bits(n.rope.freq_scale) | bits(n.attn.scale) << 32);
     mix(uint64_t(uint32_t(n.attn.head_dim)) | uint64_t(uint32_t(n.attn.n_head)) << 20 | uint64_t(uint32_t(n.attn.n_head_kv)) << 40);
     mix(i < p.offset.size() ? p.offset[i] : ~0ull);
+    if (n.op == Op::ATTENTION) mix(ops::attention_split_signature(&be_.opts_.lab, attn_args(g, n, kv_)));
   }
   return h;
 }

@@ -99,9 +99,11 @@ struct SplitPlan {
   uint32_t chunk = 0, n_split = 1;
 };
 
-// step: the replayed decode, whose recording serves every n_past — the grid covers the whole
-// cache (a.n_ctx positions) and splits past a token's range write the empty state.
-SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a, bool step) {
+// The replayed decode (n_past from the step buffer) uses the plan of the n_past it was recorded
+// at: its (chunk, n_split) is part of the replay key (attention_split_signature), so the step is
+// recorded again when a token crosses into the next chunk; in between, splits past a token's
+// range write the empty state.
+SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
   uint32_t chunk = k_split_chunk;
   if (lab != nullptr && !lab->attn_split.empty()) {
     const std::string& v = lab->attn_split;
@@ -114,7 +116,6 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a, bool
   }
   if (a.n_tokens > k_split_max_tokens) return {};
   uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;  // the longest key range of the ubatch's tokens
-  if (step) n_kv = std::max<uint64_t>(n_kv, a.n_ctx);
   if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);  // a sliding window bounds it
   uint64_t n_split = (n_kv + chunk - 1) / chunk;
   if (n_split > k_split_max) {  // longer chunks instead of more of them
@@ -171,7 +172,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   // attention_step.comp (and attention_split with POS_BUF): n_past from the step buffer (binding
   // 4), for the replayed decode.
   const bool step = e.step != nullptr;
-  if (const SplitPlan sp = split_plan(e.lab, k_wg, a, step); sp.n_split > 1 && e.attn_scratch != nullptr) {
+  if (const SplitPlan sp = split_plan(e.lab, k_wg, a); sp.n_split > 1 && e.attn_scratch != nullptr) {
     const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
     if (e.attn_scratch->size() < need)
       fail("{}: split attention needs {} bytes of scratch, {} given", label, need, e.attn_scratch->size());
@@ -203,10 +204,14 @@ uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
   constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
   FlashTile scratch{};
   if (want_flash(e.lab, e.info, a) && flash_tile(e.lab, e.info, a.head_dim, &scratch) != nullptr) return 0;
-  // Either recording (re-recorded at this n_past, or replayable over the whole cache).
-  const uint32_t n_split = std::max(split_plan(e.lab, k_wg, a, false).n_split, split_plan(e.lab, k_wg, a, true).n_split);
-  if (n_split < 2) return 0;
-  return uint64_t{a.n_head} * a.n_tokens * n_split * (a.head_dim + 2u) * 4u;
+  const SplitPlan sp = split_plan(e.lab, k_wg, a);
+  if (sp.n_split < 2) return 0;
+  return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+}
+
+uint64_t attention_split_signature(const LabOptions* lab, const AttnArgs& a) {
+  const SplitPlan sp = split_plan(lab, 64, a);  // attention.comp's workgroup (see attention())
+  return uint64_t{sp.chunk} << 32 | sp.n_split;
 }
 
 }  // namespace rocky::vulkan::ops

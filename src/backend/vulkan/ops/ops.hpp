@@ -146,13 +146,15 @@ struct AttnArgs {
   uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
   float scale;
   uint32_t window = 0;  // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
-  uint32_t n_ctx = 0;   // KV cache positions (the replayed decode's split covers them all); 0 = n_past + n_tokens
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label);
 // Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:
 // the per-(head, token) kernel with the key range cut into chunks of ROCKY_ATTN_SPLIT or 128
 // positions, at most 128 of them, then attention_merge), else 0.
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
+// (chunk, n_split) of that split as one word (0 chunks: no split): part of the replayed decode's
+// key, so that a token crossing into the next chunk records the step again.
+uint64_t attention_split_signature(const LabOptions* lab, const AttnArgs& a);
 
 // Helpers shared by the op files.
 inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }
