@@ -4,11 +4,12 @@
 // y[m0 + m, n] = Σ_k W[k, m] · x[k, n], x in q8_1 (fast_abi.h), W in rocky's mmq layout: the ggml
 // rows (WTYPE: q4_0, q8_0, q4_K, q6_K) repacked at load by fast::repack_for_mmq
 // (ops/matmul_fast.hpp documents the layout): per row and 32-block the values as packed int8 words
-// (binding 0; q4_K with NIB: 16 bytes of nibble pairs, byte i = q[i] | q[i + 16] << 4) and one
-// f32 pair (binding 1): q4_K (d·sc, −dmin·m), q6_K (scale of values 0..15, of 16..31), q8_0 /
+// (binding 0; q4_K / q6_K with NIB: 16 bytes of nibble pairs, byte i = u[i] | u[i + 16] << 4, the
+// q6_K high bits in the scale group) and a scale pair from the GGUF scale fields (binding 1,
+// common/mmq_scales.glsl): q4_K (d·sc, −dmin·m), q6_K (scale of values 0..15, of 16..31), q8_0 /
 // q4_0 (d, d). The contribution of a block is  s·dx·dot(q_w, q_x)  (q6_K: per 16-value half) plus,
 // for q4_K, the min term  s.y·(dx·Σq_x): exact integer dots, scales applied per block, f32
-// accumulators. No scale decoding and only aligned 16-byte loads in the kernel.
+// accumulators. Aligned 16-byte loads of the values; the scales are decoded at the fetch.
 //
 // Tile (named specialization constants, rocky::tune::MatmulTile): a workgroup computes BM rows ×
 // BN tokens; it is (BM/WM)·(BN/WN) warps of (WM/TM)·(WN/TN) invocations; each invocation holds
@@ -19,7 +20,7 @@
 // VEC4 (MatmulTile::vec4) reads them as whole uvec4s; 0 reads one word at a time (Mali-G610:
 // the uvec4 form spilled 53:222, 836 B tls; the word form 0 spills).
 // Grid: (ceil(M / BM), ceil(N / BN)).
-// Bindings: 0 W values (uvec4), 1 W scale pairs (vec2), 2 q8_1 values (uvec4), 3 q8_1 (d, d·Σq),
+// Bindings: 0 W values (uvec4), 1 W scale groups (uint), 2 q8_1 values (uvec4), 3 q8_1 (d, d·Σq),
 // 4 y [ldy, N] f32, 5 epilogue operand f32 (read only when EPILOGUE != 0; the host binds a dummy
 // region otherwise). Push constants: MatmulMmqPC.
 // Epilogue (EPILOGUE, fast_abi.h): 0 y = W·x; 1 (bias) y[n, m] = W·x + e[e_off + m0 + m];
@@ -49,7 +50,7 @@ layout(constant_id = ROCKY_SC_MMQ_VEC4) const bool VEC4 = true;
 layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
-layout(binding = 1) readonly buffer Ws { vec2 ws[]; };
+layout(binding = 1) readonly buffer Ws { uint ws[]; };
 layout(binding = 2) readonly buffer XQ { uvec4 xq[]; };
 layout(binding = 3) readonly buffer XD { vec2 xd[]; };
 layout(binding = 4) writeonly buffer Y { float y[]; };
@@ -57,7 +58,9 @@ layout(binding = 5) readonly buffer E { float ev[]; };
 
 const uint BB = BK / 32u;           // blocks per stage
 const uint SS = 2u * BB + 1u;       // shared row stride (uvec4)
-const bool NIBBLES = NIB && WTYPE == 12u;
+const bool NIB_TYPE = WTYPE == 12u || WTYPE == 14u;  // q4_K, q6_K
+const bool NIBBLES = NIB && NIB_TYPE;
+#include "common/mmq_scales.glsl"
 const uint WV = NIBBLES ? 1u : 2u;  // global uvec4 per (row, block)
 
 shared uvec4 sw[BM * SS];  // [m][block·2 + half]: values 0..15, 16..31 of the block as int8
@@ -108,11 +111,13 @@ void main() {
   const uint c0 = (warp / WARPS_M) * WN + lane / WARP_R;  // first token
   const uint mb = gl_WorkGroupID.x * BM, nb_ = gl_WorkGroupID.y * BN;
   const uint nblk = pc.K / 32u;
+  const uint SW = mmq_srow_words(nblk);  // scale-group words per row
 
   float acc[TM * TN];
   [[unroll]] for (uint a = 0u; a < TM * TN; ++a) acc[a] = 0.0;
 
   uvec4 wraw[NWT], xraw[NXT];
+  uvec2 hraw[NWT];  // q6_K nibbles: the block's high bits (Q6NIB only)
   vec2 sraw[NST], draw[NDT];
   // Fetch stage k0 into registers (out-of-range rows / blocks / tokens read nothing and become 0).
   // Consecutive invocations read consecutive 16-byte words of one row (token).
@@ -121,14 +126,17 @@ void main() {
     [[unroll]] for (uint i = 0u; i < NWT; ++i) {                                                   \
       uint t = tid + i * WG_, v = t % WV, bi = (t / WV) % BB, ml = t / (WV * BB);                  \
       wraw[i] = uvec4(0u);                                                                         \
-      if (t < BM * BB * WV && mb + ml < pc.M && (k0) + bi < nblk)                                  \
+      if (Q6NIB) hraw[i] = uvec2(0u);                                                              \
+      if (t < BM * BB * WV && mb + ml < pc.M && (k0) + bi < nblk) {                                \
         wraw[i] = wq[pc.wq_off + (mb + ml) * (nblk * WV) + ((k0) + bi) * WV + v];                  \
+        if (Q6NIB) hraw[i] = mmq_q6_hi(pc.ws_off + (mb + ml) * SW, (k0) + bi);                     \
+      }                                                                                            \
     }                                                                                              \
     [[unroll]] for (uint i = 0u; i < NST; ++i) {                                                   \
       uint t = tid + i * WG_, bi = t % BB, ml = t / BB;                                            \
       sraw[i] = vec2(0.0);                                                                         \
       if (t < BM * BB && mb + ml < pc.M && (k0) + bi < nblk)                                       \
-        sraw[i] = ws[pc.ws_off + (mb + ml) * nblk + (k0) + bi];                                    \
+        sraw[i] = mmq_scale(pc.ws_off + (mb + ml) * SW, (k0) + bi);                                \
     }                                                                                              \
     [[unroll]] for (uint i = 0u; i < NXT; ++i) {                                                   \
       uint t = tid + i * WG_, v = t % 2u, bi = (t / 2u) % BB, nl = t / (2u * BB);                  \
@@ -150,7 +158,16 @@ void main() {
     [[unroll]] for (uint i = 0u; i < NWT; ++i) {
       uint t = tid + i * WG_, v = t % WV, bi = (t / WV) % BB, ml = t / (WV * BB);
       if (t < BM * BB * WV) {
-        if (NIBBLES) {
+        if (Q6NIB) {  // 6-bit u = q + 32 from nibble + high bits, then int8 q
+          uvec4 lo, hi;
+          [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+            const uint h = mmq_q6_h16(hraw[i], c);
+            lo[c] = mmq_s8_from_u6(mmq_q6lo(wraw[i][c], h));
+            hi[c] = mmq_s8_from_u6(mmq_q6hi(wraw[i][c], h));
+          }
+          sw[ml * SS + bi * 2u] = lo;
+          sw[ml * SS + bi * 2u + 1u] = hi;
+        } else if (NIBBLES) {
           sw[ml * SS + bi * 2u] = wraw[i] & 0x0F0F0F0Fu;
           sw[ml * SS + bi * 2u + 1u] = (wraw[i] >> 4u) & 0x0F0F0F0Fu;
         } else {
