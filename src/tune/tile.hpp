@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace rocky::tune {
 
 struct MatmulTile {
@@ -62,6 +64,10 @@ struct DeviceProfile {
   // int8 (1 byte). Nibbles everywhere by default: the repack is the weight's only device copy
   // ([N4]), and int8 values were only 1 % faster on the H200 (docs/tuning-log.md #10).
   bool mmq_q4k_nibbles = true;
+  // [N4] The same for q6_K (nibble pairs + the 2 high bits beside the scales; on in every built-in
+  // profile: 0 spills on the G610 compiler too).
+  bool mmq_q6k_nibbles = true;
+  bool mmq_nibbles(DType t) const { return t == DType::Q6_K ? mmq_q6k_nibbles : mmq_q4k_nibbles; }
   // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;

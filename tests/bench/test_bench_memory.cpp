@@ -92,9 +92,10 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
     const bool staging = !be->info().uma;
     // The int8 path keeps each mmq-capable weight repacked (fast::upload_for_mmq), as its only copy.
     uint64_t repack = 0;
-    const bool nib = tune::select_profile(be->info().vendor_id, be->info().driver_name).mmq_q4k_nibbles;
+    const tune::DeviceProfile prof = tune::select_profile(be->info().vendor_id, be->info().driver_name);
     for (const auto* t : g1.weights())
-      if (vulkan::fast::mmq_supports(t->type)) repack += vulkan::fast::mmq_layout(t->type, t->ne[0], t->rows(), nib).bytes;
+      if (vulkan::fast::mmq_supports(t->type))
+        repack += vulkan::fast::mmq_layout(t->type, t->ne[0], t->rows(), prof.mmq_nibbles(t->type)).bytes;
     runtime::Session sess(*model, std::move(be), runtime::SessionOptions{n_ctx, ub});
     sess.eval(std::span<const int32_t>(tokens.data(), size_t(n_prompt)));
     auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&sess.backend());

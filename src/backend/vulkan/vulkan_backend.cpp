@@ -133,7 +133,7 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
     // [N4] One device copy per weight: the mmq repack (matmul_fast.hpp) where the int8 path takes
     // the type — every kernel reads it (get_rows_mmq, matvec_mmq, mul_mmq) — else the GGUF rows.
     if (mmq && fast::mmq_supports(t->type) && t->ne[0] % 32 == 0) {  // [M5] the layout mul_mmq reads
-      auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_q4k_nibbles));
+      auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_nibbles(t->type)));
       weight_bytes_ += r->size();
       w.mmq_buf = r.get();
       weight_buffers_.push_back(std::move(r));

@@ -11,18 +11,23 @@ uint mmq_srow_words(uint nb) { return ((nb + 7u) >> 3) * SG; }
 // The scale pair (s0, s1) of block b of the row whose groups start at word `srow`: q4_K (d·sc,
 // −(dmin·m)), q6_K (d·sc of values 0..15, of 16..31), q8_0 / q4_0 (d, d). The same f32 products
 // as ggml's dequantize_row_* (f16 → f32 and int → f32 are exact, one rounded multiply).
-vec2 mmq_scale(uint srow, uint b) {
+// Split in two for kernels that hold the raw words across a stage (mul_mmq: two words per scale
+// pair either way, decoded when stored to shared memory).
+uvec2 mmq_scale_raw(uint srow, uint b) {
   const uint g = srow + (b >> 3) * SG, j = b & 7u;
+  if (WTYPE == 12u || WTYPE == 14u) return uvec2(ws[g], ws[g + 1u + (j >> 1)] >> ((j & 1u) * 16u));
+  return uvec2(ws[g + (j >> 1)] >> ((j & 1u) * 16u), 0u);
+}
+vec2 mmq_scale_decode(uvec2 r) {
   if (WTYPE == 12u || WTYPE == 14u) {
-    const vec2 dd = unpackHalf2x16(ws[g]);
-    const uint p = ws[g + 1u + (j >> 1)] >> ((j & 1u) * 16u);
-    if (WTYPE == 12u) return vec2(dd.x * float(p & 0xFFu), -(dd.y * float((p >> 8) & 0xFFu)));
-    return vec2(dd.x * float(int(p << 24) >> 24), dd.x * float(int(p << 16) >> 24));
+    const vec2 dd = unpackHalf2x16(r.x);
+    if (WTYPE == 12u) return vec2(dd.x * float(r.y & 0xFFu), -(dd.y * float((r.y >> 8) & 0xFFu)));
+    return vec2(dd.x * float(int(r.y << 24) >> 24), dd.x * float(int(r.y << 16) >> 24));
   }
-  const vec2 dd = unpackHalf2x16(ws[g + (j >> 1)]);
-  const float d = (j & 1u) == 0u ? dd.x : dd.y;
+  const float d = unpackHalf2x16(r.x).x;
   return vec2(d, d);
 }
+vec2 mmq_scale(uint srow, uint b) { return mmq_scale_decode(mmq_scale_raw(srow, b)); }
 
 // q6_K with nibbles: block b's two words of high bits (nibble word c's 16 bits at half c & 1 of
 // word c >> 1: bits 2k = value 4c + k, bits 8 + 2k = value 16 + 4c + k).

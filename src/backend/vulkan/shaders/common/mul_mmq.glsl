@@ -111,14 +111,13 @@ void main() {
   const uint c0 = (warp / WARPS_M) * WN + lane / WARP_R;  // first token
   const uint mb = gl_WorkGroupID.x * BM, nb_ = gl_WorkGroupID.y * BN;
   const uint nblk = pc.K / 32u;
-  const uint SW = mmq_srow_words(nblk);  // scale-group words per row
 
   float acc[TM * TN];
   [[unroll]] for (uint a = 0u; a < TM * TN; ++a) acc[a] = 0.0;
 
   uvec4 wraw[NWT], xraw[NXT];
-  uvec2 hraw[NWT];  // q6_K nibbles: the block's high bits (Q6NIB only)
-  vec2 sraw[NST], draw[NDT];
+  uvec2 sraw[NST];  // raw scale words (mmq_scale_raw), decoded at the shared-memory store
+  vec2 draw[NDT];
   // Fetch stage k0 into registers (out-of-range rows / blocks / tokens read nothing and become 0).
   // Consecutive invocations read consecutive 16-byte words of one row (token).
 #define ROCKY_MMQ_FETCH(k0)                                                                        \
@@ -126,17 +125,14 @@ void main() {
     [[unroll]] for (uint i = 0u; i < NWT; ++i) {                                                   \
       uint t = tid + i * WG_, v = t % WV, bi = (t / WV) % BB, ml = t / (WV * BB);                  \
       wraw[i] = uvec4(0u);                                                                         \
-      if (Q6NIB) hraw[i] = uvec2(0u);                                                              \
-      if (t < BM * BB * WV && mb + ml < pc.M && (k0) + bi < nblk) {                                \
+      if (t < BM * BB * WV && mb + ml < pc.M && (k0) + bi < nblk)                                  \
         wraw[i] = wq[pc.wq_off + (mb + ml) * (nblk * WV) + ((k0) + bi) * WV + v];                  \
-        if (Q6NIB) hraw[i] = mmq_q6_hi(pc.ws_off + (mb + ml) * SW, (k0) + bi);                     \
-      }                                                                                            \
     }                                                                                              \
     [[unroll]] for (uint i = 0u; i < NST; ++i) {                                                   \
       uint t = tid + i * WG_, bi = t % BB, ml = t / BB;                                            \
-      sraw[i] = vec2(0.0);                                                                         \
+      sraw[i] = uvec2(0u);                                                                         \
       if (t < BM * BB && mb + ml < pc.M && (k0) + bi < nblk)                                       \
-        sraw[i] = mmq_scale(pc.ws_off + (mb + ml) * SW, (k0) + bi);                                \
+        sraw[i] = mmq_scale_raw(pc.ws_off + (mb + ml) * mmq_srow_words(pc.K / 32u), (k0) + bi);   \
     }                                                                                              \
     [[unroll]] for (uint i = 0u; i < NXT; ++i) {                                                   \
       uint t = tid + i * WG_, v = t % 2u, bi = (t / 2u) % BB, nl = t / (2u * BB);                  \
@@ -158,15 +154,20 @@ void main() {
     [[unroll]] for (uint i = 0u; i < NWT; ++i) {
       uint t = tid + i * WG_, v = t % WV, bi = (t / WV) % BB, ml = t / (WV * BB);
       if (t < BM * BB * WV) {
-        if (Q6NIB) {  // 6-bit u = q + 32 from nibble + high bits, then int8 q
-          uvec4 lo, hi;
-          [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-            const uint h = mmq_q6_h16(hraw[i], c);
-            lo[c] = mmq_s8_from_u6(mmq_q6lo(wraw[i][c], h));
-            hi[c] = mmq_s8_from_u6(mmq_q6hi(wraw[i][c], h));
-          }
-          sw[ml * SS + bi * 2u] = lo;
-          sw[ml * SS + bi * 2u + 1u] = hi;
+        if (Q6NIB) {  // 6-bit u = q + 32 from nibble + high bits, then int8 q; one half at a time.
+          // The high bits are loaded here, not with the stage's fetch (no registers held across
+          // the dot loop: the Mali-G610 variant spilled with them in the prefetch set).
+          const uint kb = k0 + bi;  // the stage being stored is k0's (prefetched or not)
+          uvec2 hw = uvec2(0u);
+          if (mb + ml < pc.M && kb < nblk) hw = mmq_q6_hi(pc.ws_off + (mb + ml) * mmq_srow_words(pc.K / 32u), kb);
+          sw[ml * SS + bi * 2u] = uvec4(mmq_s8_from_u6(mmq_q6lo(wraw[i].x, hw.x & 0xFFFFu)),
+                                        mmq_s8_from_u6(mmq_q6lo(wraw[i].y, hw.x >> 16)),
+                                        mmq_s8_from_u6(mmq_q6lo(wraw[i].z, hw.y & 0xFFFFu)),
+                                        mmq_s8_from_u6(mmq_q6lo(wraw[i].w, hw.y >> 16)));
+          sw[ml * SS + bi * 2u + 1u] = uvec4(mmq_s8_from_u6(mmq_q6hi(wraw[i].x, hw.x & 0xFFFFu)),
+                                             mmq_s8_from_u6(mmq_q6hi(wraw[i].y, hw.x >> 16)),
+                                             mmq_s8_from_u6(mmq_q6hi(wraw[i].z, hw.y & 0xFFFFu)),
+                                             mmq_s8_from_u6(mmq_q6hi(wraw[i].w, hw.y >> 16)));
         } else if (NIBBLES) {
           sw[ml * SS + bi * 2u] = wraw[i] & 0x0F0F0F0Fu;
           sw[ml * SS + bi * 2u + 1u] = (wraw[i] >> 4u) & 0x0F0F0F0Fu;
@@ -177,7 +178,7 @@ void main() {
     }
     [[unroll]] for (uint i = 0u; i < NST; ++i) {
       uint t = tid + i * WG_, bi = t % BB, ml = t / BB;
-      if (t < BM * BB) swd[bi * BM + ml] = sraw[i];
+      if (t < BM * BB) swd[bi * BM + ml] = mmq_scale_decode(sraw[i]);
     }
     [[unroll]] for (uint i = 0u; i < NXT; ++i) {
       uint t = tid + i * WG_, v = t % 2u, bi = (t / 2u) % BB, nl = t / (2u * BB);
