@@ -25,6 +25,7 @@ struct BenchOpts {
   bool no_roofline = false;
   bool no_warmup = false;
   bool quiet = false;
+  KvCacheFlags kv;
 };
 
 int run_bench(BenchOpts o) {
@@ -106,11 +107,15 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch and tg token (timestamps; slows the run)");
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  add_kv_cache_flags(sub, o->kv);
   sub->callback([&run, o] {
     const auto positive = [](const std::vector<int32_t>& v) { return std::any_of(v.begin(), v.end(), [](int32_t x) { return x > 0; }); };
     if (!positive(o->p.n_prompt) && !positive(o->p.n_gen))  // a usage error (exit 2), not an empty table
       throw CLI::ValidationError("-p/-n", "every prompt and generation length is 0: nothing to measure");
-    run = [o] { return run_bench(*o); };
+    run = [o] {
+      o->p.kv_f16 = kv_cache_f16(o->kv);
+      return run_bench(*o);
+    };
   });
 }
 

@@ -50,6 +50,7 @@ struct RunOpts {
   std::string cache_dir;
   int32_t cache_block = 256;
   uint64_t cache_disk_mib = 8192;
+  KvCacheFlags kv;  // [N4] -ctk/-ctv (default f16 on the GPU)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -99,6 +100,7 @@ int run_run(const RunOpts& o) {
   runtime::BackendOptions bo;
   bo.device = o.device;
   bo.matmul = o.matmul;
+  bo.kv_f16 = kv_cache_f16(o.kv);
   bo.env = process_env();
   runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
@@ -222,6 +224,7 @@ int run_chat(const RunOpts& o) {
   runtime::BackendOptions bo;
   bo.device = o.device;
   bo.matmul = o.matmul;
+  bo.kv_f16 = kv_cache_f16(o.kv);
   bo.env = process_env();
   runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   runtime::SessionSource src(session);
@@ -335,6 +338,7 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--cache-disk", o->cache_disk_mib, "Prefix cache: disk budget in MiB (default 8192)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
   sub->add_flag("--st,--single-turn", o->single_turn, "With -cnv: only the -p/-f turn (-st also works)");
+  add_kv_cache_flags(sub, o->kv);
   sub->callback([&run, o, p, f] {
     if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
     run = [o] { return o->chat ? run_chat(*o) : run_run(*o); };

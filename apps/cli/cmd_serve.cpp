@@ -30,6 +30,8 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq, mm, basic")
       ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}));
+  auto kv = std::make_shared<KvCacheFlags>();
+  add_kv_cache_flags(sub, *kv);
   sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
@@ -54,17 +56,17 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0, 10000))->group("");  // hidden from --help
   // llama-server flags without a meaning here: accepted, ignored with a note.
   for (const char* f : {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
-                        "--fa,--flash-attn", "--mlock", "--numa", "--cache-type-k,--ctk", "--cache-type-v,--ctv",
-                        "--keep", "--slot-save-path", "--n-predict,-n", "-s,--seed", "--log-format"})
+                        "--fa,--flash-attn", "--mlock", "--numa", "--keep", "--slot-save-path", "--n-predict,-n", "-s,--seed", "--log-format"})
     sub->add_option(f, *ignored, "(llama-server flag; ignored)")->expected(0, 1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   for (const char* f : {"--jinja", "--no-mmap", "--mmap", "--cont-batching", "--metrics", "--no-webui", "--embedding"})
     sub->add_flag(std::string(f))->description("(llama-server flag; ignored)");
-  sub->callback([&run, o, ignored, sub] {
+  sub->callback([&run, o, ignored, sub, kv] {
     std::set<std::string> notes;
     for (const auto* opt : sub->get_options())
       if (opt->count() > 0 && opt->get_description().find("ignored") != std::string::npos) notes.insert(opt->get_name());
-    run = [o, notes] {
+    run = [o, notes, kv] {
       o->env = process_env();
+      o->kv_f16 = kv_cache_f16(*kv);
       for (const auto& n : notes) fmt::print(stderr, "rocky: note: {} does not apply to rocky; ignored\n", n);
       return server::run_server(*o);
     };

@@ -43,7 +43,8 @@ struct VerifyOpts {
   int32_t n_ctx = 0;
   int32_t n_ubatch = 0;  // 0: the whole prompt in one ubatch
   uint64_t max_binding = 0;
-  bool kv_f16 = false;
+  bool kv_f16 = false;  // from `kv` (-ctk/-ctv, --kv-f16) when the command runs
+  KvCacheFlags kv;
   bool bisect = false;
   bool json = false;
   bool profile = false;
@@ -287,14 +288,19 @@ void add_verify(CLI::App& app, Runner& run) {
           [](std::string& v) { return !v.empty() && v[0] == '-' ? "value " + v + " is negative (a byte count)" : std::string(); },
           "BYTES"));
   sub->add_option("--tolerance", o->tolerance,
-                  "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3, 1e-2 with --kv-f16; int8 path: 0.35 absolute)")
+                  "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3 with -ctk/-ctv f32, 1e-2 with f16; int8 path: 0.35 absolute)")
       ->check(finite_number(0.0));
-  sub->add_flag("--kv-f16", o->kv_f16, "f16 KV cache on the GPU");
+  add_kv_cache_flags(sub, o->kv);
   sub->add_flag("--bisect", o->bisect, "Compare every graph node; name the first that diverges");
   sub->add_flag("--json", o->json, "Print one JSON object");
   sub->add_flag("--profile", o->profile, "Print per-op GPU time (timestamp queries)");
   sub->add_flag("--validation", o->validation, "Enable the Vulkan validation layer (errors fail the run)");
-  sub->callback([&run, o] { run = [o] { return run_verify(*o); }; });
+  sub->callback([&run, o] {
+    run = [o] {
+      o->kv_f16 = kv_cache_f16(o->kv);
+      return run_verify(*o);
+    };
+  });
 }
 
 }  // namespace rocky::cli

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "core/error.hpp"
 #include "runtime/options.hpp"
 
 namespace rocky::cli {
@@ -31,6 +32,30 @@ void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 void add_serve(CLI::App& app, Runner& run);
+
+// [N4] The GPU's KV cache element type, as llama.cpp names the flags: -ctk/--cache-type-k and
+// -ctv/--cache-type-v f32|f16 (default f16, llama.cpp's default; the CPU oracle keeps f32 whatever
+// they say), and the older --kv-f16 (both f16). K and V share one element type in rocky's cache:
+// different values are a rocky::Error.
+struct KvCacheFlags {
+  std::string k = "f16", v = "f16";
+  bool kv_f16 = false;
+};
+inline void add_kv_cache_flags(CLI::App* sub, KvCacheFlags& f) {
+  sub->add_option("--ctk,--cache-type-k", f.k, "KV cache type for K on the GPU: f32 | f16 (-ctk also works; the CPU keeps f32)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
+  sub->add_option("--ctv,--cache-type-v", f.v, "KV cache type for V on the GPU: f32 | f16 (-ctv also works)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
+  sub->add_flag("--kv-f16", f.kv_f16, "Same as -ctk f16 -ctv f16 (the default)");
+}
+inline bool kv_cache_f16(const KvCacheFlags& f) {
+  if (f.kv_f16) return true;
+  if (f.k != f.v)
+    fail("-ctk {} -ctv {}: K and V share one KV cache element type here; give both the same type", f.k, f.v);
+  return f.k == "f16";
+}
 
 // --device of the single-device tools (roofline, bench-op): accepts `N`, `vulkan:N` and `vulkan` (= 0),
 // the spelling run/verify/bench use, and leaves the index for the uint32_t option.

@@ -207,7 +207,7 @@ int run_bench_op(const BenchOpts& o) {
 
   vulkan::ops::Weight w{&wbuf, type, K, M, rb, "bench weight"};
   // The same load-time repack as VulkanBackend::load_weights (layout: ops/matmul_fast.hpp).
-  vulkan::Buffer mmq_buf = vulkan::fast::upload_for_mmq(mem, w, wbytes.data(), prof.mmq_q4k_nibbles);
+  vulkan::Buffer mmq_buf = vulkan::fast::upload_for_mmq(mem, w, wbytes.data(), prof.mmq_nibbles(w.type));
   w.mmq_buf = &mmq_buf;
   const tune::MatmulTile& tile = tune::pick_mmq_tile(prof, M, N);
   vulkan::ops::Region xr{&xbuf, 0, xbuf.size()}, qr{&qbuf, 0, qbuf.size()}, dr{&dbuf, 0, dbuf.size()},

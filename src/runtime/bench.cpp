@@ -91,6 +91,10 @@ nlohmann::json row_json(const BenchRow& r) {
                         {"stddev_ts", r.stddev_ts},
                         {"avg_ns", r.avg_ns},
                         {"peak_device_memory", r.peak_device_memory},
+                        {"memory", {{"weights", r.memory.weights}, {"kv", r.memory.kv}, {"arena", r.memory.arena},
+                                    {"other", r.memory.other}}},
+                        {"type_k", r.type_k},
+                        {"type_v", r.type_v},
                         {"flops_per_token", r.flops_per_token},
                         {"tflops", r.tflops},
                         {"bytes_per_token", r.bytes_per_token},
@@ -232,6 +236,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     bo.device = p.device;
     bo.matmul = p.matmul;
     bo.profile = p.profile;
+    bo.kv_f16 = p.kv_f16;
     bo.env = p.env;
     if (p.profile) bo.vulkan_for = "bench --profile";
     Session s(*model, make_backend(bo), so);
@@ -246,6 +251,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.n_ubatch = ub;
     base.reps = p.reps;
     base.matmul_path = path_used();
+    base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
     // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
     auto profile_by_op = [&] {
       std::map<std::string, std::pair<double, int>> by_op;
@@ -351,8 +357,10 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
       ub_rows.push_back(std::move(r));
     }
     const uint64_t peak = s.backend().device_memory_bytes();
+    const backend::MemoryStats mem = s.backend().stats().memory;
     for (auto& r : ub_rows) {
       r.peak_device_memory = peak;
+      r.memory = mem;
       rows.push_back(std::move(r));
     }
   }

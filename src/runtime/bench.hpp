@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.hpp"
 #include "model/model.hpp"
 #include "runtime/options.hpp"
 
@@ -51,6 +52,7 @@ struct BenchParams {
   bool warmup = true;
   bool profile = false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run)
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
+  bool kv_f16 = true;           // [N4] the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
   EnvOptions env;                         // the program's environment (lab overrides, cache dir)
@@ -72,6 +74,8 @@ struct BenchRow {
   double avg_ts = 0, stddev_ts = 0;
   double avg_ns = 0;           // mean wall ns per repetition
   uint64_t peak_device_memory = 0;  // bytes, after every run of this ub
+  backend::MemoryStats memory;      // [N4] device memory by kind after the runs of this ub (Backend::stats())
+  std::string type_k = "f32", type_v = "f32";  // the context's KV cache types (llama-bench's fields)
   double flops_per_token = 0;
   double tflops = 0;           // achieved (avg_ts · flops_per_token), pp and tg
   uint64_t bytes_per_token = 0;  // tg: weight bytes a decode token reads (bytes_per_token(); 0 for pp)

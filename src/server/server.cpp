@@ -147,6 +147,7 @@ class App {
     runtime::BackendOptions bo;
     bo.device = o_.device;
     bo.matmul = o_.matmul;
+    bo.kv_f16 = o_.kv_f16;
     bo.env = o_.env;
     const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     std::vector<std::unique_ptr<runtime::Session>> slots;

@@ -23,6 +23,7 @@ struct ServerOptions {
   int32_t n_ubatch = 512;           // -ub
   std::string device = "auto";
   std::string matmul = "auto";
+  bool kv_f16 = true;               // [N4] -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
   std::string api_key;              // empty: no auth
   std::string alias;                // model id in responses (default: the file name)
   std::string chat_template_file;

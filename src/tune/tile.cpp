@@ -186,9 +186,13 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
       if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1)
         fail("{}: mmq_q4k_nibbles: expected 0 or 1", path);
       p.mmq_q4k_nibbles = it.value().get<uint32_t>() == 1;
+    } else if (k == "mmq_q6k_nibbles") {
+      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1)
+        fail("{}: mmq_q6k_nibbles: expected 0 or 1", path);
+      p.mmq_q6k_nibbles = it.value().get<uint32_t>() == 1;
     } else {
-      fail("{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles)",
-           path, k);
+      fail("{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, "
+           "mmq_q6k_nibbles)", path, k);
     }
   }
   p.name += " (override " + path + ")";

@@ -17,13 +17,15 @@
 //    "mm":  {...same fields...},
 //    "mmq_alt": [{...}, ...],                // more mul_mmq tiles, in order of preference
 //    "min_workgroups": 100,                  // pick_mmq_tile: first tile with this many workgroups
-//    "mmq_q4k_nibbles": 1}                   // q4_K repacked as nibble pairs (else int8)
+//    "mmq_q4k_nibbles": 1}                   // q4_K and q6_K repacked as nibble pairs (else int8)
 // Errors: rocky::Error naming the file and field.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/dtype.hpp"
 
 namespace rocky::tune {
 
@@ -57,11 +59,15 @@ struct DeviceProfile {
   // device, and the workgroup count a grid needs (0: always `mmq`).
   std::vector<MatmulTile> mmq_alt;
   uint32_t min_workgroups = 0;
-  // mul_mmq weight layout chosen at load (fast::repack_for_mmq): q4_K values as nibble pairs
-  // (0.5 byte per value; the kernel expands them in shared-memory stores) or int8 (1 byte).
-  // Nibbles everywhere by default: the repack is kept beside the ggml weights, and int8 values
-  // were only 1 % faster on the H200 (docs/tuning-log.md #10).
+  // mul_mmq weight layout chosen at load (fast::repack_for_mmq): q4_K and q6_K values as nibble
+  // pairs (0.5 byte per value, q6_K's high bits beside its scales; the kernels expand them) or
+  // int8 (1 byte). Nibbles everywhere by default: the repack is the weight's only device copy
+  // ([N4]), and int8 values were only 1 % faster on the H200 (docs/tuning-log.md #10).
   bool mmq_q4k_nibbles = true;
+  // [N4] The same for q6_K (nibble pairs + the 2 high bits beside the scales; on in every built-in
+  // profile: 0 spills on the G610 compiler too).
+  bool mmq_q6k_nibbles = true;
+  bool mmq_nibbles(DType t) const { return t == DType::Q6_K ? mmq_q6k_nibbles : mmq_q4k_nibbles; }
   // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;

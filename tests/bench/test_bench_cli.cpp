@@ -212,7 +212,9 @@ TEST(BenchCli, SingleDeviceToolsTakeVulkanN) {
 // [N4] bench-op with N = 1 runs the decode matvec: GB/s of the bytes it reads (the mmq repack + x +
 // y) and the % of the copy bandwidth (from --roofline-json... measured here: lavapipe), NMSE checked.
 TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
-  for (auto [type, k, row_q, nib] : {std::tuple{"q4_K", 512u, 256u, true}, std::tuple{"q6_K", 256u, 256u, false}}) {
+  // [N4] q6_K is stored as nibble pairs too (its high bits in the scale groups: 21 words per 8 blocks).
+  for (auto [type, k, row_q, nib, s_row] :
+       {std::tuple{"q4_K", 512u, 256u, true, 40u}, std::tuple{"q6_K", 256u, 128u, true, 84u}}) {
     auto r = run_rocky("bench_cli", {"bench-op", "--type", type, "--shape", "77,1," + std::to_string(k), "--reps", "2",
                                      "--json"});
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -220,8 +222,8 @@ TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
     SCOPED_TRACE(j.dump());
     EXPECT_EQ(j["kernel"].get<std::string>(), "matvec_mmq");
     EXPECT_EQ(j["q4k_nibbles"].get<bool>(), nib);
-    // Values (q_row_bytes per row) + scale pairs (8 bytes per 32 values) at a 256-aligned offset, x, y.
-    const uint64_t q = 77ull * row_q, s_off = (q + 255) / 256 * 256, rep = s_off + 77ull * (k / 32) * 8;
+    // Values (q_row_bytes per row) + scale groups (s_row bytes per row) at a 256-aligned offset, x, y.
+    const uint64_t q = 77ull * row_q, s_off = (q + 255) / 256 * 256, rep = s_off + 77ull * s_row;
     EXPECT_EQ(j["bytes"].get<uint64_t>(), rep + k * 4ull + 77 * 4);
     EXPECT_GT(j["gbs"].get<double>(), 0.0);
     EXPECT_NEAR(j["gbs"].get<double>(), double(j["bytes"].get<uint64_t>()) / (j["matvec_ms"].get<double>() * 1e6),

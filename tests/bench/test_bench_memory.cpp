@@ -63,8 +63,11 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
   for (auto& t : tokens) t = int32_t(rng() % uint32_t(hp.n_vocab));
 
   const graph::Graph g1 = model->build_graph(model::UbatchSpec{1, 0, n_ctx, model::Logits::LAST});
+  // [N4] One device copy per weight: the GGUF rows of the types the int8 path does not take (the
+  // repacked ones are added below, once the device's profile is known).
   uint64_t weights = 0;
-  for (const auto* t : g1.weights()) weights += round4(t->n_bytes);
+  for (const auto* t : g1.weights())
+    if (!vulkan::fast::mmq_supports(t->type)) weights += round4(t->n_bytes);
   const uint64_t kv = 2ull * uint64_t(hp.n_layer) * uint64_t(hp.n_embd_kv()) * uint64_t(n_ctx) * 4;
 
   uint64_t prev_peak = 0;
@@ -87,11 +90,12 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
     vulkan::VulkanOptions vo;
     auto be = std::make_unique<vulkan::VulkanBackend>(vo);
     const bool staging = !be->info().uma;
-    // The int8 path also keeps each mmq-capable weight repacked (fast::upload_for_mmq).
+    // The int8 path keeps each mmq-capable weight repacked (fast::upload_for_mmq), as its only copy.
     uint64_t repack = 0;
-    const bool nib = tune::select_profile(be->info().vendor_id, be->info().driver_name).mmq_q4k_nibbles;
+    const tune::DeviceProfile prof = tune::select_profile(be->info().vendor_id, be->info().driver_name);
     for (const auto* t : g1.weights())
-      if (vulkan::fast::mmq_supports(t->type)) repack += vulkan::fast::mmq_layout(t->type, t->ne[0], t->rows(), nib).bytes;
+      if (vulkan::fast::mmq_supports(t->type))
+        repack += vulkan::fast::mmq_layout(t->type, t->ne[0], t->rows(), prof.mmq_nibbles(t->type)).bytes;
     runtime::Session sess(*model, std::move(be), runtime::SessionOptions{n_ctx, ub});
     sess.eval(std::span<const int32_t>(tokens.data(), size_t(n_prompt)));
     const uint64_t peak = sess.backend().device_memory_bytes();

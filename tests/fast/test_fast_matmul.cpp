@@ -191,7 +191,8 @@ TEST(FastMatmul, MulMmqOtherTiles) {
 }
 
 // The mmq repack (ops/matmul_fast.hpp) reproduces rocky_quant's dequantize_row (bit-exact with
-// ggml) bit for bit: value i of a block = s0 · q_i (q6_K: s0 / s1 by half; q4_K: s0 · q_i + s1).
+// ggml) bit for bit: value i of a block = s0 · q_i (q6_K: s0 / s1 by half; q4_K: s0 · q_i + s1),
+// decoded from the layout by fast::mmq_value (the kernels' arithmetic).
 TEST(FastMatmul, RepackForMmqIsBitExact) {
   std::mt19937 rng(99);
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
@@ -200,36 +201,19 @@ TEST(FastMatmul, RepackForMmqIsBitExact) {
       std::vector<float> deq;
       auto w = random_weights(t, k, m, rng, deq);
       const fast::MmqLayout l = fast::mmq_layout(t, k, m, nib);
-      EXPECT_EQ(l.nibbles, nib && t == DType::Q4_K);
+      EXPECT_EQ(l.nibbles, nib && (t == DType::Q4_K || t == DType::Q6_K));  // [N4] q6_K nibbles + high bits
       EXPECT_EQ(l.s_offset % 256, 0u);
       std::vector<uint8_t> r(l.bytes);
       fast::repack_for_mmq(t, w.data(), k, m, nib, r.data());
       size_t bad = 0;
       for (uint32_t row = 0; row < m; ++row)
-        for (uint32_t b = 0; b < k / 32; ++b) {
-          float s[2];
-          std::memcpy(s, &r[l.s_offset + row * l.s_row_bytes + b * 8], 8);
-          for (uint32_t i = 0; i < 32; ++i) {
-            int q;
-            if (l.nibbles) {
-              const uint8_t byte = r[row * l.q_row_bytes + b * 16 + i % 16];
-              q = i < 16 ? byte & 0xF : byte >> 4;
-            } else {
-              q = static_cast<int8_t>(r[row * l.q_row_bytes + b * 32 + i]);
-            }
-            float v;
-            if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q5_1) {  // affine: s0 · q + s1
-              const float a = s[0] * static_cast<float>(q);
-              v = a + s[1];
-            } else {
-              v = (t == DType::Q6_K && i >= 16 ? s[1] : s[0]) * static_cast<float>(q);
-            }
-            const float want = deq[size_t{row} * k + b * 32 + i];
-            uint32_t vb, wb;
-            std::memcpy(&vb, &v, 4);
-            std::memcpy(&wb, &want, 4);
-            bad += vb != wb;
-          }
+        for (uint32_t i = 0; i < k; ++i) {
+          const float v = fast::mmq_value(t, l, r.data(), row, i);  // as the kernels dequantize it
+          const float want = deq[size_t{row} * k + i];
+          uint32_t vb, wb;
+          std::memcpy(&vb, &v, 4);
+          std::memcpy(&wb, &want, 4);
+          bad += vb != wb;
         }
       EXPECT_EQ(bad, 0u) << dtype_name(t) << (nib ? " nibbles" : " int8");
     }

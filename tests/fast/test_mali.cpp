@@ -68,7 +68,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
       add(ROCKY_SC_BK_STEP, t.bk_step);
       add(ROCKY_SC_PREFETCH, t.prefetch);
       add(ROCKY_SC_MMQ_VEC4, t.vec4);
-      const bool nib = rocky::tune::builtin_profile("mali-valhall").mmq_q4k_nibbles;
+      const bool nib = rocky::tune::builtin_profile("mali-valhall").mmq_nibbles(static_cast<rocky::DType>(type));
       vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "1" : "0")});
       // The bias and residual epilogues (VulkanOptions::fuse_epilogue) ship too.
       for (int epi : {ROCKY_MMQ_EPI_BIAS, ROCKY_MMQ_EPI_RESIDUAL})
@@ -84,7 +84,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   for (const char* sh : {"matvec_mmq", "matvec_mmq_shared"})
     for (int type : {2, 6, 7, 8, 12, 13, 14})
       for (int nib : {0, 1}) {
-        if (nib && type != 12) continue;
+        if (nib && type != 12 && type != 14) continue;  // [N4] q6_K ships as nibbles + high bits too
         for (int xv4 : {1, 0})
           for (int epi : {0, 1, 2}) {
             if (!xv4 && epi) continue;
@@ -93,6 +93,11 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
                                   id(ROCKY_SC_MMV_HALF, 2) + id(ROCKY_SC_MMV_XVEC4, xv4) + id(ROCKY_SC_MMQ_EPI, epi), true});
           }
       }
+  // [N4] get_rows_mmq: the embedding lookup over the repack (every mmq type, both layouts).
+  for (int type : {2, 6, 7, 8, 12, 13, 14})
+    for (int nib : {0, 1})
+      vs.push_back({"get_rows_mmq", "-s " + std::to_string(ROCKY_SC_WG) + "=128 -s " + std::to_string(ROCKY_SC_WTYPE) + "=" +
+                                        std::to_string(type) + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + std::to_string(nib)});
   for (auto [wg, per] : {std::pair{512, 1}, std::pair{1024, 1}, std::pair{1024, 2}})
     vs.push_back({"rms_norm_vec", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
                                       std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per), true});

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
@@ -15,6 +18,22 @@
 namespace rocky::vulkan {
 
 using graph::Op;
+
+// The whole pages inside [p, p + n) go back to the kernel: MADV_PAGEOUT reclaims them (clean file
+// pages are dropped, anonymous ones swapped or kept) and never changes their contents, so it is
+// safe for a GGUF read into memory (GgufFile::from_bytes) too. Best effort: errors are ignored.
+static void release_host_pages(const void* p, uint64_t n) {
+#ifdef MADV_PAGEOUT
+  const long ps = ::sysconf(_SC_PAGESIZE);
+  if (ps <= 0 || p == nullptr) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), pg = static_cast<uintptr_t>(ps);
+  const uintptr_t b = (a + pg - 1) / pg * pg, e = (a + n) / pg * pg;
+  if (e > b) (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
 
 VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   const LabOptions& lab = opts_.lab;  // precedence: lab override > option > default
@@ -112,24 +131,19 @@ VulkanContext& VulkanBackend::context() {
 }
 
 void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weights) {
+  const bool mmq = opts_.matmul == ops::MatmulPath::AUTO || opts_.matmul == ops::MatmulPath::MMQ;
   for (const gguf::TensorInfo* t : weights) {
     if (weights_.count(t)) continue;
     ++generation_;
-    auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE, MemUse::WEIGHTS));
-    memory_->upload(*b, 0, t->data, t->n_bytes);
     ops::Weight w;
     w.type = t->type;
     w.ne0 = t->ne[0];
     w.rows = t->rows();
     w.row_bytes = row_bytes(t->type, t->ne[0]);
     w.name = t->name;
-    weight_bytes_ += b->size();
-    w.buf = b.get();
-    weight_buffers_.push_back(std::move(b));
     // [N6] A quantized weight the int8 path cannot take is said, never silently slow: refused with
     // --matmul mmq, a note (once per type) with auto; plain f32/f16/bf16 weights go to mul_mm / matmul.
-    if ((opts_.matmul == ops::MatmulPath::AUTO || opts_.matmul == ops::MatmulPath::MMQ) &&
-        dtype_info(t->type).block_elems > 1 && !fast::mmq_supports(t->type)) {
+    if (mmq && dtype_info(t->type).block_elems > 1 && !fast::mmq_supports(t->type)) {
       if (opts_.matmul == ops::MatmulPath::MMQ)
         fail("{}: weight type {} has no int8 (mul_mmq) kernel (supported: {}); use --matmul auto, mm or basic",
              t->name, dtype_name(t->type), fast::mmq_supported_types());
@@ -139,13 +153,24 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
                    "those matmuls run on the f32 kernels\n", dtype_name(t->type), t->name, fast::mmq_supported_types());
       }
     }
-    if ((opts_.matmul == ops::MatmulPath::AUTO || opts_.matmul == ops::MatmulPath::MMQ) && fast::mmq_supports(t->type)) {  // [M5] + the layout mul_mmq reads (matmul_fast.hpp)
-      auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_q4k_nibbles));
+    // [N4] One device copy per weight: the mmq repack (matmul_fast.hpp) where the int8 path takes
+    // the type — every kernel reads it (get_rows_mmq, matvec_mmq, mul_mmq) — else the GGUF rows.
+    if (mmq && fast::mmq_supports(t->type) && t->ne[0] % 32 == 0) {  // [M5] the layout mul_mmq reads
+      auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_nibbles(t->type)));
       weight_bytes_ += r->size();
       w.mmq_buf = r.get();
       weight_buffers_.push_back(std::move(r));
+    } else {
+      auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE, MemUse::WEIGHTS));
+      memory_->upload(*b, 0, t->data, t->n_bytes);
+      weight_bytes_ += b->size();
+      w.buf = b.get();
+      weight_buffers_.push_back(std::move(b));
     }
     weights_[t] = w;
+    // UMA: the device memory is host RAM too; the mapped file's pages of this tensor are not needed
+    // any more (a later reader, e.g. the CPU oracle of rocky verify, faults them in again).
+    if (device_->info().uma) release_host_pages(t->data, t->n_bytes);
   }
 }
 

@@ -1,7 +1,9 @@
 // get_rows (embedding lookup) — shaders/get_rows.comp. The weight is walked in windows of whole
 // rows that fit one binding; each window's dispatch writes the tokens whose row lies inside it.
+#include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/push_constants.hpp"
+#include "backend/vulkan/shaders/fast_abi.h"
 #include "core/error.hpp"
 
 namespace rocky::vulkan::ops {
@@ -27,7 +29,35 @@ uint64_t rows_per_window(Env& e, const Weight& w) {
   return (max - slack) / w.row_bytes;
 }
 
+// [N4] get_rows_mmq.comp: the rows of the weight's mmq repack (its only device copy), windows of
+// whole rows as fast::for_each_mmq_window binds them.
+static void get_rows_mmq(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out, const std::string& label) {
+  const Pipeline& p = e.pipes.get("get_rows_mmq", {{ROCKY_SC_WG, e.wg},
+                                                   {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                                   {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u}});
+  Bound bt = bind(e, tokens, false), bo = bind(e, out, true);
+  fast::for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& m, const Bound& bw, const Bound& bs) {
+    abi::GetRowsMmqPC pc{};
+    pc.ne0 = static_cast<uint32_t>(w.ne0);
+    pc.n_tokens = n_tokens;
+    pc.q_row_bytes = static_cast<uint32_t>(w.mmq_q_row_bytes);
+    pc.wq_off = m.wq_off * 16;
+    pc.ws_off = m.ws_off;
+    pc.row_begin = m.m0;
+    pc.row_end = m.m0 + m.M;
+    pc.tok_off = f32_off(bt);
+    pc.out_off = f32_off(bo);
+    Bound b[] = {bw, bs, bt, bo};
+    e.rec.dispatch(p, b, &pc, sizeof pc, static_cast<uint32_t>((w.ne0 + e.wg - 1) / e.wg), n_tokens, 1, label);
+  });
+}
+
 void get_rows(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out, const std::string& label) {
+  if (w.buf == nullptr && w.mmq_buf != nullptr) {
+    get_rows_mmq(e, w, tokens, n_tokens, out, label);
+    return;
+  }
+  if (w.buf == nullptr) fail("{}: weight {} has no device copy", label, w.name);
   if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
   const Pipeline& p = e.pipes.get("get_rows", {{ROCKY_SC_WG, e.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)}});
   Bound bt = bind(e, tokens, false), bo = bind(e, out, true);

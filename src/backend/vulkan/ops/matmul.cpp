@@ -170,6 +170,16 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
     matmul_q8_1(e, w, qs, ds, n, y, label);
     return;
   }
+  // [N4] Only the mmq repack on the device (the backend's default): a product the int8 path does
+  // not take (its q8_1 / y regions over one binding, or no q8_1 scratch) runs per token column
+  // over the repack with f32 activations.
+  if (w.buf == nullptr) {
+    if (!matvec_uses_mmq(e, w)) fail("{}: weight {} has no device copy", label, w.name);
+    for (uint32_t c = 0; c < n; ++c)
+      matvec_mmq(e, w, Region{x.buf, x.offset + uint64_t{c} * w.ne0 * 4, w.ne0 * 4},
+                 Region{y.buf, y.offset + uint64_t{c} * w.rows * 4, w.rows * 4}, label);
+    return;
+  }
   // mul_mm, f32 tiles: x and y each within one binding (no chunking in mul_mm).
   if (e.matmul == MatmulPath::MM && e.prof && n > 1 && x.bytes + 256 <= e.rec.max_binding() &&
       y.bytes + 256 <= e.rec.max_binding()) {

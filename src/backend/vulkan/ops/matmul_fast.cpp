@@ -129,13 +129,24 @@ MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles) {
     fail("mmq layout: weight type {} is not supported by mul_mmq (supported: {})", dtype_name(t), mmq_supported_types());
   if (k % dtype_info(t).block_elems || k % 32) fail("mmq layout: K = {} is not a multiple of {}'s block", k, dtype_name(t));
   MmqLayout l;
-  l.nibbles = q4k_nibbles && t == DType::Q4_K;
+  l.nibbles = q4k_nibbles && (t == DType::Q4_K || t == DType::Q6_K);
   l.q_row_bytes = l.nibbles ? k / 2 : k;
-  l.s_row_bytes = k / 32 * 8;
+  l.s_group_words = l.nibbles && t == DType::Q6_K ? 21 : (t == DType::Q5_1 ? 8 : 5);
+  l.s_row_bytes = (k / 32 + 7) / 8 * l.s_group_words * 4;
   l.s_offset = (rows * l.q_row_bytes + 255) / 256 * 256;
   l.bytes = l.s_offset + rows * l.s_row_bytes;
   return l;
 }
+
+namespace {
+
+uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+void wr16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+}  // namespace
 
 void repack_for_mmq(DType t, const void* src, uint64_t k, uint64_t rows, bool q4k_nibbles, uint8_t* dst) {
   const MmqLayout l = mmq_layout(t, k, rows, q4k_nibbles);
@@ -143,20 +154,88 @@ void repack_for_mmq(DType t, const void* src, uint64_t k, uint64_t rows, bool q4
   const auto* in = static_cast<const uint8_t*>(src);
   std::memset(dst, 0, l.bytes);
   for (uint64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = in + r * rb;
     uint8_t* q = dst + r * l.q_row_bytes;
     uint8_t* s = dst + l.s_offset + r * l.s_row_bytes;
     for (uint64_t b = 0; b < nblk; ++b) {
-      const Block32 blk = decode_block(t, in + r * rb, b);
-      if (l.nibbles) {
+      const Block32 blk = decode_block(t, row, b);
+      uint8_t* g = s + (b / 8) * l.s_group_words * 4;  // the block's scale group (8 blocks)
+      const uint64_t j = b % 8;
+      if (l.nibbles && t == DType::Q6_K) {  // u = q + 32: low nibbles as pairs, high 2 bits in the group
+        uint8_t* hw = g + 20 + j * 8;         // nibble word c (values 4c.. and 16 + 4c..): 16 bits at hw + 2c
+        for (int c = 0; c < 4; ++c) {
+          uint32_t h = 0;
+          for (int kk = 0; kk < 4; ++kk) {
+            const int i = 4 * c + kk;
+            const uint32_t u0 = static_cast<uint32_t>(blk.v[i] + 32), u1 = static_cast<uint32_t>(blk.v[i + 16] + 32);
+            q[b * 16 + static_cast<uint64_t>(i)] = static_cast<uint8_t>((u0 & 0xF) | (u1 & 0xF) << 4);
+            h |= (u0 >> 4) << (2 * kk) | (u1 >> 4) << (8 + 2 * kk);
+          }
+          wr16(hw + 2 * c, h);
+        }
+      } else if (l.nibbles) {
         for (int i = 0; i < 16; ++i)
           q[b * 16 + static_cast<uint64_t>(i)] = static_cast<uint8_t>(blk.v[i] | blk.v[i + 16] << 4);
       } else {
         std::memcpy(q + b * 32, blk.v, 32);
       }
-      std::memcpy(s + b * 8, &blk.s0, 4);
-      std::memcpy(s + b * 8 + 4, &blk.s1, 4);
+      // Scales as stored in the GGUF (f16 d, 6-bit / int8 sub-block scales): the kernel forms the
+      // same f32 products decode_block does.
+      if (t == DType::Q4_K || t == DType::Q5_K) {  // word 0: d | dmin << 16; word 1 + j/2, half j%2: sc | m << 8
+        const uint8_t* p = row + (b / 8) * (t == DType::Q4_K ? 144 : 176);
+        int sc = 0, m = 0;
+        q4k_scale_min(p + 4, static_cast<int>(j), sc, m);
+        wr16(g, rd16(p));
+        wr16(g + 2, rd16(p + 2));
+        wr16(g + 4 + j * 2, static_cast<uint32_t>(sc) | static_cast<uint32_t>(m) << 8);
+      } else if (t == DType::Q6_K) {  // word 0: d; word 1 + j/2, half j%2: the two int8 scales
+        const uint8_t* p = row + (b / 8) * 210;
+        wr16(g, rd16(p + 208));
+        const int n = static_cast<int>(j) / 4, rr = static_cast<int>(j) % 4;
+        g[4 + j * 2] = p[192 + 8 * n + 2 * rr];
+        g[4 + j * 2 + 1] = p[192 + 8 * n + 2 * rr + 1];
+      } else if (t == DType::Q5_1) {  // the block's f16 d at half j of words 0..3, its f16 m at half j of 4..7
+        wr16(g + j * 2, rd16(row + b * 24));
+        wr16(g + 16 + j * 2, rd16(row + b * 24 + 2));
+      } else {  // q8_0, q4_0, q5_0: the block's f16 d at half j of the group
+        wr16(g + j * 2, rd16(row + b * (t == DType::Q8_0 ? 34 : (t == DType::Q5_0 ? 22 : 18))));
+      }
     }
   }
+}
+
+float mmq_value(DType t, const MmqLayout& l, const uint8_t* repack, uint64_t row, uint64_t i) {
+  const uint64_t b = i / 32, li = i % 32, j = b % 8;
+  const uint8_t* q = repack + row * l.q_row_bytes;
+  const uint8_t* g = repack + l.s_offset + row * l.s_row_bytes + (b / 8) * l.s_group_words * 4;
+  int v;
+  if (l.nibbles) {
+    const uint8_t byte = q[b * 16 + li % 16];
+    v = li < 16 ? byte & 0xF : byte >> 4;
+    if (t == DType::Q6_K) {
+      const uint64_t c = (li % 16) / 4, kk = li % 4;
+      const uint32_t h = rd16(g + 20 + j * 8 + c * 2);
+      v = (v | static_cast<int>((h >> ((li < 16 ? 0 : 8) + 2 * kk)) & 3) << 4) - 32;
+    }
+  } else {
+    v = static_cast<int8_t>(q[b * 32 + li]);
+  }
+  if (t == DType::Q4_K || t == DType::Q5_K) {
+    const uint32_t p = rd16(g + 4 + j * 2);
+    const float s0 = half_to_float(g) * static_cast<float>(p & 0xFF);
+    const float s1 = -(half_to_float(g + 2) * static_cast<float>(p >> 8));
+    const float a = s0 * static_cast<float>(v);
+    return a + s1;
+  }
+  if (t == DType::Q6_K) {
+    const float d = half_to_float(g);
+    return d * static_cast<float>(static_cast<int8_t>(g[4 + j * 2 + (li < 16 ? 0 : 1)])) * static_cast<float>(v);
+  }
+  if (t == DType::Q5_1) {
+    const float a = half_to_float(g + j * 2) * static_cast<float>(v);
+    return a + half_to_float(g + 16 + j * 2);
+  }
+  return half_to_float(g + j * 2) * static_cast<float>(v);
 }
 
 Buffer upload_for_mmq(Memory& mem, ops::Weight& w, const void* ggml_rows, bool q4k_nibbles) {
@@ -167,6 +246,7 @@ Buffer upload_for_mmq(Memory& mem, ops::Weight& w, const void* ggml_rows, bool q
   mem.upload(b, 0, bytes.data(), bytes.size());
   w.mmq_q_row_bytes = l.q_row_bytes;
   w.mmq_s_offset = l.s_offset;
+  w.mmq_s_row_bytes = l.s_row_bytes;
   w.mmq_nibbles = l.nibbles;
   return b;  // the caller sets w.mmq_buf once the buffer has its final address
 }
@@ -265,7 +345,7 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
 
 void for_each_mmq_window(ops::Env& e, const ops::Weight& w,
                          const std::function<void(abi::MatmulMmqPC&, const Bound&, const Bound&)>& fn) {
-  const uint64_t srow = w.ne0 / 32 * 8;
+  const uint64_t srow = w.mmq_s_row_bytes;
   const uint64_t slack = std::max<uint64_t>(4, e.info.min_storage_offset_alignment) + 4;
   const uint64_t row_max = std::max(w.mmq_q_row_bytes, srow);
   if (e.rec.max_binding() < slack + row_max)
@@ -276,12 +356,12 @@ void for_each_mmq_window(ops::Env& e, const ops::Weight& w,
     const uint64_t r1 = std::min(w.rows, r0 + per);
     Bound bw = e.rec.bind(*w.mmq_buf, r0 * w.mmq_q_row_bytes, (r1 - r0) * w.mmq_q_row_bytes, false);
     Bound bs = e.rec.bind(*w.mmq_buf, w.mmq_s_offset + r0 * srow, (r1 - r0) * srow, false);
-    if (bw.delta % 16 || bs.delta % 8) fail("{}: mmq repack windows are not 16/8-byte aligned", w.name);
+    if (bw.delta % 16 || bs.delta % 4) fail("{}: mmq repack windows are not 16/4-byte aligned", w.name);
     abi::MatmulMmqPC pc{};
     pc.M = static_cast<uint32_t>(r1 - r0);
     pc.K = static_cast<uint32_t>(w.ne0);
     pc.wq_off = bw.delta / 16;
-    pc.ws_off = bs.delta / 8;
+    pc.ws_off = bs.delta / 4;
     pc.m0 = static_cast<uint32_t>(r0);
     fn(pc, bw, bs);
   }

@@ -8,18 +8,33 @@
 //    repacked at load into the mmq layout below, and q8_1 activations; optionally + a bias or a
 //    residual in the same dispatch (MmqEpilogue).
 //
-// The mmq layout (repack_for_mmq; shaders/common/mul_mmq.glsl reads it), for a weight of `rows`
-// rows of K values (K a multiple of 32), in one buffer:
+// The mmq layout (repack_for_mmq; shaders/common/mul_mmq.glsl, matvec_mmq.glsl, get_rows_mmq.comp
+// read it) for a weight of `rows` rows of K values (K a multiple of 32), in one buffer. [N4] It is
+// the weight's only device copy (the GGUF rows are not uploaded), so it is kept about as compact
+// as the GGUF blocks:
 //  - values at byte 0, row r at r · q_row_bytes: per 32-block of the row, 32 signed int8 (q8_0: q;
 //    q4_0: q − 8; q5_0: q − 16; q6_K: q − 32; q4_K: q in 0..15; q5_1, q5_K: q in 0..31),
-//    q_row_bytes = K; or, for q4_K with `nibbles`,
-//    16 bytes per block where byte i = q[i] | q[i + 16] << 4, q_row_bytes = K / 2;
-//  - scale pairs at byte s_offset (256-aligned), row r at s_offset + r · K/32 · 8: per block two
-//    f32 (s0, s1): q8_0, q4_0, q5_0: (d, d); q6_K: (d · scale of values 0..15, d · scale of 16..31);
-//    q4_K, q5_K: (d · sc, −(dmin · m)); q5_1: (d, m).
-// Block value i is then s0 · q_i (q6_K: s0 or s1 by half; the affine types q4_K, q5_K, q5_1:
-// s0 · q_i + s1), bit-exact with
-// ggml's dequantize_row_* (tests/fast/test_fast_matmul.cpp checks every type).
+//    q_row_bytes = K; or, with `nibbles` (q4_K, q6_K), 16 bytes per block where byte i =
+//    u[i] & 15 | (u[i + 16] & 15) << 4 (q4_K u = q; q6_K u = q + 32, whose 2 high bits sit in
+//    the scale group), q_row_bytes = K / 2;
+//  - scale groups at byte s_offset (256-aligned), row r at s_offset + r · s_row_bytes: one group
+//    of s_group_words 32-bit words per 8 blocks (the last one padded), the GGUF's own scale
+//    fields so that the kernels form the same f32 products as ggml:
+//      q4_K, q5_K: word 0 = d | dmin << 16 (f16), word 1 + j/2 half j%2 = sc | m << 8 of block j;
+//      q6_K: word 0 = d (f16), word 1 + j/2 half j%2 = the block's two int8 scales (values
+//            0..15, 16..31); with nibbles words 5 + 2j, 6 + 2j = block j's high bits: for nibble
+//            word c (values 4c.. and 16 + 4c..) 16 bits at half c of them, bits 2k = value
+//            4c + k, bits 8 + 2k = value 16 + 4c + k (s_group_words 21, else 5);
+//      q8_0, q4_0, q5_0: half j of words 0..3 = block j's f16 d (word 4 unused);
+//      q5_1: half j of words 0..3 = block j's f16 d, half j of words 4..7 = its f16 m
+//            (s_group_words 8).
+// Block value i is then s0 · q_i with s0 = d · sc (q6_K: sc of its half; q8_0 / q4_0 / q5_0 /
+// q5_1: s0 = d) and, for the affine types, s0 · q_i + s1: q4_K / q5_K s1 = −(dmin · m), q5_1
+// s1 = m — bit-exact with ggml's dequantize_row_* (mmq_value; tests/fast/test_fast_matmul.cpp
+// checks every type). Bits per value (GGUF): q4_K 4.625 (4.5), q6_K 6.625 (6.5625), q8_0 8.625
+// (8.5), q4_0 8.625 (4.5; without nibbles q4_K / q6_K 8.625); q5_0 8.625 (5.5), q5_1 9 (6), q5_K
+// 8.625 (5.5): the q5 types keep int8 values (no nibble / high-bit packing yet), so their
+// repack is ≈ 1.5–1.6× their GGUF bytes.
 // The tile comes from rocky::tune (a profile chosen for the device, or a JSON override) and is
 // refused with a rocky::Error naming the violated limit (accumulators over the profile's budget,
 // shared memory over the device's limit, inconsistent shape), and — when the pipelines capture
@@ -50,7 +65,8 @@ const char* mmq_supported_types();
 // Sizes of the mmq layout (above) of `rows` rows of K values of `t`.
 struct MmqLayout {
   uint64_t q_row_bytes = 0;  // values per row
-  uint64_t s_row_bytes = 0;  // scale pairs per row (K/32 · 8)
+  uint64_t s_row_bytes = 0;  // scale groups per row (ceil(K/256) · s_group_words · 4)
+  uint64_t s_group_words = 5;
   uint64_t s_offset = 0;     // byte offset of the scale region
   uint64_t bytes = 0;        // whole buffer
   bool nibbles = false;
@@ -61,6 +77,10 @@ MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles);
 // layout at `dst` (mmq_layout(...).bytes). rocky::Error for an unsupported type or K not a
 // multiple of the block.
 void repack_for_mmq(DType t, const void* src, uint64_t k, uint64_t rows, bool q4k_nibbles, uint8_t* dst);
+
+// Value i of row `row` of a repack (`repack` = the whole buffer, layout `l` of type t), exactly as
+// the kernels dequantize it (the tests check it against ggml's dequantize_row_*).
+float mmq_value(DType t, const MmqLayout& l, const uint8_t* repack, uint64_t row, uint64_t i);
 
 // Repack w's ggml rows `ggml_rows` (w.rows · w.row_bytes bytes) on the host, upload them into a
 // new device buffer and point w.mmq_* at it (q4k_nibbles: the profile's mmq_q4k_nibbles). The
@@ -112,7 +132,7 @@ struct MatvecShape {
 MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k);
 
 // The mmq repack of `w` bound in windows of whole rows, each window's two bindings (values at
-// 16-byte granularity, f32 scale pairs at 8) within the recorder's binding limit including the
+// 16-byte granularity, scale groups at 4; ws_off in words) within the recorder's binding limit including the
 // offset-alignment remainder: the prefix of the push constants every mmq kernel shares (M, K, m0,
 // wq_off, ws_off). fn(pc, values, scales) is called per window. rocky::Error when one repacked row
 // does not fit a binding, or a window is not 16/8-byte aligned.

@@ -36,12 +36,15 @@ struct Weight {
   uint64_t row_bytes = 0;
   std::string name;
   // [M5] The same rows repacked for mul_mmq (fast::repack_for_mmq; layout in matmul_fast.hpp),
-  // present when the backend uses the int8 path: values at byte 0 (mmq_q_row_bytes per row), f32
-  // scale pairs at byte mmq_s_offset (K/32 · 8 bytes per row). nullptr otherwise.
+  // present when the backend uses the int8 path: values at byte 0 (mmq_q_row_bytes per row), scale
+  // groups at byte mmq_s_offset (mmq_s_row_bytes per row). nullptr otherwise. [N4] The backend
+  // then uploads only the repack: `buf` is nullptr and every kernel reads mmq_buf (get_rows_mmq,
+  // matvec_mmq, mul_mmq; N > 1 matmuls the int8 path cannot take run as matvec_mmq per column).
   const Buffer* mmq_buf = nullptr;
   uint64_t mmq_q_row_bytes = 0;
   uint64_t mmq_s_offset = 0;
-  bool mmq_nibbles = false;  // q4_K values as nibble pairs (16 bytes per 32-block)
+  uint64_t mmq_s_row_bytes = 0;
+  bool mmq_nibbles = false;  // q4_K / q6_K values as nibble pairs (16 bytes per 32-block)
 };
 
 // Matmul tile shape, mapped to the named specialization constants ROCKY_SC_BM … ROCKY_SC_TN.

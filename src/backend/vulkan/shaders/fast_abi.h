@@ -92,7 +92,7 @@ struct MatmulFastPC {
 
 // mul_mmq: y[m0 + m, n] = Σ_k W[k, m] · x[k, n] with W in the mmq repack layout
 // (ops/matmul_fast.hpp): values at uvec4 offset wq_off (binding 0, row stride K/16 uvec4, or K/32
-// with nibbles), scale pairs at vec2 offset ws_off (binding 1, row stride K/32); q8_1 activations
+// with nibbles), scale groups at word offset ws_off (binding 1, row stride mmq_srow_words); q8_1 activations
 // at block offset x_off (uvec4 index 2·block, vec2 index block); the epilogue operand (ROCKY_SC_MMQ_EPI)
 // at float offset e_off of binding 5.
 struct MatmulMmqPC {
@@ -106,6 +106,19 @@ struct MatmulMmqPC {
   uint ldy;
   uint m0;
   uint e_off;  // epilogue operand (binding 5) offset in floats; 0 without epilogue
+};
+
+// [N4] get_rows_mmq: rows of the mmq repack (bindings 0 values, 1 scale groups; ops/get_rows.cpp).
+struct GetRowsMmqPC {
+  uint ne0;          // row length K (a multiple of 32)
+  uint n_tokens;
+  uint q_row_bytes;  // value bytes per row
+  uint wq_off;       // byte offset of row `row_begin` in binding 0
+  uint ws_off;       // word offset of row `row_begin`'s scale groups in binding 1
+  uint row_begin;
+  uint row_end;
+  uint tok_off;      // element offset of the token ids (int32)
+  uint out_off;      // element offset of the output [ne0, n_tokens]
 };
 
 #ifdef __cplusplus

@@ -20,15 +20,15 @@
 // B significant bits u go to the top of the mantissa of 1.0, f = uintBitsToFloat(0x3F800000 |
 // u << (23 − B)) = 1 + u / 2^B, so with x prescaled (exactly) by 2^B, Σ q·x = Σ f·x' − c · Σ x':
 //   signed values (q8_0 B = 8, q6_K B = 6, q5_0 B = 5, q4_0 B = 4): u = q + 2^(B−1) (the width's
-//     sign bit flipped), c = 1.5;  q4_K (0..15, unpacked or nibbles) B = 4, q5_K / q5_1 (0..31)
-//     B = 5: u = q, c = 1.
+//     sign bit flipped; q6_K nibbles store u itself), c = 1.5;  q4_K (0..15, unpacked or nibbles)
+//     B = 4, q5_K / q5_1 (0..31) B = 5: u = q, c = 1.
 // The cancellation Σ f·x' − c·Σ x' costs about log2((2^B · c) / mean |q|) ≈ 2–3 bits of f32.
-// Per block the scale pair s (binding 1) gives s.x · Σ_{i<16} q_i x_i + s.y · Σ_{i≥16} q_i x_i
+// Per block the scale pair s (binding 1, common/mmq_scales.glsl) gives s.x · Σ_{i<16} q_i x_i + s.y · Σ_{i≥16} q_i x_i
 // (q8_0, q4_0, q5_0: s.x = s.y; q6_K: one scale per half) or, for the affine types (q4_K, q5_K,
 // q5_1), s.x · Σ q_i x_i + s.y · Σ x_i.
 //
 // Bindings: 0 W values (uvec4 units, row stride 2·nb, or nb with NIB, at uvec4 offset wq_off),
-// 1 W scale pairs (vec2, row stride nb, at vec2 offset ws_off), 2 x [K] (f32 at element offset
+// 1 W scale groups (uint, row stride mmq_srow_words(nb), at word offset ws_off), 2 x [K] (f32 at element offset
 // x_off; a multiple of 4 with XVEC4), 3 y (f32, element y_off + m0 + m), 4 epilogue operand
 // (f32 at element e_off + m0 + m; any buffer when EPILOGUE = 0). Push constants: MatmulMmqPC
 // (N and ldy unused). Grid: ceil(M / ROWS) workgroups laid out in (x, y), group = y · num_x + x;
@@ -46,14 +46,16 @@ layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
 layout(binding = 0) readonly buffer Wq2 { uvec2 wq2[]; };
 layout(binding = 0) readonly buffer Wq1 { uint wq1[]; };
-layout(binding = 1) readonly buffer Ws { vec2 ws[]; };
+layout(binding = 1) readonly buffer Ws { uint ws[]; };
 layout(binding = 2) readonly buffer X { float x[]; };
 layout(binding = 2) readonly buffer X4 { vec4 xv[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer E { float ev[]; };
 
-const bool NIBBLES = NIB && WTYPE == 12u;
+const bool NIB_TYPE = WTYPE == 12u || WTYPE == 14u;  // q4_K, q6_K
+const bool NIBBLES = NIB && NIB_TYPE;
 const bool Q4K = WTYPE == 12u || WTYPE == 13u || WTYPE == 7u;  // the affine types: s.x·q + s.y
+#include "common/mmq_scales.glsl"
 const uint XN = 8u >> SPLIT;                        // vec4 of x per step
 const uint NW = NIBBLES ? XN / 2u : XN;             // weight words per row and step
 // Bits per value: the int8 values' significant low bits (q4_0: −8..7, unpacked q4_K: 0..15, q5_0:
@@ -118,7 +120,7 @@ void step(uint st, uint g, uint nb, uint U, float k) {
   const float c0 = CSCALE * XSCALE * sx0, c1 = CSCALE * XSCALE * sx1;
   for (uint r = 0u; r < ROWS; ++r) {
     const uint m = min(g * ROWS + r, pc.M - 1u);
-    const uint qrow = pc.wq_off + m * U, srow = pc.ws_off + m * nb;
+    const uint qrow = pc.wq_off + m * U, srow = pc.ws_off + m * mmq_srow_words(nb);
     // The step's weight words: NW consecutive words at word offset 4·qrow + NW·(step within row).
     uint w[8];  // NW used
     const uint wo = (NIBBLES ? 4u * b : 8u * b) + NW * sub;  // word offset within the row
@@ -136,9 +138,16 @@ void step(uint st, uint g, uint nb, uint U, float k) {
         for (uint j = 0u; j < 4u; ++j) w[4u + j] = q1[j];
       }
     }
-    const vec2 s = ws[srow + b];
+    const vec2 s = mmq_scale(srow, b);
     float d0 = 0.0, d1 = 0.0;  // Σ f·x' over the two halves
-    if (NIBBLES) {
+    if (Q6NIB) {  // nibble pairs + the 2 high bits from the scale group
+      const uvec2 hw = mmq_q6_hi(srow, b);
+      for (uint j = 0u; j < NW; ++j) {
+        const uint h = mmq_q6_h16(hw, NW * sub + j);
+        d0 += dot(fbytes(mmq_q6lo(w[j], h), 0), xs[j]);
+        d1 += dot(fbytes(mmq_q6hi(w[j], h), 0), xs[NW + j]);
+      }
+    } else if (NIBBLES) {
       for (uint j = 0u; j < NW; ++j) {
         d0 += dot(f4lo(w[j]), xs[j]);
         d1 += dot(f4hi(w[j]), xs[NW + j]);
@@ -151,7 +160,7 @@ void step(uint st, uint g, uint nb, uint U, float k) {
     }
     if (Q4K) {  // s.x · Σ q·x + s.y · Σ x
       acc[r] += k * (s.x * ((d0 - c0) + (d1 - c1)) + s.y * (sx0 + sx1));
-    } else if (SPLIT > 0u) {  // part of one half of the block: that half's scale
+    } else if (SPLIT > 0u && !NIBBLES) {  // part of one half of the block: that half's scale
       acc[r] += k * (((sub >> (SPLIT - 1u)) == 0u ? s.x : s.y) * ((d0 - c0) + (d1 - c1)));
     } else {
       acc[r] += k * (s.x * (d0 - c0) + s.y * (d1 - c1));

@@ -4,11 +4,13 @@
 // y[m0 + m, n] = Σ_k W[k, m] · x[k, n], x in q8_1 (fast_abi.h), W in rocky's mmq layout: the ggml
 // rows (WTYPE: q4_0, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K) repacked at load by fast::repack_for_mmq
 // (ops/matmul_fast.hpp documents the layout): per row and 32-block the values as packed int8 words
-// (binding 0; q4_K with NIB: 16 bytes of nibble pairs, byte i = q[i] | q[i + 16] << 4) and one
-// f32 pair (binding 1): q4_K / q5_K (d·sc, −dmin·m), q5_1 (d, m), q6_K (scale of values 0..15, of
-// 16..31), q8_0 / q4_0 / q5_0 (d, d). The contribution of a block is  s·dx·dot(q_w, q_x)  (q6_K: per
-// 16-value half) plus, for the affine types (q4_K, q5_K, q5_1), the min term  s.y·(dx·Σq_x): exact
-// integer dots, scales applied per block, f32 accumulators. No scale decoding and only aligned 16-byte loads in the kernel.
+// (binding 0; q4_K / q6_K with NIB: 16 bytes of nibble pairs, byte i = u[i] | u[i + 16] << 4, the
+// q6_K high bits in the scale group) and a scale pair from the GGUF scale fields (binding 1,
+// common/mmq_scales.glsl): q4_K / q5_K (d·sc, −dmin·m), q5_1 (d, m), q6_K (scale of values 0..15,
+// of 16..31), q8_0 / q4_0 / q5_0 (d, d). The contribution of a block is  s·dx·dot(q_w, q_x)  (q6_K:
+// per 16-value half) plus, for the affine types (q4_K, q5_K, q5_1), the min term  s.y·(dx·Σq_x):
+// exact integer dots, scales applied per block, f32 accumulators. Aligned 16-byte loads of the
+// values; the scales are decoded at the fetch.
 //
 // Tile (named specialization constants, rocky::tune::MatmulTile): a workgroup computes BM rows ×
 // BN tokens; it is (BM/WM)·(BN/WN) warps of (WM/TM)·(WN/TN) invocations; each invocation holds
@@ -19,7 +21,7 @@
 // VEC4 (MatmulTile::vec4) reads them as whole uvec4s; 0 reads one word at a time (Mali-G610:
 // the uvec4 form spilled 53:222, 836 B tls; the word form 0 spills).
 // Grid: (ceil(M / BM), ceil(N / BN)).
-// Bindings: 0 W values (uvec4), 1 W scale pairs (vec2), 2 q8_1 values (uvec4), 3 q8_1 (d, d·Σq),
+// Bindings: 0 W values (uvec4), 1 W scale groups (uint), 2 q8_1 values (uvec4), 3 q8_1 (d, d·Σq),
 // 4 y [ldy, N] f32, 5 epilogue operand f32 (read only when EPILOGUE != 0; the host binds a dummy
 // region otherwise). Push constants: MatmulMmqPC.
 // Epilogue (EPILOGUE, fast_abi.h): 0 y = W·x; 1 (bias) y[n, m] = W·x + e[e_off + m0 + m];
@@ -49,7 +51,7 @@ layout(constant_id = ROCKY_SC_MMQ_VEC4) const bool VEC4 = true;
 layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
-layout(binding = 1) readonly buffer Ws { vec2 ws[]; };
+layout(binding = 1) readonly buffer Ws { uint ws[]; };
 layout(binding = 2) readonly buffer XQ { uvec4 xq[]; };
 layout(binding = 3) readonly buffer XD { vec2 xd[]; };
 layout(binding = 4) writeonly buffer Y { float y[]; };
@@ -57,7 +59,9 @@ layout(binding = 5) readonly buffer E { float ev[]; };
 
 const uint BB = BK / 32u;           // blocks per stage
 const uint SS = 2u * BB + 1u;       // shared row stride (uvec4)
-const bool NIBBLES = NIB && WTYPE == 12u;
+const bool NIB_TYPE = WTYPE == 12u || WTYPE == 14u;  // q4_K, q6_K
+const bool NIBBLES = NIB && NIB_TYPE;
+#include "common/mmq_scales.glsl"
 const uint WV = NIBBLES ? 1u : 2u;  // global uvec4 per (row, block)
 const bool AFFINE = WTYPE == 12u || WTYPE == 13u || WTYPE == 7u;  // q4_K, q5_K, q5_1: s.x·q + s.y
 
@@ -114,7 +118,8 @@ void main() {
   [[unroll]] for (uint a = 0u; a < TM * TN; ++a) acc[a] = 0.0;
 
   uvec4 wraw[NWT], xraw[NXT];
-  vec2 sraw[NST], draw[NDT];
+  uvec2 sraw[NST];  // raw scale words (mmq_scale_raw), decoded at the shared-memory store
+  vec2 draw[NDT];
   // Fetch stage k0 into registers (out-of-range rows / blocks / tokens read nothing and become 0).
   // Consecutive invocations read consecutive 16-byte words of one row (token).
 #define ROCKY_MMQ_FETCH(k0)                                                                        \
@@ -127,9 +132,9 @@ void main() {
     }                                                                                              \
     [[unroll]] for (uint i = 0u; i < NST; ++i) {                                                   \
       uint t = tid + i * WG_, bi = t % BB, ml = t / BB;                                            \
-      sraw[i] = vec2(0.0);                                                                         \
+      sraw[i] = uvec2(0u);                                                                         \
       if (t < BM * BB && mb + ml < pc.M && (k0) + bi < nblk)                                       \
-        sraw[i] = ws[pc.ws_off + (mb + ml) * nblk + (k0) + bi];                                    \
+        sraw[i] = mmq_scale_raw(pc.ws_off + (mb + ml) * mmq_srow_words(pc.K / 32u), (k0) + bi);   \
     }                                                                                              \
     [[unroll]] for (uint i = 0u; i < NXT; ++i) {                                                   \
       uint t = tid + i * WG_, v = t % 2u, bi = (t / 2u) % BB, nl = t / (2u * BB);                  \
@@ -151,7 +156,21 @@ void main() {
     [[unroll]] for (uint i = 0u; i < NWT; ++i) {
       uint t = tid + i * WG_, v = t % WV, bi = (t / WV) % BB, ml = t / (WV * BB);
       if (t < BM * BB * WV) {
-        if (NIBBLES) {
+        if (Q6NIB) {  // 6-bit u = q + 32 from nibble + high bits, then int8 q; one half at a time.
+          // The high bits are loaded here, not with the stage's fetch (no registers held across
+          // the dot loop: the Mali-G610 variant spilled with them in the prefetch set).
+          const uint kb = k0 + bi;  // the stage being stored is k0's (prefetched or not)
+          uvec2 hw = uvec2(0u);
+          if (mb + ml < pc.M && kb < nblk) hw = mmq_q6_hi(pc.ws_off + (mb + ml) * mmq_srow_words(pc.K / 32u), kb);
+          sw[ml * SS + bi * 2u] = uvec4(mmq_s8_from_u6(mmq_q6lo(wraw[i].x, hw.x & 0xFFFFu)),
+                                        mmq_s8_from_u6(mmq_q6lo(wraw[i].y, hw.x >> 16)),
+                                        mmq_s8_from_u6(mmq_q6lo(wraw[i].z, hw.y & 0xFFFFu)),
+                                        mmq_s8_from_u6(mmq_q6lo(wraw[i].w, hw.y >> 16)));
+          sw[ml * SS + bi * 2u + 1u] = uvec4(mmq_s8_from_u6(mmq_q6hi(wraw[i].x, hw.x & 0xFFFFu)),
+                                             mmq_s8_from_u6(mmq_q6hi(wraw[i].y, hw.x >> 16)),
+                                             mmq_s8_from_u6(mmq_q6hi(wraw[i].z, hw.y & 0xFFFFu)),
+                                             mmq_s8_from_u6(mmq_q6hi(wraw[i].w, hw.y >> 16)));
+        } else if (NIBBLES) {
           sw[ml * SS + bi * 2u] = wraw[i] & 0x0F0F0F0Fu;
           sw[ml * SS + bi * 2u + 1u] = (wraw[i] >> 4u) & 0x0F0F0F0Fu;
         } else {
@@ -161,7 +180,7 @@ void main() {
     }
     [[unroll]] for (uint i = 0u; i < NST; ++i) {
       uint t = tid + i * WG_, bi = t % BB, ml = t / BB;
-      if (t < BM * BB) swd[bi * BM + ml] = sraw[i];
+      if (t < BM * BB) swd[bi * BM + ml] = mmq_scale_decode(sraw[i]);
     }
     [[unroll]] for (uint i = 0u; i < NXT; ++i) {
       uint t = tid + i * WG_, v = t % 2u, bi = (t / 2u) % BB, nl = t / (2u * BB);
