@@ -41,9 +41,8 @@ void bm_dequantize_row(benchmark::State& state, DType t) {
 }
 
 const int k_registered = [] {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                  DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::Q8_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                  DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
     benchmark::RegisterBenchmark(("dequantize_row/" + std::string(rocky::dtype_name(t))).c_str(),
                                  [t](benchmark::State& s) { bm_dequantize_row(s, t); });
   }

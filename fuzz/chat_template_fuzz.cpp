@@ -61,9 +61,11 @@ void check_reply(std::string_view text, rocky::chat::ToolFormat f, bool forced_o
   content += d.content;
   reasoning += d.reasoning_content;
   calls += d.tool_calls.size();
-  if (content != st.result().content || reasoning != st.result().reasoning_content || calls != st.result().tool_calls.size())
+  if (content != st.result().content || reasoning != st.result().reasoning_content ||
+      calls != st.result().tool_calls.size())
     die("stream deltas differ from the stream's result");
-  const bool consistent = whole.content == content && whole.reasoning_content == reasoning && whole.tool_calls.size() == calls;
+  const bool consistent =
+      whole.content == content && whole.reasoning_content == reasoning && whole.tool_calls.size() == calls;
   // A well-formed reply streams to exactly the whole parse (a malformed one keeps what was sent).
   if (!consistent && !whole.malformed) die("streamed reply differs from the whole parse");
   if (whole.malformed && !st.result().malformed) die("malformed reply not flagged by the stream");
@@ -88,23 +90,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.continue_final_message = (size & 8) != 0 && !o.add_generation_prompt;
     try {
       (void)tmpl.render(conv["messages"], o);
-    } catch (const rocky::Error&) {
-    }
+    } catch (const rocky::Error&) {}
     // an empty conversation and odd messages shapes must not crash either
     o.continue_final_message = false;
     try {
       (void)tmpl.render(nlohmann::ordered_json::array(), o);
-    } catch (const rocky::Error&) {
-    }
+    } catch (const rocky::Error&) {}
     try {
       (void)tmpl.render(nlohmann::ordered_json::parse(R"([1, "x", null, {"role": 5}, [[]]])"), o);
-    } catch (const rocky::Error&) {
-    }
-  } catch (const rocky::Error&) {
-  }
+    } catch (const rocky::Error&) {}
+  } catch (const rocky::Error&) {}
   using rocky::chat::ToolFormat;
-  for (ToolFormat f : {ToolFormat::content_only, ToolFormat::generic, ToolFormat::hermes, ToolFormat::llama3,
-                       ToolFormat::llama3_builtin, ToolFormat::mistral_nemo, ToolFormat::deepseek_r1, ToolFormat::granite})
+  for (ToolFormat f :
+       {ToolFormat::content_only, ToolFormat::generic, ToolFormat::hermes, ToolFormat::llama3,
+        ToolFormat::llama3_builtin, ToolFormat::mistral_nemo, ToolFormat::deepseek_r1, ToolFormat::granite})
     check_reply(src, f, (size & 16) != 0);
   return 0;
 }

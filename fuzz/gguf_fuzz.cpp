@@ -34,10 +34,10 @@ void touch(const GgufFile& f) {
       switch (v.elem_type) {
         case ValueType::STRING: acc += f.get_string_array(key)->size(); break;
         case ValueType::F32: acc += f.get_f32_array(key)->size(); break;
-        case ValueType::ARRAY: case ValueType::F64: case ValueType::BOOL: break;
-        default:
-          try {
-            acc += f.get_int_array(key)->size();
+        case ValueType::ARRAY:
+        case ValueType::F64:
+        case ValueType::BOOL: break;
+        default: try { acc += f.get_int_array(key)->size();
           } catch (const rocky::Error&) {  // a u64 element above INT64_MAX
           }
       }

@@ -16,7 +16,8 @@ namespace {
 
 const rocky::tok::Tokenizer& load(const char* rel) {
   // Loaded once per process; leaked on purpose (libFuzzer never returns from its loop).
-  auto* t = new rocky::tok::Tokenizer(rocky::tok::Tokenizer::load(std::string(ROCKY_SHARED_DIR) + "/reference/vocab/" + rel));
+  auto* t =
+      new rocky::tok::Tokenizer(rocky::tok::Tokenizer::load(std::string(ROCKY_SHARED_DIR) + "/reference/vocab/" + rel));
   return *t;
 }
 

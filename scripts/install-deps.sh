@@ -6,7 +6,7 @@ pkgs=(
   glslc spirv-tools libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libopenblas-dev libcpp-httplib-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   python3
 )
 # Node.js + npm for the OpenAI Node SDK tests (tests/server); a Node that is already there (e.g.

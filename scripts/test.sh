@@ -12,6 +12,8 @@ jobs="$(nproc)"
 # ≈ 8–19 min the first time on 2 cores; needs root for apt-get). setup.sh uses bash features.
 export MALI_G610_HOME="${MALI_G610_HOME:-/opt/mali-g610-offline}"
 bash ../shared/mali/setup.sh
+# The tree is formatted with Debian 12's clang-format 14 (.clang-format); a diff fails the run.
+bash scripts/check-format.sh
 bash scripts/build.sh
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROCKY_FUZZ=ON \
   -DROCKY_WERROR="${ROCKY_WERROR:-ON}" >/dev/null

@@ -45,7 +45,9 @@ int run_bench(BenchOpts o) {
       idx = UINT32_MAX;
     }
     if (idx != UINT32_MAX) {
-      if (!o.quiet) fmt::print(stderr, "bench: measuring the roofline of vulkan:{} (skip: --no-roofline or --roofline-json)\n", idx);
+      if (!o.quiet)
+        fmt::print(stderr, "bench: measuring the roofline of vulkan:{} (skip: --no-roofline or --roofline-json)\n",
+                   idx);
       auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(process_env()));
       vulkan::Device dev(inst, idx);
       vulkan::RooflineOptions ro;
@@ -71,8 +73,9 @@ int run_bench(BenchOpts o) {
         fmt::print("\nGPU time per op, last {} of {} at ub {} ({:.3f} ms):\n", r.n_gen > 0 ? "token" : "ubatch", r.test,
                    r.n_ubatch, total);
         for (const auto& e : r.profile)
-          fmt::print("  {:<20} {:9.3f} ms {:5.1f} % {:5} dispatches\n", e["op"].get<std::string>(), e["ms"].get<double>(),
-                     total > 0 ? 100.0 * e["ms"].get<double>() / total : 0.0, e["dispatches"].get<int>());
+          fmt::print("  {:<20} {:9.3f} ms {:5.1f} % {:5} dispatches\n", e["op"].get<std::string>(),
+                     e["ms"].get<double>(), total > 0 ? 100.0 * e["ms"].get<double>() / total : 0.0,
+                     e["dispatches"].get<int>());
       }
     }
   }
@@ -86,30 +89,50 @@ void add_bench(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand("bench", "Measure prefill (pp) and decode (tg) throughput, llama-bench style");
   sub->add_option("-m,--model", o->p.model, "GGUF model")->required()->check(CLI::ExistingFile);
   sub->add_option("-p,--n-prompt", o->p.n_prompt, "Prompt lengths (pp tests), comma-separated")
-      ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("-n,--n-gen", o->p.n_gen, "Generated tokens (tg tests), comma-separated")
-      ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("-d,--n-depth", o->p.n_depth, "KV depths: tokens in the cache before each test (llama-bench's -d), comma-separated")
-      ->delimiter(',')->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("-d,--n-depth", o->p.n_depth,
+                  "KV depths: tokens in the cache before each test (llama-bench's -d), comma-separated")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
-      ->delimiter(',')->check(finite_number(0))->capture_default_str();
-  sub->add_option("-b,--batch-size", o->n_batch, "Accepted for llama-bench compatibility (ignored: rocky's batch is the ubatch)")
-      ->delimiter(',')->check(CLI::PositiveNumber);
-  sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")->check(CLI::Range(1, 1000))->capture_default_str();
-  sub->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json", "csv"}))->capture_default_str();
+      ->delimiter(',')
+      ->check(finite_number(0))
+      ->capture_default_str();
+  sub->add_option("-b,--batch-size", o->n_batch,
+                  "Accepted for llama-bench compatibility (ignored: rocky's batch is the ubatch)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  sub->add_option("-o,--output", o->output, "Output format")
+      ->check(CLI::IsMember({"md", "json", "csv"}))
+      ->capture_default_str();
   sub->add_option("--device", o->p.device, "cpu, vulkan[:N] or auto")->capture_default_str();
-  sub->add_option("--matmul", o->p.matmul, "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
-      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
+  sub->add_option("--matmul", o->p.matmul,
+                  "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))
+      ->capture_default_str();
   sub->add_option("--roofline-json", o->roofline_json, "Peaks from `rocky roofline --json` (else measured once)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--no-roofline", o->no_roofline, "No % of roofline column");
   sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
-  sub->add_flag("--profile", o->p.profile, "Per-op GPU time of the last pp ubatch and tg token (timestamps; slows the run)");
+  sub->add_flag("--profile", o->p.profile,
+                "Per-op GPU time of the last pp ubatch and tg token (timestamps; slows the run)");
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   add_kv_cache_flags(sub, o->kv);
   sub->callback([&run, o] {
-    const auto positive = [](const std::vector<int32_t>& v) { return std::any_of(v.begin(), v.end(), [](int32_t x) { return x > 0; }); };
+    const auto positive = [](const std::vector<int32_t>& v) {
+      return std::any_of(v.begin(), v.end(), [](int32_t x) { return x > 0; });
+    };
     if (!positive(o->p.n_prompt) && !positive(o->p.n_gen))  // a usage error (exit 2), not an empty table
       throw CLI::ValidationError("-p/-n", "every prompt and generation length is 0: nothing to measure");
     run = [o] {

@@ -68,7 +68,8 @@ int run_devices(const DevicesOpts& o) {
     fmt::print("  shared memory        {}\n", bytes_str(d.shared_memory));
     fmt::print("  max workgroup        {} invocations, size {}×{}×{}\n", d.max_workgroup_invocations,
                d.max_workgroup_size[0], d.max_workgroup_size[1], d.max_workgroup_size[2]);
-    fmt::print("  maxStorageBufferRange {} ({} bytes)\n", bytes_str(d.max_storage_buffer_range), d.max_storage_buffer_range);
+    fmt::print("  maxStorageBufferRange {} ({} bytes)\n", bytes_str(d.max_storage_buffer_range),
+               d.max_storage_buffer_range);
     fmt::print("  max allocation       {}\n", bytes_str(d.max_allocation));
     fmt::print("  timestamps           {}\n", d.timestamps ? "yes" : "no");
     for (size_t h = 0; h < d.heaps.size(); ++h) {

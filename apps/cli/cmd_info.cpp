@@ -60,10 +60,17 @@ json scalar_json(gguf::ValueType t, const uint8_t* p) {
 uint64_t elem_size(gguf::ValueType t) {
   using VT = gguf::ValueType;
   switch (t) {
-    case VT::U8: case VT::I8: case VT::BOOL: return 1;
-    case VT::U16: case VT::I16: return 2;
-    case VT::U32: case VT::I32: case VT::F32: return 4;
-    case VT::U64: case VT::I64: case VT::F64: return 8;
+    case VT::U8:
+    case VT::I8:
+    case VT::BOOL: return 1;
+    case VT::U16:
+    case VT::I16: return 2;
+    case VT::U32:
+    case VT::I32:
+    case VT::F32: return 4;
+    case VT::U64:
+    case VT::I64:
+    case VT::F64: return 8;
     default: return 0;
   }
 }
@@ -75,16 +82,25 @@ json value_json(const gguf::Value& v) {
     case VT::BOOL: return v.u != 0;
     case VT::F32: return static_cast<float>(v.f);
     case VT::F64: return v.f;
-    case VT::U8: case VT::U16: case VT::U32: case VT::U64: return v.u;
-    case VT::I8: case VT::I16: case VT::I32: case VT::I64: return v.i;
+    case VT::U8:
+    case VT::U16:
+    case VT::U32:
+    case VT::U64: return v.u;
+    case VT::I8:
+    case VT::I16:
+    case VT::I32:
+    case VT::I64: return v.i;
     case VT::ARRAY: {
       uint64_t shown = v.count <= k_json_full_array ? v.count : 8;
       json elems = json::array();
       for (uint64_t k = 0; k < shown; ++k) {
         uint64_t es = elem_size(v.elem_type);
-        if (es) elems.push_back(scalar_json(v.elem_type, v.raw + k * es));
-        else if (v.elem_type == VT::STRING) elems.push_back(std::string(v.strings[k]));
-        else elems.push_back(value_json(v.items[k]));
+        if (es)
+          elems.push_back(scalar_json(v.elem_type, v.raw + k * es));
+        else if (v.elem_type == VT::STRING)
+          elems.push_back(std::string(v.strings[k]));
+        else
+          elems.push_back(value_json(v.items[k]));
       }
       if (shown == v.count) return elems;
       return json{{"elem_type", std::string(gguf::value_type_name(v.elem_type))}, {"count", v.count}, {"first", elems}};
@@ -158,18 +174,25 @@ int run_info(const InfoOpts& o) {
     }
     j["tensors"] = std::move(ts);
     json by = json::object();
-    for (const auto& [type, n] : tot.tensors_by_type) by[type] = {{"tensors", n}, {"params", tot.params_by_type.at(type)}};
+    for (const auto& [type, n] : tot.tensors_by_type)
+      by[type] = {{"tensors", n}, {"params", tot.params_by_type.at(type)}};
     j["totals"] = {{"n_tensors", tot.n_tensors},
                    {"n_params", tot.n_params},
                    {"n_bytes", tot.n_bytes},
                    {"bits_per_weight", tot.bits_per_weight},
                    {"by_type", by}};
-    j["architecture"] = {{"arch", a.arch},           {"n_layer", opt_json(a.n_layer)},
-                         {"n_embd", opt_json(a.n_embd)}, {"n_head", opt_json(a.n_head)},
-                         {"n_head_kv", opt_json(a.n_head_kv)}, {"head_dim", opt_json(a.head_dim)},
-                         {"n_ff", opt_json(a.n_ff)},     {"n_vocab", opt_json(a.n_vocab)},
-                         {"rope_type", a.rope_type},     {"rope_base", opt_json(a.rope_base)},
-                         {"rope_dim", opt_json(a.rope_dim)}, {"n_ctx_train", opt_json(a.n_ctx_train)},
+    j["architecture"] = {{"arch", a.arch},
+                         {"n_layer", opt_json(a.n_layer)},
+                         {"n_embd", opt_json(a.n_embd)},
+                         {"n_head", opt_json(a.n_head)},
+                         {"n_head_kv", opt_json(a.n_head_kv)},
+                         {"head_dim", opt_json(a.head_dim)},
+                         {"n_ff", opt_json(a.n_ff)},
+                         {"n_vocab", opt_json(a.n_vocab)},
+                         {"rope_type", a.rope_type},
+                         {"rope_base", opt_json(a.rope_base)},
+                         {"rope_dim", opt_json(a.rope_dim)},
+                         {"n_ctx_train", opt_json(a.n_ctx_train)},
                          {"rocky_runs", rn.ok},
                          {"features", rn.ok ? json(rn.features) : json(nullptr)},
                          {"refused", rn.ok ? json(nullptr) : json(rn.error)}};
@@ -203,9 +226,9 @@ int run_info(const InfoOpts& o) {
   for (const auto& [type, n] : tot.tensors_by_type)
     fmt::print("  {:<7} {:>4} tensors  {:>14} parameters\n", type, n, gguf::group_digits(tot.params_by_type.at(type)));
   fmt::print("\narchitecture: {}\n", a.arch.empty() ? "?" : a.arch);
-  fmt::print("  n_layer {}, n_embd {}, n_head {}, n_head_kv {}, head_dim {}, n_ff {}, n_vocab {}\n", opt_text(a.n_layer),
-             opt_text(a.n_embd), opt_text(a.n_head), opt_text(a.n_head_kv), opt_text(a.head_dim), opt_text(a.n_ff),
-             opt_text(a.n_vocab));
+  fmt::print("  n_layer {}, n_embd {}, n_head {}, n_head_kv {}, head_dim {}, n_ff {}, n_vocab {}\n",
+             opt_text(a.n_layer), opt_text(a.n_embd), opt_text(a.n_head), opt_text(a.n_head_kv), opt_text(a.head_dim),
+             opt_text(a.n_ff), opt_text(a.n_vocab));
   fmt::print("  rope {} (base {}, dims {}), n_ctx_train {}\n", a.rope_type, opt_text(a.rope_base), opt_text(a.rope_dim),
              opt_text(a.n_ctx_train));
   if (rn.ok) {

@@ -54,9 +54,7 @@ struct RunOpts {
 };
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 void write_f32(const std::string& path, const float* data, size_t n) {
   std::ofstream f(path, std::ios::binary);
@@ -92,7 +90,8 @@ int run_run(const RunOpts& o) {
   runtime::SamplerParams sp = o.sp;
   sp.n_vocab = static_cast<int32_t>(tok.vocab().size());
   if (sp.n_vocab < model->hparams().n_vocab) {
-    fmt::print(stderr, "rocky: {}: token_embd.weight has {} rows, the vocabulary {} tokens; ids ≥ {} are never sampled\n",
+    fmt::print(stderr,
+               "rocky: {}: token_embd.weight has {} rows, the vocabulary {} tokens; ids ≥ {} are never sampled\n",
                o.model, model->hparams().n_vocab, sp.n_vocab, sp.n_vocab);
   }
   std::vector<int32_t> ids = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -119,7 +118,8 @@ int run_run(const RunOpts& o) {
     // Every prompt position's logits need every position evaluated: nothing is reused then.
     hit = runtime::restore_prefix(session, cache.get(), {}, ids, o.dump_all_logits.empty());
     if (!o.json && hit.n_cached > 0)
-      fmt::print(stderr, "rocky: prefix cache: {} of {} prompt tokens from {}\n", hit.n_cached, ids.size(), o.cache_dir);
+      fmt::print(stderr, "rocky: prefix cache: {} of {} prompt tokens from {}\n", hit.n_cached, ids.size(),
+                 o.cache_dir);
   }
 
   // Prefill, then generation (runtime::Generator: sampling, stop rules, UTF-8-safe stream).
@@ -149,7 +149,8 @@ int run_run(const RunOpts& o) {
   };
   std::string tail;
   auto on_token = [&](const runtime::TokenEvent& ev) {
-    if (ev.token < 0) tail = std::string(ev.text);
+    if (ev.token < 0)
+      tail = std::string(ev.text);
     else if (!o.json) {
       fmt::print("{}", ev.text);
       std::fflush(stdout);
@@ -190,8 +191,8 @@ int run_run(const RunOpts& o) {
     j["generated_ids"] = gen;
     j["text"] = text;
     j["n_cached"] = r.n_cached;
-    j["timings"] = {{"load_ms", load_ms},     {"prompt_ms", prompt_ms}, {"n_prompt", ids.size()},
-                    {"prompt_tps", prompt_tps}, {"gen_ms", gen_ms},     {"n_gen", gen.size()},
+    j["timings"] = {{"load_ms", load_ms},       {"prompt_ms", prompt_ms}, {"n_prompt", ids.size()},
+                    {"prompt_tps", prompt_tps}, {"gen_ms", gen_ms},       {"n_gen", gen.size()},
                     {"gen_tps", gen_tps}};
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
@@ -203,7 +204,6 @@ int run_run(const RunOpts& o) {
   }
   return 0;
 }
-
 
 // -cnv: a conversation. Turn 1 is -p/-f (when given), then one user message per stdin line until
 // EOF (a "> " prompt when stdin is a terminal). Each turn renders the whole conversation with the
@@ -280,7 +280,8 @@ int run_chat(const RunOpts& o) {
       fmt::print("\n");
     }
     std::fflush(stdout);
-    if (r.reason == runtime::StopReason::ContextFull) fmt::print(stderr, "rocky: context full ({} tokens)\n", session.n_ctx());
+    if (r.reason == runtime::StopReason::ContextFull)
+      fmt::print(stderr, "rocky: context full ({} tokens)\n", session.n_ctx());
   };
 
   if (!o.prompt.empty() || !o.prompt_file.empty()) turn(o.prompt_file.empty() ? o.prompt : read_text(o.prompt_file));
@@ -309,15 +310,17 @@ void add_run(CLI::App& app, Runner& run) {
   p->excludes(f);
   f->excludes(p);
   sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)")->check(CLI::Range(0, INT32_MAX));
-  sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
-  sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
-      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
+  sub->add_option("--device", o->device,
+                  "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
+  sub->add_option("--matmul", o->matmul,
+                  "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))
+      ->capture_default_str();
   sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0 = the model's, at most 4096)")
       ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
-  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)")
-      ->check(finite_number());
+  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)")->check(finite_number());
   sub->add_option("--top-k", o->sp.top_k, "Top-k (default 40; 0 = off)");
   sub->add_option("--top-p", o->sp.top_p, "Top-p (default 0.95; 1 = off)")->check(finite_number());
   sub->add_option("--min-p", o->sp.min_p, "Min-p (default 0.05; 0 = off)")->check(finite_number());
@@ -330,11 +333,15 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--dump-logits", o->dump_logits, "Write the last prompt position's logits (f32 LE)");
   sub->add_option("--dump-all-logits", o->dump_all_logits, "Write every prompt position's logits (f32 LE)");
   sub->add_flag("--cnv,--conversation,--chat", o->chat,
-                "Conversation through the chat template (-cnv also works): -p is the first user message, then one per stdin line");
+                "Conversation through the chat template (-cnv also works): -p is the first user message, then one per "
+                "stdin line");
   sub->add_option("--sys,--system-prompt", o->system, "System message of the conversation (-sys also works)");
-  sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's (ChatML when it has none)");
-  sub->add_option("--cache-dir", o->cache_dir, "Prefix cache directory: reuse the K/V of prompt blocks computed by earlier runs");
-  sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per block (1 .. 256, default 256)")->check(CLI::Range(1, 256));
+  sub->add_option("--chat-template-file", o->chat_template_file,
+                  "Jinja chat template; overrides the model's (ChatML when it has none)");
+  sub->add_option("--cache-dir", o->cache_dir,
+                  "Prefix cache directory: reuse the K/V of prompt blocks computed by earlier runs");
+  sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per block (1 .. 256, default 256)")
+      ->check(CLI::Range(1, 256));
   sub->add_option("--cache-disk", o->cache_disk_mib, "Prefix cache: disk budget in MiB (default 8192)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
   sub->add_flag("--st,--single-turn", o->single_turn, "With -cnv: only the -p/-f turn (-st also works)");

@@ -20,14 +20,18 @@ void add_serve(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this machine only)");
-  sub->add_option("--port", o->port, "Port (default 8080; 0 = any free port, printed on stderr)")->check(CLI::Range(0, 65535));
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens; one request may use all of it (0 = the model's, at most 4096)")
+  sub->add_option("--port", o->port, "Port (default 8080; 0 = any free port, printed on stderr)")
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("-c,--ctx-size", o->n_ctx,
+                  "Context size in tokens; one request may use all of it (0 = the model's, at most 4096)")
       ->check(CLI::Range(0, INT32_MAX));
-  sub->add_option("--np,--parallel", o->n_parallel, "Slots: requests generated at the same time (-np also works; default 1)")
+  sub->add_option("--np,--parallel", o->n_parallel,
+                  "Slots: requests generated at the same time (-np also works; default 1)")
       ->check(CLI::Range(1, 64));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
-  sub->add_option("--device", o->device, "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
+  sub->add_option("--device", o->device,
+                  "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq, mm, basic")
       ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}));
   auto kv = std::make_shared<KvCacheFlags>();
@@ -37,7 +41,8 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
   sub->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond them 503 + Retry-After (default 64)")
       ->check(CLI::Range(0, 4096));
-  sub->add_option("--max-body", o->max_body, "Largest request body in bytes (default 16 MiB)")->check(CLI::Range(1, INT32_MAX));
+  sub->add_option("--max-body", o->max_body, "Largest request body in bytes (default 16 MiB)")
+      ->check(CLI::Range(1, INT32_MAX));
   sub->add_option("--reasoning-format", o->reasoning_format, "Where <think> text goes: auto (default), none, deepseek")
       ->check(CLI::IsMember({"auto", "none", "deepseek"}));
   sub->add_option("--to,--timeout", o->timeout_s, "HTTP read/write timeout in seconds (-to also works; default 600)")
@@ -49,21 +54,27 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, 256));
   sub->add_option("--cache-ram,--cram", o->cache_ram_mib, "Prefix cache: host-RAM tier in MiB (default 2048; 0 = off)")
       ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
-  sub->add_option("--cache-dir", o->cache_dir, "Prefix cache: directory of the disk tier, kept across restarts (default: none)");
+  sub->add_option("--cache-dir", o->cache_dir,
+                  "Prefix cache: directory of the disk tier, kept across restarts (default: none)");
   sub->add_option("--cache-disk", o->cache_disk_mib, "Prefix cache: disk tier in MiB (default 8192)")
       ->check(CLI::Range(uint64_t(0), uint64_t(1) << 40));
   sub->add_option("--test-token-delay-ms", o->test_token_delay_ms, "Tests only: sleep N ms after each token")
-      ->check(CLI::Range(0, 10000))->group("");  // hidden from --help
+      ->check(CLI::Range(0, 10000))
+      ->group("");  // hidden from --help
   // llama-server flags without a meaning here: accepted, ignored with a note.
   for (const char* f : {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
-                        "--fa,--flash-attn", "--mlock", "--numa", "--keep", "--slot-save-path", "--n-predict,-n", "-s,--seed", "--log-format"})
-    sub->add_option(f, *ignored, "(llama-server flag; ignored)")->expected(0, 1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+                        "--fa,--flash-attn", "--mlock", "--numa", "--keep", "--slot-save-path", "--n-predict,-n",
+                        "-s,--seed", "--log-format"})
+    sub->add_option(f, *ignored, "(llama-server flag; ignored)")
+        ->expected(0, 1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   for (const char* f : {"--jinja", "--no-mmap", "--mmap", "--cont-batching", "--metrics", "--no-webui", "--embedding"})
     sub->add_flag(std::string(f))->description("(llama-server flag; ignored)");
   sub->callback([&run, o, ignored, sub, kv] {
     std::set<std::string> notes;
     for (const auto* opt : sub->get_options())
-      if (opt->count() > 0 && opt->get_description().find("ignored") != std::string::npos) notes.insert(opt->get_name());
+      if (opt->count() > 0 && opt->get_description().find("ignored") != std::string::npos)
+        notes.insert(opt->get_name());
     run = [o, notes, kv] {
       o->env = process_env();
       o->kv_f16 = kv_cache_f16(*kv);

@@ -212,7 +212,8 @@ int run_verify(const VerifyOpts& o) {
       if (plan.offset[size_t(i)] == graph::k_no_offset || !gpu->node_written(i)) continue;
       auto a = cpu->read_node(g, plan, i), b = gpu->read_node(g, plan, i);
       Compare c = compare(a, b);
-      nodes.push_back({{"node", nd.name}, {"op", graph::op_name(nd.op)}, {"rel", c.rel()}, {"max_abs_diff", c.max_abs}});
+      nodes.push_back(
+          {{"node", nd.name}, {"op", graph::op_name(nd.op)}, {"rel", c.rel()}, {"max_abs_diff", c.max_abs}});
       if (first.empty() && !(c.rel() <= node_tol)) first = nd.name;
     }
     out["nodes"] = nodes;
@@ -240,8 +241,8 @@ int run_verify(const VerifyOpts& o) {
                o.kv_f16 ? "f16" : "f32");
     fmt::print("  top-1 agreement   {}/{}\n", agree, n);
     if (abs_tol) {
-      fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}; int8 path, {} matmuls: tolerance {} absolute)\n", all.max_abs,
-                 all.rel(), int8_matmuls, tol);
+      fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}; int8 path, {} matmuls: tolerance {} absolute)\n",
+                 all.max_abs, all.rel(), int8_matmuls, tol);
     } else {
       fmt::print("  max |Δlogit|      {:.3g}  (rel {:.3g}, tolerance {:.0e})\n", all.max_abs, all.rel(), tol);
     }
@@ -257,7 +258,8 @@ int run_verify(const VerifyOpts& o) {
     if (o.profile) {
       fmt::print("  GPU time per op (ms, dispatches):\n");
       for (auto& p : out["profile"])
-        fmt::print("    {:<20} {:9.3f} {:5}\n", p["op"].get<std::string>(), p["ms"].get<double>(), p["dispatches"].get<int>());
+        fmt::print("    {:<20} {:9.3f} {:5}\n", p["op"].get<std::string>(), p["ms"].get<double>(),
+                   p["dispatches"].get<int>());
     }
     fmt::print("{}\n", ok ? "OK" : "FAILED: outside tolerance");
   }
@@ -276,19 +278,25 @@ void add_verify(CLI::App& app, Runner& run) {
   sub->add_option("-m,--model", o->model, "GGUF model")->required();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("--device", o->device, "Vulkan device: vulkan[:N] (see rocky devices)");
-  sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
-      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))->capture_default_str();
+  sub->add_option("--matmul", o->matmul,
+                  "Prefill matmul kernels: auto (= mmq), mmq (int8: q8_1 activations), mm (f32 tiles), basic")
+      ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}))
+      ->capture_default_str();
   sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache positions (default: the prompt length)")
       ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch,
                   "Prompt tokens per ubatch on both backends (-ub also works; default: the whole prompt)")
       ->check(CLI::Range(1, INT32_MAX));
-  sub->add_option("--max-binding", o->max_binding, "Cap one storage binding at BYTES (forces windowing; 0 = the device limit)")
+  sub->add_option("--max-binding", o->max_binding,
+                  "Cap one storage binding at BYTES (forces windowing; 0 = the device limit)")
       ->check(CLI::Validator(  // an unsigned option would wrap "-1" to a huge cap (no windowing)
-          [](std::string& v) { return !v.empty() && v[0] == '-' ? "value " + v + " is negative (a byte count)" : std::string(); },
+          [](std::string& v) {
+            return !v.empty() && v[0] == '-' ? "value " + v + " is negative (a byte count)" : std::string();
+          },
           "BYTES"));
   sub->add_option("--tolerance", o->tolerance,
-                  "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3 with -ctk/-ctv f32, 1e-2 with f16; int8 path: 0.35 absolute)")
+                  "Max rel = max|Δlogit| / max|cpu logit| (default 1e-3 with -ctk/-ctv f32, 1e-2 with f16; int8 path: "
+                  "0.35 absolute)")
       ->check(finite_number(0.0));
   add_kv_cache_flags(sub, o->kv);
   sub->add_flag("--bisect", o->bisect, "Compare every graph node; name the first that diverges");

@@ -42,7 +42,8 @@ struct KvCacheFlags {
   bool kv_f16 = false;
 };
 inline void add_kv_cache_flags(CLI::App* sub, KvCacheFlags& f) {
-  sub->add_option("--ctk,--cache-type-k", f.k, "KV cache type for K on the GPU: f32 | f16 (-ctk also works; the CPU keeps f32)")
+  sub->add_option("--ctk,--cache-type-k", f.k,
+                  "KV cache type for K on the GPU: f32 | f16 (-ctk also works; the CPU keeps f32)")
       ->check(CLI::IsMember({"f32", "f16"}))
       ->capture_default_str();
   sub->add_option("--ctv,--cache-type-v", f.v, "KV cache type for V on the GPU: f32 | f16 (-ctv also works)")
@@ -62,8 +63,10 @@ inline bool kv_cache_f16(const KvCacheFlags& f) {
 inline CLI::Validator vulkan_device_index() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s == "vulkan") s = "0";
-        else if (s.rfind("vulkan:", 0) == 0) s = s.substr(7);
+        if (s == "vulkan")
+          s = "0";
+        else if (s.rfind("vulkan:", 0) == 0)
+          s = s.substr(7);
         return {};
       },
       "N or vulkan:N");

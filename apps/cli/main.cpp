@@ -15,7 +15,8 @@ namespace {
 // llama.cpp spells some options with two or three letters after one dash (-ub, -np, -cnv); CLI11
 // short names are one letter, so those are rewritten to their long form (--ub) before parsing.
 std::string rewrite_two_letter(const char* arg) {
-  static const char* const k_long[] = {"-ub", "-np", "-to", "-cnv", "-sys", "-st", "-ngl", "-tb", "-fa", "-ctk", "-ctv"};
+  static const char* const k_long[] = {"-ub",  "-np", "-to", "-cnv", "-sys", "-st",
+                                       "-ngl", "-tb", "-fa", "-ctk", "-ctv"};
   for (const char* l : k_long)
     if (std::string(arg) == l) return std::string("-") + l;
   return arg;
@@ -30,7 +31,7 @@ const runtime::EnvOptions& process_env() { return g_env; }
 }  // namespace rocky::cli
 
 int main(int argc, char** argv) {
-  rocky::cli::g_env = rocky::runtime::read_env();  // the one read of the environment
+  rocky::cli::g_env = rocky::runtime::read_env();                                    // the one read of the environment
   CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores", "rocky"};  // name: help says "Usage: rocky"
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");

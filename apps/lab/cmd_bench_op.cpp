@@ -53,7 +53,8 @@ struct BenchOpts {
 DType parse_type(const std::string& s) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     std::string n(dtype_name(t));
-    if (std::equal(n.begin(), n.end(), s.begin(), s.end(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+    if (std::equal(n.begin(), n.end(), s.begin(), s.end(),
+                   [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
       return t;
   }
   fail("--type {}: expected one of q4_0, q8_0, q4_K, q6_K", s);
@@ -77,7 +78,8 @@ std::array<uint32_t, 3> parse_shape(const std::string& s) {
 // could be inf/NaN).
 std::vector<int> f16_fields(DType t) {
   switch (t) {
-    case DType::Q4_0: case DType::Q8_0: return {0};
+    case DType::Q4_0:
+    case DType::Q8_0: return {0};
     case DType::Q4_K: return {0, 2};
     case DType::Q6_K: return {208};
     default: return {};
@@ -85,9 +87,10 @@ std::vector<int> f16_fields(DType t) {
 }
 
 // N = 1: the decode matvec (see the top of the file).
-int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulkan::Roofline& roof, vulkan::ops::Env& env,
-                 vulkan::Recorder& rec, vulkan::Memory& mem, const vulkan::ops::Weight& w, const std::vector<uint8_t>& wbytes,
-                 const std::vector<float>& x, vulkan::ops::Region xr, vulkan::ops::Region yr, vulkan::Buffer& ybuf) {
+int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulkan::Roofline& roof,
+                 vulkan::ops::Env& env, vulkan::Recorder& rec, vulkan::Memory& mem, const vulkan::ops::Weight& w,
+                 const std::vector<uint8_t>& wbytes, const std::vector<float>& x, vulkan::ops::Region xr,
+                 vulkan::ops::Region yr, vulkan::Buffer& ybuf) {
   const uint32_t M = static_cast<uint32_t>(w.rows), K = static_cast<uint32_t>(w.ne0);
   const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(env.lab, info, M, K);
   std::vector<double> all;
@@ -123,14 +126,27 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
   const uint64_t gguf = w.row_bytes * M;
   const double gbs = double(bytes) / (best * 1e-3) / 1e9, gbs_gguf = double(gguf) / (best * 1e-3) / 1e9;
   const double pct = roof.copy_gbs > 0 ? 100.0 * gbs / roof.copy_gbs : 0;
-  const std::string shape = fmt::format("{} invocations × {} rows, {} steps × {} per iteration, {} reduction", sh.wg,
-                                        sh.rows, sh.split == 0 ? "block" : (sh.split == 1 ? "half-block" : "quarter-block"),
-                                        sh.unroll, sh.subgroup ? "subgroup" : "shared-memory");
+  const std::string shape =
+      fmt::format("{} invocations × {} rows, {} steps × {} per iteration, {} reduction", sh.wg, sh.rows,
+                  sh.split == 0 ? "block" : (sh.split == 1 ? "half-block" : "quarter-block"), sh.unroll,
+                  sh.subgroup ? "subgroup" : "shared-memory");
   if (o.json) {
-    nlohmann::json j{{"device", info.name}, {"type", o.type},        {"M", M},       {"N", 1},     {"K", K},
-                     {"kernel", "matvec_mmq"}, {"shape", shape},     {"q4k_nibbles", w.mmq_nibbles},
-                     {"matvec_ms", best},   {"matvec_median_ms", median}, {"bytes", bytes}, {"gguf_bytes", gguf},
-                     {"gbs", gbs},          {"gbs_gguf", gbs_gguf},  {"pct_copy", pct}, {"nmse_sampled", nmse},
+    nlohmann::json j{{"device", info.name},
+                     {"type", o.type},
+                     {"M", M},
+                     {"N", 1},
+                     {"K", K},
+                     {"kernel", "matvec_mmq"},
+                     {"shape", shape},
+                     {"q4k_nibbles", w.mmq_nibbles},
+                     {"matvec_ms", best},
+                     {"matvec_median_ms", median},
+                     {"bytes", bytes},
+                     {"gguf_bytes", gguf},
+                     {"gbs", gbs},
+                     {"gbs_gguf", gbs_gguf},
+                     {"pct_copy", pct},
+                     {"nmse_sampled", nmse},
                      {"roofline", {{"copy_gbs", roof.copy_gbs}}}};
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -270,19 +286,35 @@ int run_bench_op(const BenchOpts& o) {
   if (o.pipeline_stats) stats = vulkan::collect_statistics(pipes);
 
   if (o.json) {
-    nlohmann::json j{{"device", info.name},       {"type", o.type},          {"M", M}, {"N", N}, {"K", K},
-                     {"kernel", o.kernel},        {"profile", prof.name},    {"tile", tile.str()},       {"q4k_nibbles", w.mmq_nibbles},
-                     {"mul_mmq_ms", best_mm},     {"mul_mmq_median_ms", median_mm},
-                     {"quantize_ms", best_q},     {"tflops", tflops},        {"tflops_with_quantize", tflops_q},
-                     {"pct_int8_dot_peak", pct_dot}, {"pct_fp32_peak", pct_fp32}, {"nmse_sampled", nmse},
-                     {"roofline", {{"fp32_tflops", roof.fp32_tflops}, {"fp16_tflops", roof.fp16_tflops},
-                                   {"int8_dot_tops", roof.int8_dot_tops}, {"copy_gbs", roof.copy_gbs}}}};
+    nlohmann::json j{{"device", info.name},
+                     {"type", o.type},
+                     {"M", M},
+                     {"N", N},
+                     {"K", K},
+                     {"kernel", o.kernel},
+                     {"profile", prof.name},
+                     {"tile", tile.str()},
+                     {"q4k_nibbles", w.mmq_nibbles},
+                     {"mul_mmq_ms", best_mm},
+                     {"mul_mmq_median_ms", median_mm},
+                     {"quantize_ms", best_q},
+                     {"tflops", tflops},
+                     {"tflops_with_quantize", tflops_q},
+                     {"pct_int8_dot_peak", pct_dot},
+                     {"pct_fp32_peak", pct_fp32},
+                     {"nmse_sampled", nmse},
+                     {"roofline",
+                      {{"fp32_tflops", roof.fp32_tflops},
+                       {"fp16_tflops", roof.fp16_tflops},
+                       {"int8_dot_tops", roof.int8_dot_tops},
+                       {"copy_gbs", roof.copy_gbs}}}};
     if (o.pipeline_stats) j["pipeline_stats"] = vulkan::stats_json(stats);
     fmt::print("{}\n", j.dump(2));
   } else {
     if (o.pipeline_stats) vulkan::print_stats(stats);
     fmt::print("bench-op {} M={} N={} K={} on {} — kernel {}{}, profile {}, tile {}\n", o.type, M, N, K, info.name,
-               o.kernel, use_dot ? " (OpSDot)" : " (no int8 dot)", prof.name, tile.str() + (w.mmq_nibbles ? " q4_K nibbles" : ""));
+               o.kernel, use_dot ? " (OpSDot)" : " (no int8 dot)", prof.name,
+               tile.str() + (w.mmq_nibbles ? " q4_K nibbles" : ""));
     fmt::print("  mul_mmq        {:9.3f} ms (median {:.3f})  {:8.2f} TFLOPS", best_mm, median_mm, tflops);
     if (!o.no_roofline)
       fmt::print("  = {:.1f} % of int8-dot peak ({:.1f} TOPS), {:.1f} % of FP32 peak ({:.1f} TFLOPS)", pct_dot,
@@ -298,8 +330,9 @@ int run_bench_op(const BenchOpts& o) {
 
 void add_bench_op(CLI::App& app, Runner& run) {
   auto o = std::make_shared<BenchOpts>();
-  auto* sub = app.add_subcommand("bench-op", "Time one prefill matmul (FLOP = 2·M·N·K) against the roofline; N = 1: the "
-                                             "decode matvec in GB/s against the copy bandwidth");
+  auto* sub = app.add_subcommand("bench-op",
+                                 "Time one prefill matmul (FLOP = 2·M·N·K) against the roofline; N = 1: the "
+                                 "decode matvec in GB/s against the copy bandwidth");
   sub->add_option("--type", o->type, "Weight type: q4_0, q8_0, q4_K, q6_K")->capture_default_str();
   sub->add_option("--shape", o->shape, "M,N,K: weight rows, tokens, inner dimension")->capture_default_str();
   sub->add_option("--kernel", o->kernel, "mmq (packed int8 dot) or mmq-nodot (fallback)")->capture_default_str();

@@ -63,9 +63,9 @@ struct OpTime {
 };
 
 struct ContextStats {
-  MemoryStats memory;        // this context's buffers now (weights = 0: they belong to the backend)
-  HostTiming host;           // since reset_host_timing()
-  std::vector<OpTime> ops;   // per dispatch of the last compute() (only when the backend profiles)
+  MemoryStats memory;       // this context's buffers now (weights = 0: they belong to the backend)
+  HostTiming host;          // since reset_host_timing()
+  std::vector<OpTime> ops;  // per dispatch of the last compute() (only when the backend profiles)
   // Kernels the last compute()'s prefill matmuls used: "mmq" (int8 path: q8_1 activations ×
   // mul_mmq), "mm", "basic" (f32 kernels), "cpu" (the oracle).
   std::string matmul_path;
@@ -75,11 +75,11 @@ struct ContextStats {
 };
 
 struct BackendStats {
-  std::string kind = "cpu";      // "cpu" (the oracle: host memory) | "vulkan"
-  MemoryStats memory;            // allocated now: the weights + every live context's buffers
-  uint64_t peak_bytes = 0;       // the most ever allocated at once (all kinds)
-  std::string matmul = "cpu";    // the prefill matmul option in effect: auto | mmq | mm | basic | cpu
-  bool validation = false;       // the Vulkan validation layer is on
+  std::string kind = "cpu";    // "cpu" (the oracle: host memory) | "vulkan"
+  MemoryStats memory;          // allocated now: the weights + every live context's buffers
+  uint64_t peak_bytes = 0;     // the most ever allocated at once (all kinds)
+  std::string matmul = "cpu";  // the prefill matmul option in effect: auto | mmq | mm | basic | cpu
+  bool validation = false;     // the Vulkan validation layer is on
   uint64_t validation_errors = 0;
 };
 
@@ -168,7 +168,8 @@ class Backend {
 // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (what `rocky run` / `verify` print).
 inline std::string memory_summary(uint64_t weights, uint64_t kv, uint64_t arena) {
   auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); };
-  return fmt::format("weights {} + KV {} + arena {} = {}", mib(weights), mib(kv), mib(arena), mib(weights + kv + arena));
+  return fmt::format("weights {} + KV {} + arena {} = {}", mib(weights), mib(kv), mib(arena),
+                     mib(weights + kv + arena));
 }
 
 }  // namespace rocky::backend

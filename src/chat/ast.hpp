@@ -59,11 +59,11 @@ using Body = std::vector<StmtP>;
 struct Stmt {
   SK k;
   Pos pos;
-  std::string text;                  // Text; Macro: name
-  ExprP expr;                        // Print, Set value, For iterable, FilterBlock filter (Filter chain)
-  ExprP cond;                        // For: `if` filter
-  std::vector<std::string> targets;  // For/Set: names (more than one: unpack); SetBlock: one
-  bool ns_target = false;            // Set: targets = {namespace name, attribute}
+  std::string text;                              // Text; Macro: name
+  ExprP expr;                                    // Print, Set value, For iterable, FilterBlock filter (Filter chain)
+  ExprP cond;                                    // For: `if` filter
+  std::vector<std::string> targets;              // For/Set: names (more than one: unpack); SetBlock: one
+  bool ns_target = false;                        // Set: targets = {namespace name, attribute}
   std::vector<std::pair<ExprP, Body>> branches;  // If: (cond, body) for if and each elif
   Body body, else_body;
   std::vector<std::string> params;  // Macro

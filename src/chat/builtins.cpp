@@ -23,8 +23,8 @@ const Value* arg(const Args& a, size_t i, const char* name) {
 
 void check_args(const Args& a, const char* fn, size_t max_pos, std::initializer_list<const char*> names) {
   if (a.pos.size() > max_pos)
-    throw_py("TypeError", std::string(fn) + "() takes at most " + std::to_string(max_pos) + " positional argument(s) (" +
-                              std::to_string(a.pos.size()) + " given)");
+    throw_py("TypeError", std::string(fn) + "() takes at most " + std::to_string(max_pos) +
+                              " positional argument(s) (" + std::to_string(a.pos.size()) + " given)");
   size_t k = 0;
   for (const auto& [kname, v] : a.kw) {
     (void)v;
@@ -57,7 +57,8 @@ const std::string& need_str(const Value& v, const char* what) {
 
 int64_t need_int(const Value& v, const char* what) {
   if (!v.is_integral())
-    throw_py("TypeError", std::string("'") + type_name(v) + "' object cannot be interpreted as an integer (" + what + ")");
+    throw_py("TypeError",
+             std::string("'") + type_name(v) + "' object cannot be interpreted as an integer (" + what + ")");
   return v.as_int();
 }
 
@@ -345,8 +346,8 @@ Value str_method(const Value& obj, const std::string& name) {
       std::string o;
       for (size_t k = 0; k < items.size(); ++k) {
         if (!items[k].is_str())
-          throw_py("TypeError", "sequence item " + std::to_string(k) + ": expected str instance, " + type_name(items[k]) +
-                                    " found");
+          throw_py("TypeError",
+                   "sequence item " + std::to_string(k) + ": expected str instance, " + type_name(items[k]) + " found");
         if (k) o += s;
         o += items[k].s;
         check_size(o.size());
@@ -404,9 +405,9 @@ Value str_method(const Value& obj, const std::string& name) {
       return Value::boolean(true);
     });
   }
-  static const char* other[] = {"center",  "encode",     "expandtabs", "format", "format_map", "isidentifier",
-                                "isprintable", "istitle", "ljust",      "maketrans", "partition", "rjust",
-                                "rpartition",  "translate", "zfill"};
+  static const char* other[] = {"center",       "encode",      "expandtabs", "format",    "format_map",
+                                "isidentifier", "isprintable", "istitle",    "ljust",     "maketrans",
+                                "partition",    "rjust",       "rpartition", "translate", "zfill"};
   for (const char* o : other) {
     if (name == o) unsupported_method(obj, name);
   }
@@ -427,7 +428,8 @@ Value builtin_method(Interp& in, const Value& obj, const std::string& name) {
     case Kind::Str: return str_method(obj, name);
     case Kind::Dict: {
       const Value d = obj;
-      if (name == "items") return bound(name, [d](Args& a) {
+      if (name == "items")
+        return bound(name, [d](Args& a) {
           check_args(a, "items", 0, {});
           return dict_items(d);
         });
@@ -440,7 +442,8 @@ Value builtin_method(Interp& in, const Value& obj, const std::string& name) {
           return Value::make_list(std::move(l));
         });
       }
-      if (name == "get") return bound(name, [d](Args& a) {
+      if (name == "get")
+        return bound(name, [d](Args& a) {
           check_args(a, "get", 2, {});
           const Value* v = d.dict->find(need(a, 0, "key", "get"));
           if (v) return *v;
@@ -485,7 +488,8 @@ Value builtin_method(Interp& in, const Value& obj, const std::string& name) {
 namespace {
 
 [[noreturn]] void unsupported_operands(const std::string& op, const Value& a, const Value& b) {
-  throw_py("TypeError", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+  throw_py("TypeError",
+           "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
 [[noreturn]] void overflow() { throw_py("OverflowError", "integer overflow (chat templates use 64-bit integers)"); }
@@ -493,14 +497,16 @@ namespace {
 Value repeat(const Value& seq, int64_t n) {
   if (n <= 0) return seq.is_str() ? Value::str("") : Value::make_list({}, seq.tuple);
   if (seq.is_str()) {
-    if (!seq.s.empty() && static_cast<uint64_t>(n) > k_max_string / seq.s.size()) throw_py("MemoryError", "string over 64 MiB");
+    if (!seq.s.empty() && static_cast<uint64_t>(n) > k_max_string / seq.s.size())
+      throw_py("MemoryError", "string over 64 MiB");
     std::string o;
     charge_bytes(seq.s.size() * static_cast<size_t>(n));
     o.reserve(seq.s.size() * static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) o += seq.s;
     return Value::str(std::move(o));
   }
-  if (!seq.list->empty() && static_cast<uint64_t>(n) > (size_t{1} << 20) / seq.list->size()) throw_py("MemoryError", "list too long");
+  if (!seq.list->empty() && static_cast<uint64_t>(n) > (size_t{1} << 20) / seq.list->size())
+    throw_py("MemoryError", "list too long");
   List o;
   charge_bytes(seq.list->size() * static_cast<size_t>(n) * sizeof(Value));
   for (int64_t k = 0; k < n; ++k) o.insert(o.end(), seq.list->begin(), seq.list->end());
@@ -540,7 +546,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return Value::make_list(std::move(l), a.tuple);
     }
     if (a.is_str() || a.is_list())
-      throw_py("TypeError", "can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
+      throw_py("TypeError",
+               "can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
     unsupported_operands(op, a, b);
   }
   if (op == "-") {
@@ -562,7 +569,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if ((a.is_str() || a.is_list()) && b.is_integral()) return repeat(a, b.as_int());
     if ((b.is_str() || b.is_list()) && a.is_integral()) return repeat(b, a.as_int());
     if (a.is_str() || a.is_list() || b.is_str() || b.is_list())
-      throw_py("TypeError", "can't multiply sequence by non-int of type '" + type_name(a.is_str() || a.is_list() ? b : a) + "'");
+      throw_py("TypeError",
+               "can't multiply sequence by non-int of type '" + type_name(a.is_str() || a.is_list() ? b : a) + "'");
     unsupported_operands(op, a, b);
   }
   if (op == "/") {
@@ -678,7 +686,8 @@ Value attr_path(Interp& in, const Value& item, const Value& attribute) {
     const size_t e = p.find('.', b);
     const std::string part = p.substr(b, e == std::string::npos ? std::string::npos : e - b);
     Value key = Value::str(part);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+    if (!part.empty() &&
+        std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
         part.size() < 18)
       key = Value::integer(std::stoll(part));
     v = in.getitem(v, key);
@@ -816,7 +825,9 @@ Value do_minmax(Interp& in, const Value& x, const Args& a, bool want_max) {
   List items = iter_or_fail(x);
   if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
-  auto key = [&](const Value& v) { return sort_key(at && !at->is_none() ? attr_path(in, v, *at) : v, cs && truthy(*cs)); };
+  auto key = [&](const Value& v) {
+    return sort_key(at && !at->is_none() ? attr_path(in, v, *at) : v, cs && truthy(*cs));
+  };
   Value bk = key(items[0]);
   for (size_t k = 1; k < items.size(); ++k) {
     Value kk = key(items[k]);
@@ -937,8 +948,10 @@ Value builtin_filter(Interp& in, const std::string& name, const Value& x, Args& 
     if (at) {
       const Value* def = nullptr;
       for (const auto& [k, v] : a.kw) {
-        if (k == "default") def = &v;
-        else if (k != "attribute") throw_py("FilterArgumentError", "Unexpected keyword argument '" + k + "'");
+        if (k == "default")
+          def = &v;
+        else if (k != "attribute")
+          throw_py("FilterArgumentError", "Unexpected keyword argument '" + k + "'");
       }
       for (const auto& item : items) {
         Value v = attr_path(in, item, *at);
@@ -968,7 +981,8 @@ Value builtin_filter(Interp& in, const std::string& name, const Value& x, Args& 
     List items = iter_or_fail(x);
     std::vector<std::pair<Value, size_t>> keyed;
     for (size_t k = 0; k < items.size(); ++k)
-      keyed.emplace_back(sort_key(at && !at->is_none() ? attr_path(in, items[k], *at) : items[k], cs && truthy(*cs)), k);
+      keyed.emplace_back(sort_key(at && !at->is_none() ? attr_path(in, items[k], *at) : items[k], cs && truthy(*cs)),
+                         k);
     const bool rev = rv && truthy(*rv);
     std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& p, const auto& q) {
       return rev ? py_lt(q.first, p.first) : py_lt(p.first, q.first);
@@ -1017,7 +1031,8 @@ Value builtin_filter(Interp& in, const std::string& name, const Value& x, Args& 
     const Value* at = arg(a, 0, "attribute");
     const Value* st = arg(a, 1, "start");
     Value acc = st ? *st : Value::integer(0);
-    for (const auto& item : iter_or_fail(x)) acc = binary_op("+", acc, at && !at->is_none() ? attr_path(in, item, *at) : item);
+    for (const auto& item : iter_or_fail(x))
+      acc = binary_op("+", acc, at && !at->is_none() ? attr_path(in, item, *at) : item);
     return acc;
   }
   if (name == "abs") {
@@ -1080,7 +1095,8 @@ Value builtin_filter(Interp& in, const std::string& name, const Value& x, Args& 
     if (width <= len) return Value::str(s);
     const int64_t marg = width - len;
     const int64_t left = marg / 2 + (marg & width & 1);
-    return Value::str(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(marg - left), ' '));
+    return Value::str(std::string(static_cast<size_t>(left), ' ') + s +
+                      std::string(static_cast<size_t>(marg - left), ' '));
   }
   if (name == "wordcount") {
     check_args(a, n, 0, {});
@@ -1114,13 +1130,13 @@ Value builtin_filter(Interp& in, const std::string& name, const Value& x, Args& 
 }
 
 int filter_support(const std::string& name) {
-  static const char* yes[] = {"abs",   "attr",    "batch",  "capitalize", "center",    "count",      "d",
-                              "default", "dictsort", "e",    "escape",     "first",     "float",      "forceescape",
-                              "indent", "int",     "items",  "join",       "last",      "length",     "list",
-                              "lower",  "map",     "max",    "min",        "reject",    "rejectattr", "replace",
-                              "reverse", "round",  "safe",   "select",     "selectattr", "sort",      "string",
-                              "sum",    "title",   "tojson", "trim",       "unique",    "upper",      "wordcount"};
-  static const char* known[] = {"filesizeformat", "format", "groupby", "pprint",   "random", "slice",
+  static const char* yes[] = {"abs",     "attr",     "batch",  "capitalize", "center",     "count",      "d",
+                              "default", "dictsort", "e",      "escape",     "first",      "float",      "forceescape",
+                              "indent",  "int",      "items",  "join",       "last",       "length",     "list",
+                              "lower",   "map",      "max",    "min",        "reject",     "rejectattr", "replace",
+                              "reverse", "round",    "safe",   "select",     "selectattr", "sort",       "string",
+                              "sum",     "title",    "tojson", "trim",       "unique",     "upper",      "wordcount"};
+  static const char* known[] = {"filesizeformat", "format",   "groupby",   "pprint", "random",   "slice",
                                 "striptags",      "truncate", "urlencode", "urlize", "wordwrap", "xmlattr"};
   for (const char* y : yes) {
     if (name == y) return 1;
@@ -1190,12 +1206,12 @@ bool builtin_test(Interp& in, const std::string& name, const Value& x, Args& a) 
 }
 
 int test_support(const std::string& name) {
-  static const char* yes[] = {"boolean", "callable", "defined", "divisibleby", "eq",     "equalto", "==",
-                              "escaped", "even",     "false",   "filter",      "float",  "ge",      ">=",
-                              "gt",      "greaterthan", ">",    "in",          "integer", "iterable", "le",
-                              "<=",      "lower",    "lt",      "lessthan",    "<",      "mapping", "ne",
-                              "!=",      "none",     "number",  "odd",         "sameas", "sequence", "string",
-                              "test",    "true",     "undefined", "upper"};
+  static const char* yes[] = {
+      "boolean",  "callable", "defined", "divisibleby", "eq",   "equalto",   "==",     "escaped",
+      "even",     "false",    "filter",  "float",       "ge",   ">=",        "gt",     "greaterthan",
+      ">",        "in",       "integer", "iterable",    "le",   "<=",        "lower",  "lt",
+      "lessthan", "<",        "mapping", "ne",          "!=",   "none",      "number", "odd",
+      "sameas",   "sequence", "string",  "test",        "true", "undefined", "upper"};
   for (const char* y : yes) {
     if (name == y) return 1;
   }

@@ -25,8 +25,8 @@ struct Scope {
 using ScopeP = std::shared_ptr<Scope>;
 
 // Resource limits (with k_max_string, k_max_nesting and the Budget of value.hpp).
-constexpr int k_max_call_depth = 200;               // nested macro calls (Python's recursion limit)
-constexpr int64_t k_max_range = 100'000;            // jinja2.sandbox.MAX_RANGE
+constexpr int k_max_call_depth = 200;     // nested macro calls (Python's recursion limit)
+constexpr int64_t k_max_range = 100'000;  // jinja2.sandbox.MAX_RANGE
 
 enum class Flow : uint8_t { Normal, Break, Continue };
 

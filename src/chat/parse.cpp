@@ -15,10 +15,10 @@ enum class TT : uint8_t { Data, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, St
 
 struct Token {
   TT t;
-  size_t off;       // byte offset in the normalised source
-  std::string s;    // Data text, Name, Str value, Op
-  int64_t i = 0;    // Int
-  double f = 0;     // Float
+  size_t off;     // byte offset in the normalised source
+  std::string s;  // Data text, Name, Str value, Op
+  int64_t i = 0;  // Int
+  double f = 0;   // Float
 };
 
 constexpr int k_max_depth = 200;  // nesting of expressions / statements (Python's recursion limit analogue)
@@ -131,7 +131,8 @@ class Lexer {
   void finish_tag(size_t& pos, char esign, bool block, bool& strip_next, bool& line_starting) {
     if (esign == '-') {
       const size_t next = find_tag(pos);
-      const size_t n = lstrip_skip(std::string_view(s_).substr(pos, (next == std::string::npos ? s_.size() : next) - pos));
+      const size_t n =
+          lstrip_skip(std::string_view(s_).substr(pos, (next == std::string::npos ? s_.size() : next) - pos));
       line_starting = n > 0 && s_[pos + n - 1] == '\n';
       pos += n;
       strip_next = false;
@@ -184,7 +185,9 @@ class Lexer {
     std::vector<char> stack;
     while (true) {
       while (p < s_.size() && is_space_byte(s_[p])) ++p;
-      if (p >= s_.size()) syntax(where_.pos(tag_off), var ? "unexpected end of template, expected '}}'" : "unexpected end of template, expected '%}'");
+      if (p >= s_.size())
+        syntax(where_.pos(tag_off),
+               var ? "unexpected end of template, expected '}}'" : "unexpected end of template, expected '%}'");
       if (stack.empty()) {
         const char* close = var ? "}}" : "%}";
         if ((s_[p] == '-' || (!var && s_[p] == '+')) && s_.compare(p + 1, 2, close) == 0) {
@@ -281,8 +284,10 @@ class Lexer {
       char32_t v = 0;
       for (size_t k = 0; k < n; ++k) {
         const char c = s_[p + k];
-        if (!std::isxdigit(static_cast<unsigned char>(c))) syntax(where_.pos(p), "truncated \\x/\\u escape in string literal");
-        v = v * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10));
+        if (!std::isxdigit(static_cast<unsigned char>(c)))
+          syntax(where_.pos(p), "truncated \\x/\\u escape in string literal");
+        v = v * 16 +
+            static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10));
       }
       p += n;
       return v;
@@ -322,7 +327,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             cp = static_cast<char32_t>(e - '0');
-            for (int k = 0; k < 2 && p < s_.size() && s_[p] >= '0' && s_[p] <= '7'; ++k) cp = cp * 8 + static_cast<char32_t>(s_[p++] - '0');
+            for (int k = 0; k < 2 && p < s_.size() && s_[p] >= '0' && s_[p] <= '7'; ++k)
+              cp = cp * 8 + static_cast<char32_t>(s_[p++] - '0');
             break;
           }
           out.push_back('\\');
@@ -989,7 +995,8 @@ class Parser {
       std::string name = expect_name();
       while (skip_op(".")) name += "." + expect_name();
       if (const int fs = filter_support(name); fs != 1)
-        syntax(p, fs == 2 ? "filter '" + name + "' is not supported in chat templates" : "No filter named '" + name + "'.");
+        syntax(p, fs == 2 ? "filter '" + name + "' is not supported in chat templates"
+                          : "No filter named '" + name + "'.");
       auto e = node(EK::Filter, p);
       e->name = name;
       e->a.push_back(std::move(operand));

@@ -94,8 +94,8 @@ Value Interp::make_macro(const Stmt& s, const ScopeP& scope) {
     auto sc = std::make_shared<Scope>();
     sc->parent = parent;
     if (args.pos.size() > m->params.size())
-      throw_py("TypeError", "macro '" + m->text + "' takes not more than " + std::to_string(m->params.size()) +
-                                " argument(s)");
+      throw_py("TypeError",
+               "macro '" + m->text + "' takes not more than " + std::to_string(m->params.size()) + " argument(s)");
     std::vector<bool> bound(m->params.size(), false);
     for (size_t k = 0; k < args.pos.size(); ++k) {
       sc->vars[m->params[k]] = args.pos[k];
@@ -104,7 +104,8 @@ Value Interp::make_macro(const Stmt& s, const ScopeP& scope) {
     for (auto& [name, v] : args.kw) {
       size_t k = 0;
       while (k < m->params.size() && m->params[k] != name) ++k;
-      if (k == m->params.size()) throw_py("TypeError", "macro '" + m->text + "' takes no keyword argument '" + name + "'");
+      if (k == m->params.size())
+        throw_py("TypeError", "macro '" + m->text + "' takes no keyword argument '" + name + "'");
       if (bound[k]) throw_py("TypeError", "macro '" + m->text + "' got multiple values for argument '" + name + "'");
       sc->vars[name] = v;
       bound[k] = true;
@@ -449,7 +450,8 @@ Value Interp::getitem(const Value& obj, const Value& key) {
           if (i < 0) i += n;
           if (i >= 0 && i < n) return (*obj.list)[static_cast<size_t>(i)];
         } else {
-          const bool ascii = std::all_of(obj.s.begin(), obj.s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+          const bool ascii =
+              std::all_of(obj.s.begin(), obj.s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
           if (ascii) {
             const auto n = static_cast<int64_t>(obj.s.size());
             if (i < 0) i += n;
@@ -458,7 +460,8 @@ Value Interp::getitem(const Value& obj, const Value& key) {
             const std::u32string u = decode_utf8(obj.s);
             const auto n = static_cast<int64_t>(u.size());
             if (i < 0) i += n;
-            if (i >= 0 && i < n) return Value::str(encode_utf8(std::u32string_view(u).substr(static_cast<size_t>(i), 1)));
+            if (i >= 0 && i < n)
+              return Value::str(encode_utf8(std::u32string_view(u).substr(static_cast<size_t>(i), 1)));
           }
         }
         return missing_attr(obj, key);
@@ -467,7 +470,8 @@ Value Interp::getitem(const Value& obj, const Value& key) {
     default: break;
   }
   if (key.is_str() && obj.kind != Kind::Namespace) {
-    Value m = obj.is_dict() ? (is_dict_attr(key.s) ? builtin_method(*this, obj, key.s) : Value()) : builtin_method(*this, obj, key.s);
+    Value m = obj.is_dict() ? (is_dict_attr(key.s) ? builtin_method(*this, obj, key.s) : Value())
+                            : builtin_method(*this, obj, key.s);
     if (!m.is_undefined()) return m;
   }
   return missing_attr(obj, key);
@@ -502,19 +506,19 @@ std::string render_raw(const detail::Program& prog, const nlohmann::ordered_json
   Interp in(now, utc, o.max_steps);
   std::string out;
   try {
-  auto globals = std::make_shared<Scope>();
-  install_globals(in, *globals);
-  auto root = std::make_shared<Scope>();
-  root->parent = globals;
-  root->vars["messages"] = from_json(messages);
-  root->vars["tools"] = o.tools.is_null() ? Value::none() : from_json(o.tools);
-  root->vars["documents"] = Value::none();
-  root->vars["add_generation_prompt"] = Value::boolean(add_generation_prompt);
-  root->vars["bos_token"] = Value::str(o.bos_token);
-  root->vars["eos_token"] = Value::str(o.eos_token);
-  if (o.kwargs.is_object()) {
-    for (const auto& [k, v] : o.kwargs.items()) root->vars[k] = from_json(v);
-  }
+    auto globals = std::make_shared<Scope>();
+    install_globals(in, *globals);
+    auto root = std::make_shared<Scope>();
+    root->parent = globals;
+    root->vars["messages"] = from_json(messages);
+    root->vars["tools"] = o.tools.is_null() ? Value::none() : from_json(o.tools);
+    root->vars["documents"] = Value::none();
+    root->vars["add_generation_prompt"] = Value::boolean(add_generation_prompt);
+    root->vars["bos_token"] = Value::str(o.bos_token);
+    root->vars["eos_token"] = Value::str(o.eos_token);
+    if (o.kwargs.is_object()) {
+      for (const auto& [k, v] : o.kwargs.items()) root->vars[k] = from_json(v);
+    }
     in.exec(prog.body, root, out);
   } catch (PyError& e) {
     throw TemplateError(e.raised ? TemplateError::Kind::raise_exception : TemplateError::Kind::runtime, e.type,
@@ -551,7 +555,8 @@ std::string Template::render(const nlohmann::ordered_json& messages, const Rende
   if (it != last.end() && it->is_array()) {
     bool done = false;
     for (auto part = it->rbegin(); part != it->rend(); ++part) {
-      if (part->is_object() && part->value("type", "") == "text" && part->contains("text") && (*part)["text"].is_string()) {
+      if (part->is_object() && part->value("type", "") == "text" && part->contains("text") &&
+          (*part)["text"].is_string()) {
         (*part)["text"] = (*part)["text"].get<std::string>() + k_continue_tag;
         done = true;
         break;
@@ -575,8 +580,8 @@ std::string Template::render(const nlohmann::ordered_json& messages, const Rende
   const size_t at = out.rfind(bare);
   if (at == std::string::npos)
     throw TemplateError(TemplateError::Kind::runtime, "ValueError",
-                        "continue_final_message is set but the final message does not appear in the rendered chat",
-                        0, 0);
+                        "continue_final_message is set but the final message does not appear in the rendered chat", 0,
+                        0);
   if (out.compare(at, tag.size(), tag) == 0) return out.substr(0, at);
   return detail::py_strip(std::string_view(out).substr(0, at), false, true, nullptr);
 }

@@ -47,7 +47,7 @@ class TemplateError : public Error {
   Kind kind() const { return kind_; }
   const std::string& type() const { return type_; }        // "TemplateError", "TypeError", ...
   const std::string& message() const { return message_; }  // without position or type
-  int line() const { return line_; }                        // 0 when not known
+  int line() const { return line_; }                       // 0 when not known
   int col() const { return col_; }
 
  private:

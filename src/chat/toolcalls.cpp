@@ -129,7 +129,9 @@ std::string strip(std::string_view s) {
 }
 
 // s is a proper prefix of lit (more input could complete it)
-bool proper_prefix(std::string_view s, std::string_view lit) { return s.size() < lit.size() && lit.substr(0, s.size()) == s; }
+bool proper_prefix(std::string_view s, std::string_view lit) {
+  return s.size() < lit.size() && lit.substr(0, s.size()) == s;
+}
 
 enum class Json { complete, incomplete, invalid };
 
@@ -183,7 +185,9 @@ Json scan_json(std::string_view s, size_t p, size_t& end) {
   }
   if (c == '-' || std::isalnum(static_cast<unsigned char>(c))) {
     size_t i = p;
-    while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '-' || s[i] == '+' || s[i] == '.')) ++i;
+    while (i < s.size() &&
+           (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '-' || s[i] == '+' || s[i] == '.'))
+      ++i;
     if (i == s.size()) return Json::incomplete;
     end = i;
     return Json::complete;
@@ -313,13 +317,14 @@ class Builder {
 
   void add_call(std::string name, const nlohmann::ordered_json& args, std::string id = {}) {
     if (name.empty()) throw Malformed{};
-    r.tool_calls.push_back(ToolCall{std::move(id), std::move(name), args.is_string() ? args.get<std::string>() : args.dump()});
+    r.tool_calls.push_back(
+        ToolCall{std::move(id), std::move(name), args.is_string() ? args.get<std::string>() : args.dump()});
   }
   void add_call(const nlohmann::ordered_json& call) {
     if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) throw Malformed{};
     std::string id = call.contains("id") && call["id"].is_string() ? call["id"].get<std::string>() : "";
-    add_call(call["name"].get<std::string>(), call.contains("arguments") ? call["arguments"] : nlohmann::ordered_json::object(),
-             std::move(id));
+    add_call(call["name"].get<std::string>(),
+             call.contains("arguments") ? call["arguments"] : nlohmann::ordered_json::object(), std::move(id));
   }
   void add_calls(const nlohmann::ordered_json& calls) {
     if (!calls.is_array()) throw Malformed{};
@@ -390,7 +395,8 @@ Match hermes_at(std::string_view s, size_t i, HermesOpen& m) {
       ++j;
       while (j < s.size() && is_space(s[j])) ++j;
     }
-    static const char* tags[] = {"<tool_call>", "<function_call>", "<tools>", "<tool>", "<response>", "<json>", "<xml>", "<JSON>"};
+    static const char* tags[] = {"<tool_call>", "<function_call>", "<tools>", "<tool>",
+                                 "<response>",  "<json>",          "<xml>",   "<JSON>"};
     for (int with_tag = 1; with_tag >= 0; --with_tag) {
       size_t k = j;
       std::string tag;
@@ -511,9 +517,8 @@ Match llama3_path(std::string_view s, size_t p, bool typed, std::string& name, s
     }
     return proper_prefix(s.substr(i), l) ? Match::more : Match::no;
   };
-#define ROCKY_STEP(x)                  \
-  if (Match m_ = (x); m_ != Match::yes) \
-  return m_
+#define ROCKY_STEP(x) \
+  if (Match m_ = (x); m_ != Match::yes) return m_
   ws();
   ROCKY_STEP(lit("{"));
   ws();
@@ -765,8 +770,7 @@ ParsedReply parse_impl(std::string_view text, const ReplySyntax& syn, bool parti
   try {
     parse_with(b);
   } catch (const NeedMore&) {
-  } catch (const Malformed&) {
-  }
+  } catch (const Malformed&) {}
   b.r.malformed = true;
   return std::move(b.r);
 }

@@ -55,7 +55,7 @@ ReplySyntax reply_syntax(std::string_view template_source, const nlohmann::order
                          std::string_view rendered_prompt, ReasoningFormat reasoning);
 
 struct ToolCall {
-  std::string id;         // as the model wrote it (Mistral); empty: the server generates one
+  std::string id;  // as the model wrote it (Mistral); empty: the server generates one
   std::string name;
   std::string arguments;  // a JSON text (compact, key order kept)
 };

@@ -116,7 +116,8 @@ std::string object_type_repr(const Value& v) {
 }
 
 Value missing_attr(const Value& obj, const Value& name) {
-  if (name.is_str()) return Value::undefined(repr_string(object_type_repr(obj)) + " has no attribute " + repr_string(name.s));
+  if (name.is_str())
+    return Value::undefined(repr_string(object_type_repr(obj)) + " has no attribute " + repr_string(name.s));
   return Value::undefined(repr_string(object_type_repr(obj)) + " has no element " + py_repr(name));
 }
 
@@ -290,8 +291,8 @@ bool printable(char32_t c) {
   if (c >= 0x80 && c <= 0xA0) return false;
   if (c == 0xAD || c == 0x1680 || c == 0x180E || (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
       (c >= 0x205F && c <= 0x206F) || c == 0x3000 || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) ||
-      (c >= 0xD800 && c <= 0xDFFF) || (c >= 0xE000 && c <= 0xF8FF) || c == 0xFFFE || c == 0xFFFF ||
-      c >= 0xF0000 || (c >= 0xE0000 && c <= 0xE0FFF))
+      (c >= 0xD800 && c <= 0xDFFF) || (c >= 0xE000 && c <= 0xF8FF) || c == 0xFFFE || c == 0xFFFF || c >= 0xF0000 ||
+      (c >= 0xE0000 && c <= 0xE0FFF))
     return false;
   return true;
 }
@@ -488,10 +489,10 @@ bool py_contains(const Value& c, const Value& item) {
   switch (c.kind) {
     case Kind::Undefined: return false;
     case Kind::Str:
-      if (!item.is_str()) throw_py("TypeError", "'in <string>' requires string as left operand, not " + type_name(item));
+      if (!item.is_str())
+        throw_py("TypeError", "'in <string>' requires string as left operand, not " + type_name(item));
       return c.s.find(item.s) != std::string::npos;
-    case Kind::List:
-      return std::any_of(c.list->begin(), c.list->end(), [&](const Value& x) { return py_eq(x, item); });
+    case Kind::List: return std::any_of(c.list->begin(), c.list->end(), [&](const Value& x) { return py_eq(x, item); });
     case Kind::Dict: return c.dict->find(item) != nullptr;
     default: throw_py("TypeError", "argument of type '" + type_name(c) + "' is not iterable");
   }
@@ -543,13 +544,13 @@ std::string json_key(const Value& k) {
     case Kind::Int: return std::to_string(k.i);
     case Kind::Float: return json_float(k.f);
     case Kind::None: return "null";
-    default:
-      throw_py("TypeError", "keys must be str, int, float, bool or None, not " + type_name(k));
+    default: throw_py("TypeError", "keys must be str, int, float, bool or None, not " + type_name(k));
   }
 }
 
 void dump(std::string& out, const Value& v, const JsonStyle& st, int level) {
-  if (level > k_max_nesting) throw_py("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+  if (level > k_max_nesting)
+    throw_py("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
   if (out.size() > k_max_string) throw_py("MemoryError", "JSON over 64 MiB");
   const bool pretty = st.indent >= 0 || st.indent_is_str;
   auto newline = [&](int lv) {
@@ -606,8 +607,7 @@ void dump(std::string& out, const Value& v, const JsonStyle& st, int level) {
       out.push_back('}');
       return;
     }
-    default:
-      throw_py("TypeError", "Object of type " + type_name(v) + " is not JSON serializable");
+    default: throw_py("TypeError", "Object of type " + type_name(v) + " is not JSON serializable");
   }
 }
 

@@ -29,14 +29,14 @@ using List = std::vector<Value>;
 struct PyError {
   std::string type;
   std::string message;
-  bool raised = false;  // from raise_exception(): the message is the template's own
+  bool raised = false;    // from raise_exception(): the message is the template's own
   int line = 0, col = 0;  // where it was raised (set by the renderer)
 };
 [[noreturn]] void throw_py(std::string type, std::string message);
 
 // Resource limits (a template is untrusted input: GGUF files, --chat-template-file).
 constexpr size_t k_max_string = size_t{64} << 20;  // bytes of any string or of the output
-constexpr int k_max_nesting = 512;                  // depth of lists/dicts and of recursive walks
+constexpr int k_max_nesting = 512;                 // depth of lists/dicts and of recursive walks
 
 // The work budget of the render running on this thread: statements, loop iterations, calls, and
 // one unit per KiB copied by string/list operations. Exceeding it raises "template too expensive".
@@ -83,7 +83,7 @@ struct Value {
   bool b = false;
   int64_t i = 0;
   double f = 0;
-  std::string s;                    // Str; Undefined: the UndefinedError message it raises on use
+  std::string s;                     // Str; Undefined: the UndefinedError message it raises on use
   std::shared_ptr<const List> list;  // List
   std::shared_ptr<Dict> dict;        // Dict (never mutated after construction), Namespace (mutable)
   std::shared_ptr<const Callable> fn;
@@ -192,7 +192,7 @@ bool py_eq(const Value& a, const Value& b);
 // a < b (Python ordering); TypeError for incomparable types.
 bool py_lt(const Value& a, const Value& b);
 bool py_contains(const Value& container, const Value& item);  // item in container
-int64_t py_len(const Value& v);                                  // len(x); TypeError if none
+int64_t py_len(const Value& v);                               // len(x); TypeError if none
 // Iterates x as Python's iter(x) does (str: characters, dict: keys, Undefined: nothing).
 List py_iter(const Value& v);
 [[noreturn]] void fail_undefined(const Value& v);  // raises the Undefined's UndefinedError

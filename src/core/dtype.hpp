@@ -15,21 +15,49 @@
 namespace rocky {
 
 enum class DType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3,
-  Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
-  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
 };
 
 inline constexpr uint32_t k_dtype_id_count = 42;  // ids are < this (ggml's GGML_TYPE_COUNT)
 
 struct DTypeInfo {
-  std::string_view name;   // ggml's type_name: "f32", "q4_K", …
-  uint32_t block_elems;    // elements per block (1 for plain types)
-  uint32_t block_bytes;    // bytes per block
-  bool computable;         // rocky's CPU/GPU kernels accept this type
+  std::string_view name;  // ggml's type_name: "f32", "q4_K", …
+  uint32_t block_elems;   // elements per block (1 for plain types)
+  uint32_t block_bytes;   // bytes per block
+  bool computable;        // rocky's CPU/GPU kernels accept this type
 };
 
 // Info for a valid id; std::nullopt for ids outside the enum or removed ids.

@@ -23,7 +23,7 @@ constexpr std::array<uint32_t, 10> k_mesa_drivers = {3, 6, 13, 18, 19, 20, 22, 2
 
 // Kernel drivers that drive a display controller only (no 3D/compute engine).
 constexpr std::array<std::string_view, 6> k_display_only = {"rockchip-drm", "simple-framebuffer", "simpledrm",
-                                                            "vkms", "display-subsystem", "efi-framebuffer"};
+                                                            "vkms",         "display-subsystem",  "efi-framebuffer"};
 
 const std::array<std::string_view, 2> k_firmware_roots = {"/lib/firmware", "/usr/lib/firmware"};
 
@@ -73,9 +73,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string api_string(uint32_t v) {
-  return fmt::format("{}.{}.{}", (v >> 22) & 0x7f, (v >> 12) & 0x3ff, v & 0xfff);
-}
+std::string api_string(uint32_t v) { return fmt::format("{}.{}.{}", (v >> 22) & 0x7f, (v >> 12) & 0x3ff, v & 0xfff); }
 
 // "Mesa 22.3.6 (LLVM 15.0.6)" → {22, 3}; nullopt when the text does not start with "Mesa X.Y".
 std::optional<std::pair<int, int>> mesa_version(const std::string& info) {
@@ -99,9 +97,7 @@ bool is_panvk(const VulkanDevice& d) {
   return (d.has_driver_props && d.driver_id == k_driver_panvk) || lower(d.driver_name) == "panvk";
 }
 
-bool is_kbase(const std::string& driver) {
-  return driver == "mali" || contains(driver, "kbase");
-}
+bool is_kbase(const std::string& driver) { return driver == "mali" || contains(driver, "kbase"); }
 
 // PAN_ARCH major from device-tree compatible strings; -1 when none names a Mali family.
 int mali_arch_from_compatible(const std::vector<std::string>& compat) {
@@ -150,8 +146,8 @@ class Doctor {
 
   Check& add(std::string section, std::string id, Status st, std::string title, std::string fix = {},
              std::string source = {}) {
-    r_.checks.push_back(Check{std::move(id), std::move(section), st, std::move(title), std::move(fix),
-                              std::move(source)});
+    r_.checks.push_back(
+        Check{std::move(id), std::move(section), st, std::move(title), std::move(fix), std::move(source)});
     return r_.checks.back();
   }
 
@@ -379,9 +375,8 @@ class Doctor {
   }
 
   bool panvk_installed() const {
-    return std::any_of(manifests_.begin(), manifests_.end(), [](const Manifest& m) {
-      return m.error.empty() && contains(base_name(m.library), "panfrost");
-    });
+    return std::any_of(manifests_.begin(), manifests_.end(),
+                       [](const Manifest& m) { return m.error.empty() && contains(base_name(m.library), "panfrost"); });
   }
 
   void device_checks() {
@@ -393,14 +388,17 @@ class Doctor {
     }
     for (size_t i = 0; i < devs.size(); ++i) {
       const auto& d = devs[i];
-      std::string drv = d.has_driver_props ? fmt::format("{} ({})", d.driver_name, d.driver_info) : "driver properties unavailable";
-      std::string conf = d.has_driver_props ? (d.conformance == "0.0.0.0" ? "not conformant" : "conformance " + d.conformance)
-                                            : "conformance unknown";
-      std::string feats = d.features_known
-                              ? fmt::format("fp16 {}, int8 dot {}", d.shader_float16 ? "yes" : "no",
-                                            d.integer_dot ? (d.integer_dot_accelerated ? "yes (accelerated)" : "yes (not accelerated)")
-                                                          : "no")
-                              : "features unknown (Vulkan 1.0 device)";
+      std::string drv =
+          d.has_driver_props ? fmt::format("{} ({})", d.driver_name, d.driver_info) : "driver properties unavailable";
+      std::string conf = d.has_driver_props
+                             ? (d.conformance == "0.0.0.0" ? "not conformant" : "conformance " + d.conformance)
+                             : "conformance unknown";
+      std::string feats =
+          d.features_known
+              ? fmt::format(
+                    "fp16 {}, int8 dot {}", d.shader_float16 ? "yes" : "no",
+                    d.integer_dot ? (d.integer_dot_accelerated ? "yes (accelerated)" : "yes (not accelerated)") : "no")
+              : "features unknown (Vulkan 1.0 device)";
       std::string title = fmt::format("device {}: {} [{}] — {}, Vulkan {}, {}; {}", i, d.name, d.type, drv,
                                       api_string(d.api_version), conf, feats);
       std::string sub = std::to_string(i);
@@ -488,7 +486,8 @@ class Doctor {
           add(sec, id, Status::fail, fmt::format("{}: {}, no kernel driver bound", what, arch));
           issue(sec, "gpu-unbound", g.name, g.name);
         } else if (is_kbase(g.driver)) {
-          add(sec, id, Status::fail, fmt::format("{}: {}, kernel driver {} (Arm's vendor kbase)", what, arch, g.driver));
+          add(sec, id, Status::fail,
+              fmt::format("{}: {}, kernel driver {} (Arm's vendor kbase)", what, arch, g.driver));
           issue(sec, "kbase-bound", g.name, g.name);
         } else if (g.driver == "panfrost" && g.mali_arch >= 10) {
           add(sec, id, Status::fail, fmt::format("{}: {}, kernel driver panfrost", what, arch));
@@ -544,7 +543,8 @@ class Doctor {
       for (auto root : k_firmware_roots) {
         for (const auto& n : p_.list_dir(std::string(root) + "/arm/mali")) others.push_back(n);
       }
-      std::string ctx = fmt::format("{} needs {}{{,.zst,.xz}} under /lib/firmware or /usr/lib/firmware", soc_->gpu, rel);
+      std::string ctx =
+          fmt::format("{} needs {}{{,.zst,.xz}} under /lib/firmware or /usr/lib/firmware", soc_->gpu, rel);
       if (!others.empty()) ctx += fmt::format("; present: arm/mali/{}", fmt::join(others, ", arm/mali/"));
       add(sec, "gpu.firmware", Status::fail, fmt::format("CSF firmware {} not found", rel));
       Check& c = issue(sec, "csf-firmware-missing", {}, ctx);
@@ -590,8 +590,9 @@ class Doctor {
     if (nodes.empty()) {
       bool kbase = std::any_of(r_.gpus.begin(), r_.gpus.end(), [](const GpuNode& g) { return is_kbase(g.driver); });
       add(sec, "gpu.render", any_gpu ? Status::fail : Status::warn,
-          kbase ? "no /dev/dri/renderD* node (the vendor kbase driver exposes /dev/mali0 instead, which panvk cannot use)"
-                : "no /dev/dri/renderD* node",
+          kbase
+              ? "no /dev/dri/renderD* node (the vendor kbase driver exposes /dev/mali0 instead, which panvk cannot use)"
+              : "no /dev/dri/renderD* node",
           any_gpu ? "bind the GPU to a DRM driver (see the driver check above); check that udev populated /dev/dri"
                   : "a GPU needs a DRM kernel driver to get a render node; only CPU Vulkan devices work without one");
       return;
@@ -646,10 +647,12 @@ class Doctor {
     std::string std_dir = fmt::format("/run/user/{}", uid);
     auto v = p_.env("XDG_RUNTIME_DIR");
     if (!v || v->empty()) {
-      add(sec, id, Status::fail, "XDG_RUNTIME_DIR is not set (panvk fails without it; lavapipe prints an error per call)",
-          fmt::format("export XDG_RUNTIME_DIR={0} (log in through systemd-logind, or create it: sudo install -d -m 0700 "
-                      "-o $(id -un) {0})",
-                      std_dir));
+      add(sec, id, Status::fail,
+          "XDG_RUNTIME_DIR is not set (panvk fails without it; lavapipe prints an error per call)",
+          fmt::format(
+              "export XDG_RUNTIME_DIR={0} (log in through systemd-logind, or create it: sudo install -d -m 0700 "
+              "-o $(id -un) {0})",
+              std_dir));
       return;
     }
     auto st = p_.stat(*v);
@@ -660,7 +663,8 @@ class Doctor {
       add(sec, id, Status::fail, fmt::format("XDG_RUNTIME_DIR={} is not a directory", *v),
           fmt::format("export XDG_RUNTIME_DIR={} (an existing 0700 directory you own)", std_dir));
     } else if (st->uid != uid) {
-      add(sec, id, Status::fail, fmt::format("XDG_RUNTIME_DIR={} is owned by uid {}, not by you (uid {})", *v, st->uid, uid),
+      add(sec, id, Status::fail,
+          fmt::format("XDG_RUNTIME_DIR={} is owned by uid {}, not by you (uid {})", *v, st->uid, uid),
           fmt::format("sudo chown {} {} (or export XDG_RUNTIME_DIR={})", uid, *v, std_dir));
     } else if ((st->mode & 0777) != 0700) {
       add(sec, id, Status::fail,
@@ -756,11 +760,16 @@ nlohmann::json to_json(const Report& r) {
   nlohmann::json j;
   j["exit_code"] = r.exit_code();
   j["soc"] = r.soc.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.soc);
-  j["usable_device"] = r.usable_device ? nlohmann::json(r.vulkan.devices[*r.usable_device].name) : nlohmann::json(nullptr);
+  j["usable_device"] =
+      r.usable_device ? nlohmann::json(r.vulkan.devices[*r.usable_device].name) : nlohmann::json(nullptr);
   auto& checks = j["checks"] = nlohmann::json::array();
   for (const auto& c : r.checks) {
-    checks.push_back({{"id", c.id}, {"section", c.section}, {"status", status_name(c.status)}, {"title", c.title},
-                      {"fix", c.fix}, {"source", c.source}});
+    checks.push_back({{"id", c.id},
+                      {"section", c.section},
+                      {"status", status_name(c.status)},
+                      {"title", c.title},
+                      {"fix", c.fix},
+                      {"source", c.source}});
   }
   auto& devs = j["devices"] = nlohmann::json::array();
   for (const auto& d : r.vulkan.devices) {

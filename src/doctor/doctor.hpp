@@ -31,9 +31,9 @@ struct Check {
   std::string id;
   std::string section;  // "Vulkan", "Linux GPU", "Environment", "Result"
   Status status = Status::ok;
-  std::string title;    // one line: what was found
-  std::string fix;      // one line; empty when nothing needs doing
-  std::string source;   // known-issue rows: where the fact comes from
+  std::string title;   // one line: what was found
+  std::string fix;     // one line; empty when nothing needs doing
+  std::string source;  // known-issue rows: where the fact comes from
 };
 
 // A GPU-like device found in sysfs (a DRM card, a Mali platform device or kbase's misc device).

@@ -11,110 +11,90 @@ namespace {
 constexpr std::string_view k_mesa_panfrost_doc = "https://docs.mesa3d.org/drivers/panfrost.html";
 
 constexpr std::array k_issues = {
-    KnownIssue{
-        "cpu-rasterizer", Severity::warn,
-        "a Vulkan device of type CPU, or driver llvmpipe (lavapipe) / SwiftShader",
-        "CPU rasterizer: rocky runs on it but slowly (lavapipe: 2.3 GFLOPS on a q4_K matmul where the "
-        "CPU backend does 48); use it for correctness checks only",
-        "install the Vulkan driver for your GPU (Mali-G610: Mesa's panvk on the panthor kernel driver)",
-        "Vulkan spec VK_PHYSICAL_DEVICE_TYPE_CPU; https://docs.mesa3d.org/drivers/llvmpipe.html; "
-        "rocky shared/PLATFORMS.md (lavapipe measurement)"},
-    KnownIssue{
-        "panvk-pre-v10-gated", Severity::fail,
-        "a Mali GPU older than v10 (Midgard, Bifrost, Valhall-JM), panvk installed, "
-        "PAN_I_WANT_A_BROKEN_VULKAN_DRIVER unset and no panvk device enumerated",
-        "panvk refuses Mali GPUs older than v10 (it is conformant only on v10, the Mali-G610) unless "
-        "PAN_I_WANT_A_BROKEN_VULKAN_DRIVER is set",
-        "export PAN_I_WANT_A_BROKEN_VULKAN_DRIVER=1 (panvk is not conformant on this GPU: expect bugs)",
-        "https://docs.mesa3d.org/drivers/panfrost.html; Mesa src/panfrost/vulkan/panvk_physical_device.c "
-        "(returns VK_ERROR_INCOMPATIBLE_DRIVER without the variable)"},
-    KnownIssue{
-        "panvk-pre-v10-nonconformant", Severity::warn,
-        "a panvk device on a Mali GPU older than v10",
-        "panvk is not a conformant Vulkan driver on Mali GPUs older than v10; results may be wrong",
-        "compare against the CPU backend before trusting results (rocky's verify path)",
-        k_mesa_panfrost_doc},
-    KnownIssue{
-        "panvk-no-fp16", Severity::warn,
-        "a panvk device whose VkPhysicalDeviceShaderFloat16Int8Features.shaderFloat16 is false",
-        "this panvk has no fp16 arithmetic (shaderFloat16): rocky falls back to its fp32 kernels "
-        "(slower, more registers)",
-        "upgrade Mesa: panvk gained VK_KHR_shader_float16_int8 after Mesa 24.0",
-        "Mesa docs/features.txt: VK_KHR_shader_float16_int8 lacks panvk in the Mesa 24.0 tree and lists "
-        "it in 2025's main; Vulkan spec VkPhysicalDeviceShaderFloat16Int8Features"},
-    KnownIssue{
-        "panvk-no-int-dot", Severity::warn,
-        "a panvk device whose shaderIntegerDotProduct feature is false",
-        "this panvk has no integer dot product (shaderIntegerDotProduct): rocky uses its non-dot int8 "
-        "kernels (slower)",
-        "upgrade Mesa: panvk gained VK_KHR_shader_integer_dot_product after Mesa 24.0",
-        "Mesa docs/features.txt: VK_KHR_shader_integer_dot_product lacks panvk in the Mesa 24.0 tree and "
-        "lists it in 2025's main; Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
-    KnownIssue{
-        "driver-version-unknown", Severity::warn,
-        "a Mesa driver whose driverInfo does not start with \"Mesa <major>.<minor>\", or a device "
-        "without VkPhysicalDeviceDriverProperties",
-        "cannot tell this driver's version; rocky relies on the features the device reports, and "
-        "the doctor makes no version-based judgement",
-        "nothing to do if the features listed look right; otherwise report `vulkaninfo --summary` with "
-        "the problem",
-        "Vulkan spec VkPhysicalDeviceDriverProperties (driverInfo is free-form text)"},
-    KnownIssue{
-        "panvk-missing", Severity::fail,
-        "a Mali GPU on panthor/panfrost, and no ICD manifest names libvulkan_panfrost.so",
-        "Mesa's Vulkan driver for Mali (panvk, libvulkan_panfrost.so) is not installed or was built "
-        "without it",
-        "install Mesa's Vulkan drivers built with panvk (Debian/Ubuntu: sudo apt install "
-        "mesa-vulkan-drivers from a release recent enough to ship panvk), or build Mesa with "
-        "-Dvulkan-drivers=panfrost",
-        "https://docs.mesa3d.org/drivers/panfrost.html; https://docs.mesa3d.org/meson.html "
-        "(vulkan-drivers option)"},
-    KnownIssue{
-        "panvk-no-device", Severity::fail,
-        "a Mali GPU on panthor/panfrost and panvk installed, but panvk enumerated no device",
-        "panvk is installed but exposes no device",
-        "fix the failed checks in this report first; then run `VK_LOADER_DEBUG=driver vulkaninfo "
-        "--summary` to see why panvk declined the GPU",
-        "https://github.com/KhronosGroup/Vulkan-Loader/blob/main/docs/LoaderInterfaceArchitecture.md "
-        "(VK_LOADER_DEBUG)"},
-    KnownIssue{
-        "kbase-bound", Severity::fail,
-        "a Mali GPU bound to Arm's vendor kernel driver (mali / mali_kbase)",
-        "the GPU is driven by Arm's vendor kbase driver, which Mesa's panvk cannot use (panvk needs "
-        "panthor or panfrost)",
-        "boot a kernel with panthor (mainline Linux >= 6.10, CONFIG_DRM_PANTHOR, device tree GPU node "
-        "\"rockchip,rk3588-mali\") instead of the vendor BSP kernel",
-        "https://docs.mesa3d.org/drivers/panfrost.html; https://kernelnewbies.org/Linux_6.10 "
-        "(panthor: DRM driver for Mali CSF GPUs)"},
-    KnownIssue{
-        "panfrost-on-csf", Severity::fail,
-        "a Mali v10+ (CSF) GPU bound to panfrost",
-        "panfrost drives only job-manager Mali GPUs; this CSF GPU needs panthor",
-        "enable panthor (CONFIG_DRM_PANTHOR=m, Linux >= 6.10) and let it bind the GPU (modprobe panthor)",
-        "Linux drivers/gpu/drm/panthor/Kconfig (\"DRM support for ARM Mali CSF-based GPUs\"); "
-        "https://kernelnewbies.org/Linux_6.10"},
-    KnownIssue{
-        "gpu-unbound", Severity::fail,
-        "a Mali GPU device node with no kernel driver bound",
-        "the GPU has no kernel driver bound",
-        "load the driver (RK3588: sudo modprobe panthor) and check `dmesg | grep -i -e panthor -e mali` "
-        "for why it did not bind",
-        "Linux Documentation/driver-api/driver-model/binding.rst"},
-    KnownIssue{
-        "csf-firmware-missing", Severity::fail,
-        "a Mali CSF GPU (RK3588's G610 or panthor) and no CSF firmware file (.bin, .bin.zst or .bin.xz) "
-        "under /lib/firmware or /usr/lib/firmware",
-        "the CSF firmware panthor loads is missing, so panthor cannot start the GPU",
-        "install a current linux-firmware package, or copy mali_csffw.bin from linux-firmware.git "
-        "(arm/mali/<arch>/) to /lib/firmware/arm/mali/<arch>/, then reboot",
-        "https://git.kernel.org/pub/scm/linux/kernel/git/firmware/linux-firmware.git/tree/arm/mali; "
-        "Linux drivers/gpu/drm/panthor/panthor_fw.c (requests arm/mali/arch<major>.<minor>/mali_csffw.bin)"},
-    KnownIssue{
-        "kernel-pre-panthor", Severity::warn,
-        "an RK3588 running a kernel older than 6.10",
-        "this kernel predates panthor (merged in Linux 6.10): the open GPU stack needs a newer kernel",
-        "boot Linux >= 6.10 with CONFIG_DRM_PANTHOR (a mainline or distribution 'edge' kernel)",
-        "https://kernelnewbies.org/Linux_6.10"},
+    KnownIssue{"cpu-rasterizer", Severity::warn,
+               "a Vulkan device of type CPU, or driver llvmpipe (lavapipe) / SwiftShader",
+               "CPU rasterizer: rocky runs on it but slowly (lavapipe: 2.3 GFLOPS on a q4_K matmul where the "
+               "CPU backend does 48); use it for correctness checks only",
+               "install the Vulkan driver for your GPU (Mali-G610: Mesa's panvk on the panthor kernel driver)",
+               "Vulkan spec VK_PHYSICAL_DEVICE_TYPE_CPU; https://docs.mesa3d.org/drivers/llvmpipe.html; "
+               "rocky shared/PLATFORMS.md (lavapipe measurement)"},
+    KnownIssue{"panvk-pre-v10-gated", Severity::fail,
+               "a Mali GPU older than v10 (Midgard, Bifrost, Valhall-JM), panvk installed, "
+               "PAN_I_WANT_A_BROKEN_VULKAN_DRIVER unset and no panvk device enumerated",
+               "panvk refuses Mali GPUs older than v10 (it is conformant only on v10, the Mali-G610) unless "
+               "PAN_I_WANT_A_BROKEN_VULKAN_DRIVER is set",
+               "export PAN_I_WANT_A_BROKEN_VULKAN_DRIVER=1 (panvk is not conformant on this GPU: expect bugs)",
+               "https://docs.mesa3d.org/drivers/panfrost.html; Mesa src/panfrost/vulkan/panvk_physical_device.c "
+               "(returns VK_ERROR_INCOMPATIBLE_DRIVER without the variable)"},
+    KnownIssue{"panvk-pre-v10-nonconformant", Severity::warn, "a panvk device on a Mali GPU older than v10",
+               "panvk is not a conformant Vulkan driver on Mali GPUs older than v10; results may be wrong",
+               "compare against the CPU backend before trusting results (rocky's verify path)", k_mesa_panfrost_doc},
+    KnownIssue{"panvk-no-fp16", Severity::warn,
+               "a panvk device whose VkPhysicalDeviceShaderFloat16Int8Features.shaderFloat16 is false",
+               "this panvk has no fp16 arithmetic (shaderFloat16): rocky falls back to its fp32 kernels "
+               "(slower, more registers)",
+               "upgrade Mesa: panvk gained VK_KHR_shader_float16_int8 after Mesa 24.0",
+               "Mesa docs/features.txt: VK_KHR_shader_float16_int8 lacks panvk in the Mesa 24.0 tree and lists "
+               "it in 2025's main; Vulkan spec VkPhysicalDeviceShaderFloat16Int8Features"},
+    KnownIssue{"panvk-no-int-dot", Severity::warn, "a panvk device whose shaderIntegerDotProduct feature is false",
+               "this panvk has no integer dot product (shaderIntegerDotProduct): rocky uses its non-dot int8 "
+               "kernels (slower)",
+               "upgrade Mesa: panvk gained VK_KHR_shader_integer_dot_product after Mesa 24.0",
+               "Mesa docs/features.txt: VK_KHR_shader_integer_dot_product lacks panvk in the Mesa 24.0 tree and "
+               "lists it in 2025's main; Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
+    KnownIssue{"driver-version-unknown", Severity::warn,
+               "a Mesa driver whose driverInfo does not start with \"Mesa <major>.<minor>\", or a device "
+               "without VkPhysicalDeviceDriverProperties",
+               "cannot tell this driver's version; rocky relies on the features the device reports, and "
+               "the doctor makes no version-based judgement",
+               "nothing to do if the features listed look right; otherwise report `vulkaninfo --summary` with "
+               "the problem",
+               "Vulkan spec VkPhysicalDeviceDriverProperties (driverInfo is free-form text)"},
+    KnownIssue{"panvk-missing", Severity::fail,
+               "a Mali GPU on panthor/panfrost, and no ICD manifest names libvulkan_panfrost.so",
+               "Mesa's Vulkan driver for Mali (panvk, libvulkan_panfrost.so) is not installed or was built "
+               "without it",
+               "install Mesa's Vulkan drivers built with panvk (Debian/Ubuntu: sudo apt install "
+               "mesa-vulkan-drivers from a release recent enough to ship panvk), or build Mesa with "
+               "-Dvulkan-drivers=panfrost",
+               "https://docs.mesa3d.org/drivers/panfrost.html; https://docs.mesa3d.org/meson.html "
+               "(vulkan-drivers option)"},
+    KnownIssue{"panvk-no-device", Severity::fail,
+               "a Mali GPU on panthor/panfrost and panvk installed, but panvk enumerated no device",
+               "panvk is installed but exposes no device",
+               "fix the failed checks in this report first; then run `VK_LOADER_DEBUG=driver vulkaninfo "
+               "--summary` to see why panvk declined the GPU",
+               "https://github.com/KhronosGroup/Vulkan-Loader/blob/main/docs/LoaderInterfaceArchitecture.md "
+               "(VK_LOADER_DEBUG)"},
+    KnownIssue{"kbase-bound", Severity::fail, "a Mali GPU bound to Arm's vendor kernel driver (mali / mali_kbase)",
+               "the GPU is driven by Arm's vendor kbase driver, which Mesa's panvk cannot use (panvk needs "
+               "panthor or panfrost)",
+               "boot a kernel with panthor (mainline Linux >= 6.10, CONFIG_DRM_PANTHOR, device tree GPU node "
+               "\"rockchip,rk3588-mali\") instead of the vendor BSP kernel",
+               "https://docs.mesa3d.org/drivers/panfrost.html; https://kernelnewbies.org/Linux_6.10 "
+               "(panthor: DRM driver for Mali CSF GPUs)"},
+    KnownIssue{"panfrost-on-csf", Severity::fail, "a Mali v10+ (CSF) GPU bound to panfrost",
+               "panfrost drives only job-manager Mali GPUs; this CSF GPU needs panthor",
+               "enable panthor (CONFIG_DRM_PANTHOR=m, Linux >= 6.10) and let it bind the GPU (modprobe panthor)",
+               "Linux drivers/gpu/drm/panthor/Kconfig (\"DRM support for ARM Mali CSF-based GPUs\"); "
+               "https://kernelnewbies.org/Linux_6.10"},
+    KnownIssue{"gpu-unbound", Severity::fail, "a Mali GPU device node with no kernel driver bound",
+               "the GPU has no kernel driver bound",
+               "load the driver (RK3588: sudo modprobe panthor) and check `dmesg | grep -i -e panthor -e mali` "
+               "for why it did not bind",
+               "Linux Documentation/driver-api/driver-model/binding.rst"},
+    KnownIssue{"csf-firmware-missing", Severity::fail,
+               "a Mali CSF GPU (RK3588's G610 or panthor) and no CSF firmware file (.bin, .bin.zst or .bin.xz) "
+               "under /lib/firmware or /usr/lib/firmware",
+               "the CSF firmware panthor loads is missing, so panthor cannot start the GPU",
+               "install a current linux-firmware package, or copy mali_csffw.bin from linux-firmware.git "
+               "(arm/mali/<arch>/) to /lib/firmware/arm/mali/<arch>/, then reboot",
+               "https://git.kernel.org/pub/scm/linux/kernel/git/firmware/linux-firmware.git/tree/arm/mali; "
+               "Linux drivers/gpu/drm/panthor/panthor_fw.c (requests arm/mali/arch<major>.<minor>/mali_csffw.bin)"},
+    KnownIssue{"kernel-pre-panthor", Severity::warn, "an RK3588 running a kernel older than 6.10",
+               "this kernel predates panthor (merged in Linux 6.10): the open GPU stack needs a newer kernel",
+               "boot Linux >= 6.10 with CONFIG_DRM_PANTHOR (a mainline or distribution 'edge' kernel)",
+               "https://kernelnewbies.org/Linux_6.10"},
 };
 
 constexpr std::array k_socs = {

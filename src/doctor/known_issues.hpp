@@ -15,7 +15,7 @@ namespace rocky::doctor {
 enum class Severity { warn, fail };
 
 struct KnownIssue {
-  std::string_view id;       // stable, used in check ids ("issue.<id>") and tests
+  std::string_view id;  // stable, used in check ids ("issue.<id>") and tests
   Severity severity;
   std::string_view when;     // what the detection matches, in words
   std::string_view problem;  // one line shown after ✘ / !
@@ -35,8 +35,8 @@ struct KnownSoc {
   std::string_view soc;
   std::string_view gpu;
   uint32_t gpu_id;
-  int mali_arch_major;             // Mesa's PAN_ARCH (10 = Valhall CSF)
-  std::string_view csf_firmware;   // relative to the firmware root; empty for non-CSF GPUs
+  int mali_arch_major;            // Mesa's PAN_ARCH (10 = Valhall CSF)
+  std::string_view csf_firmware;  // relative to the firmware root; empty for non-CSF GPUs
   std::string_view source;
 };
 

@@ -27,8 +27,8 @@ struct FileStat {
 struct LibraryLoad {
   bool ok = false;
   bool file_only = false;  // true: only the file's presence was checked (sysroot), not dlopen'ed
-  std::string resolved;  // the file that was found (sysroot) or the name dlopen was given
-  std::string error;     // dlerror() text or "not found under <sysroot>"
+  std::string resolved;    // the file that was found (sysroot) or the name dlopen was given
+  std::string error;       // dlerror() text or "not found under <sysroot>"
 };
 
 // One Vulkan physical device as the loader reports it.
@@ -51,7 +51,7 @@ struct VulkanDevice {
   bool shader_float16 = false;
   bool shader_int8 = false;
   bool storage_16bit = false;
-  bool integer_dot = false;            // shaderIntegerDotProduct
+  bool integer_dot = false;              // shaderIntegerDotProduct
   bool integer_dot_accelerated = false;  // integerDotProduct4x8BitPackedSignedAccelerated
   bool has_compute_queue = false;
 };

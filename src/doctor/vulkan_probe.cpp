@@ -103,10 +103,9 @@ VulkanFacts probe_vulkan(const std::vector<std::string>& sonames) {
   auto get_props = load<PFN_vkGetPhysicalDeviceProperties>(gipa, inst, "vkGetPhysicalDeviceProperties");
   auto get_props2 = load<PFN_vkGetPhysicalDeviceProperties2>(gipa, inst, "vkGetPhysicalDeviceProperties2");
   auto get_feats2 = load<PFN_vkGetPhysicalDeviceFeatures2>(gipa, inst, "vkGetPhysicalDeviceFeatures2");
-  auto get_queues = load<PFN_vkGetPhysicalDeviceQueueFamilyProperties>(
-      gipa, inst, "vkGetPhysicalDeviceQueueFamilyProperties");
-  auto enum_exts = load<PFN_vkEnumerateDeviceExtensionProperties>(gipa, inst,
-                                                                  "vkEnumerateDeviceExtensionProperties");
+  auto get_queues =
+      load<PFN_vkGetPhysicalDeviceQueueFamilyProperties>(gipa, inst, "vkGetPhysicalDeviceQueueFamilyProperties");
+  auto enum_exts = load<PFN_vkEnumerateDeviceExtensionProperties>(gipa, inst, "vkEnumerateDeviceExtensionProperties");
   uint32_t n = 0;
   r = enum_devs ? enum_devs(inst, &n, nullptr) : VK_ERROR_INITIALIZATION_FAILED;
   std::vector<VkPhysicalDevice> pds(n);
@@ -172,8 +171,7 @@ VulkanFacts probe_vulkan(const std::vector<std::string>& sonames) {
 
       VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
       VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
-      VkPhysicalDeviceShaderFloat16Int8Features f16{
-          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+      VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
       VkPhysicalDeviceShaderIntegerDotProductFeatures dotf{
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
       bool want_f16 = dev12 || has_ext(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);

@@ -36,8 +36,19 @@
 namespace rocky::gguf {
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 std::string_view value_type_name(ValueType t);
 // Bytes of one element of a scalar type; 0 for STRING and ARRAY (variable size); nullopt for a type
@@ -61,9 +72,9 @@ struct Value {
   // ARRAY only:
   ValueType elem_type = ValueType::U8;
   uint64_t count = 0;
-  const uint8_t* raw = nullptr;             // numeric/bool elements
-  std::vector<std::string_view> strings;    // STRING elements
-  std::vector<Value> items;                 // ARRAY elements (nested arrays)
+  const uint8_t* raw = nullptr;           // numeric/bool elements
+  std::vector<std::string_view> strings;  // STRING elements
+  std::vector<Value> items;               // ARRAY elements (nested arrays)
 
   bool is_integer() const;
   bool is_float() const { return type == ValueType::F32 || type == ValueType::F64; }
@@ -76,10 +87,10 @@ struct TensorInfo {
   DType type = DType::F32;
   uint32_t n_dims = 0;
   std::array<uint64_t, 4> ne{1, 1, 1, 1};  // GGUF order: ne[0] innermost (row length)
-  uint64_t offset = 0;       // relative to the data section
+  uint64_t offset = 0;                     // relative to the data section
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
-  uint64_t info_offset = 0;  // file offset of this tensor's info record (for messages)
+  uint64_t info_offset = 0;       // file offset of this tensor's info record (for messages)
   const uint8_t* data = nullptr;  // into the mapping
 
   uint64_t rows() const { return n_elements / ne[0]; }
@@ -108,14 +119,14 @@ class GgufFile {
 
   // Typed getters: nullopt when absent; rocky::Error (naming file and key) on a type mismatch.
   std::optional<std::string_view> get_string(std::string_view key) const;
-  std::optional<uint64_t> get_uint(std::string_view key) const;   // any non-negative integer
-  std::optional<int64_t> get_int(std::string_view key) const;     // any integer
-  std::optional<double> get_float(std::string_view key) const;    // f32/f64 (or integer)
+  std::optional<uint64_t> get_uint(std::string_view key) const;  // any non-negative integer
+  std::optional<int64_t> get_int(std::string_view key) const;    // any integer
+  std::optional<double> get_float(std::string_view key) const;   // f32/f64 (or integer)
   std::optional<bool> get_bool(std::string_view key) const;
   // Arrays (converted on the fly; empty optional when absent; error on element-type mismatch).
   std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const;
-  std::optional<std::vector<float>> get_f32_array(std::string_view key) const;   // f32 elements
-  std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const; // integer elements
+  std::optional<std::vector<float>> get_f32_array(std::string_view key) const;    // f32 elements
+  std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;  // integer elements
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
@@ -125,8 +136,8 @@ class GgufFile {
 
  private:
   GgufFile() = default;
-  MappedFile file_;                // the mapping (open), or empty (from_bytes)
-  std::vector<uint8_t> owned_;     // the bytes (from_bytes), or empty (open)
+  MappedFile file_;             // the mapping (open), or empty (from_bytes)
+  std::vector<uint8_t> owned_;  // the bytes (from_bytes), or empty (open)
   std::string name_;
   const uint8_t* data_ = nullptr;  // file_ or owned_
   uint64_t size_ = 0;

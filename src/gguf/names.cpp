@@ -12,11 +12,11 @@ constexpr Arch k_archs[] = {ROCKY_GGUF_ARCHS(ROCKY_GGUF_ARCH_VALUE)};
 #undef ROCKY_GGUF_ARCH_VALUE
 
 // llama.cpp's llama_model_rope_type for common architectures.
-constexpr std::array<std::string_view, 9> k_rope_norm = {"llama", "llama4", "deci", "baichuan", "command-r",
+constexpr std::array<std::string_view, 9> k_rope_norm = {"llama",    "llama4",    "deci",    "baichuan", "command-r",
                                                          "deepseek", "deepseek2", "granite", "internlm2"};
-constexpr std::array<std::string_view, 16> k_rope_neox = {"qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi2",
-                                                          "phi3", "gemma", "gemma2", "gemma3", "falcon", "gptneox",
-                                                          "stablelm", "olmo2", "starcoder2", "nemotron"};
+constexpr std::array<std::string_view, 16> k_rope_neox = {
+    "qwen",   "qwen2",  "qwen2moe", "qwen3",   "qwen3moe", "phi2",  "phi3",       "gemma",
+    "gemma2", "gemma3", "falcon",   "gptneox", "stablelm", "olmo2", "starcoder2", "nemotron"};
 
 constexpr std::array<std::string_view, static_cast<size_t>(Key::COUNT_)> k_keys = {
     "block_count",

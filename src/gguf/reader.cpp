@@ -32,34 +32,50 @@ std::string_view value_type_name(ValueType t) {
 
 std::optional<uint64_t> value_type_size(uint32_t t) {
   switch (static_cast<ValueType>(t)) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::STRING: case ValueType::ARRAY: return 0;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
+    case ValueType::STRING:
+    case ValueType::ARRAY: return 0;
   }
   return std::nullopt;
 }
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::U8: case ValueType::I8: case ValueType::U16: case ValueType::I16:
-    case ValueType::U32: case ValueType::I32: case ValueType::U64: case ValueType::I64:
-      return true;
-    default:
-      return false;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::U16:
+    case ValueType::I16:
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::U64:
+    case ValueType::I64: return true;
+    default: return false;
   }
 }
 
 std::optional<int64_t> Value::as_int() const {
   switch (type) {
-    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
-      return i;
-    case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::U64:
+    case ValueType::I8:
+    case ValueType::I16:
+    case ValueType::I32:
+    case ValueType::I64: return i;
+    case ValueType::U8:
+    case ValueType::U16:
+    case ValueType::U32:
+    case ValueType::U64:
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
       return static_cast<int64_t>(u);
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -85,8 +101,7 @@ class Parser {
   uint64_t remaining() const { return n_ - pos_; }
   void need(uint64_t bytes, const char* what) {
     if (bytes > remaining())
-      bad(pos_, fmt::format("truncated file: {} needs {} bytes, {} left (file size {})", what, bytes,
-                            remaining(), n_));
+      bad(pos_, fmt::format("truncated file: {} needs {} bytes, {} left (file size {})", what, bytes, remaining(), n_));
   }
   template <typename T>
   T read(const char* what) {
@@ -100,7 +115,8 @@ class Parser {
     uint64_t len = read<uint64_t>(what);
     if (len > remaining())
       bad(at, fmt::format("truncated file or bad length: {} length {} is larger than the {} bytes left "
-                          "(file size {})", what, len, remaining(), n_));
+                          "(file size {})",
+                          what, len, remaining(), n_));
     std::string_view s(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len;
     return s;
@@ -185,8 +201,8 @@ void Parser::run() {
   need(4, "magic");
   uint32_t magic = read<uint32_t>("magic");
   if (magic != k_magic) {
-    bad(0, fmt::format("not a GGUF file: bad magic {:02x} {:02x} {:02x} {:02x} (expected 'GGUF')",
-                       p_[0], p_[1], p_[2], p_[3]));
+    bad(0, fmt::format("not a GGUF file: bad magic {:02x} {:02x} {:02x} {:02x} (expected 'GGUF')", p_[0], p_[1], p_[2],
+                       p_[3]));
   }
   uint32_t version = read<uint32_t>("version");
   if (version != 2 && version != 3) {
@@ -224,8 +240,7 @@ void Parser::parse_kv() {
       const Value& a = f_.kv_.back().second;
       if (a.type != ValueType::U32)
         bad(type_at, fmt::format("alignment has type {}, expected u32", value_type_name(a.type)));
-      if (a.u == 0 || (a.u & (a.u - 1)) != 0)
-        bad(type_at + 4, fmt::format("alignment {} is not a power of two", a.u));
+      if (a.u == 0 || (a.u & (a.u - 1)) != 0) bad(type_at + 4, fmt::format("alignment {} is not a power of two", a.u));
       f_.alignment_ = static_cast<uint32_t>(a.u);
     }
   }

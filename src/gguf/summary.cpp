@@ -119,8 +119,10 @@ std::string quote(std::string_view s) {
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-        else out += c;  // bytes ≥ 0x80 pass through (UTF-8 text)
+        if (u < 0x20 || u == 0x7f)
+          out += fmt::format("\\x{:02x}", u);
+        else
+          out += c;  // bytes ≥ 0x80 pass through (UTF-8 text)
     }
   }
   return out + "\"";
@@ -153,9 +155,12 @@ std::string format_value(const Value& v, size_t max_elems) {
       for (uint64_t k = 0; k < shown; ++k) {
         if (k) out += ", ";
         uint64_t es = value_type_size(static_cast<uint32_t>(v.elem_type)).value_or(0);
-        if (es) out += scalar_text(v.elem_type, v.raw + k * es);
-        else if (v.elem_type == ValueType::STRING) out += short_quote(v.strings[k]);
-        else out += format_value(v.items[k], max_elems);
+        if (es)
+          out += scalar_text(v.elem_type, v.raw + k * es);
+        else if (v.elem_type == ValueType::STRING)
+          out += short_quote(v.strings[k]);
+        else
+          out += format_value(v.items[k], max_elems);
       }
       if (shown < v.count) out += fmt::format(", … {} more", v.count - shown);
       return out + "]";

@@ -22,9 +22,9 @@ namespace rocky::gguf {
 
 struct Totals {
   uint64_t n_tensors = 0;
-  uint64_t n_params = 0;    // sum of element counts
-  uint64_t n_bytes = 0;     // sum of tensor data bytes
-  double bits_per_weight = 0;  // 8 · n_bytes / n_params (0 without tensors)
+  uint64_t n_params = 0;                            // sum of element counts
+  uint64_t n_bytes = 0;                             // sum of tensor data bytes
+  double bits_per_weight = 0;                       // 8 · n_bytes / n_params (0 without tensors)
   std::map<std::string, uint64_t> tensors_by_type;  // type name → number of tensors
   std::map<std::string, uint64_t> params_by_type;   // type name → elements
 };
@@ -35,9 +35,9 @@ struct ArchSummary {
   std::optional<uint64_t> value_length;  // <arch>.attention.value_length
   std::optional<double> rope_base, rms_eps, rope_scaling_factor, rope_scale_linear;
   std::optional<std::string> rope_scaling_type;  // <arch>.rope.scaling.type
-  std::string rope_type;       // "norm", "neox" or "unknown"
-  std::string head_dim_from;   // "key_length" or "n_embd/n_head"
-  std::string n_vocab_from;    // "tokenizer.ggml.tokens", "<arch>.vocab_size", or a tensor name
+  std::string rope_type;                         // "norm", "neox" or "unknown"
+  std::string head_dim_from;                     // "key_length" or "n_embd/n_head"
+  std::string n_vocab_from;                      // "tokenizer.ggml.tokens", "<arch>.vocab_size", or a tensor name
 };
 
 Totals totals(const GgufFile& f);

@@ -32,7 +32,6 @@ void put_string(std::vector<uint8_t>& out, std::string_view s) {
   put_bytes(out, s.data(), s.size());
 }
 
-
 // The value without its type prefix (an array element of type ARRAY is encoded this way too).
 void put_payload(std::vector<uint8_t>& out, const Value& v, std::string_view key) {
   switch (v.type) {
@@ -53,8 +52,9 @@ void put_payload(std::vector<uint8_t>& out, const Value& v, std::string_view key
       put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
       put<uint64_t>(out, v.count);
       if (es) {
-        if (v.count && !v.raw) fail("gguf writer: key '{}': array of {} {} has no element bytes", key, v.count,
-                                    value_type_name(v.elem_type));
+        if (v.count && !v.raw)
+          fail("gguf writer: key '{}': array of {} {} has no element bytes", key, v.count,
+               value_type_name(v.elem_type));
         if (v.elem_type == ValueType::BOOL) {
           for (uint64_t k = 0; k < v.count; ++k) put<uint8_t>(out, v.raw[k] ? 1 : 0);
         } else {
@@ -96,7 +96,8 @@ void Writer::set_encoded(std::string_view key, std::vector<uint8_t> enc) {
 
 void Writer::set(std::string_view key, const Value& v) {
   if (key == "general.alignment") {
-    if (v.type != ValueType::U32) fail("gguf writer: key 'general.alignment' must be u32, not {}", value_type_name(v.type));
+    if (v.type != ValueType::U32)
+      fail("gguf writer: key 'general.alignment' must be u32, not {}", value_type_name(v.type));
     if (v.u == 0 || (v.u & (v.u - 1)) != 0)
       fail("gguf writer: key 'general.alignment' = {} is not a power of two", v.u);
     alignment_ = static_cast<uint32_t>(v.u);

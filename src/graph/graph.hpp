@@ -71,17 +71,17 @@ struct AttnParams {
 struct Node {
   Op op = Op::ADD;
   std::string name;
-  int64_t ne0 = 0, ne1 = 0;             // output shape [features, tokens]; 0×0 = no arena output
-  DType out_type = DType::F32;           // element type of the output in the arena
-  std::array<int32_t, 3> src{-1, -1, -1};  // input node ids (-1 = unused)
+  int64_t ne0 = 0, ne1 = 0;                  // output shape [features, tokens]; 0×0 = no arena output
+  DType out_type = DType::F32;               // element type of the output in the arena
+  std::array<int32_t, 3> src{-1, -1, -1};    // input node ids (-1 = unused)
   const gguf::TensorInfo* weight = nullptr;  // MATMUL/GET_ROWS/RMS_NORM/ADD_BIAS; ROPE (optional)
-  int32_t layer = -1;                    // KV_STORE/ATTENTION: which layer's cache
-  int32_t kv = 0;                        // KV_STORE: 0 = K, 1 = V
-  int64_t first_col = 0;                 // TAKE_COLS
-  float eps = 0;                         // RMS_NORM
-  float scale = 1;                       // SCALE
-  RopeParams rope;                       // ROPE
-  AttnParams attn;                       // ATTENTION
+  int32_t layer = -1;                        // KV_STORE/ATTENTION: which layer's cache
+  int32_t kv = 0;                            // KV_STORE: 0 = K, 1 = V
+  int64_t first_col = 0;                     // TAKE_COLS
+  float eps = 0;                             // RMS_NORM
+  float scale = 1;                           // SCALE
+  RopeParams rope;                           // ROPE
+  AttnParams attn;                           // ATTENTION
 
   uint64_t out_bytes() const { return row_bytes(out_type, static_cast<uint64_t>(ne0)) * static_cast<uint64_t>(ne1); }
 };

@@ -23,7 +23,7 @@ struct Ctx {
 
 std::string blk(int il, const char* what);  // "blk.<il>.<what>"
 
-int32_t inp_embd(Ctx& c, const gguf::TensorInfo* tok_embd);                       // GET_ROWS
+int32_t inp_embd(Ctx& c, const gguf::TensorInfo* tok_embd);                        // GET_ROWS
 int32_t rms_norm(Ctx& c, int32_t x, const gguf::TensorInfo* w, std::string name);  // RMS_NORM
 int32_t matmul(Ctx& c, int32_t x, const gguf::TensorInfo* w, int64_t m, std::string name);
 int32_t add_bias(Ctx& c, int32_t x, const gguf::TensorInfo* b, std::string name);

@@ -101,24 +101,28 @@ void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa) {
     const auto k = gguf::parse_key_suffix(suffix);
     const KeyRule* r = k ? rule_of(*k) : nullptr;
     if (r == nullptr) {
-      fail("{}: metadata key '{}' is not one rocky knows for architecture {}; it may change the math, so the "
-           "model is refused rather than run with it ignored",
-           f.path(), key, arch);
+      fail(
+          "{}: metadata key '{}' is not one rocky knows for architecture {}; it may change the math, so the "
+          "model is refused rather than run with it ignored",
+          f.path(), key, arch);
     }
     const bool type_ok = r->kind == Kind::ANY || (r->kind == Kind::INT && value.is_integer()) ||
                          (r->kind == Kind::FLOAT && (value.is_float() || value.is_integer())) ||
                          (r->kind == Kind::STRING && value.type == gguf::ValueType::STRING);
     if (!type_ok) {
       fail("{}: metadata key '{}' has type {}, expected {}", f.path(), key, gguf::value_type_name(value.type),
-           r->kind == Kind::INT ? "an integer" : r->kind == Kind::FLOAT ? "a number" : "a string");
+           r->kind == Kind::INT     ? "an integer"
+           : r->kind == Kind::FLOAT ? "a number"
+                                    : "a string");
     }
     if (r->honoured || std::isnan(r->harmless_value)) continue;
     if (swa && (*k == Key::SLIDING_WINDOW || *k == Key::ROPE_FREQ_BASE_SWA)) continue;  // read below
     const auto v = numeric(value);
     if (r->harmless_value == k_refuse || !v || *v != r->harmless_value) {
-      fail("{}: metadata key '{}' = {} changes the math and rocky does not implement it for architecture {} "
-           "(refused rather than ignored)",
-           f.path(), key, gguf::format_value(value), arch);
+      fail(
+          "{}: metadata key '{}' = {} changes the math and rocky does not implement it for architecture {} "
+          "(refused rather than ignored)",
+          f.path(), key, gguf::format_value(value), arch);
     }
   }
 }
@@ -156,8 +160,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
   h.n_head = checked(f, key(Key::HEAD_COUNT), s.n_head, true, 0);
   h.n_head_kv = checked(f, key(Key::HEAD_COUNT_KV), s.n_head_kv, false, h.n_head);
   if (h.n_head % h.n_head_kv != 0) {
-    fail("{}: {}attention.head_count ({}) is not a multiple of head_count_kv ({})", f.path(), a, h.n_head,
-         h.n_head_kv);
+    fail("{}: {}attention.head_count ({}) is not a multiple of head_count_kv ({})", f.path(), a, h.n_head, h.n_head_kv);
   }
   const bool has_key_length = s.head_dim_from == "key_length";
   if (h.n_embd % h.n_head != 0 && !has_key_length) {
@@ -170,8 +173,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
   }
   h.n_rot = checked(f, key(Key::ROPE_DIMENSION_COUNT), s.rope_dim, false, h.head_dim);
   if (h.n_rot > h.head_dim || h.n_rot % 2 != 0) {
-    fail("{}: {}rope.dimension_count ({}) must be even and at most head_dim ({})", f.path(), a, h.n_rot,
-         h.head_dim);
+    fail("{}: {}rope.dimension_count ({}) must be even and at most head_dim ({})", f.path(), a, h.n_rot, h.head_dim);
   }
   h.rope_freq_base = static_cast<float>(s.rope_base.value_or(10000.0));
   if (!(h.rope_freq_base > 0)) fail("{}: {}rope.freq_base must be positive", f.path(), a);

@@ -24,25 +24,25 @@ inline std::string_view arch_name(Arch a) { return gguf::arch_name(a); }
 
 struct HParams {
   Arch arch = Arch::LLAMA;
-  std::string arch_str;      // general.architecture as in the file
-  int32_t n_layer = 0;       // <arch>.block_count
-  int32_t n_embd = 0;        // <arch>.embedding_length
-  int32_t n_ff = 0;          // <arch>.feed_forward_length
-  int32_t n_head = 0;        // <arch>.attention.head_count
-  int32_t n_head_kv = 0;     // <arch>.attention.head_count_kv (default n_head)
-  int32_t head_dim = 0;      // <arch>.attention.key_length (default n_embd / n_head)
-  int32_t n_rot = 0;         // <arch>.rope.dimension_count (default head_dim)
-  float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
-  float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor (linear scaling only)
+  std::string arch_str;                                 // general.architecture as in the file
+  int32_t n_layer = 0;                                  // <arch>.block_count
+  int32_t n_embd = 0;                                   // <arch>.embedding_length
+  int32_t n_ff = 0;                                     // <arch>.feed_forward_length
+  int32_t n_head = 0;                                   // <arch>.attention.head_count
+  int32_t n_head_kv = 0;                                // <arch>.attention.head_count_kv (default n_head)
+  int32_t head_dim = 0;                                 // <arch>.attention.key_length (default n_embd / n_head)
+  int32_t n_rot = 0;                                    // <arch>.rope.dimension_count (default head_dim)
+  float rope_freq_base = 10000.0f;                      // <arch>.rope.freq_base
+  float rope_freq_scale = 1.0f;                         // 1 / <arch>.rope.scaling.factor (linear scaling only)
   graph::RopeMode rope_mode = graph::RopeMode::NORMAL;  // from the architecture registry
-  float rms_eps = 1e-5f;     // <arch>.attention.layer_norm_rms_epsilon
-  int32_t n_ctx_train = 0;   // <arch>.context_length
-  int32_t n_vocab = 0;       // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
+  float rms_eps = 1e-5f;                                // <arch>.attention.layer_norm_rms_epsilon
+  int32_t n_ctx_train = 0;                              // <arch>.context_length
+  int32_t n_vocab = 0;  // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
   // [N6] Sliding-window attention (architectures with ArchInfo::swa): layer il is local when
   // n_swa > 0 and il % swa_pattern < swa_pattern − 1 (gemma3: pattern 6, 5 local : 1 global);
   // local layers use rope_freq_base_swa (<arch>.rope.freq_base_swa, default 10000) and no rope
   // scaling.
-  int32_t n_swa = 0;         // <arch>.attention.sliding_window (0: none)
+  int32_t n_swa = 0;  // <arch>.attention.sliding_window (0: none)
   int32_t swa_pattern = 0;
   float rope_freq_base_swa = 10000.0f;
   bool is_swa_layer(int il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }

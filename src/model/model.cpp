@@ -21,8 +21,8 @@ const gguf::TensorInfo* bind_tensor(const gguf::GgufFile& f, const std::string& 
   const bool is_1d = ne1 == 0;
   const uint64_t want1 = is_1d ? 1 : static_cast<uint64_t>(ne1);
   if (t->ne[0] != static_cast<uint64_t>(ne0) || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
-    fail("{}: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}]", f.path(), name, t->ne[0], t->ne[1],
-         t->ne[2], t->ne[3], ne0, want1);
+    fail("{}: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}]", f.path(), name, t->ne[0], t->ne[1], t->ne[2],
+         t->ne[3], ne0, want1);
   }
   const DTypeInfo& ti = dtype_info(t->type);
   if (!ti.computable) {
@@ -90,16 +90,18 @@ bool known_harmless(std::string_view name) {
 void check_all_bound(const gguf::GgufFile& f, const Weights& w) {
   std::unordered_set<const gguf::TensorInfo*> bound = {w.tok_embd, w.output_norm, w.output, w.rope_freqs};
   for (const LayerWeights& L : w.layers) {
-    for (const gguf::TensorInfo* t : {L.attn_norm, L.wq, L.wk, L.wv, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, L.wo,
-                                      L.ffn_norm, L.ffn_gate, L.ffn_up, L.ffn_down, L.post_attn_norm, L.post_ffn_norm}) {
+    for (const gguf::TensorInfo* t :
+         {L.attn_norm, L.wq, L.wk, L.wv, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, L.wo, L.ffn_norm, L.ffn_gate, L.ffn_up,
+          L.ffn_down, L.post_attn_norm, L.post_ffn_norm}) {
       bound.insert(t);
     }
   }
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (bound.count(&t) || known_harmless(t.name)) continue;
-    fail("{}: tensor '{}' is not read by rocky's {} graph; it may change the math, so the model is refused rather "
-         "than run with it ignored",
-         f.path(), t.name, f.architecture());
+    fail(
+        "{}: tensor '{}' is not read by rocky's {} graph; it may change the math, so the model is refused rather "
+        "than run with it ignored",
+        f.path(), t.name, f.architecture());
   }
 }
 
@@ -116,8 +118,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 graph::Graph Model::build_graph(const UbatchSpec& u) const {
   if (u.n_tokens <= 0) fail("build_graph: empty ubatch");
   if (u.n_past < 0 || u.n_past + u.n_tokens > u.n_ctx) {
-    fail("context full: {} cached + {} new tokens exceed the context size {} (raise -c)", u.n_past,
-         u.n_tokens, u.n_ctx);
+    fail("context full: {} cached + {} new tokens exceed the context size {} (raise -c)", u.n_past, u.n_tokens,
+         u.n_ctx);
   }
   graph::Graph g = arch::arch_info(hp_.arch).build(hp_, w_, u);
   g.n_tokens = u.n_tokens;

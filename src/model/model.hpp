@@ -19,20 +19,20 @@
 namespace rocky::model {
 
 struct LayerWeights {
-  const gguf::TensorInfo* attn_norm = nullptr;  // f32 [n_embd]
-  const gguf::TensorInfo* wq = nullptr;         // [n_embd, n_embd_q]
-  const gguf::TensorInfo* wk = nullptr;         // [n_embd, n_embd_kv]
-  const gguf::TensorInfo* wv = nullptr;         // [n_embd, n_embd_kv]
-  const gguf::TensorInfo* bq = nullptr;         // qwen2: f32 [n_embd_q]
-  const gguf::TensorInfo* bk = nullptr;         // qwen2: f32 [n_embd_kv]
-  const gguf::TensorInfo* bv = nullptr;         // qwen2: f32 [n_embd_kv]
-  const gguf::TensorInfo* q_norm = nullptr;     // qwen3: f32 [head_dim] (shared by the heads)
-  const gguf::TensorInfo* k_norm = nullptr;     // qwen3: f32 [head_dim]
-  const gguf::TensorInfo* wo = nullptr;         // [n_embd_q, n_embd]
-  const gguf::TensorInfo* ffn_norm = nullptr;   // f32 [n_embd]
-  const gguf::TensorInfo* ffn_gate = nullptr;   // [n_embd, n_ff]
-  const gguf::TensorInfo* ffn_up = nullptr;     // [n_embd, n_ff]
-  const gguf::TensorInfo* ffn_down = nullptr;   // [n_ff, n_embd]
+  const gguf::TensorInfo* attn_norm = nullptr;       // f32 [n_embd]
+  const gguf::TensorInfo* wq = nullptr;              // [n_embd, n_embd_q]
+  const gguf::TensorInfo* wk = nullptr;              // [n_embd, n_embd_kv]
+  const gguf::TensorInfo* wv = nullptr;              // [n_embd, n_embd_kv]
+  const gguf::TensorInfo* bq = nullptr;              // qwen2: f32 [n_embd_q]
+  const gguf::TensorInfo* bk = nullptr;              // qwen2: f32 [n_embd_kv]
+  const gguf::TensorInfo* bv = nullptr;              // qwen2: f32 [n_embd_kv]
+  const gguf::TensorInfo* q_norm = nullptr;          // qwen3: f32 [head_dim] (shared by the heads)
+  const gguf::TensorInfo* k_norm = nullptr;          // qwen3: f32 [head_dim]
+  const gguf::TensorInfo* wo = nullptr;              // [n_embd_q, n_embd]
+  const gguf::TensorInfo* ffn_norm = nullptr;        // f32 [n_embd]
+  const gguf::TensorInfo* ffn_gate = nullptr;        // [n_embd, n_ff]
+  const gguf::TensorInfo* ffn_up = nullptr;          // [n_embd, n_ff]
+  const gguf::TensorInfo* ffn_down = nullptr;        // [n_ff, n_embd]
   const gguf::TensorInfo* post_attn_norm = nullptr;  // gemma3: f32 [n_embd]
   const gguf::TensorInfo* post_ffn_norm = nullptr;   // gemma3: f32 [n_embd]
 };
@@ -42,7 +42,7 @@ struct Weights {
   const gguf::TensorInfo* output_norm = nullptr;  // f32 [n_embd]
   const gguf::TensorInfo* output = nullptr;       // [n_embd, n_vocab]; token_embd when tied
   bool tied_output = false;
-  const gguf::TensorInfo* rope_freqs = nullptr;   // llama 3.1+: f32 [n_rot/2] frequency divisors
+  const gguf::TensorInfo* rope_freqs = nullptr;  // llama 3.1+: f32 [n_rot/2] frequency divisors
   std::vector<LayerWeights> layers;
 };
 

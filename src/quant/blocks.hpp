@@ -22,13 +22,13 @@ namespace rocky::quant {
 
 static_assert(std::endian::native == std::endian::little, "rocky's block formats assume a little-endian host");
 
-inline constexpr int k_qk4_0 = 32;   // elements per q4_0 block
-inline constexpr int k_qk4_1 = 32;   // elements per q4_1 block
-inline constexpr int k_qk5_0 = 32;   // elements per q5_0 block
-inline constexpr int k_qk5_1 = 32;   // elements per q5_1 block
-inline constexpr int k_qk8_0 = 32;   // elements per q8_0 block
-inline constexpr int k_qk8_1 = 32;   // elements per q8_1 block
-inline constexpr int k_qk_k = 256;   // elements per K-quant super-block (QK_K)
+inline constexpr int k_qk4_0 = 32;         // elements per q4_0 block
+inline constexpr int k_qk4_1 = 32;         // elements per q4_1 block
+inline constexpr int k_qk5_0 = 32;         // elements per q5_0 block
+inline constexpr int k_qk5_1 = 32;         // elements per q5_1 block
+inline constexpr int k_qk8_0 = 32;         // elements per q8_0 block
+inline constexpr int k_qk8_1 = 32;         // elements per q8_1 block
+inline constexpr int k_qk_k = 256;         // elements per K-quant super-block (QK_K)
 inline constexpr int k_k_scale_size = 12;  // bytes of packed 6-bit scales/mins in q4_K / q5_K
 
 // ---- plain types (one element per "block") -------------------------------------------------------
@@ -57,17 +57,17 @@ static_assert(sizeof(BlockBF16) == 2);
 //   element j      (j < 16) = ((qs[j] & 0xF) - 8) * d
 //   element j + 16          = ((qs[j] >> 4)  - 8) * d
 struct BlockQ4_0 {
-  uint16_t d;       // half: scale
-  uint8_t qs[16];   // nibbles: lo = elements 0..15, hi = elements 16..31
+  uint16_t d;      // half: scale
+  uint8_t qs[16];  // nibbles: lo = elements 0..15, hi = elements 16..31
 };
 static_assert(sizeof(BlockQ4_0) == 18 && offsetof(BlockQ4_0, qs) == 2);
 
 // q4_1 (20 bytes): 4-bit with offset.
 //   element j (j < 16) = (qs[j] & 0xF) * d + m;  element j + 16 = (qs[j] >> 4) * d + m
 struct BlockQ4_1 {
-  uint16_t d;       // half: scale
-  uint16_t m;       // half: offset (the block minimum)
-  uint8_t qs[16];   // nibbles as in q4_0
+  uint16_t d;      // half: scale
+  uint16_t m;      // half: offset (the block minimum)
+  uint8_t qs[16];  // nibbles as in q4_0
 };
 static_assert(sizeof(BlockQ4_1) == 20 && offsetof(BlockQ4_1, qs) == 4);
 
@@ -75,24 +75,24 @@ static_assert(sizeof(BlockQ4_1) == 20 && offsetof(BlockQ4_1, qs) == 4);
 //   element j (j < 16) = (((qs[j] & 0xF) | bit(H, j)      << 4) - 16) * d
 //   element j + 16     = (((qs[j] >> 4)  | bit(H, j + 16) << 4) - 16) * d
 struct BlockQ5_0 {
-  uint16_t d;       // half: scale
-  uint8_t qh[4];    // 5th bit of each element, bit i = element i
-  uint8_t qs[16];   // low 4 bits, nibbles as in q4_0
+  uint16_t d;      // half: scale
+  uint8_t qh[4];   // 5th bit of each element, bit i = element i
+  uint8_t qs[16];  // low 4 bits, nibbles as in q4_0
 };
 static_assert(sizeof(BlockQ5_0) == 22 && offsetof(BlockQ5_0, qh) == 2 && offsetof(BlockQ5_0, qs) == 6);
 
 // q5_1 (24 bytes): 5-bit with offset; like q5_0 but value = q * d + m with q in 0..31 (no -16).
 struct BlockQ5_1 {
-  uint16_t d;       // half: scale
-  uint16_t m;       // half: offset
-  uint8_t qh[4];    // 5th bits as in q5_0
-  uint8_t qs[16];   // low 4 bits as in q5_0
+  uint16_t d;      // half: scale
+  uint16_t m;      // half: offset
+  uint8_t qh[4];   // 5th bits as in q5_0
+  uint8_t qs[16];  // low 4 bits as in q5_0
 };
 static_assert(sizeof(BlockQ5_1) == 24 && offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ5_1, qs) == 8);
 
 // q8_0 (34 bytes): element j = qs[j] * d.
 struct BlockQ8_0 {
-  uint16_t d;       // half: scale = amax / 127
+  uint16_t d;  // half: scale = amax / 127
   int8_t qs[32];
 };
 static_assert(sizeof(BlockQ8_0) == 34 && offsetof(BlockQ8_0, qs) == 2);
@@ -100,8 +100,8 @@ static_assert(sizeof(BlockQ8_0) == 34 && offsetof(BlockQ8_0, qs) == 2);
 // q8_1 (36 bytes): activation format of the q4_1/q5_1 dot products; element j = qs[j] * d.
 // s = half(d32 * Σ qs) where d32 is the unrounded float scale (not half(d)).
 struct BlockQ8_1 {
-  uint16_t d;       // half: scale = amax / 127
-  uint16_t s;       // half: d32 * sum(qs)
+  uint16_t d;  // half: scale = amax / 127
+  uint16_t s;  // half: d32 * sum(qs)
   int8_t qs[32];
 };
 static_assert(sizeof(BlockQ8_1) == 36 && offsetof(BlockQ8_1, qs) == 4);
@@ -178,10 +178,10 @@ static_assert(sizeof(BlockQ5_K) == 176 && offsetof(BlockQ5_K, scales) == 4 && of
 //     q   = (lo4 | hi2 << 4) - 32                                                 (-32..31)
 //     value = (d * scales[n/16 + 2r + l/16]) * q
 struct BlockQ6_K {
-  uint8_t ql[128];     // low 4 bits
-  uint8_t qh[64];      // high 2 bits, four planes per byte
-  int8_t scales[16];   // per 16-element sub-block
-  uint16_t d;          // half: super-block scale
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits, four planes per byte
+  int8_t scales[16];  // per 16-element sub-block
+  uint16_t d;         // half: super-block scale
 };
 static_assert(sizeof(BlockQ6_K) == 210 && offsetof(BlockQ6_K, qh) == 128 && offsetof(BlockQ6_K, scales) == 192 &&
               offsetof(BlockQ6_K, d) == 208);
@@ -189,9 +189,9 @@ static_assert(sizeof(BlockQ6_K) == 210 && offsetof(BlockQ6_K, qh) == 128 && offs
 // q8_K (292 bytes): activation format of the K-quant dot products; element j = d * qs[j].
 // d = 1 / (-127 / max) where max is the signed value of largest magnitude (so d may be negative).
 struct BlockQ8_K {
-  float d;             // f32 scale
+  float d;  // f32 scale
   int8_t qs[256];
-  int16_t bsums[16];   // sum of qs over each group of 16
+  int16_t bsums[16];  // sum of qs over each group of 16
 };
 static_assert(sizeof(BlockQ8_K) == 292 && offsetof(BlockQ8_K, qs) == 4 && offsetof(BlockQ8_K, bsums) == 260);
 

@@ -213,14 +213,22 @@ uint16_t f32_to_bf16(float f) { return detail::float_to_bf16_bits(f); }
 
 bool can_dequantize(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16:
-    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
-    case DType::Q8_0: case DType::Q8_1:
-    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K:
-      return true;
-    default:
-      return false;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q8_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K: return true;
+    default: return false;
   }
 }
 
@@ -261,8 +269,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return run_blocks<BlockQ5_K, k_qk_k, deq_q5_K>(src, dst, n);
     case DType::Q6_K: return run_blocks<BlockQ6_K, k_qk_k, deq_q6_K>(src, dst, n);
     case DType::Q8_K: return run_blocks<BlockQ8_K, k_qk_k, deq_q8_K>(src, dst, n);
-    default:
-      fail("dequantize_row: type {} is not supported", dtype_name(t));
+    default: fail("dequantize_row: type {} is not supported", dtype_name(t));
   }
 }
 

@@ -418,12 +418,17 @@ void run_blocks(const float* src, void* dst, int64_t n) {
 
 bool can_quantize(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16:
-    case DType::Q8_0: case DType::Q8_1: case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q8_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
   }
 }
 
@@ -457,8 +462,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q4_K: return run_blocks<BlockQ4_K, k_qk_k, quant_q4_K>(src, dst, n);
     case DType::Q5_K: return run_blocks<BlockQ5_K, k_qk_k, quant_q5_K>(src, dst, n);
     case DType::Q6_K: return run_blocks<BlockQ6_K, k_qk_k, quant_q6_K>(src, dst, n);
-    default:
-      fail("quantize_row: no quantizer for type {}", dtype_name(t));
+    default: fail("quantize_row: no quantizer for type {}", dtype_name(t));
   }
 }
 

@@ -47,7 +47,9 @@ std::string model_label(const model::Model& m, uint64_t n_params) {
 
 struct Timer {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  double ns() const { return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()); }
+  double ns() const {
+    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
 };
 
 void stats(BenchRow& r, const std::vector<double>& ns, int64_t tokens) {
@@ -75,35 +77,36 @@ std::string human_bytes(uint64_t b) {
 }
 
 nlohmann::json row_json(const BenchRow& r) {
-  return nlohmann::json{{"model", r.model},
-                        {"model_file", r.model_file},
-                        {"model_size", r.model_size},
-                        {"model_n_params", r.model_n_params},
-                        {"backend", r.backend},
-                        {"n_ubatch", r.n_ubatch},
-                        {"n_prompt", r.n_prompt},
-                        {"n_gen", r.n_gen},
-                        {"n_depth", r.n_depth},
-                        {"test", r.test},
-                        {"reps", r.reps},
-                        {"samples_ts", r.samples_ts},
-                        {"avg_ts", r.avg_ts},
-                        {"stddev_ts", r.stddev_ts},
-                        {"avg_ns", r.avg_ns},
-                        {"peak_device_memory", r.peak_device_memory},
-                        {"memory", {{"weights", r.memory.weights}, {"kv", r.memory.kv}, {"arena", r.memory.arena},
-                                    {"other", r.memory.other}}},
-                        {"type_k", r.type_k},
-                        {"type_v", r.type_v},
-                        {"flops_per_token", r.flops_per_token},
-                        {"tflops", r.tflops},
-                        {"bytes_per_token", r.bytes_per_token},
-                        {"gbs", r.gbs},
-                        {"roof_kind", r.roof_kind},
-                        {"roof_pct", r.roof_pct},
-                        {"matmul_path", r.matmul_path},
-                        {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile},
-                        {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch}};
+  return nlohmann::json{
+      {"model", r.model},
+      {"model_file", r.model_file},
+      {"model_size", r.model_size},
+      {"model_n_params", r.model_n_params},
+      {"backend", r.backend},
+      {"n_ubatch", r.n_ubatch},
+      {"n_prompt", r.n_prompt},
+      {"n_gen", r.n_gen},
+      {"n_depth", r.n_depth},
+      {"test", r.test},
+      {"reps", r.reps},
+      {"samples_ts", r.samples_ts},
+      {"avg_ts", r.avg_ts},
+      {"stddev_ts", r.stddev_ts},
+      {"avg_ns", r.avg_ns},
+      {"peak_device_memory", r.peak_device_memory},
+      {"memory",
+       {{"weights", r.memory.weights}, {"kv", r.memory.kv}, {"arena", r.memory.arena}, {"other", r.memory.other}}},
+      {"type_k", r.type_k},
+      {"type_v", r.type_v},
+      {"flops_per_token", r.flops_per_token},
+      {"tflops", r.tflops},
+      {"bytes_per_token", r.bytes_per_token},
+      {"gbs", r.gbs},
+      {"roof_kind", r.roof_kind},
+      {"roof_pct", r.roof_pct},
+      {"matmul_path", r.matmul_path},
+      {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile},
+      {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch}};
 }
 
 // Host split per ubatch of the timed repetitions (see BenchRow::host_ms_per_ubatch).
@@ -273,89 +276,89 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     };
     auto test_name = [](std::string t, int32_t d) { return d > 0 ? fmt::format("{} @ d{}", t, d) : t; };
     for (int32_t depth : p.n_depth)
-    for (int32_t np : p.n_prompt) {
-      if (np == 0) continue;
-      BenchRow r = base;
-      r.n_prompt = np;
-      r.n_depth = depth;
-      r.test = test_name(fmt::format("pp{}", np), depth);
-      std::span<const int32_t> tok(tokens.data(), static_cast<size_t>(np));
-      if (p.warmup) {  // until the device is busy ≥ k_warmup_s (GPU clocks ramp up; docs/tuning-log.md #12)
-        log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
-        Timer w;
-        for (int i = 0; i < k_warmup_max_runs && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
+      for (int32_t np : p.n_prompt) {
+        if (np == 0) continue;
+        BenchRow r = base;
+        r.n_prompt = np;
+        r.n_depth = depth;
+        r.test = test_name(fmt::format("pp{}", np), depth);
+        std::span<const int32_t> tok(tokens.data(), static_cast<size_t>(np));
+        if (p.warmup) {  // until the device is busy ≥ k_warmup_s (GPU clocks ramp up; docs/tuning-log.md #12)
+          log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
+          Timer w;
+          for (int i = 0; i < k_warmup_max_runs && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
+            reset_to(depth);
+            s.eval(tok);
+          }
+        }
+        std::vector<double> ns;
+        for (int32_t i = 0; i < p.reps; ++i) {
+          log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
           reset_to(depth);
+          if (i == 0) reset_timing(s);
+          Timer t;
           s.eval(tok);
+          ns.push_back(t.ns());
         }
+        stats(r, ns, np);
+        // At a depth the untimed prefill of later repetitions would be counted too: no split then.
+        r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
+        log(fmt::format("bench: ub {} {} host ms per ubatch: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
+        r.matmul_path = path_used();
+        const bool mmq = r.matmul_path == "mmq";
+        r.flops_per_token = flops_per_token(*model, depth + (np + 1) / 2.0);
+        r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+        if (p.roofline) {
+          const double peak = mmq ? p.roofline->int8_dot_tops : p.roofline->fp32_tflops;
+          r.roof_kind = mmq ? "int8_dot" : "fp32";
+          r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
+        }
+        if (p.profile) r.profile = profile_by_op();
+        ub_rows.push_back(std::move(r));
       }
-      std::vector<double> ns;
-      for (int32_t i = 0; i < p.reps; ++i) {
-        log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
-        reset_to(depth);
-        if (i == 0) reset_timing(s);
-        Timer t;
-        s.eval(tok);
-        ns.push_back(t.ns());
-      }
-      stats(r, ns, np);
-      // At a depth the untimed prefill of later repetitions would be counted too: no split then.
-      r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
-      log(fmt::format("bench: ub {} {} host ms per ubatch: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
-      r.matmul_path = path_used();
-      const bool mmq = r.matmul_path == "mmq";
-      r.flops_per_token = flops_per_token(*model, depth + (np + 1) / 2.0);
-      r.tflops = r.avg_ts * r.flops_per_token / 1e12;
-      if (p.roofline) {
-        const double peak = mmq ? p.roofline->int8_dot_tops : p.roofline->fp32_tflops;
-        r.roof_kind = mmq ? "int8_dot" : "fp32";
-        r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
-      }
-      if (p.profile) r.profile = profile_by_op();
-      ub_rows.push_back(std::move(r));
-    }
     for (int32_t depth : p.n_depth)
-    for (int32_t ng : p.n_gen) {
-      if (ng == 0) continue;
-      BenchRow r = base;
-      r.n_gen = ng;
-      r.n_depth = depth;
-      r.test = test_name(fmt::format("tg{}", ng), depth);
-      auto gen = [&] {
-        for (int32_t i = 0; i < ng; ++i) s.eval(std::span<const int32_t>(tokens.data() + i, 1));
-      };
-      if (p.warmup) {
-        log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
-        Timer w;
-        reset_to(depth);
-        for (int i = 0; i < k_warmup_max_runs * 8 && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
-          if (s.n_past() >= s.n_ctx()) reset_to(depth);
-          s.eval(std::span<const int32_t>(tokens.data(), 1));
+      for (int32_t ng : p.n_gen) {
+        if (ng == 0) continue;
+        BenchRow r = base;
+        r.n_gen = ng;
+        r.n_depth = depth;
+        r.test = test_name(fmt::format("tg{}", ng), depth);
+        auto gen = [&] {
+          for (int32_t i = 0; i < ng; ++i) s.eval(std::span<const int32_t>(tokens.data() + i, 1));
+        };
+        if (p.warmup) {
+          log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
+          Timer w;
+          reset_to(depth);
+          for (int i = 0; i < k_warmup_max_runs * 8 && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
+            if (s.n_past() >= s.n_ctx()) reset_to(depth);
+            s.eval(std::span<const int32_t>(tokens.data(), 1));
+          }
         }
+        std::vector<double> ns;
+        for (int32_t i = 0; i < p.reps; ++i) {
+          log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
+          reset_to(depth);
+          if (i == 0) reset_timing(s);
+          Timer t;
+          gen();
+          ns.push_back(t.ns());
+        }
+        stats(r, ns, ng);
+        // At a depth the untimed prefill of later repetitions would be counted too: no split then.
+        r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
+        log(fmt::format("bench: ub {} {} host ms per token: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
+        if (p.profile) r.profile = profile_by_op();
+        r.flops_per_token = flops_per_token(*model, depth + ng / 2.0);
+        r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+        r.bytes_per_token = bytes_per_token(*model);
+        r.gbs = r.avg_ts * double(r.bytes_per_token) / 1e9;
+        if (p.roofline) {
+          r.roof_kind = "copy";
+          r.roof_pct = p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / p.roofline->copy_gbs : 0.0;
+        }
+        ub_rows.push_back(std::move(r));
       }
-      std::vector<double> ns;
-      for (int32_t i = 0; i < p.reps; ++i) {
-        log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
-        reset_to(depth);
-        if (i == 0) reset_timing(s);
-        Timer t;
-        gen();
-        ns.push_back(t.ns());
-      }
-      stats(r, ns, ng);
-      // At a depth the untimed prefill of later repetitions would be counted too: no split then.
-      r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
-      log(fmt::format("bench: ub {} {} host ms per token: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
-      if (p.profile) r.profile = profile_by_op();
-      r.flops_per_token = flops_per_token(*model, depth + ng / 2.0);
-      r.tflops = r.avg_ts * r.flops_per_token / 1e12;
-      r.bytes_per_token = bytes_per_token(*model);
-      r.gbs = r.avg_ts * double(r.bytes_per_token) / 1e9;
-      if (p.roofline) {
-        r.roof_kind = "copy";
-        r.roof_pct = p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / p.roofline->copy_gbs : 0.0;
-      }
-      ub_rows.push_back(std::move(r));
-    }
     const uint64_t peak = s.backend().device_memory_bytes();
     const backend::MemoryStats mem = s.backend().stats().memory;
     for (auto& r : ub_rows) {
@@ -370,7 +373,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
 std::string bench_markdown(const std::vector<BenchRow>& rows) {
   std::string out =
       "| model | size | params | backend | n_ubatch | test | t/s | peak mem | TFLOP/s | GB/s | % roof |\n"
-      "| ------------------------------ | ---------: | ---------: | ---------- | -------: | ------------: | -------------------: | ---------: | ------: | ------: | ------: |\n";
+      "| ------------------------------ | ---------: | ---------: | ---------- | -------: | ------------: | "
+      "-------------------: | ---------: | ------: | ------: | ------: |\n";
   for (const auto& r : rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
     const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
@@ -395,10 +399,10 @@ std::string bench_csv(const std::vector<BenchRow>& rows) {
       "model,model_file,model_size,model_n_params,backend,n_ubatch,n_prompt,n_gen,test,reps,avg_ts,stddev_ts,avg_ns,"
       "peak_device_memory,flops_per_token,tflops,bytes_per_token,gbs,roof_kind,roof_pct,matmul_path\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.0f},{},{:.6g},{:.6f},{},{:.6f},{},{:.4f},{}\n", q(r.model),
-                       q(r.model_file), r.model_size, r.model_n_params, q(r.backend), r.n_ubatch, r.n_prompt, r.n_gen,
-                       r.test, r.reps, r.avg_ts, r.stddev_ts, r.avg_ns, r.peak_device_memory, r.flops_per_token,
-                       r.tflops, r.bytes_per_token, r.gbs, r.roof_kind, r.roof_pct, r.matmul_path);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.0f},{},{:.6g},{:.6f},{},{:.6f},{},{:.4f},{}\n",
+                       q(r.model), q(r.model_file), r.model_size, r.model_n_params, q(r.backend), r.n_ubatch,
+                       r.n_prompt, r.n_gen, r.test, r.reps, r.avg_ts, r.stddev_ts, r.avg_ns, r.peak_device_memory,
+                       r.flops_per_token, r.tflops, r.bytes_per_token, r.gbs, r.roof_kind, r.roof_pct, r.matmul_path);
   }
   return out;
 }

@@ -50,7 +50,7 @@ struct BenchParams {
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
-  bool profile = false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run)
+  bool profile = false;         // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run)
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   bool kv_f16 = true;           // [N4] the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
   uint64_t seed = 1234;
@@ -59,31 +59,31 @@ struct BenchParams {
 };
 
 struct BenchRow {
-  std::string model;       // "qwen2 3.09B Q4_K - Medium"
+  std::string model;  // "qwen2 3.09B Q4_K - Medium"
   std::string model_file;
-  uint64_t model_size = 0;     // bytes of tensor data
+  uint64_t model_size = 0;  // bytes of tensor data
   uint64_t model_n_params = 0;
-  std::string backend;         // Backend::name()
+  std::string backend;  // Backend::name()
   int32_t n_ubatch = 0;
-  int32_t n_prompt = 0;        // pp rows
-  int32_t n_gen = 0;           // tg rows
-  int32_t n_depth = 0;         // KV positions held before the timed run (-d)
-  std::string test;            // "pp512", "tg128"
+  int32_t n_prompt = 0;  // pp rows
+  int32_t n_gen = 0;     // tg rows
+  int32_t n_depth = 0;   // KV positions held before the timed run (-d)
+  std::string test;      // "pp512", "tg128"
   int32_t reps = 0;
   std::vector<double> samples_ts;
   double avg_ts = 0, stddev_ts = 0;
-  double avg_ns = 0;           // mean wall ns per repetition
+  double avg_ns = 0;                // mean wall ns per repetition
   uint64_t peak_device_memory = 0;  // bytes, after every run of this ub
   backend::MemoryStats memory;      // [N4] device memory by kind after the runs of this ub (Backend::stats())
   std::string type_k = "f32", type_v = "f32";  // the context's KV cache types (llama-bench's fields)
   double flops_per_token = 0;
-  double tflops = 0;           // achieved (avg_ts · flops_per_token), pp and tg
+  double tflops = 0;             // achieved (avg_ts · flops_per_token), pp and tg
   uint64_t bytes_per_token = 0;  // tg: weight bytes a decode token reads (bytes_per_token(); 0 for pp)
-  double gbs = 0;              // tg: achieved GB/s of weights read (bytes_per_token · t/s / 1e9)
-  std::string roof_kind;       // "int8_dot" | "fp32" | "copy" | "" (no roofline)
-  double roof_pct = 0;         // % of that peak; 0 when roof_kind is ""
-  std::string matmul_path;     // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
-  nlohmann::json profile;      // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
+  double gbs = 0;                // tg: achieved GB/s of weights read (bytes_per_token · t/s / 1e9)
+  std::string roof_kind;         // "int8_dot" | "fp32" | "copy" | "" (no roofline)
+  double roof_pct = 0;           // % of that peak; 0 when roof_kind is ""
+  std::string matmul_path;       // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
+  nlohmann::json profile;        // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
   // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
   // plan (plan_arena), setup / record / submit_wait / readback (Context::stats().host; zero
   // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.

@@ -68,9 +68,9 @@ struct GenerateParams {
   int32_t max_tokens = -1;        // < 0: until end-of-generation or the end of the context
   std::vector<std::string> stop;  // stop strings (empty ones are ignored)
   bool ignore_eos = false;
-  bool all_logits = false;        // on_prompt_logits gets every prompt position's logits
-  int32_t n_cached = 0;           // leading prompt tokens already in the context ([N3]); < prompt size
-  bool cache_prompt = true;       // read by the Scheduler, not here: false = reuse no cached prefix
+  bool all_logits = false;   // on_prompt_logits gets every prompt position's logits
+  int32_t n_cached = 0;      // leading prompt tokens already in the context ([N3]); < prompt size
+  bool cache_prompt = true;  // read by the Scheduler, not here: false = reuse no cached prefix
 };
 
 struct TokenEvent {
@@ -87,12 +87,12 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)
   std::string text;             // everything emitted, tail included
   StopReason reason = StopReason::Length;
-  std::string stop_word;        // the stop string that matched (StopString only)
-  int32_t n_prompt = 0;         // prompt tokens
-  int32_t n_cached = 0;         // of which were already in the context
-  double prompt_ms = 0;         // prefill wall time
-  double gen_ms = 0;            // from the first sample to the final flush
-  uint32_t seed = 0;            // the sampler's seed (drawn at random when none was given)
+  std::string stop_word;  // the stop string that matched (StopString only)
+  int32_t n_prompt = 0;   // prompt tokens
+  int32_t n_cached = 0;   // of which were already in the context
+  double prompt_ms = 0;   // prefill wall time
+  double gen_ms = 0;      // from the first sample to the final flush
+  uint32_t seed = 0;      // the sampler's seed (drawn at random when none was given)
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

@@ -30,10 +30,10 @@
 namespace rocky::runtime {
 
 struct EnvOptions {
-  vulkan::LabOptions lab;                      // the ROCKY_* lab overrides as set ("" = unset)
-  std::string vulkan_loader;                   // ROCKY_VULKAN_LOADER ("" = the default)
-  std::string cache_dir;                       // $XDG_CACHE_HOME, else $HOME/.cache, else ""
-  std::string xdg_runtime_dir;                 // XDG_RUNTIME_DIR ("" = unset)
+  vulkan::LabOptions lab;       // the ROCKY_* lab overrides as set ("" = unset)
+  std::string vulkan_loader;    // ROCKY_VULKAN_LOADER ("" = the default)
+  std::string cache_dir;        // $XDG_CACHE_HOME, else $HOME/.cache, else ""
+  std::string xdg_runtime_dir;  // XDG_RUNTIME_DIR ("" = unset)
 };
 
 // Reads every variable above now.

@@ -109,13 +109,13 @@ constexpr uint32_t k_disk_version = 1;
 struct DiskHeader {
   char magic[8];
   uint32_t version;
-  uint32_t header_bytes;      // sizeof(DiskHeader)
-  uint64_t model;             // CacheIdentity::model
-  uint64_t identity;          // CacheIdentity::hash()
+  uint32_t header_bytes;  // sizeof(DiskHeader)
+  uint64_t model;         // CacheIdentity::model
+  uint64_t identity;      // CacheIdentity::hash()
   uint32_t kv_type;
   int32_t n_layer;
   int32_t n_embd_kv;
-  int32_t block;              // tokens per block of the cache that wrote it
+  int32_t block;  // tokens per block of the cache that wrote it
   uint64_t key, parent;
   int32_t p0, n_tokens;
   uint64_t kv_bytes, state_bytes;
@@ -174,7 +174,8 @@ PrefixCache::PrefixCache(const CacheIdentity& id, PrefixCacheOptions o) : id_(id
     const std::string probe = fmt::format("{}/.probe-{}-{}", o_.dir, ::getpid(), static_cast<const void*>(this));
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-      warn(fmt::format("cannot write to --cache-dir {} ({}); running without the disk tier", o_.dir, errno_text(errno)));
+      warn(
+          fmt::format("cannot write to --cache-dir {} ({}); running without the disk tier", o_.dir, errno_text(errno)));
     } else {
       ::close(fd);
       ::unlink(probe.c_str());
@@ -211,7 +212,8 @@ void PrefixCache::scan_dir() {
   std::error_code ec;
   for (fs::directory_iterator it(o_.dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() != 16 + 1 + 16 + 4 || name.compare(0, prefix.size(), prefix) != 0 || name.substr(33) != ".rkv") continue;
+    if (name.size() != 16 + 1 + 16 + 4 || name.compare(0, prefix.size(), prefix) != 0 || name.substr(33) != ".rkv")
+      continue;
     std::error_code e2;
     const uint64_t bytes = it->file_size(e2);
     if (e2) continue;
@@ -309,7 +311,8 @@ BlockPtr PrefixCache::find(uint64_t key, uint64_t parent, int32_t p0, std::span<
     std::lock_guard lk(mu_);
     if (auto it = ram_.find(key); it != ram_.end()) {
       const Block& b = *it->second.b;
-      if (b.p0 == p0 && b.parent == parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) {
+      if (b.p0 == p0 && b.parent == parent &&
+          std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) {
         ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
         ++st_.ram.hits;
         if (tier) *tier = 1;
@@ -368,13 +371,16 @@ BlockPtr PrefixCache::disk_read(uint64_t key, uint64_t parent, int32_t p0, std::
   DiskHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);
   if (std::memcmp(h.magic, k_magic, sizeof k_magic) != 0) return bad("not a rocky prefix-cache entry (bad magic)");
-  if (hash64(bytes.data(), offsetof(DiskHeader, header_checksum)) != h.header_checksum) return bad("header checksum mismatch");
-  if (h.version != k_disk_version) return bad(fmt::format("format version {} (this rocky reads {})", h.version, k_disk_version));
-  if (h.header_bytes != sizeof(DiskHeader)) return bad(fmt::format("header size {} (expected {})", h.header_bytes, sizeof(DiskHeader)));
+  if (hash64(bytes.data(), offsetof(DiskHeader, header_checksum)) != h.header_checksum)
+    return bad("header checksum mismatch");
+  if (h.version != k_disk_version)
+    return bad(fmt::format("format version {} (this rocky reads {})", h.version, k_disk_version));
+  if (h.header_bytes != sizeof(DiskHeader))
+    return bad(fmt::format("header size {} (expected {})", h.header_bytes, sizeof(DiskHeader)));
   if (h.model != id_.model || h.identity != id_hash_) return bad("written for another model or KV type");
   if (h.kv_type != id_.kv_type || h.n_layer != id_.n_layer || h.n_embd_kv != id_.n_embd_kv)
-    return bad(fmt::format("KV type/shape {}/{}×{} differs from this context's {}/{}×{}", h.kv_type, h.n_layer, h.n_embd_kv,
-                           id_.kv_type, id_.n_layer, id_.n_embd_kv));
+    return bad(fmt::format("KV type/shape {}/{}×{} differs from this context's {}/{}×{}", h.kv_type, h.n_layer,
+                           h.n_embd_kv, id_.kv_type, id_.n_layer, id_.n_embd_kv));
   if (h.key != key || h.parent != parent || h.p0 != p0 || h.block != o_.block ||
       h.n_tokens != static_cast<int32_t>(tokens.size()))
     return bad("block key, position or size differs from its file name");
@@ -383,8 +389,8 @@ BlockPtr PrefixCache::disk_read(uint64_t key, uint64_t parent, int32_t p0, std::
   if (h.state_bytes > (1ull << 40) || h.payload_bytes != uint64_t(h.n_tokens) * 4 + h.kv_bytes + h.state_bytes)
     return bad("payload length does not add up");
   if (bytes.size() - sizeof(DiskHeader) != h.payload_bytes)
-    return bad(fmt::format("truncated or padded: payload of {} bytes, header says {}", bytes.size() - sizeof(DiskHeader),
-                           h.payload_bytes));
+    return bad(fmt::format("truncated or padded: payload of {} bytes, header says {}",
+                           bytes.size() - sizeof(DiskHeader), h.payload_bytes));
   const uint8_t* pl = bytes.data() + sizeof(DiskHeader);
   if (hash64(pl, static_cast<size_t>(h.payload_bytes)) != h.payload_checksum) return bad("payload checksum mismatch");
   auto b = std::make_shared<Block>();
@@ -504,7 +510,8 @@ void PrefixCache::touch_chain(std::span<const uint64_t> keys) {
   std::lock_guard lk(mu_);
   for (size_t i = keys.size(); i-- > 0;) {
     if (auto it = ram_.find(keys[i]); it != ram_.end()) ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
-    if (auto it = disk_.find(keys[i]); it != disk_.end()) disk_lru_.splice(disk_lru_.begin(), disk_lru_, it->second.lru);
+    if (auto it = disk_.find(keys[i]); it != disk_.end())
+      disk_lru_.splice(disk_lru_.begin(), disk_lru_, it->second.lru);
   }
 }
 
@@ -555,10 +562,13 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
   // Device tier: the common prefix of what the context holds and the prompt.
   const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
   int32_t keep = 0;
-  while (static_cast<size_t>(keep) < n_held && keep < np - 1 && held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
+  while (static_cast<size_t>(keep) < n_held && keep < np - 1 &&
+         held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
     ++keep;
-  if (keep == 0) s.reset();
-  else s.truncate(keep);
+  if (keep == 0)
+    s.reset();
+  else
+    s.truncate(keep);
   hit.from_device = keep;
   if (cache) {
     const int32_t B = cache->block();

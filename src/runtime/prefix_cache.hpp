@@ -57,12 +57,12 @@ uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
 
 // What makes two contexts' KV interchangeable.
 struct CacheIdentity {
-  uint64_t model = 0;      // content hash of the model file (+ hparams: rope base/scale/mode/n_rot)
-  uint32_t kv_type = 0;    // backend::KvType
+  uint64_t model = 0;    // content hash of the model file (+ hparams: rope base/scale/mode/n_rot)
+  uint32_t kv_type = 0;  // backend::KvType
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;
   uint64_t kv_bytes_per_pos = 0;  // Context::kv_export_bytes(1)
-  uint64_t hash() const;   // everything above in one key
+  uint64_t hash() const;          // everything above in one key
 };
 // The identity of `m` on a backend with KV type `kv` (hashes the whole file: ~1 s per 2-3 GiB).
 CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx);
@@ -78,25 +78,25 @@ struct Block {
 using BlockPtr = std::shared_ptr<const Block>;
 
 struct PrefixCacheOptions {
-  int32_t block = 256;             // tokens per block (1 .. 256)
+  int32_t block = 256;  // tokens per block (1 .. 256)
   uint64_t ram_bytes = 2048ull << 20;
-  std::string dir;                 // empty: no disk tier
+  std::string dir;  // empty: no disk tier
   uint64_t disk_bytes = 8192ull << 20;
 };
 
 struct TierStats {
-  int64_t hits = 0, misses = 0;    // blocks
-  int64_t evictions = 0;           // blocks
-  uint64_t bytes = 0;              // in use now
+  int64_t hits = 0, misses = 0;  // blocks
+  int64_t evictions = 0;         // blocks
+  uint64_t bytes = 0;            // in use now
   uint64_t limit = 0;
-  int64_t blocks = 0;              // held now
+  int64_t blocks = 0;  // held now
 };
 
 struct PrefixCacheStats {
   TierStats device, ram, disk;
   bool disk_enabled = false;
-  int64_t disk_errors = 0;         // damaged entries skipped
-  int64_t disk_writes = 0;         // entries written
+  int64_t disk_errors = 0;  // damaged entries skipped
+  int64_t disk_writes = 0;  // entries written
   int64_t pending_writes = 0;
   int32_t block = 0;
 };
@@ -141,14 +141,14 @@ class PrefixCache {
     std::list<uint64_t>::iterator lru;
   };
   std::string path_of(uint64_t key) const;
-  void ram_insert(BlockPtr b);    // mu_ held
+  void ram_insert(BlockPtr b);        // mu_ held
   void ram_evict_to(uint64_t limit);  // mu_ held
   BlockPtr disk_read(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens);
-  bool disk_write(const Block& b);  // writer thread
-  void disk_forget(uint64_t key);   // mu_ held
+  bool disk_write(const Block& b);                               // writer thread
+  void disk_forget(uint64_t key);                                // mu_ held
   void disk_touch(uint64_t key, uint64_t bytes, bool verified);  // mu_ held
-  void disk_evict_to(uint64_t limit);  // mu_ held; unlinks files
-  void disable_disk(const std::string& why);  // mu_ held
+  void disk_evict_to(uint64_t limit);                            // mu_ held; unlinks files
+  void disable_disk(const std::string& why);                     // mu_ held
   void scan_dir();
   void writer();
 
@@ -157,7 +157,7 @@ class PrefixCache {
   uint64_t id_hash_ = 0, seed_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, RamEntry> ram_;
-  std::list<uint64_t> ram_lru_;     // front = most recent
+  std::list<uint64_t> ram_lru_;  // front = most recent
   uint64_t ram_bytes_ = 0;
   std::unordered_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
@@ -175,14 +175,14 @@ class PrefixCache {
 // --- One context and the cache ---
 // How much of `prompt` a context must not recompute, after loading blocks into it.
 struct PrefixHit {
-  int32_t n_cached = 0;   // leading prompt tokens now in the context (≤ prompt.size() - 1)
+  int32_t n_cached = 0;  // leading prompt tokens now in the context (≤ prompt.size() - 1)
   int32_t from_device = 0, from_ram = 0, from_disk = 0;  // tokens per tier
 };
 // Before a prefill: `held` are the tokens `s` holds now (its n_past first ones). Keeps their
 // common prefix with `prompt` (device tier), then loads the following cached blocks (cache may be
 // null: device tier only). Leaves s.n_past() == n_cached. With use == false: resets s, returns 0.
-PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held,
-                         std::span<const int32_t> prompt, bool use = true);
+PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
+                         bool use = true);
 // After a generation: `tokens` are what `s` holds (its first n_past positions); every full block
 // of them the cache does not have yet is exported and added; the whole chain is touched.
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens);

@@ -14,12 +14,12 @@ namespace rocky::runtime {
 inline constexpr uint32_t k_default_seed = 0xFFFFFFFFu;  // llama.cpp LLAMA_DEFAULT_SEED: pick at random
 
 struct SamplerParams {
-  float temp = 0.8f;             // ≤ 0: greedy
-  int32_t top_k = 40;            // ≤ 0: off
-  float top_p = 0.95f;           // ≥ 1: off
-  float min_p = 0.05f;           // ≤ 0: off
-  float repeat_penalty = 1.0f;   // 1: off. logit > 0 → logit / penalty, else logit · penalty
-  int32_t repeat_last_n = 64;    // how many recent tokens the penalty looks at (0: off)
+  float temp = 0.8f;            // ≤ 0: greedy
+  int32_t top_k = 40;           // ≤ 0: off
+  float top_p = 0.95f;          // ≥ 1: off
+  float min_p = 0.05f;          // ≤ 0: off
+  float repeat_penalty = 1.0f;  // 1: off. logit > 0 → logit / penalty, else logit · penalty
+  int32_t repeat_last_n = 64;   // how many recent tokens the penalty looks at (0: off)
   uint32_t seed = k_default_seed;
   // Tokens the vocabulary has. An embedding/output table may be padded past it (legal: rows for
   // alignment); logits at ids ≥ n_vocab are never picked. 0 = every logit is a token.

@@ -36,18 +36,18 @@ namespace rocky::runtime {
 struct Job {
   std::vector<int32_t> prompt;
   GenerateParams params;
-  TokenFn on_token;               // per token; false cancels
-  std::function<bool()> alive;    // polled per token and before the job starts (client still there?)
+  TokenFn on_token;                 // per token; false cancels
+  std::function<bool()> alive;      // polled per token and before the job starts (client still there?)
   std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
 
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
-  std::string error;              // non-empty: the generation threw (result empty)
-  PrefixHit cache_hit;            // where the cached prompt tokens came from
+  std::string error;    // non-empty: the generation threw (result empty)
+  PrefixHit cache_hit;  // where the cached prompt tokens came from
   int slot = -1;
   bool started = false;
   void wait();
-  bool wait_for_ms(int ms);       // true when done
+  bool wait_for_ms(int ms);  // true when done
   bool done() const;
 
  private:
@@ -60,9 +60,9 @@ struct Job {
 struct SchedulerStats {
   int n_slots = 0;
   int slots_busy = 0;
-  int64_t queued = 0;    // jobs waiting for a slot
-  int64_t kv_used = 0;   // KV cells in use over all slots
-  int32_t n_ctx = 0;     // per slot
+  int64_t queued = 0;   // jobs waiting for a slot
+  int64_t kv_used = 0;  // KV cells in use over all slots
+  int32_t n_ctx = 0;    // per slot
 };
 
 class Scheduler {
@@ -93,7 +93,7 @@ class Scheduler {
     std::atomic<int64_t> kv{0};
     std::atomic<bool> busy{false};
     std::atomic<bool> forget{false};  // drop `tokens` before the next job
-    std::shared_ptr<Job> job;     // running (guarded by mu_)
+    std::shared_ptr<Job> job;         // running (guarded by mu_)
     std::thread worker;
   };
   void worker(size_t i);

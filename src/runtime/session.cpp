@@ -78,8 +78,8 @@ int32_t Session::n_ubatch(bool all_logits) {
   return static_cast<int32_t>(std::min<int64_t>(n_ubatch_, cap));
 }
 
-void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits, size_t index,
-                             bool all) {
+void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,
+                             size_t index, bool all) {
   const size_t nv = static_cast<size_t>(n_vocab());
   const size_t col = all ? index / nv : static_cast<size_t>(g.n_tokens) - 1;
   const float v = logits[index];
@@ -103,11 +103,11 @@ void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std
       node = fmt::format("; first non-finite node: {} ({}{})", n.name, graph::op_name(n.op),
                          n.weight ? " of " + n.weight->name : std::string());
     }
-  } catch (const std::exception&) {
-  }
-  fail("non-finite logits ({}) at position {} (token {}), output id {}{}: a weight or activation is NaN/inf or "
-       "overflowed (corrupt model file?); rocky verify --bisect compares every node with the CPU",
-       v != v ? "NaN" : "inf", g.n_past + static_cast<int64_t>(col), toks[col], index % nv, node);
+  } catch (const std::exception&) {}
+  fail(
+      "non-finite logits ({}) at position {} (token {}), output id {}{}: a weight or activation is NaN/inf or "
+      "overflowed (corrupt model file?); rocky verify --bisect compares every node with the CPU",
+      v != v ? "NaN" : "inf", g.n_past + static_cast<int64_t>(col), toks[col], index % nv, node);
 }
 
 void Session::truncate(int32_t n) {
@@ -116,7 +116,8 @@ void Session::truncate(int32_t n) {
 }
 
 std::vector<uint8_t> Session::export_kv(int32_t p0, int32_t n) {
-  if (p0 < 0 || n < 0 || p0 + n > n_past_) fail("export_kv: positions [{}, {}) not all in the context ({} held)", p0, p0 + n, n_past_);
+  if (p0 < 0 || n < 0 || p0 + n > n_past_)
+    fail("export_kv: positions [{}, {}) not all in the context ({} held)", p0, p0 + n, n_past_);
   std::vector<uint8_t> out(static_cast<size_t>(ctx_->kv_export_bytes(n)));
   ctx_->export_kv(p0, n, out);
   return out;
@@ -169,7 +170,8 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     const auto toks = tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt));
     ctx_->compute(g, p, toks, dst);
     if (check_finite_) {
-      if (const size_t bad = first_nonfinite(dst); bad != k_none) fail_nonfinite(g, toks, dst, bad, want == model::Logits::ALL);
+      if (const size_t bad = first_nonfinite(dst); bad != k_none)
+        fail_nonfinite(g, toks, dst, bad, want == model::Logits::ALL);
     }
     const auto t3 = Clock::now();
     timing_.graph_ms += ms(t0, t1);

@@ -53,8 +53,7 @@ class Session {
   // Appends `tokens` to the context and evaluates them. Returns the logits of the last token
   // (n_vocab floats), or with all_logits those of every token, row-major [tokens.size()][n_vocab].
   // A NaN/inf logit is a rocky::Error (SessionOptions::check_finite).
-  std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false,
-                          const ProgressFn& progress = {});
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false, const ProgressFn& progress = {});
 
   void reset();  // clears the KV cache, n_past = 0
   // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.

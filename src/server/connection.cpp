@@ -15,7 +15,8 @@ namespace {
 
 bool same_endpoint(const sockaddr_storage& a, socklen_t len, const std::string& host, int port) {
   char h[NI_MAXHOST], p[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, h, sizeof h, p, sizeof p, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, h, sizeof h, p, sizeof p,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
     return false;
   return host == h && port == std::atoi(p);
 }

@@ -56,7 +56,8 @@ std::optional<double> get_number(const json& o, const char* key, double lo, doub
   if (!v) return std::nullopt;
   if (!v->is_number()) bad_type(key, "a number", *v);
   const double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) bad_value(key, fmt::format("must be between {} and {} (got {})", lo, hi, d));
+  if (!std::isfinite(d) || d < lo || d > hi)
+    bad_value(key, fmt::format("must be between {} and {} (got {})", lo, hi, d));
   return d;
 }
 
@@ -121,9 +122,12 @@ SamplingFields parse_sampling(const json& o, bool native) {
   s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.cache_prompt = get_bool(o, "cache_prompt", true);
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
-  if (field(o, "max_completion_tokens")) s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
-  else if (field(o, "max_tokens")) s.max_tokens = parse_max_tokens(o, "max_tokens");
-  else if (native) s.max_tokens = parse_max_tokens(o, "n_predict");
+  if (field(o, "max_completion_tokens"))
+    s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
+  else if (field(o, "max_tokens"))
+    s.max_tokens = parse_max_tokens(o, "max_tokens");
+  else if (native)
+    s.max_tokens = parse_max_tokens(o, "n_predict");
   if (native && field(o, "n_predict") && (field(o, "max_tokens") || field(o, "max_completion_tokens")))
     parse_max_tokens(o, "n_predict");  // still type-checked
   s.stop = parse_stop(o);
@@ -153,8 +157,9 @@ void check_text_parts(const json& content, const std::string& param) {
     const json* t = field(part, "type");
     if (!t || !t->is_string()) bad_type(p + ".type", "a string", t ? *t : json());
     if (t->get<std::string>() != "text")
-      throw ApiError(400, fmt::format("'{}.type' is '{}': only \"text\" content parts are supported", p, t->get<std::string>()),
-                     p + ".type", "unsupported_value");
+      throw ApiError(
+          400, fmt::format("'{}.type' is '{}': only \"text\" content parts are supported", p, t->get<std::string>()),
+          p + ".type", "unsupported_value");
     const json* text = field(part, "text");
     if (!text || !text->is_string()) bad_type(p + ".text", "a string", text ? *text : json());
   }
@@ -221,8 +226,10 @@ void check_tools(const json& tools) {
     const json* name = field(*fn, "name");
     if (!name || !name->is_string()) bad_type(p + ".function.name", "a string", name ? *name : json());
     if (name->get<std::string>().empty()) bad_value(p + ".function.name", "must not be empty");
-    if (const json* d = field(*fn, "description"); d && !d->is_string()) bad_type(p + ".function.description", "a string", *d);
-    if (const json* ps = field(*fn, "parameters"); ps && !ps->is_object()) bad_type(p + ".function.parameters", "an object", *ps);
+    if (const json* d = field(*fn, "description"); d && !d->is_string())
+      bad_type(p + ".function.description", "a string", *d);
+    if (const json* ps = field(*fn, "parameters"); ps && !ps->is_object())
+      bad_type(p + ".function.parameters", "an object", *ps);
   }
 }
 
@@ -299,7 +306,9 @@ json parse_body(std::string_view body) {
   } catch (const json::exception& e) {
     throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
   }
-  if (!j.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object (got {})", type_name(j)), "", "invalid_type");
+  if (!j.is_object())
+    throw ApiError(400, fmt::format("the request body must be a JSON object (got {})", type_name(j)), "",
+                   "invalid_type");
   return j;
 }
 
@@ -318,16 +327,22 @@ ChatRequest parse_chat(const json& o) {
     if (tc->is_string()) {
       const std::string s = tc->get<std::string>();
       if (s == "required")
-        throw ApiError(400, "'tool_choice' \"required\" needs constrained decoding, which rocky does not support yet "
-                            "(use \"auto\")", "tool_choice", "unsupported_value");
-      if (s != "auto" && s != "none") bad_value("tool_choice", fmt::format("is '{}': must be auto, none, required or a named function", s));
+        throw ApiError(400,
+                       "'tool_choice' \"required\" needs constrained decoding, which rocky does not support yet "
+                       "(use \"auto\")",
+                       "tool_choice", "unsupported_value");
+      if (s != "auto" && s != "none")
+        bad_value("tool_choice", fmt::format("is '{}': must be auto, none, required or a named function", s));
       r.tool_choice = s;
     } else if (tc->is_object()) {
       const json* fn = field(*tc, "function");
       if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string())
-        bad_type("tool_choice.function.name", "a string", fn && fn->is_object() && field(*fn, "name") ? (*fn)["name"] : json());
-      throw ApiError(400, fmt::format("'tool_choice' naming the function '{}' needs constrained decoding, which rocky "
-                                      "does not support yet (use \"auto\")", (*fn)["name"].get<std::string>()),
+        bad_type("tool_choice.function.name", "a string",
+                 fn && fn->is_object() && field(*fn, "name") ? (*fn)["name"] : json());
+      throw ApiError(400,
+                     fmt::format("'tool_choice' naming the function '{}' needs constrained decoding, which rocky "
+                                 "does not support yet (use \"auto\")",
+                                 (*fn)["name"].get<std::string>()),
                      "tool_choice", "unsupported_value");
     } else {
       bad_type("tool_choice", "a string or an object", *tc);
@@ -341,8 +356,11 @@ ChatRequest parse_chat(const json& o) {
     if (!rf->is_object()) bad_type("response_format", "an object", *rf);
     const std::string t = get_string(*rf, "type", "text", "response_format.type");
     if (t != "text")
-      throw ApiError(400, fmt::format("'response_format.type' '{}' needs constrained decoding, which rocky does not "
-                                      "support yet", t), "response_format.type", "unsupported_value");
+      throw ApiError(400,
+                     fmt::format("'response_format.type' '{}' needs constrained decoding, which rocky does not "
+                                 "support yet",
+                                 t),
+                     "response_format.type", "unsupported_value");
   }
   return r;
 }

@@ -28,7 +28,10 @@ struct ApiError : std::exception {
   std::string code;   // e.g. "invalid_type", "invalid_value", "context_length_exceeded" ("" = null)
   ApiError(int status_, std::string message_, std::string param_ = {}, std::string code_ = {},
            std::string type_ = "invalid_request_error")
-      : status(status_), message(std::move(message_)), type(std::move(type_)), param(std::move(param_)),
+      : status(status_),
+        message(std::move(message_)),
+        type(std::move(type_)),
+        param(std::move(param_)),
         code(std::move(code_)) {}
   const char* what() const noexcept override { return message.c_str(); }
   nlohmann::ordered_json to_json() const;
@@ -46,8 +49,8 @@ struct SamplingFields {
 
 struct ChatRequest {
   std::string model;
-  nlohmann::ordered_json messages;  // validated; as sent (normalise_for_template makes the template input)
-  nlohmann::ordered_json tools;     // null or the validated array
+  nlohmann::ordered_json messages;   // validated; as sent (normalise_for_template makes the template input)
+  nlohmann::ordered_json tools;      // null or the validated array
   std::string tool_choice = "auto";  // "auto" | "none" (required / named functions → 400 for now)
   bool parallel_tool_calls = true;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();

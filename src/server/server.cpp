@@ -167,10 +167,11 @@ class App {
       co.dir = o_.cache_dir;
       co.disk_bytes = o_.cache_disk_mib << 20;
       cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, slots.front()->context()), co);
-      fmt::print(stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
-                 co.block, o_.cache_ram_mib,
-                 cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
-                 cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
+      fmt::print(
+          stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
+          co.block, o_.cache_ram_mib,
+          cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
+          cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
     sched_ = std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, context {} tokens each)\n",
@@ -178,15 +179,21 @@ class App {
     ready_ = true;
   }
 
-  void begin_shutdown() { stopping_ = true; if (sched_) sched_->close(false); }
-  void cancel_all() { if (sched_) sched_->close(true); }
+  void begin_shutdown() {
+    stopping_ = true;
+    if (sched_) sched_->close(false);
+  }
+  void cancel_all() {
+    if (sched_) sched_->close(true);
+  }
   int64_t in_flight() const { return in_flight_.load(); }
   void drop_scheduler() { sched_.reset(); }
   // Pending disk writes of the prefix cache (SIGTERM: after the in-flight requests).
   void flush_cache() {
     if (!cache_) return;
     const auto st = cache_->stats();
-    if (st.pending_writes > 0) fmt::print(stderr, "rocky: prefix cache: writing {} pending block(s)\n", st.pending_writes);
+    if (st.pending_writes > 0)
+      fmt::print(stderr, "rocky: prefix cache: writing {} pending block(s)\n", st.pending_writes);
     cache_->flush();
   }
 
@@ -206,8 +213,8 @@ class App {
     svr.Get("/props", wrap(true, [this](auto& req, auto& res) { props(req, res); }));
     for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})
       svr.Post(p, wrap(true, [](auto&, auto&) {
-        throw ApiError(501, "embeddings are not supported yet", "", "not_implemented", "not_supported_error");
-      }));
+                 throw ApiError(501, "embeddings are not supported yet", "", "not_implemented", "not_supported_error");
+               }));
     svr.Post("/tokenize", wrap(true, [this](auto& req, auto& res) { tokenize(req, res); }));
     svr.Post("/detokenize", wrap(true, [this](auto& req, auto& res) { detokenize(req, res); }));
     svr.Post("/apply-template", wrap(true, [this](auto& req, auto& res) { apply_template(req, res); }));
@@ -239,7 +246,8 @@ class App {
                            "authentication_error");
         }
         if (needs_model && !ready_) throw ApiError(503, "the model is loading", "", "loading", "unavailable_error");
-        if (needs_model && stopping_) throw ApiError(503, "the server is shutting down", "", "shutting_down", "unavailable_error");
+        if (needs_model && stopping_)
+          throw ApiError(503, "the server is shutting down", "", "shutting_down", "unavailable_error");
         fn(req, res);
       } catch (const ApiError& e) {
         ++metrics_.errors;
@@ -296,19 +304,22 @@ class App {
       auto tiered = [&](const char* name, const char* type, const char* help, auto get) {
         out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} {}\n", name, help, name, type);
         for (const auto& [tier, t] : {std::pair<const char*, const runtime::TierStats*>{"device", &cs.device},
-                                      {"ram", &cs.ram}, {"disk", &cs.disk}})
+                                      {"ram", &cs.ram},
+                                      {"disk", &cs.disk}})
           out += fmt::format("rocky:{}{{tier=\"{}\"}} {}\n", name, tier, static_cast<double>(get(*t)));
       };
       tiered("prefix_cache_hits_total", "counter", "Prompt blocks found in a prefix-cache tier.",
              [](const runtime::TierStats& t) { return t.hits; });
       tiered("prefix_cache_misses_total", "counter", "Prompt block lookups a prefix-cache tier could not answer.",
              [](const runtime::TierStats& t) { return t.misses; });
-      tiered("prefix_cache_bytes", "gauge", "Bytes held by a prefix-cache tier.", [](const runtime::TierStats& t) { return t.bytes; });
+      tiered("prefix_cache_bytes", "gauge", "Bytes held by a prefix-cache tier.",
+             [](const runtime::TierStats& t) { return t.bytes; });
       tiered("prefix_cache_evictions_total", "counter", "Blocks evicted from a prefix-cache tier.",
              [](const runtime::TierStats& t) { return t.evictions; });
       add("prefix_cache_disk_errors_total", "counter", "Damaged disk entries skipped (recomputed).",
           static_cast<double>(cs.disk_errors));
-      add("prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.", static_cast<double>(cs.disk_writes));
+      add("prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.",
+          static_cast<double>(cs.disk_writes));
     }
     res.status = 200;
     res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
@@ -325,7 +336,8 @@ class App {
   }
 
   void models(const httplib::Request&, httplib::Response& res) {
-    json m = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "rocky"}, {"meta", model_meta()}};
+    json m = {
+        {"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "rocky"}, {"meta", model_meta()}};
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
   }
 
@@ -387,7 +399,8 @@ class App {
         continue;
       }
       const std::string piece = tok_->token_to_piece(id, true);
-      json p = find_invalid_utf8(piece) == std::string::npos ? json(piece) : json(std::vector<uint8_t>(piece.begin(), piece.end()));
+      json p = find_invalid_utf8(piece) == std::string::npos ? json(piece)
+                                                             : json(std::vector<uint8_t>(piece.begin(), piece.end()));
       tokens.push_back({{"id", id}, {"piece", p}});
     }
     send_json(res, 200, {{"tokens", tokens}});
@@ -397,8 +410,9 @@ class App {
     const std::vector<int32_t> ids = parse_detokenize(parse_body(req.body));
     for (size_t i = 0; i < ids.size(); ++i)
       if (!tok_->vocab().valid(ids[i]))
-        throw ApiError(400, fmt::format("'tokens[{}]' is {}, not a token id (the vocab has {})", i, ids[i], tok_->vocab().size()),
-                       fmt::format("tokens[{}]", i), "invalid_value");
+        throw ApiError(
+            400, fmt::format("'tokens[{}]' is {}, not a token id (the vocab has {})", i, ids[i], tok_->vocab().size()),
+            fmt::format("tokens[{}]", i), "invalid_value");
     send_json(res, 200, {{"content", tok_->detokenize(ids)}});
   }
 
@@ -407,7 +421,8 @@ class App {
       return tmpl_->render(in);
     } catch (const chat::TemplateError& e) {
       // raise_exception() messages are the template's own (what transformers returns).
-      throw ApiError(400, e.kind() == chat::TemplateError::Kind::raise_exception ? e.what() : fmt::format("{}", e.what()),
+      throw ApiError(400,
+                     e.kind() == chat::TemplateError::Kind::raise_exception ? e.what() : fmt::format("{}", e.what()),
                      "messages", "template_error");
     } catch (const Error& e) {
       throw ApiError(400, fmt::format("chat template: {}", e.what()), "messages", "template_error");
@@ -443,8 +458,9 @@ class App {
   void check_fits(const std::vector<int32_t>& prompt, const char* param) const {
     if (prompt.empty()) throw ApiError(400, "the prompt is empty (no tokens to evaluate)", param, "invalid_value");
     if (static_cast<int64_t>(prompt.size()) > sched_->n_ctx())
-      throw ApiError(400, fmt::format("the prompt ('{}') has {} tokens, more than the context size {} tokens", param,
-                                      prompt.size(), sched_->n_ctx()),
+      throw ApiError(400,
+                     fmt::format("the prompt ('{}') has {} tokens, more than the context size {} tokens", param,
+                                 prompt.size(), sched_->n_ctx()),
                      param, "context_length_exceeded");
   }
 
@@ -474,8 +490,10 @@ class App {
       ids = r.prompt_tokens;
       for (size_t i = 0; i < ids.size(); ++i)
         if (!tok_->vocab().valid(ids[i]))
-          throw ApiError(400, fmt::format("'prompt[{}]' is {}, not a token id (the vocab has {})", i, ids[i], tok_->vocab().size()),
-                         fmt::format("prompt[{}]", i), "invalid_value");
+          throw ApiError(
+              400,
+              fmt::format("'prompt[{}]' is {}, not a token id (the vocab has {})", i, ids[i], tok_->vocab().size()),
+              fmt::format("prompt[{}]", i), "invalid_value");
     }
     check_fits(ids, "prompt");
     generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {});
@@ -493,7 +511,8 @@ class App {
     if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", 0}};
     json c = chunk_base(kind, id);
     if (kind == Kind::Chat)
-      c["choices"] = json::array({{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+      c["choices"] = json::array(
+          {{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
     else
       c["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
     return c;
@@ -522,11 +541,14 @@ class App {
     if (kind == Kind::Chat) {
       const chat::ParsedReply out = chat::parse_reply(r.text, syntax);
       c["object"] = "chat.completion";
-      c["choices"] = json::array({{{"index", 0}, {"message", out.to_openai()},
-                                   {"finish_reason", finish_reason(r, !out.tool_calls.empty())}, {"logprobs", nullptr}}});
+      c["choices"] = json::array({{{"index", 0},
+                                   {"message", out.to_openai()},
+                                   {"finish_reason", finish_reason(r, !out.tool_calls.empty())},
+                                   {"logprobs", nullptr}}});
     } else {
       c["object"] = "text_completion";
-      c["choices"] = json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
+      c["choices"] =
+          json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
     }
     c["usage"] = usage_json(r);
     c["timings"] = timings_json(r);
@@ -555,15 +577,17 @@ class App {
       case runtime::Scheduler::Admit::Accepted: return;
       case runtime::Scheduler::Admit::QueueFull:
         ++metrics_.rejected;
-        throw ApiError(503, fmt::format("the server is busy: every slot is generating and {} requests wait (--queue)", o_.queue),
-                       "", "queue_full", "unavailable_error");
+        throw ApiError(
+            503, fmt::format("the server is busy: every slot is generating and {} requests wait (--queue)", o_.queue),
+            "", "queue_full", "unavailable_error");
       case runtime::Scheduler::Admit::ShuttingDown:
         throw ApiError(503, "the server is shutting down", "", "shutting_down", "unavailable_error");
     }
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, std::vector<int32_t> ids,
-                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage, const chat::ReplySyntax& syntax) {
+                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage,
+                const chat::ReplySyntax& syntax) {
     auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     auto job = submit(std::move(ids), std::move(p), probe);
     const std::string id = random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-");
@@ -604,7 +628,8 @@ class App {
               delta["tool_calls"] = calls;
             }
             json c = chunk_base(kind, id);
-            c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+            c["choices"] =
+                json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
             return c;
           };
           auto write = [&](const std::string& s) {
@@ -614,7 +639,10 @@ class App {
           };
           if (kind == Kind::Chat) {
             json c = chunk_base(kind, id);
-            c["choices"] = json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+            c["choices"] = json::array({{{"index", 0},
+                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                         {"finish_reason", nullptr},
+                                         {"logprobs", nullptr}}});
             if (!write(sse(c))) return false;
           }
           for (;;) {
@@ -660,9 +688,13 @@ class App {
           } else {
             json c = chunk_base(kind, id);
             if (kind == Kind::Chat)
-              c["choices"] = json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish_reason(r, tool_calls)}, {"logprobs", nullptr}}});
+              c["choices"] = json::array({{{"index", 0},
+                                           {"delta", json::object()},
+                                           {"finish_reason", finish_reason(r, tool_calls)},
+                                           {"logprobs", nullptr}}});
             else
-              c["choices"] = json::array({{{"index", 0}, {"text", ""}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
+              c["choices"] = json::array(
+                  {{{"index", 0}, {"text", ""}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
             c["timings"] = timings_json(r);
             if (!write(sse(c))) return false;
             if (include_usage) {
@@ -757,7 +789,9 @@ int run_server(const ServerOptions& o) {
   }
   loader.join();
   const auto t_stop = Clock::now();
-  if (sig) fmt::print(stderr, "rocky: {} received: stopping (grace {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", o.shutdown_grace_s);
+  if (sig)
+    fmt::print(stderr, "rocky: {} received: stopping (grace {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               o.shutdown_grace_s);
   app.begin_shutdown();
   svr.stop();
   // In-flight requests finish within the grace; then what is left is cancelled (each stops within

@@ -17,28 +17,28 @@ namespace rocky::server {
 struct ServerOptions {
   std::string model;
   std::string host = "127.0.0.1";
-  int port = 8080;                  // 0: any free port (the chosen one is printed on stderr)
-  int32_t n_ctx = 0;                // -c: the server's KV (0 = the model's, at most 4096)
-  int n_parallel = 1;               // -np: slots
-  int32_t n_ubatch = 512;           // -ub
+  int port = 8080;         // 0: any free port (the chosen one is printed on stderr)
+  int32_t n_ctx = 0;       // -c: the server's KV (0 = the model's, at most 4096)
+  int n_parallel = 1;      // -np: slots
+  int32_t n_ubatch = 512;  // -ub
   std::string device = "auto";
   std::string matmul = "auto";
-  bool kv_f16 = true;               // [N4] -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
-  std::string api_key;              // empty: no auth
-  std::string alias;                // model id in responses (default: the file name)
+  bool kv_f16 = true;   // [N4] -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
+  std::string api_key;  // empty: no auth
+  std::string alias;    // model id in responses (default: the file name)
   std::string chat_template_file;
-  size_t queue = 64;                // requests that may wait for a slot
-  size_t max_body = 16u << 20;      // bytes
+  size_t queue = 64;                      // requests that may wait for a slot
+  size_t max_body = 16u << 20;            // bytes
   std::string reasoning_format = "auto";  // auto | none | deepseek
-  int timeout_s = 600;              // HTTP read/write timeout
+  int timeout_s = 600;                    // HTTP read/write timeout
   double shutdown_grace_s = 10;
   // Prefix KV cache (runtime/prefix_cache.hpp).
-  int32_t cache_block = 256;        // --cache-block: tokens per cached block (1 .. 256)
-  uint64_t cache_ram_mib = 2048;    // --cache-ram: host-RAM tier (0 = off)
-  std::string cache_dir;            // --cache-dir: disk tier (empty = off)
-  uint64_t cache_disk_mib = 8192;   // --cache-disk
-  int test_token_delay_ms = 0;      // tests only: sleep this long after each generated token
-  runtime::EnvOptions env;          // the program's environment (ROCKY_* lab overrides, cache dir, …)
+  int32_t cache_block = 256;       // --cache-block: tokens per cached block (1 .. 256)
+  uint64_t cache_ram_mib = 2048;   // --cache-ram: host-RAM tier (0 = off)
+  std::string cache_dir;           // --cache-dir: disk tier (empty = off)
+  uint64_t cache_disk_mib = 8192;  // --cache-disk
+  int test_token_delay_ms = 0;     // tests only: sleep this long after each generated token
+  runtime::EnvOptions env;         // the program's environment (ROCKY_* lab overrides, cache dir, …)
 };
 
 int run_server(const ServerOptions& o);

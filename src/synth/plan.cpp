@@ -58,8 +58,7 @@ bool ends_with(std::string_view s, std::string_view suf) {
 }
 }  // namespace
 
-DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer,
-                  bool has_output) {
+DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer, bool has_output) {
   if (n_dims < 2 || !ends_with(name, "weight")) return DType::F32;
   DType t = DType::F32;
   switch (ft) {
@@ -71,7 +70,8 @@ DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t 
     case FileType::Q4_K_M:
     case FileType::Q5_K_M: {  // the same mix, q4_K → q5_K as the base type (llama_tensor_get_type)
       t = ft == FileType::Q4_K_M ? DType::Q4_K : DType::Q5_K;
-      const bool lm_head = name == tensor_name(Tensor::OUTPUT) || (!has_output && name == tensor_name(Tensor::TOKEN_EMBD));
+      const bool lm_head =
+          name == tensor_name(Tensor::OUTPUT) || (!has_output && name == tensor_name(Tensor::TOKEN_EMBD));
       const auto tn = gguf::parse_tensor_name(name);
       if (lm_head) {
         t = DType::Q6_K;

@@ -31,7 +31,7 @@ enum class FileType { F32, F16, BF16, Q8_0, Q6_K, Q4_K_M, Q5_K_M };
 // "f32", "f16", "bf16", "q8_0", "q6_k", "q4_k_m" (case-insensitive); rocky::Error otherwise.
 FileType parse_file_type(std::string_view s);
 std::string_view file_type_name(FileType t);  // "Q4_K_M", …
-uint32_t llama_ftype(FileType t);              // general.file_type value
+uint32_t llama_ftype(FileType t);             // general.file_type value
 
 // llama.cpp's use_more_bits(i_layer, n_layers).
 bool use_more_bits(int64_t i_layer, int64_t n_layer);
@@ -41,19 +41,30 @@ using gguf::layer_of;
 
 // The type tensor `name` of `n_dims` dimensions with row length `ne0` gets in a `ft` file, in a
 // model of `n_layer` blocks; `has_output` = the model has its own output.weight.
-DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer,
-                  bool has_output);
+DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer, bool has_output);
 
 // What a tensor holds (decides the synthetic initialisation, see weights.hpp).
 enum class Role {
-  Embedding, Output, Norm, AttnQ, AttnK, AttnV, AttnOut, BiasQ, BiasK, BiasV, FfnGate, FfnUp, FfnDown,
+  Embedding,
+  Output,
+  Norm,
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnOut,
+  BiasQ,
+  BiasK,
+  BiasV,
+  FfnGate,
+  FfnUp,
+  FfnDown,
   RopeFreqs,  // rope_freqs.weight: computed from the preset's rope scaling (weights.hpp), not random
 };
 
 struct PlannedTensor {
   std::string name;
   Role role = Role::Norm;
-  int64_t layer = -1;                    // block index, -1 outside the blocks
+  int64_t layer = -1;  // block index, -1 outside the blocks
   uint32_t n_dims = 1;
   std::array<uint64_t, 4> ne{1, 1, 1, 1};  // GGUF order, ne[0] = row length
   DType type = DType::F32;

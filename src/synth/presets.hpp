@@ -64,18 +64,18 @@ struct Preset {
   std::string_view name;     // e.g. "qwen2.5-3b"
   std::string_view display;  // general.name, e.g. "Qwen2.5-3B (rocky synth)"
   Arch arch = Arch::QWEN2;
-  uint32_t n_embd = 0;     // hidden size (<arch>.embedding_length)
-  uint32_t n_ff = 0;       // FFN inner size (<arch>.feed_forward_length)
-  uint32_t n_layer = 0;    // <arch>.block_count
-  uint32_t n_head = 0;     // <arch>.attention.head_count
-  uint32_t n_head_kv = 0;  // <arch>.attention.head_count_kv
-  uint32_t n_vocab = 0;    // rows of token_embd / output (tokenizer.ggml.tokens count)
-  uint32_t n_ctx = 0;      // <arch>.context_length
-  float rope_base = 0;     // <arch>.rope.freq_base
-  float rms_eps = 0;       // <arch>.attention.layer_norm_rms_epsilon
-  bool tied = false;       // true: no output.weight, the LM head is token_embd
-  bool test_only = false;  // a small made-up shape for tests
-  uint32_t key_length = 0;   // <arch>.attention.key_length (head_dim); 0: n_embd / n_head
+  uint32_t n_embd = 0;      // hidden size (<arch>.embedding_length)
+  uint32_t n_ff = 0;        // FFN inner size (<arch>.feed_forward_length)
+  uint32_t n_layer = 0;     // <arch>.block_count
+  uint32_t n_head = 0;      // <arch>.attention.head_count
+  uint32_t n_head_kv = 0;   // <arch>.attention.head_count_kv
+  uint32_t n_vocab = 0;     // rows of token_embd / output (tokenizer.ggml.tokens count)
+  uint32_t n_ctx = 0;       // <arch>.context_length
+  float rope_base = 0;      // <arch>.rope.freq_base
+  float rms_eps = 0;        // <arch>.attention.layer_norm_rms_epsilon
+  bool tied = false;        // true: no output.weight, the LM head is token_embd
+  bool test_only = false;   // a small made-up shape for tests
+  uint32_t key_length = 0;  // <arch>.attention.key_length (head_dim); 0: n_embd / n_head
   VocabKind vocab = VocabKind::BPE_QWEN2;
   // Llama 3.1 rope scaling (written as rope_freqs.weight, as llama.cpp's converter does); factor
   // 0 = none.

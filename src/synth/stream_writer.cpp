@@ -80,8 +80,8 @@ class ProgressBar {
       if (pct / 10 > last_decile_ || (force && pct != last_pct_)) {
         last_decile_ = pct / 10;
         last_pct_ = pct;
-        std::fprintf(stderr, "%s: %3d%% %.1f/%.1f MiB %s\n", label_.c_str(), pct, done / 1048576.0,
-                     total_ / 1048576.0, what.c_str());
+        std::fprintf(stderr, "%s: %3d%% %.1f/%.1f MiB %s\n", label_.c_str(), pct, done / 1048576.0, total_ / 1048576.0,
+                     what.c_str());
       }
       return;
     }
@@ -119,7 +119,7 @@ class PartCleanup {
   explicit PartCleanup(const std::string& part) {
     if (part.size() >= sizeof g_part) return;  // no handler for such a path; the catch still removes it
     std::memcpy(g_part, part.c_str(), part.size() + 1);
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     for (size_t k = 0; k < 2; ++k) installed_[k] = ::sigaction(k_signals[k], &sa, &old_[k]) == 0;
@@ -134,7 +134,7 @@ class PartCleanup {
 
  private:
   static constexpr int k_signals[2] = {SIGINT, SIGTERM};
-  struct sigaction old_[2] {};
+  struct sigaction old_[2]{};
   bool installed_[2] = {false, false};
 };
 
@@ -208,12 +208,12 @@ uint64_t write_streaming(const std::string& path, const gguf::Writer& meta, cons
   {
     std::filesystem::path dir = std::filesystem::path(part).parent_path();
     if (dir.empty()) dir = ".";
-    struct statvfs st{};
+    struct statvfs st {};
     if (::statvfs(dir.c_str(), &st) == 0) {
       const uint64_t avail = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
       if (avail < file_bytes) {
-        fail("{}: the model needs {} bytes ({}) but {} has only {} free; free some space or write elsewhere (-o)",
-             path, file_bytes, mib(file_bytes), dir.string(), mib(avail));
+        fail("{}: the model needs {} bytes ({}) but {} has only {} free; free some space or write elsewhere (-o)", path,
+             file_bytes, mib(file_bytes), dir.string(), mib(avail));
       }
     }
   }

@@ -19,13 +19,13 @@
 namespace rocky::synth {
 
 struct SynthOptions {
-  std::string preset;                 // presets.hpp name
-  std::string out;                    // output path
+  std::string preset;  // presets.hpp name
+  std::string out;     // output path
   FileType type = FileType::Q4_K_M;
-  std::optional<uint32_t> layers;     // override n_layer (≥ 1); default: the preset's
-  std::optional<uint32_t> vocab;      // for tests: override n_vocab (≥ 512) to keep files small
+  std::optional<uint32_t> layers;  // override n_layer (≥ 1); default: the preset's
+  std::optional<uint32_t> vocab;   // for tests: override n_vocab (≥ 512) to keep files small
   uint64_t seed = 0;
-  unsigned threads = 0;               // 0: all hardware threads
+  unsigned threads = 0;  // 0: all hardware threads
   bool progress = true;
 };
 

@@ -31,7 +31,7 @@ void append_utf8(std::string& s, uint32_t cp) {
 // pieces look like word fragments and real text merges into multi-character tokens.
 constexpr std::string_view k_letters = "etaoinshrdlcumwfgypbvkjxqz";
 constexpr std::array<uint32_t, 26> k_letter_weight = {127, 91, 82, 75, 70, 67, 63, 61, 60, 43, 40, 28, 28,
-                                                     24,  24, 22, 20, 20, 19, 15, 10, 8,  2,  2,  1,  1};
+                                                      24,  24, 22, 20, 20, 19, 15, 10, 8,  2,  2,  1,  1};
 
 // Draws a "word character" as a byte: mostly lowercase letters, sometimes uppercase, digits or
 // punctuation.
@@ -133,13 +133,13 @@ GeneratedVocab make_bpe_tokens(size_t n_vocab, size_t n_text, std::string_view p
 
 GeneratedVocab make_bpe(const Preset& p) {
   static constexpr std::array<std::pair<std::string_view, int32_t>, 22> k_added = {{
-      {"<|endoftext|>", k_control},     {"<|im_start|>", k_control},      {"<|im_end|>", k_control},
-      {"<|object_ref_start|>", k_control}, {"<|object_ref_end|>", k_control}, {"<|box_start|>", k_control},
-      {"<|box_end|>", k_control},       {"<|quad_start|>", k_control},    {"<|quad_end|>", k_control},
-      {"<|vision_start|>", k_control},  {"<|vision_end|>", k_control},    {"<|vision_pad|>", k_control},
-      {"<|image_pad|>", k_control},     {"<|video_pad|>", k_control},     {"<tool_call>", k_user_defined},
-      {"</tool_call>", k_user_defined}, {"<|fim_prefix|>", k_user_defined}, {"<|fim_middle|>", k_user_defined},
-      {"<|fim_suffix|>", k_user_defined}, {"<|fim_pad|>", k_user_defined}, {"<|repo_name|>", k_user_defined},
+      {"<|endoftext|>", k_control},        {"<|im_start|>", k_control},        {"<|im_end|>", k_control},
+      {"<|object_ref_start|>", k_control}, {"<|object_ref_end|>", k_control},  {"<|box_start|>", k_control},
+      {"<|box_end|>", k_control},          {"<|quad_start|>", k_control},      {"<|quad_end|>", k_control},
+      {"<|vision_start|>", k_control},     {"<|vision_end|>", k_control},      {"<|vision_pad|>", k_control},
+      {"<|image_pad|>", k_control},        {"<|video_pad|>", k_control},       {"<tool_call>", k_user_defined},
+      {"</tool_call>", k_user_defined},    {"<|fim_prefix|>", k_user_defined}, {"<|fim_middle|>", k_user_defined},
+      {"<|fim_suffix|>", k_user_defined},  {"<|fim_pad|>", k_user_defined},    {"<|repo_name|>", k_user_defined},
       {"<|file_sep|>", k_user_defined},
   }};
   const size_t n_vocab = p.n_vocab;
@@ -170,7 +170,8 @@ GeneratedVocab make_bpe_llama3(const Preset& p) {
                         "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"}) {
     added.emplace_back(t, k_control);
   }
-  for (int k = 3; added.size() < 256; ++k) added.emplace_back(fmt::format("<|reserved_special_token_{}|>", k), k_control);
+  for (int k = 3; added.size() < 256; ++k)
+    added.emplace_back(fmt::format("<|reserved_special_token_{}|>", k), k_control);
   const size_t n_vocab = p.n_vocab;
   const size_t n_text = std::min<size_t>(128000, n_vocab - added.size());
   GeneratedVocab v = make_bpe_tokens(n_vocab, n_text, "llama-bpe", added);

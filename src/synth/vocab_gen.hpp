@@ -41,8 +41,8 @@ struct GeneratedVocab {
   std::vector<std::string> merges;  // BPE only: "left right", rank = index
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;
-  bool add_space_prefix = true;     // SPM: tokenizer.ggml.add_space_prefix (written only when false)
-  std::string chat_template;        // tokenizer.chat_template ("" = none)
+  bool add_space_prefix = true;  // SPM: tokenizer.ggml.add_space_prefix (written only when false)
+  std::string chat_template;     // tokenizer.chat_template ("" = none)
 };
 
 // n_vocab = p.n_vocab tokens; rocky::Error when the size cannot hold the fixed tokens (< 512).

@@ -11,16 +11,16 @@ std::vector<std::string> pretokenizer_patterns(PreType type) {
   // Contractions are spelled out case-insensitively instead of (?i:…), as llama.cpp does.
   static const char* k_gpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
   switch (type) {
-    case PreType::Gpt2:
-      return {k_gpt2};
+    case PreType::Gpt2: return {k_gpt2};
     case PreType::Llama3:
-      return {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-              "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+      return {
+          "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+          "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
     case PreType::Qwen2:
-      return {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-              "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
-    case PreType::Default:
-      break;
+      return {
+          "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+          "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+    case PreType::Default: break;
   }
   // llama.cpp's default chain (pre "default" or absent).
   return {"[\\p{P}\\$\\+<=>\\^~\\|]+", k_gpt2, "\\p{N}+", "[0-9][0-9][0-9]"};
@@ -37,8 +37,8 @@ RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns) : impl_(s
   for (const auto& p : patterns) {
     int err = 0;
     PCRE2_SIZE off = 0;
-    pcre2_code* c = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP,
-                                  &err, &off, nullptr);
+    pcre2_code* c =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
     if (!c) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));

@@ -7,7 +7,7 @@ namespace rocky::tok {
 namespace {
 
 struct Fragment {
-  TokenId id;   // k_null_token: raw text [off, off + len)
+  TokenId id;  // k_null_token: raw text [off, off + len)
   size_t off;
   size_t len;
 };
@@ -85,16 +85,20 @@ std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special
       std::string escaped;
       escaped.reserve(buf.size() + buf.size() / 2);
       for (char c : buf) {
-        if (c == ' ') escaped.append("\xE2\x96\x81");
-        else escaped.push_back(c);
+        if (c == ' ')
+          escaped.append("\xE2\x96\x81");
+        else
+          escaped.push_back(c);
       }
       tokenize_spm(escaped, out);
       prev_special = false;
     }
   } else {
     for (const Fragment& f : frags) {
-      if (f.id != k_null_token) out.push_back(f.id);
-      else tokenize_bpe(text.substr(f.off, f.len), out);
+      if (f.id != k_null_token)
+        out.push_back(f.id);
+      else
+        tokenize_bpe(text.substr(f.off, f.len), out);
     }
   }
   if (eos) out.push_back(vocab_.eos());

@@ -19,11 +19,17 @@ size_t utf8_decode(std::string_view s, size_t pos, uint32_t& cp) {
   size_t len;
   uint32_t min;
   if ((b0 & 0xE0) == 0xC0) {
-    len = 2; cp = b0 & 0x1F; min = 0x80;
+    len = 2;
+    cp = b0 & 0x1F;
+    min = 0x80;
   } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3; cp = b0 & 0x0F; min = 0x800;
+    len = 3;
+    cp = b0 & 0x0F;
+    min = 0x800;
   } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4; cp = b0 & 0x07; min = 0x10000;
+    len = 4;
+    cp = b0 & 0x07;
+    min = 0x10000;
   } else {
     return 0;
   }
@@ -89,9 +95,12 @@ size_t utf8_complete_prefix(std::string_view s) {
     const auto b = static_cast<uint8_t>(s[n - back]);
     if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
     size_t need = 0;
-    if ((b & 0xE0) == 0xC0) need = 2;
-    else if ((b & 0xF0) == 0xE0) need = 3;
-    else if ((b & 0xF8) == 0xF0) need = 4;
+    if ((b & 0xE0) == 0xC0)
+      need = 2;
+    else if ((b & 0xF0) == 0xE0)
+      need = 3;
+    else if ((b & 0xF8) == 0xF0)
+      need = 4;
     if (need > back) return n - back;  // incomplete: hold back from the lead byte on
     return n;
   }

@@ -50,8 +50,8 @@ std::optional<PreInfo> pre_info(std::string_view name) {
   if (name == "megrez" || name == "stablelm2") return PreInfo{PreType::Qwen2};
   if (name == "dbrx" || name == "smaug-bpe") return PreInfo{PreType::Llama3};
   if (name == "gpt-2" || name == "phi-2" || name == "roberta-bpe" || name == "mpt" || name == "olmo" ||
-      name == "jais" || name == "jina-es" || name == "jina-de" || name == "jina-v1-en" ||
-      name == "gigachat" || name == "jina-v2-es" || name == "jina-v2-de" || name == "jina-v2-code")
+      name == "jais" || name == "jina-es" || name == "jina-de" || name == "jina-v1-en" || name == "gigachat" ||
+      name == "jina-v2-es" || name == "jina-v2-de" || name == "jina-v2-code")
     return PreInfo{PreType::Gpt2};
   return std::nullopt;
 }
@@ -80,16 +80,17 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
     v.pre_name_ = pre ? std::string(*pre) : std::string("default");
     auto info = pre_info(v.pre_name_);
     if (!info) {
-      fail("{}: key 'tokenizer.ggml.pre' = '{}': unsupported pre-tokenizer (rocky knows default, gpt-2, "
-           "llama-bpe/llama3, qwen2 and their aliases)", path, v.pre_name_);
+      fail(
+          "{}: key 'tokenizer.ggml.pre' = '{}': unsupported pre-tokenizer (rocky knows default, gpt-2, "
+          "llama-bpe/llama3, qwen2 and their aliases)",
+          path, v.pre_name_);
     }
     v.pre_type_ = info->type;
     v.ignore_merges_ = info->ignore_merges;
     v.add_bos_ = info->add_bos;
     v.clean_spaces_ = info->clean_spaces;
   } else {
-    fail("{}: key 'tokenizer.ggml.model' = '{}': unsupported tokenizer (rocky knows 'llama' and 'gpt2')",
-         path, *model);
+    fail("{}: key 'tokenizer.ggml.model' = '{}': unsupported tokenizer (rocky knows 'llama' and 'gpt2')", path, *model);
   }
   if (auto b = f.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix_ = *b;
 
@@ -128,10 +129,11 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
       if (t.text.find("\xC4\xA0") != std::string::npos) ++bpe_pieces;  // U+0120 Ġ, byte-level BPE's space
     }
     if (spm_pieces == 0 && (bpe_pieces > 0 || f.get_string_array("tokenizer.ggml.merges"))) {
-      fail("{}: key 'tokenizer.ggml.model' = 'llama' (SentencePiece) but the vocabulary has no '\xE2\x96\x81' "
-           "pieces and no byte tokens; it looks like a byte-level BPE vocabulary ({} of {} tokens hold 'Ġ'{}): "
-           "the file's tokenizer label is wrong (expected 'gpt2')",
-           path, bpe_pieces, n, f.get_string_array("tokenizer.ggml.merges") ? ", and it has tokenizer.ggml.merges" : "");
+      fail(
+          "{}: key 'tokenizer.ggml.model' = 'llama' (SentencePiece) but the vocabulary has no '\xE2\x96\x81' "
+          "pieces and no byte tokens; it looks like a byte-level BPE vocabulary ({} of {} tokens hold 'Ġ'{}): "
+          "the file's tokenizer label is wrong (expected 'gpt2')",
+          path, bpe_pieces, n, f.get_string_array("tokenizer.ggml.merges") ? ", and it has tokenizer.ggml.merges" : "");
     }
   }
 
@@ -146,7 +148,8 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
       if (pos == std::string_view::npos) {
         fail("{}: key 'tokenizer.ggml.merges' entry {} ('{}') is not 'left right'", path, i, m);
       }
-      v.merges_.emplace(merge_key(m.substr(0, pos), m.substr(pos + 1)), static_cast<int32_t>(std::min<size_t>(i, INT32_MAX)));
+      v.merges_.emplace(merge_key(m.substr(0, pos), m.substr(pos + 1)),
+                        static_cast<int32_t>(std::min<size_t>(i, INT32_MAX)));
     }
   }
 
@@ -155,10 +158,10 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
     TokenId* dst;
   };
   const IdKey id_keys[] = {
-      {"tokenizer.ggml.bos_token_id", &v.bos_},       {"tokenizer.ggml.eos_token_id", &v.eos_},
-      {"tokenizer.ggml.eot_token_id", &v.eot_},       {"tokenizer.ggml.eom_token_id", &v.eom_},
-      {"tokenizer.ggml.unknown_token_id", &v.unk_},   {"tokenizer.ggml.seperator_token_id", &v.sep_},
-      {"tokenizer.ggml.padding_token_id", &v.pad_},   {"tokenizer.ggml.mask_token_id", &v.mask_},
+      {"tokenizer.ggml.bos_token_id", &v.bos_},     {"tokenizer.ggml.eos_token_id", &v.eos_},
+      {"tokenizer.ggml.eot_token_id", &v.eot_},     {"tokenizer.ggml.eom_token_id", &v.eom_},
+      {"tokenizer.ggml.unknown_token_id", &v.unk_}, {"tokenizer.ggml.seperator_token_id", &v.sep_},
+      {"tokenizer.ggml.padding_token_id", &v.pad_}, {"tokenizer.ggml.mask_token_id", &v.mask_},
   };
   for (const auto& k : id_keys) {
     const gguf::Value* val = f.find(k.key);
@@ -171,8 +174,8 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
       continue;
     }
     if (!id || *id < 0 || static_cast<uint64_t>(*id) >= n) {
-      fail("{}: key '{}' = {} is outside the vocabulary (n_vocab {}; 4294967295 would mean unset)", path,
-           k.key, id ? fmt::format("{}", *id) : std::string("(huge)"), n);
+      fail("{}: key '{}' = {} is outside the vocabulary (n_vocab {}; 4294967295 would mean unset)", path, k.key,
+           id ? fmt::format("{}", *id) : std::string("(huge)"), n);
     }
     *k.dst = static_cast<TokenId>(*id);
   }
@@ -186,11 +189,13 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
   // End-of-turn and friends, recognised by text when the metadata does not name them (llama.cpp
   // does the same and forces such tokens to CONTROL so that they are matched as specials).
   auto force_control = [&](TokenId id) {
-    if (!(v.tokens_[static_cast<size_t>(id)].attr & attr::k_control)) v.tokens_[static_cast<size_t>(id)].attr = attr::k_control;
+    if (!(v.tokens_[static_cast<size_t>(id)].attr & attr::k_control))
+      v.tokens_[static_cast<size_t>(id)].attr = attr::k_control;
   };
   if (v.eot_ == k_null_token) {
     for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-                          "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}) {
+                          "<\xef\xbd\x9c"
+                          "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}) {
       TokenId id = v.find(t);
       if (id != k_null_token) {
         v.eot_ = id;
@@ -224,9 +229,8 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& f) {
       v.specials_.push_back(static_cast<TokenId>(i));
     }
   }
-  std::stable_sort(v.specials_.begin(), v.specials_.end(), [&](TokenId a, TokenId b) {
-    return v.token(a).text.size() > v.token(b).text.size();
-  });
+  std::stable_sort(v.specials_.begin(), v.specials_.end(),
+                   [&](TokenId a, TokenId b) { return v.token(a).text.size() > v.token(b).text.size(); });
   return v;
 }
 

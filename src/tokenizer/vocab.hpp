@@ -55,8 +55,8 @@ inline constexpr uint32_t k_byte = 1u << 5;
 }  // namespace attr
 
 struct TokenData {
-  std::string text;   // as stored (SPM: spaces as U+2581 "▁"; BPE: bytes through the GPT-2 byte map)
-  float score = 0;    // SPM merge score
+  std::string text;  // as stored (SPM: spaces as U+2581 "▁"; BPE: bytes through the GPT-2 byte map)
+  float score = 0;   // SPM merge score
   uint32_t attr = attr::k_normal;
 };
 

@@ -120,10 +120,10 @@ namespace {
 MatmulTile tile_from_json(const nlohmann::json& j, const MatmulTile& base, const std::string& where) {
   MatmulTile t = base;
   if (!j.is_object()) fail("{}: expected an object", where);
-  const std::pair<const char*, uint32_t*> fields[] = {{"bm", &t.bm}, {"bn", &t.bn}, {"bk", &t.bk},
-                                                      {"wm", &t.wm}, {"wn", &t.wn}, {"tm", &t.tm},
-                                                      {"tn", &t.tn}, {"wg", &t.wg}, {"bk_step", &t.bk_step},
-                                                      {"prefetch", &t.prefetch}, {"vec4", &t.vec4}};
+  const std::pair<const char*, uint32_t*> fields[] = {
+      {"bm", &t.bm},    {"bn", &t.bn}, {"bk", &t.bk}, {"wm", &t.wm},           {"wn", &t.wn},
+      {"tm", &t.tm},    {"tn", &t.tn}, {"wg", &t.wg}, {"bk_step", &t.bk_step}, {"prefetch", &t.prefetch},
+      {"vec4", &t.vec4}};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;
     for (const auto& [name, dst] : fields) {
@@ -191,8 +191,10 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
         fail("{}: mmq_q6k_nibbles: expected 0 or 1", path);
       p.mmq_q6k_nibbles = it.value().get<uint32_t>() == 1;
     } else {
-      fail("{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, "
-           "mmq_q6k_nibbles)", path, k);
+      fail(
+          "{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, "
+          "mmq_q6k_nibbles)",
+          path, k);
     }
   }
   p.name += " (override " + path + ")";
@@ -207,7 +209,8 @@ std::string check_tile(const MatmulTile& t, uint32_t accumulators, uint32_t shar
   if (t.derived_invocations() != t.wg)
     return fmt::format("tile {}: workgroup size {} ≠ (BM/WM)(BN/WN)(WM/TM)(WN/TN) = {}", t.str(), t.wg,
                        t.derived_invocations());
-  if (t.wg > max_invocations) return fmt::format("tile {}: {} invocations > the device's {}", t.str(), t.wg, max_invocations);
+  if (t.wg > max_invocations)
+    return fmt::format("tile {}: {} invocations > the device's {}", t.str(), t.wg, max_invocations);
   if (accumulators > max_accumulators)
     return fmt::format("tile {}: {} accumulator registers per invocation > the profile's budget {}", t.str(),
                        accumulators, max_accumulators);

@@ -35,8 +35,8 @@ struct MatmulTile {
   uint32_t tm = 4, tn = 4;             // per-invocation tile (accumulators = tm · tn)
   uint32_t wg = 256;                   // invocations per workgroup (must equal the derived count)
   uint32_t bk_step = 1;
-  uint32_t prefetch = 1;               // mul_mmq: 1 = register double buffering of global loads
-  uint32_t vec4 = 1;                   // mul_mmq: 1 = uvec4 shared-memory reads, 0 = word by word
+  uint32_t prefetch = 1;  // mul_mmq: 1 = register double buffering of global loads
+  uint32_t vec4 = 1;      // mul_mmq: 1 = uvec4 shared-memory reads, 0 = word by word
 
   uint32_t accumulators() const { return tm * tn; }
   // Accumulator registers of mul_mmq: TM·TN f32 accumulators + TM·TN int32 partial dots (the

@@ -25,7 +25,8 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-inline RunResult run_rocky(const std::string& scratch, const std::vector<std::string>& args, const std::string& env = "") {
+inline RunResult run_rocky(const std::string& scratch, const std::vector<std::string>& args,
+                           const std::string& env = "") {
   const std::string dir = scratch_dir(scratch);
   std::string cmd = env + " '" ROCKY_BINARY_DIR "/rocky'";
   for (const auto& a : args) cmd += " '" + a + "'";

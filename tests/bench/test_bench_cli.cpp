@@ -53,17 +53,36 @@ std::vector<std::string> lines(const std::string& s) {
 TEST(BenchCli, JsonCarriesEveryField) {
   for (const std::string dev : {"cpu", "vulkan"}) {
     SCOPED_TRACE(dev);
-    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "24", "-n", "5", "-ub", "8,32", "-r", "3",
-                                     "-o", "json", "--device", dev, "--roofline-json", roofline_file()});
+    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "24", "-n", "5", "-ub", "8,32", "-r",
+                                     "3", "-o", "json", "--device", dev, "--roofline-json", roofline_file()});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("rep 3/3"), std::string::npos) << "progress goes to stderr";
     json rows = json::parse(r.out);
     ASSERT_TRUE(rows.is_array());
     ASSERT_EQ(rows.size(), 4u);  // (pp24, tg5) × (ub 8, ub 32)
-    const char* fields[] = {"model", "model_file", "model_size", "model_n_params", "backend", "n_ubatch", "n_prompt",
-                            "n_gen", "test", "reps", "samples_ts", "avg_ts", "stddev_ts", "avg_ns",
-                            "peak_device_memory", "flops_per_token", "tflops", "bytes_per_token", "gbs", "roof_kind", "roof_pct",
-                            "matmul_path", "profile"};
+    const char* fields[] = {"model",
+                            "model_file",
+                            "model_size",
+                            "model_n_params",
+                            "backend",
+                            "n_ubatch",
+                            "n_prompt",
+                            "n_gen",
+                            "test",
+                            "reps",
+                            "samples_ts",
+                            "avg_ts",
+                            "stddev_ts",
+                            "avg_ns",
+                            "peak_device_memory",
+                            "flops_per_token",
+                            "tflops",
+                            "bytes_per_token",
+                            "gbs",
+                            "roof_kind",
+                            "roof_pct",
+                            "matmul_path",
+                            "profile"};
     for (size_t i = 0; i < rows.size(); ++i) {
       const json& x = rows[i];
       SCOPED_TRACE(x.dump());
@@ -124,8 +143,8 @@ TEST(BenchCli, JsonCarriesEveryField) {
 TEST(BenchCli, DepthRows) {
   for (const std::string dev : {"cpu", "vulkan"}) {
     SCOPED_TRACE(dev);
-    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "24", "-n", "5", "-d", "0,40", "-r", "1",
-                                     "-o", "json", "--device", dev, "--no-roofline"});
+    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "24", "-n", "5", "-d", "0,40", "-r",
+                                     "1", "-o", "json", "--device", dev, "--no-roofline"});
     ASSERT_EQ(r.rc, 0) << r.err;
     json rows = json::parse(r.out);
     ASSERT_EQ(rows.size(), 4u);
@@ -215,8 +234,8 @@ TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
   // [N4] q6_K is stored as nibble pairs too (its high bits in the scale groups: 21 words per 8 blocks).
   for (auto [type, k, row_q, nib, s_row] :
        {std::tuple{"q4_K", 512u, 256u, true, 40u}, std::tuple{"q6_K", 256u, 128u, true, 84u}}) {
-    auto r = run_rocky("bench_cli", {"bench-op", "--type", type, "--shape", "77,1," + std::to_string(k), "--reps", "2",
-                                     "--json"});
+    auto r = run_rocky("bench_cli",
+                       {"bench-op", "--type", type, "--shape", "77,1," + std::to_string(k), "--reps", "2", "--json"});
     ASSERT_EQ(r.rc, 0) << r.err;
     const json j = json::parse(r.out);
     SCOPED_TRACE(j.dump());
@@ -228,7 +247,8 @@ TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
     EXPECT_GT(j["gbs"].get<double>(), 0.0);
     EXPECT_NEAR(j["gbs"].get<double>(), double(j["bytes"].get<uint64_t>()) / (j["matvec_ms"].get<double>() * 1e6),
                 1e-6 * j["gbs"].get<double>());
-    EXPECT_NEAR(j["pct_copy"].get<double>(), 100 * j["gbs"].get<double>() / j["roofline"]["copy_gbs"].get<double>(), 1e-6);
+    EXPECT_NEAR(j["pct_copy"].get<double>(), 100 * j["gbs"].get<double>() / j["roofline"]["copy_gbs"].get<double>(),
+                1e-6);
     EXPECT_LE(j["nmse_sampled"].get<double>(), 1e-8);
   }
 }
@@ -236,17 +256,17 @@ TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
 TEST(BenchCli, BadFlagsExit2) {
   const std::string m = shared_path(k_model);
   const std::vector<std::vector<std::string>> bad = {
-      {"bench"},                                          // no -m
-      {"bench", "-m", m, "-r", "0"},                      // zero repetitions
-      {"bench", "-m", m, "-o", "xml"},                    // unknown format
-      {"bench", "-m", m, "-ub", "0"},                     // zero ubatch
-      {"bench", "-m", m, "-ub", "64,x"},                  // not a number
-      {"bench", "-m", m, "-p", "-5"},                     // negative prompt
-      {"bench", "-m", m, "--frobnicate"},                 // unknown flag
-      {"bench", "-m", "/nonexistent/model.gguf"},         // missing file
+      {"bench"},                                   // no -m
+      {"bench", "-m", m, "-r", "0"},               // zero repetitions
+      {"bench", "-m", m, "-o", "xml"},             // unknown format
+      {"bench", "-m", m, "-ub", "0"},              // zero ubatch
+      {"bench", "-m", m, "-ub", "64,x"},           // not a number
+      {"bench", "-m", m, "-p", "-5"},              // negative prompt
+      {"bench", "-m", m, "--frobnicate"},          // unknown flag
+      {"bench", "-m", "/nonexistent/model.gguf"},  // missing file
       {"bench", "-m", m, "--roofline-json", "/nonexistent.json"},
-      {"bench", "-m", m, "-p", "0", "-n", "0"},           // nothing to measure
-      {"roofline", "--device", "vulkan:x"},               // not an index
+      {"bench", "-m", m, "-p", "0", "-n", "0"},  // nothing to measure
+      {"roofline", "--device", "vulkan:x"},      // not an index
       {"bench-op", "--type", "q4_K", "--shape", "64,8,256", "--device", "gpu:0"},
   };
   for (const auto& args : bad) {
@@ -264,10 +284,11 @@ TEST(BenchCli, BadFlagsExit2) {
 TEST(BenchCli, Q5TypesTakeTheInt8Path) {
   const std::string dir = rocky::test::scratch_dir("bench_cli");
   const std::string q51 = dir + "/llama-test-q5_k_m.gguf";
-  auto s = run_rocky("bench_cli", {"synth", "--preset", "llama-test", "-o", q51, "--type", "q5_k_m", "--layers", "2", "-q"});
+  auto s =
+      run_rocky("bench_cli", {"synth", "--preset", "llama-test", "-o", q51, "--type", "q5_k_m", "--layers", "2", "-q"});
   ASSERT_EQ(s.rc, 0) << s.err;
   for (const std::string& m : {shared_path("reference/models/synth/synth-llama-q5_k_m.gguf"),
-                              shared_path("reference/models/synth/synth-qwen2-0.5b-shape-q4_k_m.gguf"), q51}) {
+                               shared_path("reference/models/synth/synth-qwen2-0.5b-shape-q4_k_m.gguf"), q51}) {
     SCOPED_TRACE(m);
     auto r = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "1", "-ub", "16", "-r", "1", "-o", "json",
                                      "--device", "vulkan", "--roofline-json", roofline_file()});

@@ -102,9 +102,11 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
     // A discrete (non-UMA) device stages uploads through one ≤ 64 MiB host buffer at load time.
     const uint64_t stage = staging ? (64ull << 20) : 0;
     const uint64_t bound = weights + repack + kv + arena + q81 + toks + stage;
-    std::printf("ub %4d, %4d tokens: peak %.3f MiB ≤ weights %.3f + repack %.3f + KV %.3f + arena %.3f + q8_1 %.3f + tokens %.4f = %.3f MiB\n",
-                ub, n_prompt, peak / 1048576.0, weights / 1048576.0, repack / 1048576.0, kv / 1048576.0, arena / 1048576.0,
-                q81 / 1048576.0, toks / 1048576.0, (weights + repack + kv + arena + q81 + toks) / 1048576.0);
+    std::printf(
+        "ub %4d, %4d tokens: peak %.3f MiB ≤ weights %.3f + repack %.3f + KV %.3f + arena %.3f + q8_1 %.3f + tokens "
+        "%.4f = %.3f MiB\n",
+        ub, n_prompt, peak / 1048576.0, weights / 1048576.0, repack / 1048576.0, kv / 1048576.0, arena / 1048576.0,
+        q81 / 1048576.0, toks / 1048576.0, (weights + repack + kv + arena + q81 + toks) / 1048576.0);
     EXPECT_LE(peak, bound);
     EXPECT_GE(peak, weights + repack + kv + arena + q81) << "the accounting must see every buffer";
     // Flat: a further prefill (more submits) allocates nothing new.

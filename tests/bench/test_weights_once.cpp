@@ -24,8 +24,8 @@ namespace {
 const std::string& model_path() {
   static const std::string p = [] {
     const std::string m = rocky::test::scratch_dir("weights_once") + "/qwen2.5-1.5b-q4_k_m-2l.gguf";
-    auto r = run_rocky("weights_once", {"synth", "--preset", "qwen2.5-1.5b", "--type", "q4_k_m", "--layers", "2",
-                                        "-o", m, "-q"});
+    auto r = run_rocky("weights_once",
+                       {"synth", "--preset", "qwen2.5-1.5b", "--type", "q4_k_m", "--layers", "2", "-o", m, "-q"});
     EXPECT_EQ(r.rc, 0) << r.err;
     return m;
   }();
@@ -84,8 +84,8 @@ TEST(WeightsOnce, VerifyMatchesTheCpu) {
   const std::string& m = model_path();
   for (const char* kv : {"f16", "f32"}) {
     SCOPED_TRACE(kv);
-    auto r = run_rocky("weights_once", {"verify", "-m", m, "--device", "vulkan:0", "-p", "The quick brown fox jumps over",
-                                        "-ctk", kv, "-ctv", kv, "--json"});
+    auto r = run_rocky("weights_once", {"verify", "-m", m, "--device", "vulkan:0", "-p",
+                                        "The quick brown fox jumps over", "-ctk", kv, "-ctv", kv, "--json"});
     ASSERT_EQ(r.rc, 0) << r.out << r.err;
     const json v = json::parse(r.out);
     EXPECT_EQ(v["kv_cache"].get<std::string>(), kv) << v.dump();
@@ -111,9 +111,10 @@ TEST(WeightsOnce, UmaReleasesTheMappedPages) {
   be.load_weights(ts);
   const uint64_t after = rss_bytes();
   const uint64_t dev = be.stats().memory.weights;
-  std::printf("RSS %.1f MiB with the file's pages resident → %.1f MiB after the upload (device weights %.1f MiB, "
-              "tensors %.1f MiB; checksum %llu)\n", before / 1048576.0, after / 1048576.0, dev / 1048576.0,
-              bytes / 1048576.0, static_cast<unsigned long long>(sum));
+  std::printf(
+      "RSS %.1f MiB with the file's pages resident → %.1f MiB after the upload (device weights %.1f MiB, "
+      "tensors %.1f MiB; checksum %llu)\n",
+      before / 1048576.0, after / 1048576.0, dev / 1048576.0, bytes / 1048576.0, static_cast<unsigned long long>(sum));
   // Without the release: after ≈ before + dev (the mapping stays resident). With it the mapped
   // pages go: after ≤ before + dev − 0.8 · bytes.
   EXPECT_LE(double(after), double(before) + double(dev) - 0.8 * double(bytes));

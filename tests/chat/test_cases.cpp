@@ -58,8 +58,10 @@ std::string run_case(const ordered_json& c) {
     return name + ": rendered (" + std::to_string(got.size()) + " bytes) but the reference raises " + want;
   } catch (const rocky::chat::TemplateError& e) {
     if (c["error_kind"] == "raise_exception") {
-      if (e.kind() != rocky::chat::TemplateError::Kind::raise_exception) return name + ": want " + want + ", got " + e.what();
-      if ("TemplateError: " + e.message() != want) return name + ": want " + want + ", got TemplateError: " + e.message();
+      if (e.kind() != rocky::chat::TemplateError::Kind::raise_exception)
+        return name + ": want " + want + ", got " + e.what();
+      if ("TemplateError: " + e.message() != want)
+        return name + ": want " + want + ", got TemplateError: " + e.message();
       if (e.what() != e.message()) return name + ": what() is not the raised message";
     }
     // runtime errors: README §6 lets any render error pass; rocky also matches Python's type and

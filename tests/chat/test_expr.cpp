@@ -19,7 +19,8 @@ using rocky::chat::RenderOptions;
 using rocky::chat::Template;
 using rocky::chat::TemplateError;
 
-std::string render(const std::string& src, const RenderOptions& o = {}, const ordered_json& msgs = ordered_json::array()) {
+std::string render(const std::string& src, const RenderOptions& o = {},
+                   const ordered_json& msgs = ordered_json::array()) {
   return Template::parse(src).render(msgs, o);
 }
 
@@ -55,7 +56,8 @@ void expect_syntax(const std::string& src, int line, int col, const std::string&
     EXPECT_EQ(e.line(), line) << src << ": " << e.what();
     EXPECT_EQ(e.col(), col) << src << ": " << e.what();
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).rfind("chat template:" + std::to_string(line) + ":" + std::to_string(col) + ": ", 0), 0u)
+    EXPECT_EQ(
+        std::string(e.what()).rfind("chat template:" + std::to_string(line) + ":" + std::to_string(col) + ": ", 0), 0u)
         << e.what();
   }
 }
@@ -121,8 +123,9 @@ TEST(ChatExpr, ResourceLimits) {
   }
   EXPECT_THROW(render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), TemplateError);
   EXPECT_THROW(render("{{ 'a' * 100000000 }}"), TemplateError);
-  EXPECT_THROW(render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"),
-               TemplateError);
+  EXPECT_THROW(
+      render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+      TemplateError);
   EXPECT_THROW(render("{{ 9223372036854775807 + 1 }}"), TemplateError);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
   // deep nesting and cycles through namespaces are errors, not stack overflows
@@ -178,8 +181,7 @@ TEST(ChatExpr, ContinueFinalMessage) {
   // list content: the last text part is continued
   const auto parts = ordered_json::parse(
       R"([{"role": "assistant", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}]}])");
-  EXPECT_EQ(render("{% for p in messages[0].content %}({{ p.text }}){% endfor %}", o, parts),
-            "(A)(B");
+  EXPECT_EQ(render("{% for p in messages[0].content %}({{ p.text }}){% endfor %}", o, parts), "(A)(B");
   o.add_generation_prompt = true;
   EXPECT_THROW(render(chatml, o, msgs), TemplateError);
 }
@@ -207,7 +209,8 @@ TEST(ChatExpr, Whitespace) {
 
 TEST(ChatExpr, ConcurrentRenders) {
   const auto t = Template::parse(
-      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.content }}{% endfor %}{{ ns.n }}");
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.content }}{% endfor %}{{ ns.n "
+      "}}");
   ordered_json msgs = ordered_json::array();
   for (int k = 0; k < 50; ++k) msgs.push_back({{"role", "user"}, {"content", std::to_string(k)}});
   const std::string want = t.render(msgs, {});

@@ -73,7 +73,8 @@ std::vector<Example> examples() {
 std::string compare(const ParsedReply& got, const ordered_json& want) {
   const ordered_json m = got.to_openai();
   if (m["role"] != "assistant") return "role";
-  if (m["content"] != want["content"]) return "content: got " + m["content"].dump() + ", want " + want["content"].dump();
+  if (m["content"] != want["content"])
+    return "content: got " + m["content"].dump() + ", want " + want["content"].dump();
   const ordered_json wr = want.contains("reasoning_content") ? want["reasoning_content"] : ordered_json();
   const ordered_json gr = m.contains("reasoning_content") ? m["reasoning_content"] : ordered_json();
   if (gr != wr) return "reasoning_content: got " + gr.dump() + ", want " + wr.dump();
@@ -84,7 +85,8 @@ std::string compare(const ParsedReply& got, const ordered_json& want) {
     const auto& g = m["tool_calls"][k];
     if (g["type"] != "function") return "type";
     if (g["function"]["name"] != wc[k]["function"]["name"]) return "name of call " + std::to_string(k);
-    if (nlohmann::json::parse(g["function"]["arguments"].get<std::string>()) != nlohmann::json(wc[k]["function"]["arguments"]))
+    if (nlohmann::json::parse(g["function"]["arguments"].get<std::string>()) !=
+        nlohmann::json(wc[k]["function"]["arguments"]))
       return "arguments of call " + std::to_string(k) + ": " + g["function"]["arguments"].get<std::string>();
     if (wc[k]["id"].is_null()) {
       if (!got.tool_calls[k].id.empty() || g["id"].get<std::string>().size() != 32) return "generated id";
@@ -133,7 +135,8 @@ TEST(ToolCalls, DetectionFromTemplates) {
     }
     ordered_json tools = conv["tools"];
     if (x.syntax.format == ToolFormat::llama3_builtin)
-      tools.push_back({{"type", "function"}, {"function", {{"name", "brave_search"}, {"parameters", ordered_json::object()}}}});
+      tools.push_back(
+          {{"type", "function"}, {"function", {{"name", "brave_search"}, {"parameters", ordered_json::object()}}}});
     const ReplySyntax s = reply_syntax(src, tools, prompt, x.syntax.reasoning);
     EXPECT_EQ(to_string(s.format), std::string(to_string(x.syntax.format))) << x.name;
     if (!prompt.empty()) {
@@ -146,9 +149,12 @@ TEST(ToolCalls, DetectionFromTemplates) {
   // without tools: reasoning formats stay, the others are content only
   const ordered_json none;
   EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/qwen3-0.6b.jinja"), none), ToolFormat::hermes);
-  EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/deepseek-r1-distill-qwen-32b.jinja"), none), ToolFormat::deepseek_r1);
-  EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/llama-3.2-3b-instruct.jinja"), none), ToolFormat::content_only);
-  EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/mistral-nemo-instruct-2407.jinja"), none), ToolFormat::content_only);
+  EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/deepseek-r1-distill-qwen-32b.jinja"), none),
+            ToolFormat::deepseek_r1);
+  EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/llama-3.2-3b-instruct.jinja"), none),
+            ToolFormat::content_only);
+  EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/mistral-nemo-instruct-2407.jinja"), none),
+            ToolFormat::content_only);
   EXPECT_EQ(detect_tool_format(read_file(k_dir + "templates/zephyr-7b-beta.jinja"), none), ToolFormat::content_only);
 }
 

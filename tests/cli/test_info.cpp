@@ -69,8 +69,9 @@ TEST(CliInfo, ParameterCounts) {
     const char* file;
     uint64_t params;
   };
-  for (const Case& c : {Case{"reference/models/stories260K.gguf", 292800}, Case{"reference/models/stories260K-f16.gguf", 292800},
-                        Case{"reference/models/llama-2-tiny-random.gguf", 513048}}) {
+  for (const Case& c :
+       {Case{"reference/models/stories260K.gguf", 292800}, Case{"reference/models/stories260K-f16.gguf", 292800},
+        Case{"reference/models/llama-2-tiny-random.gguf", 513048}}) {
     SCOPED_TRACE(c.file);
     json j = info_json(shared_path(c.file));
     EXPECT_EQ(j["totals"]["n_params"].get<uint64_t>(), c.params);
@@ -80,8 +81,9 @@ TEST(CliInfo, ParameterCounts) {
     grouped.insert(grouped.size() - 3, ",");
     EXPECT_NE(r.out.find("totals: " + grouped + " parameters"), std::string::npos) << r.out;
   }
-  for (const char* s : {"reference/models/synth/synth-llama-q4_k_m.gguf", "reference/models/synth/synth-llama-q8_0.gguf",
-                        "reference/models/synth/synth-qwen2-q4_k_m.gguf"}) {
+  for (const char* s :
+       {"reference/models/synth/synth-llama-q4_k_m.gguf", "reference/models/synth/synth-llama-q8_0.gguf",
+        "reference/models/synth/synth-qwen2-q4_k_m.gguf"}) {
     SCOPED_TRACE(s);
     json j = info_json(shared_path(s));
     uint64_t want = element_sum(shared_path(s));
@@ -150,7 +152,8 @@ TEST(CliInfo, SpecialFeatures) {
   json g3 = info_json(shared_path("reference/models/synth/synth-gemma3-q4_k_m.gguf"));
   const std::string fg = g3["architecture"]["features"];
   EXPECT_NE(fg.find("sliding window 64 on 5 of 6 layers (pattern 6: rope base 10000 local, 1e+06 global)"),
-            std::string::npos) << fg;
+            std::string::npos)
+      << fg;
   EXPECT_NE(fg.find("post-attention and post-FFN RMSNorm"), std::string::npos) << fg;
   EXPECT_NE(fg.find("GELU-tanh FFN"), std::string::npos) << fg;
   EXPECT_NE(fg.find("embeddings ×√n_embd (16)"), std::string::npos) << fg;
@@ -158,7 +161,8 @@ TEST(CliInfo, SpecialFeatures) {
   // A file rocky refuses says why (qwen35 is not an architecture rocky computes).
   json q35 = info_json(shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));
   EXPECT_FALSE(q35["architecture"]["rocky_runs"].get<bool>());
-  EXPECT_NE(q35["architecture"]["refused"].get<std::string>().find("unsupported architecture 'qwen35'"), std::string::npos);
+  EXPECT_NE(q35["architecture"]["refused"].get<std::string>().find("unsupported architecture 'qwen35'"),
+            std::string::npos);
 }
 
 TEST(CliInfo, VocabOnlyFilesLoad) {
@@ -184,8 +188,13 @@ TEST(CliInfo, PositionalAndOptionAgree) {
 
 TEST(CliInfo, BadUsageExits2) {
   const std::string m = shared_path("reference/models/stories260K.gguf");
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"info"}, {"info", "--bogus", m}, {"info", m, "-m", m}, {"info", "-m"}, {"info", m, "extra"}, {}, {"nocommand"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"info"},
+                                                                {"info", "--bogus", m},
+                                                                {"info", m, "-m", m},
+                                                                {"info", "-m"},
+                                                                {"info", m, "extra"},
+                                                                {},
+                                                                {"nocommand"}}) {
     RunResult r = run_rocky(args);
     EXPECT_EQ(r.rc, 2) << (args.empty() ? "" : args.back()) << ": " << r.err;
     EXPECT_EQ(r.out, "");

@@ -88,7 +88,8 @@ TEST(CpuOps, MatmulF32) {
 
 TEST(CpuOps, AddBiasAddSiluMul) {
   const int64_t ne0 = 45, ne1 = 7, n = ne0 * ne1;
-  auto a = rnd(static_cast<size_t>(n), 6, -8, 8), b = rnd(static_cast<size_t>(n), 7), bias = rnd(static_cast<size_t>(ne0), 8);
+  auto a = rnd(static_cast<size_t>(n), 6, -8, 8), b = rnd(static_cast<size_t>(n), 7),
+       bias = rnd(static_cast<size_t>(ne0), 8);
   std::vector<float> out(static_cast<size_t>(n));
   std::vector<double> ref(static_cast<size_t>(n));
   add_bias(a.data(), bias.data(), ne0, ne1, out.data());
@@ -107,7 +108,8 @@ TEST(CpuOps, AddBiasAddSiluMul) {
 }
 
 // Rope via complex multiplication: pair (a, b) as a + ib times e^{iθ}.
-void rope_ref(const std::vector<float>& x, const graph::RopeParams& p, int64_t pos0, int64_t n_tok, std::vector<double>& out) {
+void rope_ref(const std::vector<float>& x, const graph::RopeParams& p, int64_t pos0, int64_t n_tok,
+              std::vector<double>& out) {
   const int64_t hd = p.head_dim, half = p.n_rot / 2;
   out.assign(x.begin(), x.end());
   for (int64_t j = 0; j < n_tok; ++j)
@@ -146,8 +148,9 @@ TEST(CpuOps, Rope) {
 }
 
 // Naive causal GQA attention: full score matrix, -inf above the causal diagonal, then softmax.
-std::vector<double> attention_ref(const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
-                                  int64_t hd, int64_t nh, int64_t nkv, int64_t n_past, int64_t n_tok) {
+std::vector<double> attention_ref(const std::vector<float>& q, const std::vector<float>& kc,
+                                  const std::vector<float>& vc, int64_t hd, int64_t nh, int64_t nkv, int64_t n_past,
+                                  int64_t n_tok) {
   const int64_t n_ctx = n_past + n_tok, kvd = hd * nkv, qd = hd * nh;
   std::vector<double> ref(static_cast<size_t>(qd * n_tok));
   for (int64_t j = 0; j < n_tok; ++j)
@@ -176,7 +179,9 @@ std::vector<double> attention_ref(const std::vector<float>& q, const std::vector
 
 TEST(CpuOps, AttentionCausalGqa) {
   // Small (runs inline) and large enough to be split over threads.
-  struct Shape { int64_t hd, nh, nkv, n_past, n_tok; };
+  struct Shape {
+    int64_t hd, nh, nkv, n_past, n_tok;
+  };
   for (Shape sh : {Shape{10, 6, 2, 9, 5}, Shape{36, 9, 3, 71, 57}}) {
     graph::AttnParams p{static_cast<int32_t>(sh.hd), static_cast<int32_t>(sh.nh), static_cast<int32_t>(sh.nkv), 0};
     p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.hd)));
@@ -194,7 +199,11 @@ TEST(CpuOps, ParallelForVisitsEachIndexOnceAndRethrows) {
   std::vector<int> hits(1001, 0);
   parallel_for(1001, 1e9, [&](int64_t i) { ++hits[static_cast<size_t>(i)]; });
   for (int h : hits) EXPECT_EQ(h, 1);
-  EXPECT_THROW(parallel_for(100, 1e9, [](int64_t i) { if (i == 77) fail("boom {}", i); }), Error);
+  EXPECT_THROW(parallel_for(100, 1e9,
+                            [](int64_t i) {
+                              if (i == 77) fail("boom {}", i);
+                            }),
+               Error);
 }
 
 TEST(CpuOps, AttentionSoftmaxIsSafeForLargeScores) {

@@ -19,8 +19,8 @@ namespace {
 
 TEST(CpuOpsQuant, DequantRowsMatchGgml) {
   int checked = 0;
-  for (const char* label : {"synth-llama-q4_k_m", "synth-llama-q8_0", "synth-qwen2-q4_k_m", "stories260K-f16",
-                            "llama-2-tiny-random"}) {
+  for (const char* label :
+       {"synth-llama-q4_k_m", "synth-llama-q8_0", "synth-qwen2-q4_k_m", "stories260K-f16", "llama-2-tiny-random"}) {
     std::ifstream jf(test::shared_path(std::string("reference/ref/dequant/") + label + ".json"));
     auto j = nlohmann::json::parse(jf);
     const std::string mf = j.at("model_file").get<std::string>();
@@ -39,7 +39,8 @@ TEST(CpuOpsQuant, DequantRowsMatchGgml) {
       std::vector<float> row(static_cast<size_t>(w.k));
       std::vector<int32_t> id = {0};
       get_rows(w, id, row.data());
-      for (int64_t i = 0; i < std::min<int64_t>(w.k, static_cast<int64_t>(want.size())); ++i) ASSERT_EQ(row[i], want[i]);
+      for (int64_t i = 0; i < std::min<int64_t>(w.k, static_cast<int64_t>(want.size())); ++i)
+        ASSERT_EQ(row[i], want[i]);
       ++checked;
     }
   }

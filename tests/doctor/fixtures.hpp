@@ -72,8 +72,7 @@ class FakeProbe : public doctor::SystemProbe {
 inline constexpr uint32_t k_vk_1_3 = (1u << 22) | (3u << 12);
 inline constexpr uint32_t k_vk_1_4 = (1u << 22) | (4u << 12);
 
-inline doctor::VulkanDevice panvk_g610(bool fp16 = true, bool dot = true,
-                                       const std::string& info = "Mesa 25.0.7") {
+inline doctor::VulkanDevice panvk_g610(bool fp16 = true, bool dot = true, const std::string& info = "Mesa 25.0.7") {
   doctor::VulkanDevice d;
   d.name = "Mali-G610 MC4";
   d.type = "integrated GPU";
@@ -138,8 +137,9 @@ inline void rk3588_base(Tree& t, const std::string& gpu_compatible, const std::s
   t.link("sys/devices/platform/fb000000.gpu/of_node", "../../../firmware/devicetree/base/gpu@fb000000");
   t.link("sys/bus/platform/devices/fb000000.gpu", "../../../devices/platform/fb000000.gpu");
   t.dir("run/user/1000", fs::perms::owner_all);
-  t.file("usr/share/vulkan/icd.d/panfrost_icd.aarch64.json",
-         R"({"file_format_version": "1.0.0", "ICD": {"library_path": "/usr/lib/aarch64-linux-gnu/libvulkan_panfrost.so", "api_version": "1.4.305"}})");
+  t.file(
+      "usr/share/vulkan/icd.d/panfrost_icd.aarch64.json",
+      R"({"file_format_version": "1.0.0", "ICD": {"library_path": "/usr/lib/aarch64-linux-gnu/libvulkan_panfrost.so", "api_version": "1.4.305"}})");
   t.file("usr/lib/aarch64-linux-gnu/libvulkan_panfrost.so", "fixture: stands for the panvk library\n");
 }
 

@@ -206,7 +206,8 @@ TEST(DoctorFixture, IcdLibraryMissingAndBrokenManifest) {
   const Check& lib = need(r, "vulkan.icd.panfrost_icd.aarch64.json");
   EXPECT_EQ(lib.status, Status::fail);
   EXPECT_THAT(lib.title, HasSubstr("does not load"));
-  EXPECT_THAT(lib.fix, HasSubstr("reinstall the package that owns libvulkan_panfrost.so (dpkg -S libvulkan_panfrost.so)"));
+  EXPECT_THAT(lib.fix,
+              HasSubstr("reinstall the package that owns libvulkan_panfrost.so (dpkg -S libvulkan_panfrost.so)"));
   const Check& bad = need(r, "vulkan.icd.broken.json");
   EXPECT_EQ(bad.status, Status::fail);
   EXPECT_THAT(bad.title, HasSubstr("is not valid JSON"));
@@ -283,8 +284,9 @@ TEST(DoctorFixture, XdgRuntimeDirMissing) {
 TEST(DoctorFixture, XdgRuntimeDirWorldReadable) {
   Tree t("xdg_world");
   rocky::test::rk3588_panthor(t);
-  t.dir("run/user/1000", std::filesystem::perms::owner_all | std::filesystem::perms::group_read | std::filesystem::perms::group_exec |
-                             std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
+  t.dir("run/user/1000", std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                             std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                             std::filesystem::perms::others_exec);
   auto p = board(t, rocky::test::facts_with({rocky::test::panvk_g610()}));
   Report r = diagnose(p);
   const Check& x = need(r, "env.xdg_runtime_dir");
@@ -369,7 +371,7 @@ TEST(DoctorFixture, PanvkWithoutFp16OrIntDotWarnsFromFeatures) {
   EXPECT_THAT(dot.fix, HasSubstr("VK_KHR_shader_integer_dot_product"));
   EXPECT_THAT(need(r, "vulkan.device.0").title, HasSubstr("fp16 no, int8 dot no"));
   EXPECT_EQ(r.find("issue.driver-version-unknown.0"), nullptr);  // "Mesa 24.1.3" parses
-  EXPECT_EQ(need(r, "result").status, Status::ok);  // usable, just slower
+  EXPECT_EQ(need(r, "result").status, Status::ok);               // usable, just slower
 }
 
 TEST(DoctorFixture, UnknownDriverVersionIsAWarningNotAGuess) {

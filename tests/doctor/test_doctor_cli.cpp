@@ -89,7 +89,8 @@ TEST(DoctorCli, SysrootRedirectsTheFileProbes) {
   Outcome r = rocky("env XDG_RUNTIME_DIR=/run/user/1000", "doctor --sysroot '" + t.root() + "'");
   SCOPED_TRACE(r.out);
   EXPECT_EQ(r.rc, 0);  // the loader and instance stay real: lavapipe is usable
-  EXPECT_THAT(r.out, HasSubstr("✘ fb000000.gpu (arm,mali-bifrost): RK3588 Mali-G610 MC4 (GPU id 0xa867), kernel driver mali"));
+  EXPECT_THAT(r.out,
+              HasSubstr("✘ fb000000.gpu (arm,mali-bifrost): RK3588 Mali-G610 MC4 (GPU id 0xa867), kernel driver mali"));
   EXPECT_THAT(r.out, HasSubstr("fix: boot a kernel with panthor"));
   EXPECT_THAT(r.out, HasSubstr("kernel 5.10.160-rockchip"));
   EXPECT_THAT(r.out, HasSubstr("panfrost_icd.aarch64.json"));

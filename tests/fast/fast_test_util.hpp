@@ -46,15 +46,20 @@ struct FastHarness {
 // Byte offsets of the f16 scale fields inside one block of `t` (ggml's block layouts).
 inline std::vector<int> f16_fields(DType t) {
   switch (t) {
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return {0};
-    case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: return {0};
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
     default: return {};
   }
 }
 
 // m rows of k values of type t; `deq` receives the m × k dequantized values (row-major).
-inline std::vector<uint8_t> random_weights(DType t, uint32_t k, uint32_t m, std::mt19937& rng, std::vector<float>& deq) {
+inline std::vector<uint8_t> random_weights(DType t, uint32_t k, uint32_t m, std::mt19937& rng,
+                                           std::vector<float>& deq) {
   const auto& di = dtype_info(t);
   std::vector<uint8_t> w(row_bytes(t, k) * m);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -66,7 +71,8 @@ inline std::vector<uint8_t> random_weights(DType t, uint32_t k, uint32_t m, std:
       std::memcpy(&w[blk * di.block_bytes + static_cast<size_t>(f)], &h, 2);
     }
   deq.resize(static_cast<size_t>(k) * m);
-  for (uint32_t r = 0; r < m; ++r) quant::dequantize_row(t, w.data() + row_bytes(t, k) * r, deq.data() + size_t{r} * k, k);
+  for (uint32_t r = 0; r < m; ++r)
+    quant::dequantize_row(t, w.data() + row_bytes(t, k) * r, deq.data() + size_t{r} * k, k);
   return w;
 }
 

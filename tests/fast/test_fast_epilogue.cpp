@@ -48,7 +48,9 @@ std::vector<float> normal(size_t n, float sd, std::mt19937& rng) {
 }
 
 enum class Mode { BIAS, RESIDUAL, IN_PLACE };  // IN_PLACE: residual operand = y itself
-const char* mode_name(Mode m) { return m == Mode::BIAS ? "bias" : m == Mode::RESIDUAL ? "residual" : "in-place residual"; }
+const char* mode_name(Mode m) {
+  return m == Mode::BIAS ? "bias" : m == Mode::RESIDUAL ? "residual" : "in-place residual";
+}
 
 // quantize_q8_1(x) then mul_mmq with the epilogue; NMSE against the f64 oracle on the same q8_1.
 double run_and_compare(Harness& h, const tune::DeviceProfile& prof, DType t, uint32_t m, uint32_t n, uint32_t k,
@@ -123,10 +125,10 @@ void check_epilogues(Harness& h, const tune::DeviceProfile& prof, const std::vec
       for (bool dot : {true, false}) {
         if (dot && !h.dev->info().int8_dot) continue;
         const double e = run_and_compare(h, prof, s.t, s.m, s.n, s.k, dot, mode, ++seed);
-        std::printf("mul_mmq %-5s M=%-4u N=%-4u K=%-4u %-6s %-17s profile %-13s NMSE %.3g\n", dtype_name(s.t).data(), s.m,
-                    s.n, s.k, dot ? "dot" : "nodot", mode_name(mode), prof.name.c_str(), e);
-        EXPECT_LE(e, 1e-6) << dtype_name(s.t) << " M=" << s.m << " N=" << s.n << " K=" << s.k << (dot ? " dot " : " nodot ")
-                           << mode_name(mode) << " profile " << prof.name;
+        std::printf("mul_mmq %-5s M=%-4u N=%-4u K=%-4u %-6s %-17s profile %-13s NMSE %.3g\n", dtype_name(s.t).data(),
+                    s.m, s.n, s.k, dot ? "dot" : "nodot", mode_name(mode), prof.name.c_str(), e);
+        EXPECT_LE(e, 1e-6) << dtype_name(s.t) << " M=" << s.m << " N=" << s.n << " K=" << s.k
+                           << (dot ? " dot " : " nodot ") << mode_name(mode) << " profile " << prof.name;
       }
   EXPECT_EQ(h.inst->error_count(), 0u) << "Vulkan validation errors";
 }
@@ -134,8 +136,9 @@ void check_epilogues(Harness& h, const tune::DeviceProfile& prof, const std::vec
 TEST(MmqEpilogue, BiasAndResidualOnAwkwardShapes) {
   Harness h(0);
   const DeviceInfo& i = h.dev->info();
-  check_epilogues(h, tune::select_profile(i.vendor_id, i.driver_name),
-                  {{DType::Q4_K, 67, 45, 256}, {DType::Q6_K, 129, 3, 256}, {DType::Q8_0, 33, 77, 96}, {DType::Q4_0, 65, 1, 160}});
+  check_epilogues(
+      h, tune::select_profile(i.vendor_id, i.driver_name),
+      {{DType::Q4_K, 67, 45, 256}, {DType::Q6_K, 129, 3, 256}, {DType::Q8_0, 33, 77, 96}, {DType::Q4_0, 65, 1, 160}});
   // The shipped mali-valhall tile (its kernel variants are what the `mali` label compiles).
   check_epilogues(h, tune::builtin_profile("mali-valhall"), {{DType::Q4_K, 65, 19, 256}});
 }
@@ -165,8 +168,8 @@ TEST(MmqEpilogue, RefusesAShortOperand) {
   w.mmq_buf = &rb;
   fast::MmqEpilogue epi{fast::Epilogue::RESIDUAL, {&yb, 0, size_t{m} * 4}};  // one column, N = 4 needed
   h.rec->begin();
-  EXPECT_THROW(fast::mul_mmq(*h.env, prof, w, {&qb, 0, qb.size()}, {&db, 0, db.size()}, n, {&yb, 0, yb.size()},
-                             false, "mmq", epi),
+  EXPECT_THROW(fast::mul_mmq(*h.env, prof, w, {&qb, 0, qb.size()}, {&db, 0, db.size()}, n, {&yb, 0, yb.size()}, false,
+                             "mmq", epi),
                Error);
   h.rec->submit_and_wait();
 }
@@ -229,10 +232,11 @@ void check_model(const std::string& file, uint32_t per_layer_unfused, uint32_t p
     maxd = std::max(maxd, std::abs(double(fused.logits[i]) - plain.logits[i]));
     maxa = std::max(maxa, std::abs(double(plain.logits[i])));
   }
-  std::printf("%s: %d layers, %u int8 matmuls, %u with a fused epilogue; dispatches %u → %u (layer 0: %u → %u); "
-              "max |Δlogit| %.3g of max |logit| %.3g\n",
-              file.c_str(), n_layer, fused.int8, fused.fused, plain.dispatches, fused.dispatches, total(plain.per_layer),
-              total(fused.per_layer), maxd, maxa);
+  std::printf(
+      "%s: %d layers, %u int8 matmuls, %u with a fused epilogue; dispatches %u → %u (layer 0: %u → %u); "
+      "max |Δlogit| %.3g of max |logit| %.3g\n",
+      file.c_str(), n_layer, fused.int8, fused.fused, plain.dispatches, fused.dispatches, total(plain.per_layer),
+      total(fused.per_layer), maxd, maxa);
   for (const auto& [label, c] : fused.per_layer) std::printf("  fused layer 0: %ux %s\n", c, label.c_str());
   ASSERT_GT(maxa, 0.0);
   EXPECT_LE(maxd, 1e-4 * maxa) << "fused vs unfused logits";
@@ -261,8 +265,8 @@ void check_decode(const std::string& file, uint32_t per_layer_fused, const std::
     maxd = std::max(maxd, std::abs(double(fused.logits[i]) - plain.logits[i]));
     maxa = std::max(maxa, std::abs(double(plain.logits[i])));
   }
-  std::printf("%s decode: %u fused epilogues; dispatches %u → %u; max |Δlogit| %.3g of %.3g\n", file.c_str(), fused.fused,
-              plain.dispatches, fused.dispatches, maxd, maxa);
+  std::printf("%s decode: %u fused epilogues; dispatches %u → %u; max |Δlogit| %.3g of %.3g\n", file.c_str(),
+              fused.fused, plain.dispatches, fused.dispatches, maxd, maxa);
   ASSERT_GT(maxa, 0.0);
   EXPECT_LE(maxd, 1e-5 * maxa) << "fused vs unfused decode logits";
   EXPECT_EQ(fused.int8, 0u);
@@ -278,12 +282,19 @@ TEST(MmqEpilogue, DecodeQwen2) {
                {"blk.0.attn_q+attn_q_b", "blk.0.attn_k+attn_k_b", "blk.0.attn_v+attn_v_b", "blk.0.attn_out+ffn_inp",
                 "blk.0.ffn_out+l_out"});
 }
-TEST(MmqEpilogue, DecodeLlama) { check_decode("synth-llama-q4_k_m.gguf", 2, {"blk.0.attn_out+ffn_inp", "blk.0.ffn_out+l_out"}); }
+TEST(MmqEpilogue, DecodeLlama) {
+  check_decode("synth-llama-q4_k_m.gguf", 2, {"blk.0.attn_out+ffn_inp", "blk.0.ffn_out+l_out"});
+}
 
-TEST(MmqEpilogue, Qwen2BiasesAndResidualsFused) { check_model("synth-qwen2-q4_k_m.gguf", 21, 16,
+TEST(MmqEpilogue, Qwen2BiasesAndResidualsFused) {
+  check_model("synth-qwen2-q4_k_m.gguf", 21, 16,
               {"blk.0.attn_q+attn_q_b", "blk.0.attn_k+attn_k_b", "blk.0.attn_v+attn_v_b", "blk.0.attn_out+ffn_inp",
-               "blk.0.ffn_out+l_out"});; }
-TEST(MmqEpilogue, LlamaResidualsFused) { check_model("synth-llama-q4_k_m.gguf", 18, 16, {"blk.0.attn_out+ffn_inp", "blk.0.ffn_out+l_out"}); }
+               "blk.0.ffn_out+l_out"});
+  ;
+}
+TEST(MmqEpilogue, LlamaResidualsFused) {
+  check_model("synth-llama-q4_k_m.gguf", 18, 16, {"blk.0.attn_out+ffn_inp", "blk.0.ffn_out+l_out"});
+}
 
 }  // namespace
 }  // namespace rocky::vulkan

@@ -30,9 +30,7 @@ Harness& harness() {
   return *h;
 }
 struct HarnessEnv : ::testing::Environment {
-  void TearDown() override {
-    EXPECT_EQ(harness().inst->error_count(), 0u) << "Vulkan validation errors";
-  }
+  void TearDown() override { EXPECT_EQ(harness().inst->error_count(), 0u) << "Vulkan validation errors"; }
 };
 ::testing::Environment* const k_env = ::testing::AddGlobalTestEnvironment(new HarnessEnv);
 
@@ -80,7 +78,8 @@ double nmse_vs_same_q81(const std::vector<float>& y, const std::vector<float>& d
     for (uint32_t b = 0; b < nb; ++b)
       for (uint32_t i = 0; i < 32; ++i) {
         uint32_t word = q.qs[(size_t{c} * nb + b) * 8 + i / 4];
-        xv[b * 32 + i] = static_cast<double>(q.ds[2 * (size_t{c} * nb + b)]) * static_cast<int8_t>(word >> (8 * (i % 4)));
+        xv[b * 32 + i] =
+            static_cast<double>(q.ds[2 * (size_t{c} * nb + b)]) * static_cast<int8_t>(word >> (8 * (i % 4)));
       }
     for (uint32_t r = 0; r < m; ++r) {
       double ref = 0;
@@ -132,7 +131,8 @@ TEST(FastMatmul, QuantizeQ81MatchesCpu) {
         EXPECT_LE(std::abs(got - want), 1);
         sum += got;
       }
-      EXPECT_NEAR(q.ds[2 * blk + 1], q.ds[2 * blk] * static_cast<float>(sum), 1e-5 * std::max(1.0, std::fabs(1.0 * q.ds[2 * blk] * sum)));
+      EXPECT_NEAR(q.ds[2 * blk + 1], q.ds[2 * blk] * static_cast<float>(sum),
+                  1e-5 * std::max(1.0, std::fabs(1.0 * q.ds[2 * blk] * sum)));
     }
   EXPECT_LE(mismatches, size_t{2});
 }
@@ -160,7 +160,9 @@ void check_type(DType t, const std::vector<Shape>& shapes, const tune::DevicePro
 }
 
 // N from 1 to 1024 (odd included), M odd, K a multiple of the block (256 for the K-quants).
-TEST(FastMatmul, MulMmqQ4K) { check_type(DType::Q4_K, {{67, 1, 256}, {33, 1024, 256}, {129, 45, 512}}, device_profile()); }
+TEST(FastMatmul, MulMmqQ4K) {
+  check_type(DType::Q4_K, {{67, 1, 256}, {33, 1024, 256}, {129, 45, 512}}, device_profile());
+}
 TEST(FastMatmul, MulMmqQ6K) { check_type(DType::Q6_K, {{67, 1, 256}, {129, 45, 512}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ8_0) { check_type(DType::Q8_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ4_0) { check_type(DType::Q4_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
@@ -237,7 +239,7 @@ TEST(FastMatmul, MulMmqNibblesAndAltTiles) {
   check_type(DType::Q4_K, {{67, 5, 256}, {33, 70, 512}}, p);
   p.mmq_q4k_nibbles = false;
   p.mmq_alt = {{16, 32, 64, 16, 16, 4, 4, 32, 1, 1}, {16, 16, 32, 16, 16, 4, 2, 32, 1, 0}};
-  p.min_workgroups = 1000;  // none reaches it: the tile with the most workgroups runs
+  p.min_workgroups = 1000;                            // none reaches it: the tile with the most workgroups runs
   EXPECT_EQ(tune::pick_mmq_tile(p, 67, 37).bn, 16u);  // 32×32: 6, 16×32: 10, 16×16: 15
   EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bn, 32u);   // 3, 5, 5: the first of equals
   check_type(DType::Q4_K, {{67, 5, 256}}, p);
@@ -297,7 +299,8 @@ void check_mm(DType t, const std::vector<Shape>& shapes, const tune::DeviceProfi
       for (uint32_t c = 0; c < s.n; ++c)
         for (uint32_t r = 0; r < s.m; ++r) {
           double ref = 0;
-          for (uint32_t i = 0; i < s.k; ++i) ref += static_cast<double>(deq[size_t{r} * s.k + i]) * x[size_t{c} * s.k + i];
+          for (uint32_t i = 0; i < s.k; ++i)
+            ref += static_cast<double>(deq[size_t{r} * s.k + i]) * x[size_t{c} * s.k + i];
           double got = y[size_t{c} * s.m + r];
           finite = finite && std::isfinite(got);
           num += (got - ref) * (got - ref);
@@ -305,7 +308,7 @@ void check_mm(DType t, const std::vector<Shape>& shapes, const tune::DeviceProfi
         }
       EXPECT_TRUE(finite) << "unwritten output";
       EXPECT_LE(num / den, f16 ? 5e-4 : 1e-6) << dtype_name(t) << " M=" << s.m << " N=" << s.n << " K=" << s.k
-                                               << (f16 ? " f16 tiles" : " f32 tiles") << " profile " << prof.name;
+                                              << (f16 ? " f16 tiles" : " f32 tiles") << " profile " << prof.name;
     }
   }
 }
@@ -349,7 +352,8 @@ TEST(FastMatmul, ProducersWriteQ81) {
   std::mt19937 rng(11);
   const uint32_t ne0 = 320, n = 7;
   auto x = random_x(ne0, n, rng), g = random_x(ne0, n, rng), w = random_x(ne0, 1, rng);
-  Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE), gb = h.mem->create("g", g.size() * 4, BufferKind::DEVICE);
+  Buffer xb = h.mem->create("x", x.size() * 4, BufferKind::DEVICE),
+         gb = h.mem->create("g", g.size() * 4, BufferKind::DEVICE);
   Buffer wb = h.mem->create("w", w.size() * 4, BufferKind::DEVICE);
   Buffer q1 = h.mem->create("qs1", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE);
   Buffer d1 = h.mem->create("ds1", fast::q8_1_ds_bytes(ne0, n), BufferKind::DEVICE);
@@ -401,11 +405,13 @@ TEST(FastMatmul, ProducersEqualQuantizeOfTheF32Op) {
     auto x = random_x(ne0, n, rng), g = random_x(ne0, n, rng), w = random_x(ne0, 1, rng);
     for (uint32_t i = 0; i < 32; ++i) x[i] = 0.0f;  // an all-zero rms block of column 0 is not zero after
     for (uint32_t i = 0; i < 32; ++i) g[(n - 1) * size_t{ne0} + i] = 0.0f;  // silu(0)·up = 0: d = 0
-    for (auto& v : g) v *= 4.0f;  // silu's tails
+    for (auto& v : g) v *= 4.0f;                                            // silu's tails
     const uint64_t off = uint64_t{c.off} * 4, bytes = x.size() * 4;
-    Buffer xb = h.mem->create("x", off + bytes, BufferKind::DEVICE), gb = h.mem->create("g", off + bytes, BufferKind::DEVICE);
+    Buffer xb = h.mem->create("x", off + bytes, BufferKind::DEVICE),
+           gb = h.mem->create("g", off + bytes, BufferKind::DEVICE);
     Buffer wb = h.mem->create("w", off + ne0 * 4, BufferKind::DEVICE);
-    Buffer fb = h.mem->create("f32", bytes, BufferKind::DEVICE), sb = h.mem->create("silu f32", bytes, BufferKind::DEVICE);
+    Buffer fb = h.mem->create("f32", bytes, BufferKind::DEVICE),
+           sb = h.mem->create("silu f32", bytes, BufferKind::DEVICE);
     std::vector<Buffer> q, d;
     for (int i = 0; i < 5; ++i) {
       q.push_back(h.mem->create("qs", fast::q8_1_qs_bytes(ne0, n), BufferKind::DEVICE));

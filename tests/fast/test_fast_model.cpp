@@ -118,7 +118,8 @@ Graph build_llama(const Llama& m, int32_t n, int32_t n_past, int32_t n_ctx, bool
   on.eps = m.eps;
   int32_t outn = g.add(on);
   const gguf::TensorInfo* out_w = m.f->find_tensor("output.weight");
-  g.output = g.add(node(Op::MATMUL, "result_output", m.n_vocab, n_out, outn, -1, out_w ? out_w : m.t("token_embd.weight")));
+  g.output =
+      g.add(node(Op::MATMUL, "result_output", m.n_vocab, n_out, outn, -1, out_w ? out_w : m.t("token_embd.weight")));
   return g;
 }
 
@@ -135,7 +136,6 @@ std::vector<float> read_f32(const std::string& path) {
   std::memcpy(v.data(), bytes.data(), v.size() * 4);
   return v;
 }
-
 
 struct Int8Run {
   std::vector<float> logits;
@@ -225,7 +225,9 @@ void check_int8_path(const std::string& model, const std::string& ref_dir, const
   }
 }
 
-TEST(FastModel, SynthQ4KMInt8Path) { check_int8_path("synth-llama-q4_k_m", "synth-llama-q4_k_m__kvf32_faoff", "p1_short"); }
+TEST(FastModel, SynthQ4KMInt8Path) {
+  check_int8_path("synth-llama-q4_k_m", "synth-llama-q4_k_m__kvf32_faoff", "p1_short");
+}
 TEST(FastModel, SynthQ8_0Int8Path) { check_int8_path("synth-llama-q8_0", "synth-llama-q8_0", "p1_short"); }
 
 }  // namespace

@@ -89,18 +89,24 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
           for (int epi : {0, 1, 2}) {
             if (!xv4 && epi) continue;
             auto id = [](int i, int v) { return " -s " + std::to_string(i) + "=" + std::to_string(v); };
-            vs.push_back({sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_WTYPE, type) + id(ROCKY_SC_BM, 1) + id(ROCKY_SC_MMQ_NIB, nib) +
-                                  id(ROCKY_SC_MMV_HALF, 2) + id(ROCKY_SC_MMV_XVEC4, xv4) + id(ROCKY_SC_MMQ_EPI, epi), true});
+            vs.push_back({sh,
+                          id(ROCKY_SC_WG, 64) + id(ROCKY_SC_WTYPE, type) + id(ROCKY_SC_BM, 1) +
+                              id(ROCKY_SC_MMQ_NIB, nib) + id(ROCKY_SC_MMV_HALF, 2) + id(ROCKY_SC_MMV_XVEC4, xv4) +
+                              id(ROCKY_SC_MMQ_EPI, epi),
+                          true});
           }
       }
   // [N4] get_rows_mmq: the embedding lookup over the repack (every mmq type, both layouts).
   for (int type : {2, 6, 7, 8, 12, 13, 14})
     for (int nib : {0, 1})
-      vs.push_back({"get_rows_mmq", "-s " + std::to_string(ROCKY_SC_WG) + "=128 -s " + std::to_string(ROCKY_SC_WTYPE) + "=" +
-                                        std::to_string(type) + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + std::to_string(nib)});
+      vs.push_back({"get_rows_mmq", "-s " + std::to_string(ROCKY_SC_WG) + "=128 -s " + std::to_string(ROCKY_SC_WTYPE) +
+                                        "=" + std::to_string(type) + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" +
+                                        std::to_string(nib)});
   for (auto [wg, per] : {std::pair{512, 1}, std::pair{1024, 1}, std::pair{1024, 2}})
-    vs.push_back({"rms_norm_vec", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
-                                      std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per), true});
+    vs.push_back({"rms_norm_vec",
+                  "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
+                      std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per),
+                  true});
   // [N4] the decode step's kernels (branch step): rope_kv (rope Q + K, K and V stores in one
   // dispatch), rope and kv_store with n_past from the push constant or the step buffer
   // (ROCKY_SC_POS_BUF), f32 and f16 caches; attention / attention_step (the decode attention on
@@ -115,23 +121,29 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
       }
     }
     for (const char* sh : {"attention", "attention_step"})
-      for (int f16 : {0, 1}) vs.push_back({sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512), true});
+      for (int f16 : {0, 1})
+        vs.push_back({sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512), true});
     // The split decode attention (decode at depth): both n_past sources, and its merge.
     for (int pos : {0, 1})
       for (int f16 : {0, 1})
-        vs.push_back({"attention_split", id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512) +
-                                             id(ROCKY_SC_POS_BUF, pos), true});
+        vs.push_back(
+            {"attention_split",
+             id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512) + id(ROCKY_SC_POS_BUF, pos),
+             true});
     vs.push_back({"attention_merge", id(ROCKY_SC_WG, 64), true});
     // attention_flash with the step buffer (CPU drivers' decode only; the Arm tile of head_dim 128).
     for (int f16 : {0, 1})
-      vs.push_back({"attention_flash", id(ROCKY_SC_WG, 128) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_FA_BR, 16) +
-                                           id(ROCKY_SC_FA_TR, 1) + id(ROCKY_SC_FA_TC, 2) + id(ROCKY_SC_FA_HD, 128) +
-                                           id(ROCKY_SC_POS_BUF, 1), false});
+      vs.push_back({"attention_flash",
+                    id(ROCKY_SC_WG, 128) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_FA_BR, 16) + id(ROCKY_SC_FA_TR, 1) +
+                        id(ROCKY_SC_FA_TC, 2) + id(ROCKY_SC_FA_HD, 128) + id(ROCKY_SC_POS_BUF, 1),
+                    false});
   }
   const rocky::tune::MatmulTile& m = rocky::tune::builtin_profile("mali-valhall").mm;
   for (int type : {1, 2, 8, 12, 14}) {  // mul_mm: f32 and f16 tiles
     std::string spec;
-    auto add = [&](int id, uint32_t v) { spec += (spec.empty() ? "-s " : " -s ") + std::to_string(id) + "=" + std::to_string(v); };
+    auto add = [&](int id, uint32_t v) {
+      spec += (spec.empty() ? "-s " : " -s ") + std::to_string(id) + "=" + std::to_string(v);
+    };
     add(ROCKY_SC_WG, m.wg);
     add(ROCKY_SC_WTYPE, static_cast<uint32_t>(type));
     add(ROCKY_SC_BM, m.bm);
@@ -146,10 +158,13 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   }
   for (const auto& v : vs) {
     int status = 0;
-    std::string cmd = "MALI_G610_HOME='" + home + "' '" + tool + "' '" + spv_dir + v.shader + ".spv' " + v.spec + " --json 2>&1";
+    std::string cmd =
+        "MALI_G610_HOME='" + home + "' '" + tool + "' '" + spv_dir + v.shader + ".spv' " + v.spec + " --json 2>&1";
     std::string out = run(cmd, &status);
     ASSERT_EQ(status, 0) << "g610-stats failed (is the compiler built? MALI_G610_HOME=" << home
-                         << " bash ../shared/mali/setup.sh):\n" << cmd << "\n" << out;
+                         << " bash ../shared/mali/setup.sh):\n"
+                         << cmd << "\n"
+                         << out;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
@@ -177,8 +192,8 @@ TEST(Mali, AttentionFlashIsSpillFree) {
   const std::string spv = std::string(ROCKY_BINARY_DIR) + "/src/backend/vulkan/shaders/attention_flash.spv";
   int n = 0;
   for (uint32_t kv_f16 : {0u, 1u}) {
-    for (auto [hd, wg, br, tr, tc] : {std::array<uint32_t, 5>{64, 128, 16, 1, 2}, {80, 128, 16, 1, 2},
-                                      {128, 128, 16, 1, 2}, {256, 128, 8, 1, 1}}) {
+    for (auto [hd, wg, br, tr, tc] :
+         {std::array<uint32_t, 5>{64, 128, 16, 1, 2}, {80, 128, 16, 1, 2}, {128, 128, 16, 1, 2}, {256, 128, 8, 1, 1}}) {
       std::string spec;
       auto add = [&](int id, uint32_t v) { spec += " -s " + std::to_string(id) + "=" + std::to_string(v); };
       add(ROCKY_SC_WG, wg);
@@ -194,9 +209,9 @@ TEST(Mali, AttentionFlashIsSpillFree) {
       const size_t b = out.find('{');
       ASSERT_NE(b, std::string::npos) << out;
       const nlohmann::json j = nlohmann::json::parse(out.substr(b, out.find('\n', b) - b));
-      std::printf("mali-g610 attention_flash %-60s work_regs %d spills %d fills %d tls_bytes %d inst %d\n", spec.c_str(),
-                  j["work_regs"].get<int>(), j["spills"].get<int>(), j["fills"].get<int>(), j["tls_bytes"].get<int>(),
-                  j["inst"].get<int>());
+      std::printf("mali-g610 attention_flash %-60s work_regs %d spills %d fills %d tls_bytes %d inst %d\n",
+                  spec.c_str(), j["work_regs"].get<int>(), j["spills"].get<int>(), j["fills"].get<int>(),
+                  j["tls_bytes"].get<int>(), j["inst"].get<int>());
       EXPECT_EQ(j["spills"].get<int>(), 0) << spec;
       EXPECT_EQ(j["fills"].get<int>(), 0) << spec;
       EXPECT_EQ(j["tls_bytes"].get<int>(), 0) << spec;

@@ -127,8 +127,8 @@ double nmse(const std::vector<float>& y, const std::vector<float>& deq, const st
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = [] {
     std::vector<Variant> r;
-    for (const char* s : {static_cast<const char*>(nullptr), "64,8,0", "64,2,1", "32,3,0", "4,1,1", "16,5,1", "32,4,0,2",
-                          "8,3,1,2", "64,1,2", "16,3,2,2"})
+    for (const char* s : {static_cast<const char*>(nullptr), "64,8,0", "64,2,1", "32,3,0", "4,1,1", "16,5,1",
+                          "32,4,0,2", "8,3,1,2", "64,1,2", "16,3,2,2"})
       for (bool sg : {true, false})
         for (uint32_t xo : {3u, 4u}) r.push_back({s, sg, xo});
     return r;

@@ -33,7 +33,8 @@ TEST(Tune, EveryBuiltinTileIsConsistentAndWithinItsBudget) {
     // Within the profile's accumulator budget, 32 KiB of shared memory (the smallest target:
     // Mali-G610, lavapipe) and 1024 invocations.
     EXPECT_EQ(p.mmq.derived_invocations(), p.mmq.wg) << p.name;
-    EXPECT_EQ(check_tile(p.mmq, p.mmq.mmq_accumulators(), p.mmq.mmq_shared_bytes(), p.max_accumulators, 32768, 1024), "")
+    EXPECT_EQ(check_tile(p.mmq, p.mmq.mmq_accumulators(), p.mmq.mmq_shared_bytes(), p.max_accumulators, 32768, 1024),
+              "")
         << p.name;
     for (const MatmulTile& a : p.mmq_alt)
       EXPECT_EQ(check_tile(a, a.mmq_accumulators(), a.mmq_shared_bytes(), p.max_accumulators, 32768, 1024), "")
@@ -49,18 +50,23 @@ TEST(Tune, EveryBuiltinTileIsConsistentAndWithinItsBudget) {
 TEST(Tune, RefusesTilesOverBudgetOrLimits) {
   MatmulTile t{128, 128, 32, 64, 64, 8, 8, 256, 1};
   EXPECT_EQ(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 128, 49152, 1024), "");
-  EXPECT_NE(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 64, 49152, 1024).find("accumulator"), std::string::npos);
+  EXPECT_NE(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 64, 49152, 1024).find("accumulator"),
+            std::string::npos);
   EXPECT_NE(check_tile(t, 64, 40000, 128, 32768, 1024).find("shared memory"), std::string::npos);
-  EXPECT_NE(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 128, 49152, 128).find("invocations"), std::string::npos);
+  EXPECT_NE(check_tile(t, t.mmq_accumulators(), t.mmq_shared_bytes(), 128, 49152, 128).find("invocations"),
+            std::string::npos);
   MatmulTile bad = t;
   bad.wg = 128;
-  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("workgroup size"), std::string::npos);
+  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("workgroup size"),
+            std::string::npos);
   bad = t;
   bad.bk = 48;
-  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("multiple of 32"),
+            std::string::npos);
   bad = t;
   bad.wm = 48;
-  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("divide"), std::string::npos);
+  EXPECT_NE(check_tile(bad, bad.mmq_accumulators(), bad.mmq_shared_bytes(), 128, 49152, 1024).find("divide"),
+            std::string::npos);
   // Shared memory of mul_mmq: per row and per token, 2·BK/32 + 1 uvec4 (values, padded) and
   // BK/32 scale pairs (8 B).
   EXPECT_EQ(t.mmq_shared_bytes(), (128u + 128) * 3 * 16 + (128 + 128) * 8);
@@ -69,7 +75,9 @@ TEST(Tune, RefusesTilesOverBudgetOrLimits) {
 TEST(Tune, JsonOverride) {
   const DeviceProfile& base = builtin_profile("nvidia");
   auto p = load_profile_override(
-      write("a.json", R"({"profile": "mali-valhall", "max_accumulators": 32, "mmq": {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 8}})"),
+      write(
+          "a.json",
+          R"({"profile": "mali-valhall", "max_accumulators": 32, "mmq": {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 8}})"),
       base);
   EXPECT_EQ(p.max_accumulators, 32u);
   EXPECT_EQ(p.mmq.bm, 64u);
@@ -87,7 +95,9 @@ TEST(Tune, JsonOverride) {
   };
   // Shape-aware tile list and the q4_K repack layout.
   auto q = load_profile_override(
-      write("b.json", R"({"min_workgroups": 64, "mmq_q4k_nibbles": 0, "mmq_alt": [{"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 4}]})"),
+      write(
+          "b.json",
+          R"({"min_workgroups": 64, "mmq_q4k_nibbles": 0, "mmq_alt": [{"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tm": 4, "tn": 4}]})"),
       base);
   EXPECT_EQ(q.min_workgroups, 64u);
   EXPECT_TRUE(base.mmq_q4k_nibbles);  // the default layout

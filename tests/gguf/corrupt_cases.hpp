@@ -68,10 +68,17 @@ inline void append_str(Bytes& b, const std::string& s) {
 // Skips a value of type `t` at `at`; returns the offset after it.
 inline size_t skip_value(const Bytes& b, uint32_t t, size_t at) {
   switch (t) {
-    case 0: case 1: case 7: return at + 1;
-    case 2: case 3: return at + 2;
-    case 4: case 5: case 6: return at + 4;
-    case 10: case 11: case 12: return at + 8;
+    case 0:
+    case 1:
+    case 7: return at + 1;
+    case 2:
+    case 3: return at + 2;
+    case 4:
+    case 5:
+    case 6: return at + 4;
+    case 10:
+    case 11:
+    case 12: return at + 8;
     case 8: return at + 8 + get_le<uint64_t>(b, at);
     case 9: {
       uint32_t et = get_le<uint32_t>(b, at);
@@ -137,9 +144,9 @@ inline Bytes with_kv_first(const Bytes& b, const Bytes& records, uint64_t n_reco
 }
 
 struct CorruptCase {
-  std::string name;                  // what is wrong (also a file name)
-  Bytes bytes;                       // the corrupt file
-  std::vector<std::string> expect;   // substrings of the error message
+  std::string name;                 // what is wrong (also a file name)
+  Bytes bytes;                      // the corrupt file
+  std::vector<std::string> expect;  // substrings of the error message
 };
 
 // Every corruption kind of the M1 issue, applied to `base` (a real model with ≥ 2 tensors, ≥ 2 of
@@ -179,8 +186,10 @@ inline std::vector<CorruptCase> corrupt_cases(const Bytes& base) {
   add("truncated-in-tensor-info", Bytes(base.begin(), base.begin() + static_cast<long>(t1.type_at + 2)),
       {"truncated", t1.name});
   add("truncated-in-data", Bytes(base.begin(), base.end() - 100), {"past the end", "tensor '"});
-  add("kv-count-too-large", patched([](Bytes& b) { put_le<uint64_t>(b, 16, 1ull << 40); }), {"truncated", "of 1099511627776"});
-  add("tensor-count-too-large", patched([](Bytes& b) { put_le<uint64_t>(b, 8, 1ull << 60); }), {"tensor info #", "of 1152921504606846976"});
+  add("kv-count-too-large", patched([](Bytes& b) { put_le<uint64_t>(b, 16, 1ull << 40); }),
+      {"truncated", "of 1099511627776"});
+  add("tensor-count-too-large", patched([](Bytes& b) { put_le<uint64_t>(b, 8, 1ull << 60); }),
+      {"tensor info #", "of 1152921504606846976"});
   add("key-length-too-large", patched([&](Bytes& b) { put_le<uint64_t>(b, l.kvs[1].start, 1ull << 62); }),
       {"metadata key #1", "length"});
   add("string-length-too-large", patched([&](Bytes& b) { put_le<uint64_t>(b, arch->value_at, base.size()); }),
@@ -200,7 +209,8 @@ inline std::vector<CorruptCase> corrupt_cases(const Bytes& base) {
   add("overflowing-dims", patched([&](Bytes& b) {
         put_le<uint64_t>(b, t2d->ne_at, 1ull << 32);
         put_le<uint64_t>(b, t2d->ne_at + 8, 1ull << 32);
-      }), {t2d->name, "overflows"});
+      }),
+      {t2d->name, "overflows"});
   add("huge-dim", patched([&](Bytes& b) { put_le<uint64_t>(b, t2d->ne_at, ~0ull); }), {t2d->name, "overflows"});
   add("ne0-not-multiple-of-block", patched([&](Bytes& b) { put_le<uint32_t>(b, t2d->type_at, 12); }),
       {t2d->name, "q4_K", "block size 256"});

@@ -71,8 +71,7 @@ TEST(GgufCorrupt, TruncatedAtEveryPointOfTheHeaderAndManyOfTheData) {
       msg = e.what();
     }
     ASSERT_FALSE(msg.empty()) << "cut at " << cut << " opened";
-    ASSERT_TRUE(msg.find("truncated") != std::string::npos || msg.find("past the end") != std::string::npos)
-        << msg;
+    ASSERT_TRUE(msg.find("truncated") != std::string::npos || msg.find("past the end") != std::string::npos) << msg;
     ASSERT_NE(msg.find("byte offset 0x"), std::string::npos) << msg;
     // A cut inside a value names its key; a cut inside a tensor info after the name names the tensor.
     for (const KvLoc& kv : l.kvs) {

@@ -38,6 +38,4 @@ TEST(GgufReader, VocabOnlyFilesLoad) {
   }
 }
 
-TEST(GgufReader, MissingFileIsAnError) {
-  EXPECT_THROW(GgufFile::open("/nonexistent/model.gguf"), rocky::Error);
-}
+TEST(GgufReader, MissingFileIsAnError) { EXPECT_THROW(GgufFile::open("/nonexistent/model.gguf"), rocky::Error); }

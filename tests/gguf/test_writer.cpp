@@ -33,10 +33,17 @@ const char* const k_files[] = {
 
 uint64_t elem_bytes(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
     default: return 0;
   }
 }

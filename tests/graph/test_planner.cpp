@@ -54,7 +54,8 @@ Graph random_graph(uint32_t seed, int n_nodes) {
     nd.ne0 = 1 + static_cast<int64_t>(r() % 300);
     nd.ne1 = 1 + static_cast<int64_t>(r() % 7);
     if (r() % 9 == 0) nd.ne0 = nd.ne1 = 0;  // no-output nodes (KV_STORE-like)
-    for (int k = 0; k < 2 && i > 0; ++k) nd.src[static_cast<size_t>(k)] = static_cast<int32_t>(r() % static_cast<uint32_t>(i));
+    for (int k = 0; k < 2 && i > 0; ++k)
+      nd.src[static_cast<size_t>(k)] = static_cast<int32_t>(r() % static_cast<uint32_t>(i));
     g.add(nd);
   }
   g.output = n_nodes - 1;

@@ -137,9 +137,9 @@ TEST(Harden, PaddedTableRowsAreNeverSampled) {
   const std::string dir = scratch_dir("harden-vocab");
   for (const char* device : {"cpu", "vulkan:0"}) {
     for (const char* temp : {"0", "1.5"}) {
-      auto r = run_rocky("harden-vocab-run", {"run", "-m", model, "-p", "Once upon a time", "-n", "24", "--temp", temp,
-                                              "--seed", "5", "--ignore-eos", "--json", "--device", device,
-                                              "--dump-logits", dir + "/last.f32"});
+      auto r = run_rocky("harden-vocab-run",
+                         {"run", "-m", model, "-p", "Once upon a time", "-n", "24", "--temp", temp, "--seed", "5",
+                          "--ignore-eos", "--json", "--device", device, "--dump-logits", dir + "/last.f32"});
       ASSERT_EQ(r.rc, 0) << r.err;
       EXPECT_TRUE(contains(r.err, "token_embd.weight has 512 rows, the vocabulary 300 tokens")) << r.err;
       auto j = nlohmann::json::parse(r.out);
@@ -284,7 +284,8 @@ TEST(Harden, PipelineCacheDirectoryOrFifoRunsWithoutIt) {
   // Four processes exiting together: one whole cache file, no temporary left behind.
   std::string cmd;
   for (int i = 0; i < 4; ++i) {
-    cmd += env + " '" ROCKY_BINARY_DIR "/rocky' verify -m '" + stories() + "' -p 'Lily went to the park.' >/dev/null 2>&1 & ";
+    cmd += env + " '" ROCKY_BINARY_DIR "/rocky' verify -m '" + stories() +
+           "' -p 'Lily went to the park.' >/dev/null 2>&1 & ";
   }
   cmd += "wait";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
@@ -348,13 +349,14 @@ TEST(Harden, VerifyTakesUbatchSize) {
 
 TEST(Harden, BpeVocabularyLabelledLlamaIsRefused) {
   const std::string model = scratch_dir("harden-bpe") + "/qwen2-labelled-llama.gguf";
-  rewrite_gguf(shared_path("reference/models/synth/synth-qwen2-0.5b-shape-q4_k_m.gguf"), model,
-               [](std::string_view key, const gguf::Value&, gguf::Writer& w) {
-                 if (key != "tokenizer.ggml.model") return true;
-                 w.set_string(key, "llama");
-                 return false;
-               },
-               nullptr);
+  rewrite_gguf(
+      shared_path("reference/models/synth/synth-qwen2-0.5b-shape-q4_k_m.gguf"), model,
+      [](std::string_view key, const gguf::Value&, gguf::Writer& w) {
+        if (key != "tokenizer.ggml.model") return true;
+        w.set_string(key, "llama");
+        return false;
+      },
+      nullptr);
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"tokenize", "-m", model, "-p", "Hello world"},
         std::vector<std::string>{"run", "-m", model, "-p", "Hello world", "-n", "1", "--device", "cpu"}}) {
@@ -403,7 +405,7 @@ TEST(Harden, SynthRemovesPartOnSigintAndSigterm) {
 
 TEST(Harden, SynthRefusesUpFrontWhenTheDiskIsTooSmall) {
   const std::string dir = scratch_dir("harden-synth-disk");
-  struct statvfs st{};
+  struct statvfs st {};
   ASSERT_EQ(::statvfs(dir.c_str(), &st), 0);
   const double free_gb = double(st.f_bavail) * double(st.f_frsize) / 1e9;
   // Qwen2.5-7B's shapes, 1024 layers of f32: about 950 GB.

@@ -33,7 +33,8 @@ inline const BackendSpec& cpu_spec() {
   return s;
 }
 
-inline std::unique_ptr<runtime::Session> make_session(const model::Model& m, const BackendSpec& b, int32_t n_ctx = 1024) {
+inline std::unique_ptr<runtime::Session> make_session(const model::Model& m, const BackendSpec& b,
+                                                      int32_t n_ctx = 1024) {
   return std::make_unique<runtime::Session>(m, b.make(), runtime::SessionOptions{n_ctx, b.n_ubatch});
 }
 
@@ -193,7 +194,8 @@ inline void teacher_force(const TightCase& c, const BackendSpec& b = cpu_spec(),
       }
       const float margin = row[static_cast<size_t>(top)] - second;
       if (margin > margin_rel * mx) {
-        EXPECT_EQ(top, r.greedy_ids[i]) << b.name << " " << c.label << " " << p << " step " << i << " margin " << margin;
+        EXPECT_EQ(top, r.greedy_ids[i]) << b.name << " " << c.label << " " << p << " step " << i << " margin "
+                                        << margin;
         ++checked;
       } else {
         ++skipped;

@@ -65,7 +65,7 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
 // Copies stories260K.gguf with `from` replaced by `to` (same length) and `extra` written at
 // `extra_offset` bytes after it, so the file stays valid GGUF (bad-model tests).
 inline std::string patched_copy(const std::string& name, const std::string& from, const std::string& to,
-                         size_t extra_offset = 0, std::vector<uint8_t> extra = {}) {
+                                size_t extra_offset = 0, std::vector<uint8_t> extra = {}) {
   auto bytes = read_file_bytes(shared_path("reference/models/stories260K.gguf"));
   auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
   if (it == bytes.end()) throw std::runtime_error("patched_copy: '" + from + "' not found");
@@ -73,8 +73,8 @@ inline std::string patched_copy(const std::string& name, const std::string& from
   const size_t pos = static_cast<size_t>(it - bytes.begin());
   std::copy(extra.begin(), extra.end(), bytes.begin() + static_cast<std::ptrdiff_t>(pos + from.size() + extra_offset));
   std::string path = scratch_dir("model_errors") + "/" + name;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
 

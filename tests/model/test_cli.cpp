@@ -38,9 +38,9 @@ TEST(CliRun, GreedyJsonAndDumpsMatchReference) {
   for (const auto& p : test::k_prompts) {
     auto r = test::load_ref("stories260K__kvf32_faoff", p);
     const std::string last = dir + "/" + p + ".last.f32", all = dir + "/" + p + ".all.f32";
-    auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt(p) +
-                     " -n 32 --temp 0 --ignore-eos --json -c 1024 -ub 7 --dump-logits " + last +
-                     " --dump-all-logits " + all);
+    auto res =
+        rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt(p) +
+              " -n 32 --temp 0 --ignore-eos --json -c 1024 -ub 7 --dump-logits " + last + " --dump-all-logits " + all);
     ASSERT_EQ(res.rc, 0) << res.out;
     auto j = nlohmann::json::parse(res.out);
     EXPECT_EQ(j.at("prompt_ids").get<std::vector<int32_t>>(), r.eval_tokens) << p;
@@ -58,18 +58,21 @@ TEST(CliRun, GreedyJsonAndDumpsMatchReference) {
 }
 
 TEST(CliRun, StreamsTextAndTimings) {
-  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3");
+  auto res =
+      rocky("run --device cpu -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3");
   ASSERT_EQ(res.rc, 0) << res.out;
   EXPECT_EQ(res.out.rfind("Once upon a time", 0), 0u) << res.out;
   EXPECT_NE(res.out.find("t/s"), std::string::npos) << res.out;
   // Same seed, same text.
-  EXPECT_EQ(rocky("run --device cpu -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3 --json")
+  EXPECT_EQ(rocky("run --device cpu -m " + model("stories260K.gguf") +
+                  " -p 'Once upon a time' -n 8 --temp 0.8 --seed 3 --json")
                 .rc,
             0);
 }
 
 TEST(CliRun, BadInputExitsOne) {
-  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt("p2_paragraph") + " -n 4 -c 64");
+  auto res =
+      rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt("p2_paragraph") + " -n 4 -c 64");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("raise -c"), std::string::npos) << res.out;
   res = rocky("run --device cpu -m /nonexistent/model.gguf -p hi -n 1");
@@ -79,14 +82,17 @@ TEST(CliRun, BadInputExitsOne) {
   EXPECT_NE(res.out.find("unknown device 'tpu'"), std::string::npos) << res.out;
   // A model rocky cannot run: unsupported architecture, missing tensor, unsupported type.
   std::string key = "general.architecture";
-  res = rocky("run --device cpu -m " + test::patched_copy("cli_arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'}) + " -p hi -n 1");
+  res = rocky("run --device cpu -m " + test::patched_copy("cli_arch.gguf", key, key, 4 + 8, {'l', 'l', 'a', 'm', 'b'}) +
+              " -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("unsupported architecture 'llamb'"), std::string::npos) << res.out;
-  res = rocky("run --device cpu -m " + test::patched_copy("cli_missing.gguf", "output_norm.weight", "output_norX.weight") + " -p hi -n 1");
+  res = rocky("run --device cpu -m " +
+              test::patched_copy("cli_missing.gguf", "output_norm.weight", "output_norX.weight") + " -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("missing tensor 'output_norm.weight'"), std::string::npos) << res.out;
   std::string name = "blk.4.ffn_down.weight";
-  res = rocky("run --device cpu -m " + test::patched_copy("cli_type.gguf", name, name, 4 + 16, {26, 0, 0, 0}) + " -p hi -n 1");
+  res = rocky("run --device cpu -m " + test::patched_copy("cli_type.gguf", name, name, 4 + 16, {26, 0, 0, 0}) +
+              " -p hi -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("'blk.4.ffn_down.weight' has type i32"), std::string::npos) << res.out;
   // Usage errors are exit 2.
@@ -97,7 +103,8 @@ TEST(CliRun, BadInputExitsOne) {
 // -f naming a directory is an error, not an empty prompt (an ifstream opens a directory and reads
 // nothing).
 TEST(CliRun, PromptFileThatIsADirectoryExitsOne) {
-  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + test::scratch_dir("cli_run_dir") + " -n 1");
+  auto res =
+      rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + test::scratch_dir("cli_run_dir") + " -n 1");
   EXPECT_EQ(res.rc, 1) << res.out;
   EXPECT_NE(res.out.find("it is a directory"), std::string::npos) << res.out;
 }

@@ -94,7 +94,8 @@ std::string copy_without_tensor(const std::string& name, const std::string& drop
   for (const auto& [key, value] : f.metadata()) w.set(key, value);
   for (const auto& t : f.tensors()) {
     if (t.name == drop) continue;
-    w.add_tensor(t.name, t.type, std::span<const uint64_t>(t.ne.data(), t.n_dims), std::span<const uint8_t>(t.data, t.n_bytes));
+    w.add_tensor(t.name, t.type, std::span<const uint64_t>(t.ne.data(), t.n_dims),
+                 std::span<const uint8_t>(t.data, t.n_bytes));
   }
   const std::string path = scratch_dir("model_errors") + "/" + name;
   w.write(path);
@@ -160,7 +161,8 @@ TEST(CpuBackend, ReadNodeAndPlanIndependence) {
   ctx->reset();
   ctx->compute(g, full, r.eval_tokens, b);
   EXPECT_EQ(a, b);
-  auto ref = test::load_f32(test::ref_path("synth-qwen2-q4_k_m-dequant-f32__kvf32_faoff", "p1_short", ".cpu.last_logits.f32"));
+  auto ref =
+      test::load_f32(test::ref_path("synth-qwen2-q4_k_m-dequant-f32__kvf32_faoff", "p1_short", ".cpu.last_logits.f32"));
   EXPECT_LE(test::rel_err(b, ref), 1e-3);
   EXPECT_GT(be->device_memory_bytes(), full.arena_bytes);
 

@@ -25,14 +25,15 @@ struct Extra {
   uint64_t ne0;
   float value;
 };
-std::string edited_copy(const std::string& model, const std::string& out_name, const std::function<void(gguf::Writer&)>& edit,
-                        const std::vector<Extra>& extra = {}) {
+std::string edited_copy(const std::string& model, const std::string& out_name,
+                        const std::function<void(gguf::Writer&)>& edit, const std::vector<Extra>& extra = {}) {
   const auto f = gguf::GgufFile::open(model_path(model));
   gguf::Writer w;
   for (const auto& [key, value] : f.metadata()) w.set(key, value);
   edit(w);
   for (const auto& t : f.tensors()) {
-    w.add_tensor(t.name, t.type, std::span<const uint64_t>(t.ne.data(), t.n_dims), std::span<const uint8_t>(t.data, t.n_bytes));
+    w.add_tensor(t.name, t.type, std::span<const uint64_t>(t.ne.data(), t.n_dims),
+                 std::span<const uint8_t>(t.data, t.n_bytes));
   }
   for (const Extra& e : extra) {
     std::vector<uint8_t> bytes(e.ne0 * 4);
@@ -62,9 +63,9 @@ void expect_refused(const std::string& path, const std::string& name) {
 const char* k_llama = "stories260K.gguf";
 
 TEST(StrictLoad, ReferenceModelsLoad) {
-  for (const char* m : {"stories260K.gguf", "stories260K-f16.gguf", "llama-2-tiny-random.gguf", "synth-llama-q4_k_m.gguf",
-                        "synth-qwen2-q4_k_m.gguf", "synth-qwen3-q4_k_m.gguf", "synth-llama3-q4_k_m.gguf",
-                        "synth-qwen2-0.5b-shape-q4_k_m.gguf", "synth-llama-q5_k_m.gguf"}) {
+  for (const char* m : {"stories260K.gguf", "stories260K-f16.gguf", "llama-2-tiny-random.gguf",
+                        "synth-llama-q4_k_m.gguf", "synth-qwen2-q4_k_m.gguf", "synth-qwen3-q4_k_m.gguf",
+                        "synth-llama3-q4_k_m.gguf", "synth-qwen2-0.5b-shape-q4_k_m.gguf", "synth-llama-q5_k_m.gguf"}) {
     EXPECT_NO_THROW(model::Model::load(model_path(m))) << m;
   }
 }
@@ -113,7 +114,8 @@ TEST(StrictLoad, KeysThatChangeTheMath) {
       {"llama.logit_scale", [](gguf::Writer& w, const std::string& k) { w.set_f32(k, 0.5f); }},
       {"llama.embedding_scale", [](gguf::Writer& w, const std::string& k) { w.set_f32(k, 12.0f); }},
       {"llama.rope.scaling.attn_factor", [](gguf::Writer& w, const std::string& k) { w.set_f32(k, 1.2f); }},
-      {"llama.rope.dimension_sections", [](gguf::Writer& w, const std::string& k) {
+      {"llama.rope.dimension_sections",
+       [](gguf::Writer& w, const std::string& k) {
          const int32_t s[4] = {2, 1, 1, 0};
          w.set_i32_array(k, s);
        }},
@@ -122,9 +124,8 @@ TEST(StrictLoad, KeysThatChangeTheMath) {
   int i = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key);
-    expect_refused(edited_copy(k_llama, "key" + std::to_string(i++) + ".gguf",
-                               [&](gguf::Writer& w) { c.set(w, c.key); }),
-                   c.key);
+    expect_refused(
+        edited_copy(k_llama, "key" + std::to_string(i++) + ".gguf", [&](gguf::Writer& w) { c.set(w, c.key); }), c.key);
   }
 }
 
@@ -144,8 +145,9 @@ TEST(StrictLoad, KeysKnownHarmless) {
 }
 
 TEST(StrictLoad, KeyOfWrongType) {
-  expect_refused(edited_copy(k_llama, "type.gguf", [](gguf::Writer& w) { w.set_string("llama.attention.head_count_kv", "4"); }),
-                 "llama.attention.head_count_kv");
+  expect_refused(
+      edited_copy(k_llama, "type.gguf", [](gguf::Writer& w) { w.set_string("llama.attention.head_count_kv", "4"); }),
+      "llama.attention.head_count_kv");
 }
 
 TEST(StrictLoad, TensorsTheGraphDoesNotRead) {
@@ -172,8 +174,10 @@ TEST(StrictLoad, TensorsKnownHarmless) {
 // factors change them.
 TEST(StrictLoad, LlamaRopeFreqsAreRead) {
   auto base = model::Model::load(model_path(k_llama));
-  auto ones = model::Model::load(edited_copy(k_llama, "ones.gguf", [](gguf::Writer&) {}, {{"rope_freqs.weight", 4, 1.0f}}));
-  auto fours = model::Model::load(edited_copy(k_llama, "fours.gguf", [](gguf::Writer&) {}, {{"rope_freqs.weight", 4, 4.0f}}));
+  auto ones =
+      model::Model::load(edited_copy(k_llama, "ones.gguf", [](gguf::Writer&) {}, {{"rope_freqs.weight", 4, 1.0f}}));
+  auto fours =
+      model::Model::load(edited_copy(k_llama, "fours.gguf", [](gguf::Writer&) {}, {{"rope_freqs.weight", 4, 4.0f}}));
   ASSERT_NE(ones->weights().rope_freqs, nullptr);
   const std::vector<int32_t> toks = {1, 403, 407, 261, 300, 12, 99, 7};
   auto a = make_session(*base, 64, 8)->eval(toks);

@@ -63,8 +63,9 @@ uint16_t naive_to_bf16(float f) {
   const double lo = std::fabs(static_cast<double>(std::bit_cast<float>(lo_bits)));
   // next bf16 up in magnitude; past the largest finite it is 2^128 (rounds to inf)
   const uint32_t hi_bits = lo_bits + 0x10000u;
-  const double hi = ((hi_bits & 0x7FFFFFFFu) == 0x7F800000u) ? std::ldexp(1.0, 128)
-                                                              : std::fabs(static_cast<double>(std::bit_cast<float>(hi_bits)));
+  const double hi = ((hi_bits & 0x7FFFFFFFu) == 0x7F800000u)
+                        ? std::ldexp(1.0, 128)
+                        : std::fabs(static_cast<double>(std::bit_cast<float>(hi_bits)));
   const double dl = a - lo, dh = hi - a;
   const bool up = dh < dl || (dh == dl && ((lo_bits >> 16) & 1));
   return static_cast<uint16_t>((up ? hi_bits : lo_bits) >> 16);
@@ -77,9 +78,9 @@ TEST(Half, EveryHalfDecodesExactly) {
     if (std::isnan(want)) {
       ASSERT_TRUE(std::isnan(got)) << std::hex << h;
       const uint32_t b = std::bit_cast<uint32_t>(got);
-      EXPECT_EQ(b >> 31, h >> 15) << std::hex << h;                      // sign kept
-      EXPECT_EQ((b >> 13) & 0x1FFu, h & 0x1FFu) << std::hex << h;       // payload kept
-      EXPECT_NE(b & 0x00400000u, 0u) << std::hex << h;                   // quiet
+      EXPECT_EQ(b >> 31, h >> 15) << std::hex << h;                // sign kept
+      EXPECT_EQ((b >> 13) & 0x1FFu, h & 0x1FFu) << std::hex << h;  // payload kept
+      EXPECT_NE(b & 0x00400000u, 0u) << std::hex << h;             // quiet
     } else {
       ASSERT_EQ(static_cast<double>(got), want) << std::hex << h;
       ASSERT_EQ(std::signbit(got), (h & 0x8000) != 0) << std::hex << h;  // -0.0 kept
@@ -121,12 +122,12 @@ TEST(Half, SpecialValues) {
   EXPECT_EQ(f32_to_f16(-std::numeric_limits<float>::quiet_NaN()), 0xFE00);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7BFF);
   EXPECT_EQ(f32_to_f16(65519.996f), 0x7BFF);
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7C00);            // tie with the odd 0x7BFF goes to inf
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7C00);               // tie with the odd 0x7BFF goes to inf
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even (zero)
   EXPECT_EQ(f32_to_f16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -24)), 0x0002);  // tie 1.5 -> 2
-  EXPECT_EQ(f32_to_f16(std::ldexp(2.5f, -24)), 0x0002);  // tie 2.5 -> 2
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -24)), 0x0002);     // tie 1.5 -> 2
+  EXPECT_EQ(f32_to_f16(std::ldexp(2.5f, -24)), 0x0002);     // tie 2.5 -> 2
   EXPECT_EQ(f32_to_f16(std::ldexp(1023.5f, -24)), 0x0400);  // subnormal rounds up to the smallest normal
   EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::denorm_min()), 0x0000);
   EXPECT_EQ(f32_to_f16(-std::numeric_limits<float>::denorm_min()), 0x8000);

@@ -50,8 +50,10 @@ TEST(GgmlTestSignal, EveryQuantizerIsWithinGgmlsLimit) {
     const double metric = rocky::test::ggml_error_metric(x, round_trip(t, x));
     std::cout << "  ggml metric " << dtype_name(t) << ": " << metric << "\n";
     EXPECT_LT(metric, 0.002) << dtype_name(t);
-    if (t == DType::F32) EXPECT_EQ(metric, 0.0);
-    else EXPECT_GT(metric, 0.0) << dtype_name(t);  // a lossy format that loses nothing is suspicious
+    if (t == DType::F32)
+      EXPECT_EQ(metric, 0.0);
+    else
+      EXPECT_GT(metric, 0.0) << dtype_name(t);  // a lossy format that loses nothing is suspicious
   }
 }
 
@@ -110,7 +112,8 @@ double worst_bound_ratio(DType t, const std::vector<float>& x, const std::vector
         case DType::BF16: bound = std::fabs(xi) * 0x1p-8; break;
         // q = round(x / d) with d = amax/127 (half a step), plus the half-precision rounding of
         // d times |q| <= 127.
-        case DType::Q8_0: case DType::Q8_1: bound = (amax / 127.0 * 0.5 + 127.0 * half_err(amax / 127.0)) * 1.0001; break;
+        case DType::Q8_0:
+        case DType::Q8_1: bound = (amax / 127.0 * 0.5 + 127.0 * half_err(amax / 127.0)) * 1.0001; break;
         // d = max/-16: in-range error half a step plus d's rounding times |q| <= 16; the value -max
         // clamps at q = 15 (a full step).
         case DType::Q5_0: bound = (amax / 16.0 + 16.0 * half_err(amax / 16.0)) * 1.0001; break;
@@ -155,8 +158,8 @@ TEST(RoundTrip, Q8IsAFixedPointOnItsOwnGrid) {
   const int n = 32 * 9;
   std::vector<float> x(n);
   for (int b = 0; b < 9; ++b) {
-    const float d = std::ldexp(1.0f, b - 4);  // powers of two: exact in half
-    x[static_cast<size_t>(32 * b)] = 127.0f * d;   // amax = 127 d
+    const float d = std::ldexp(1.0f, b - 4);      // powers of two: exact in half
+    x[static_cast<size_t>(32 * b)] = 127.0f * d;  // amax = 127 d
     for (int j = 1; j < 32; ++j) x[static_cast<size_t>(32 * b + j)] = static_cast<float>(qd(rng)) * d;
   }
   for (DType t : {DType::Q8_0, DType::Q8_1}) {

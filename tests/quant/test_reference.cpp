@@ -120,9 +120,8 @@ TEST(KnownAnswer, EveryQuantizerIsChecked) {
   int n = 0;
   for (const char* name : k_types) {
     const DType t = *dtype_from_name(name);
-    const bool listed = std::find_if(std::begin(k_quant_types), std::end(k_quant_types), [&](const char* q) {
-                          return std::string(q) == name;
-                        }) != std::end(k_quant_types);
+    const bool listed = std::find_if(std::begin(k_quant_types), std::end(k_quant_types),
+                                     [&](const char* q) { return std::string(q) == name; }) != std::end(k_quant_types);
     EXPECT_EQ(can_quantize(t), listed) << name;
     n += listed ? 1 : 0;
   }
@@ -131,7 +130,7 @@ TEST(KnownAnswer, EveryQuantizerIsChecked) {
 
 // (a) first 256 values of one real tensor per type in each model, decoded by ggml.
 TEST(DequantReference, ModelTensorsMatchGgmlBitForBit) {
-  const char* const files[] = {"llama-2-tiny-random", "stories260K-f16", "stories260K",        "synth-llama-f16",
+  const char* const files[] = {"llama-2-tiny-random", "stories260K-f16",  "stories260K",        "synth-llama-f16",
                                "synth-llama-q4_k_m",  "synth-llama-q8_0", "synth-qwen2-q4_k_m", "synth-qwen2-q8_0"};
   int n_checked = 0;
   int n_sign_fixed = 0;
@@ -167,7 +166,7 @@ TEST(DequantReference, ModelTensorsMatchGgmlBitForBit) {
       ++n_checked;
     }
   }
-  EXPECT_EQ(n_checked, 17);  // every (model, type) entry of the eight files
+  EXPECT_EQ(n_checked, 17);     // every (model, type) entry of the eight files
   EXPECT_LT(n_sign_fixed, 40);  // a handful of q6_K zeros, not a systematic mismatch
 }
 

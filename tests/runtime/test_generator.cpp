@@ -66,15 +66,15 @@ TokenFn collect(Collected& c) {
 TEST(StopMatcher, HoldsBackPrefixesAndFindsSplitMatches) {
   StopMatcher m({"o Wo", "xyz"});
   EXPECT_EQ(m.push("Hel"), "Hel");
-  EXPECT_EQ(m.push("lo"), "l");     // "o" may start "o Wo"
-  EXPECT_EQ(m.push(" W"), "");      // "o W" still may
-  EXPECT_EQ(m.push("orld"), "");    // complete: nothing from the match on
+  EXPECT_EQ(m.push("lo"), "l");   // "o" may start "o Wo"
+  EXPECT_EQ(m.push(" W"), "");    // "o W" still may
+  EXPECT_EQ(m.push("orld"), "");  // complete: nothing from the match on
   EXPECT_TRUE(m.stopped());
   EXPECT_EQ(m.matched(), "o Wo");
   EXPECT_EQ(m.push("more"), "");
   StopMatcher n({"abc"});
   EXPECT_EQ(n.push("xab"), "x");
-  EXPECT_EQ(n.push("d"), "abd");    // the held-back "ab" is released once it cannot match
+  EXPECT_EQ(n.push("d"), "abd");  // the held-back "ab" is released once it cannot match
   EXPECT_EQ(n.push("a"), "");
   EXPECT_EQ(n.flush(), "a");
   EXPECT_FALSE(n.stopped());
@@ -98,7 +98,8 @@ TEST(Generator, StopStringSpanningTokens) {
   EXPECT_EQ(r.text, " upo");
   EXPECT_EQ(c.all, " upo");
   // Generation stopped at the token that completed the match: everything up to it was kept.
-  const std::string full = tok.detokenize(std::vector<int32_t>(gen.begin(), gen.begin() + static_cast<long>(r.tokens.size())));
+  const std::string full =
+      tok.detokenize(std::vector<int32_t>(gen.begin(), gen.begin() + static_cast<long>(r.tokens.size())));
   EXPECT_NE(full.find("n a ti"), std::string::npos) << full;
   const std::string shorter =
       tok.detokenize(std::vector<int32_t>(gen.begin(), gen.begin() + static_cast<long>(r.tokens.size()) - 1));

@@ -202,7 +202,8 @@ TEST(PrefixCache, RamTierStaysWithinItsLimitAndEvictsDeepestFirst) {
 struct DiskFixture : ::testing::Test {
   std::string dir;
   void SetUp() override {
-    dir = test::scratch_dir(std::string("prefix-cache-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir = test::scratch_dir(std::string("prefix-cache-") +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -300,15 +301,16 @@ TEST_F(DiskFixture, DamagedEntriesAreSkipped) {
       {"truncated", [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) - 9); }},
       {"zero length", [](const fs::path& p) { fs::resize_file(p, 0); }},
       {"header byte", [&](const fs::path& p) { flip(p, 40); }},
-      {"old version", [](const fs::path& p) {
+      {"old version",
+       [](const fs::path& p) {
          // A well-formed entry of format version 0: version field rewritten, header checksum redone.
          std::vector<uint8_t> b = test::read_file_bytes(p.string());
          const uint32_t v = 0;
          std::memcpy(b.data() + 8, &v, 4);
          const uint64_t h = runtime::hash64(b.data(), 104);
          std::memcpy(b.data() + 104, &h, 8);
-         std::ofstream(p, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(b.data()),
-                                                                    static_cast<std::streamsize>(b.size()));
+         std::ofstream(p, std::ios::binary | std::ios::trunc)
+             .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
        }},
       {"payload byte", [&](const fs::path& p) { flip(p, fs::file_size(p) - 100); }},
       {"padded", [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) + 4); }},
@@ -402,7 +404,8 @@ TEST_F(DiskFixture, TwoWritersShareOneDirectory) {
     b.flush();
     EXPECT_TRUE(find_block(b, t, 11)) << "b reads a's block from the shared directory";
   }
-  for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos);
+  for (auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos);
   PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
   for (size_t k = 0; k < 12; ++k) {
     BlockPtr got = find_block(c, t, k);

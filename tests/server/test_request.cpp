@@ -64,8 +64,8 @@ TEST(ServerRequest, EachBadFieldIsNamed) {
       {R"({"messages":[{"role":"user","content":{"a":1}}]})", 400, "messages[0].content"},
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400, "messages[0].content[0].type"},
       {R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})", 400, "messages[0].tool_calls"},
-      {R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":3}}]}]})", 400,
-       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":3}}]}]})",
+       400, "messages[0].tool_calls[0].function.arguments"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-2})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e12})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1.5})", 400, "max_tokens"},
@@ -74,10 +74,13 @@ TEST(ServerRequest, EachBadFieldIsNamed) {
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", 400, "temperature"},
       {R"({"messages":[{"role":"user","content":"x"}],"top_p":1.5})", 400, "top_p"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", 400, "stop[0]"},
-      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}})", 400, "stream_options.include_usage"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}})", 400,
+       "stream_options.include_usage"},
       {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", 400, "tool_choice"},
-      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"f"}}})", 400, "tool_choice"},
-      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{}}]})", 400, "tools[0].function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"f"}}})", 400,
+       "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{}}]})", 400,
+       "tools[0].function.name"},
       {R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[]})", 400, "chat_template_kwargs"},
   };
   for (const auto& c : cases) {
@@ -104,15 +107,16 @@ TEST(ServerRequest, InvalidUtf8NamesTheOffset) {
     EXPECT_NE(e.message.find("offset 41"), std::string::npos) << e.message;
   }
   EXPECT_EQ(find_invalid_utf8("\xE2\x82\xAC ok \xF0\x9F\x98\x80"), std::string::npos);
-  EXPECT_EQ(find_invalid_utf8("\xC0\x80"), 0u);          // overlong
-  EXPECT_EQ(find_invalid_utf8("a\xED\xA0\x80"), 1u);     // surrogate
+  EXPECT_EQ(find_invalid_utf8("\xC0\x80"), 0u);            // overlong
+  EXPECT_EQ(find_invalid_utf8("a\xED\xA0\x80"), 1u);       // surrogate
   EXPECT_EQ(find_invalid_utf8("ab\xF4\x90\x80\x80"), 2u);  // past U+10FFFF
 }
 
 TEST(ServerRequest, CompletionPromptForms) {
   EXPECT_EQ(*parse_completion(parse_body(R"({"prompt":"hi"})"), false).prompt_text, "hi");
   EXPECT_EQ(*parse_completion(parse_body(R"({"prompt":["hi"]})"), false).prompt_text, "hi");
-  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[1,2,3]})"), false).prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[1,2,3]})"), false).prompt_tokens,
+            (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[[4,5]]})"), false).prompt_tokens, (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), true).sampling.max_tokens, 7);
   EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), false).sampling.max_tokens, -1);
@@ -122,7 +126,8 @@ TEST(ServerRequest, CompletionPromptForms) {
   }
   EXPECT_EQ(parse_detokenize(parse_body(R"({"tokens":[1,2]})")), (std::vector<int32_t>{1, 2}));
   EXPECT_THROW(parse_detokenize(parse_body(R"({"tokens":[1,"a"]})")), ApiError);
-  const ApplyTemplateRequest a = parse_apply_template(parse_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]})"));
+  const ApplyTemplateRequest a =
+      parse_apply_template(parse_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]})"));
   EXPECT_TRUE(a.add_generation_prompt);
   EXPECT_TRUE(a.tools.is_null());
   EXPECT_TRUE(a.messages[0]["content"].is_array());  // as given: no normalisation

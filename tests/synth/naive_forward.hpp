@@ -103,7 +103,6 @@ inline void rope(double* h, uint32_t d, uint32_t pos, double base, bool neox) {
   }
 }
 
-
 struct ForwardResult {
   double rms_embd = 0, rms_block0 = 0, rms_last = 0;  // residual RMS over all positions
   std::vector<Vec> logits;                            // [position][n_vocab]: every position, or the last

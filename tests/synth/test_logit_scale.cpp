@@ -38,8 +38,8 @@ void check(const std::string& preset, uint32_t n_layer, uint32_t vocab, uint32_t
   for (double v : z) ss += (v - mean) * (v - mean);
   const double sd = std::sqrt(ss / static_cast<double>(z.size()));
   std::printf("%-16s L=%-2u logits std %.3f max %.2f | residual rms embd %.4f block0 %.4f last %.4f (x%.2f, x%.2f)\n",
-              preset.c_str(), n_layer, sd, mx, res.rms_embd, res.rms_block0, res.rms_last,
-              res.rms_last / res.rms_embd, res.rms_last / res.rms_block0);
+              preset.c_str(), n_layer, sd, mx, res.rms_embd, res.rms_block0, res.rms_last, res.rms_last / res.rms_embd,
+              res.rms_last / res.rms_block0);
   EXPECT_GE(sd, 1.0);
   EXPECT_LE(sd, 5.0);
   EXPECT_LE(mx, 30.0);

@@ -115,9 +115,9 @@ TEST(SynthPlan, N6PresetsHaveRealShapes) {
     const char* name;
     double params_b;
   };
-  for (const Want& w : {Want{"qwen3-1.7b", 1.721}, Want{"qwen3-4b", 4.022}, Want{"llama-3.2-1b", 1.236},
-                        Want{"llama-3.2-3b", 3.213}, Want{"qwen2.5-0.5b", 0.494}, Want{"gemma-3-1b", 1.000},
-                        Want{"gemma-3-4b", 3.880}}) {
+  for (const Want& w :
+       {Want{"qwen3-1.7b", 1.721}, Want{"qwen3-4b", 4.022}, Want{"llama-3.2-1b", 1.236}, Want{"llama-3.2-3b", 3.213},
+        Want{"qwen2.5-0.5b", 0.494}, Want{"gemma-3-1b", 1.000}, Want{"gemma-3-4b", 3.880}}) {
     SCOPED_TRACE(w.name);
     const Preset& p = find_preset(w.name);
     const auto plan = tensor_plan(p, p.n_layer, FileType::Q4_K_M);
@@ -165,7 +165,7 @@ TEST(SynthPlan, N6PresetsHaveRealShapes) {
   EXPECT_EQ(gb.at("blk.0.attn_q_norm.weight").ne[0], 256u);
   EXPECT_EQ(gb.at("blk.0.attn_q.weight").ne[1], 1024u);
   EXPECT_EQ(gb.at("blk.0.attn_q.weight").type, DType::Q5_0);  // 1152-wide rows: q4_K → q5_0
-  EXPECT_EQ(gb.at("token_embd.weight").type, DType::Q8_0);     // tied head: q6_K → q8_0
+  EXPECT_EQ(gb.at("token_embd.weight").type, DType::Q8_0);    // tied head: q6_K → q8_0
 }
 
 // llama.cpp's use_more_bits written out for n = 36 from anchors.md, and checked for other n

@@ -146,8 +146,9 @@ TEST(SynthFiles, QuantizeOfF32SynthMatchesPlanForAnyLayerCount) {
       SCOPED_TRACE(std::string(preset) + " n_layer " + std::to_string(n));
       const std::string f32 = scratch("f32.gguf"), q = scratch("q.gguf"), direct = scratch("direct.gguf");
       make(preset, f32, FileType::F32, n);
-      const std::vector<FileType> types = n == 5 ? std::vector<FileType>{FileType::Q4_K_M, FileType::Q6_K, FileType::Q8_0}
-                                                 : std::vector<FileType>{FileType::Q4_K_M};
+      const std::vector<FileType> types = n == 5
+                                              ? std::vector<FileType>{FileType::Q4_K_M, FileType::Q6_K, FileType::Q8_0}
+                                              : std::vector<FileType>{FileType::Q4_K_M};
       for (FileType ft : types) {
         SCOPED_TRACE(std::string(file_type_name(ft)));
         quantize(f32, q, ft);
@@ -289,8 +290,10 @@ TEST(SynthFiles, BadInputsAreErrors) {
   make("qwen2-test", f32, FileType::F32, 1);
   for (bool synth : {true, false}) {
     try {
-      if (synth) make("qwen2-test", dir, FileType::F32, 1);
-      else quantize(f32, dir, FileType::Q8_0);
+      if (synth)
+        make("qwen2-test", dir, FileType::F32, 1);
+      else
+        quantize(f32, dir, FileType::Q8_0);
       FAIL() << "a directory accepted as the output file";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
@@ -357,7 +360,7 @@ TEST(SynthTokenizer, LlamaSpmRoundTrip) {
     EXPECT_EQ(tok.vocab().bos(), 1);
     for (const char* text : k_texts) {
       if (std::string(text).find("<|") != std::string::npos) continue;  // not SPM's specials
-      EXPECT_EQ(tok.tokenize(text, true, true).front(), 1);  // BOS added
+      EXPECT_EQ(tok.tokenize(text, true, true).front(), 1);             // BOS added
       // Without BOS, detokenize drops the space SPM prefixed (llama_detokenize's behaviour).
       const auto ids = tok.tokenize(text, false, true);
       for (auto id : ids) ASSERT_TRUE(tok.vocab().valid(id));
@@ -441,7 +444,7 @@ TEST(SynthCli, ExitCodes) {
   EXPECT_EQ(run_rocky("quantize -q " + a + " " + c + " q3_k"), 1);  // unknown type
   EXPECT_EQ(run_rocky("synth --preset nope -o " + c), 1);
   EXPECT_EQ(run_rocky("synth --preset llama-test --type q2 -o " + c), 1);
-  EXPECT_EQ(run_rocky("synth -o " + c), 2);  // --preset missing
+  EXPECT_EQ(run_rocky("synth -o " + c), 2);                                  // --preset missing
   EXPECT_EQ(run_rocky("synth --preset llama-test --vocab 300 -o " + c), 2);  // under the 512 fixed tokens
   EXPECT_EQ(run_rocky("quantize " + a), 2);
   EXPECT_FALSE(std::filesystem::exists(c));

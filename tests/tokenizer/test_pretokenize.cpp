@@ -223,8 +223,6 @@ TEST(PreTokenizer, EmptyTextHasNoPieces) {
   EXPECT_TRUE(s.split("").empty());
 }
 
-TEST(PreTokenizer, BadPatternIsAnError) {
-  EXPECT_THROW(rocky::tok::RegexSplitter({"(unclosed"}), rocky::Error);
-}
+TEST(PreTokenizer, BadPatternIsAnError) { EXPECT_THROW(rocky::tok::RegexSplitter({"(unclosed"}), rocky::Error); }
 
 }  // namespace

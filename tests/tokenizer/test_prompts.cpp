@@ -29,7 +29,8 @@ TEST(Prompts, MatchLlamaCppForEverySharedModel) {
   for (const auto& c : k_cases) {
     const auto& tok = rocky::test::shared_tokenizer(c.model);
     for (const char* p : k_prompts) {
-      const std::string text = rocky::test::read_text(rocky::test::shared_path(std::string("reference/prompts/") + p + ".txt"));
+      const std::string text =
+          rocky::test::read_text(rocky::test::shared_path(std::string("reference/prompts/") + p + ".txt"));
       const auto ref = nlohmann::json::parse(rocky::test::read_text(
           rocky::test::shared_path(std::string("reference/ref/") + c.label + "/" + p + ".json")));
       ASSERT_EQ(ref.at("prompt").get<std::string>(), text) << c.label << "/" << p;

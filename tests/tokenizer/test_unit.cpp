@@ -287,7 +287,10 @@ TEST(Utf8, Helpers) {
   EXPECT_FALSE(utf8_valid("\xED\xA0\x80"));      // surrogate
   EXPECT_FALSE(utf8_valid("\xF4\x90\x80\x80"));  // > U+10FFFF
   EXPECT_FALSE(utf8_valid("\xE2\x82"));          // truncated
-  EXPECT_EQ(utf8_sanitize("a\xFF" "b\xE2\x82"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(utf8_sanitize("a\xFF"
+                          "b\xE2\x82"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(utf8_complete_prefix("ab\xE2\x82"), 2u);
   EXPECT_EQ(utf8_complete_prefix("ab\xE2\x82\xAC"), 5u);
   EXPECT_EQ(utf8_complete_prefix("\xF0"), 0u);

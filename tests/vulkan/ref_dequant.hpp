@@ -18,9 +18,12 @@ namespace rocky::test {
 inline double ref_f16(uint16_t h) {
   int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v;
-  if (e == 0) v = std::ldexp(m, -24);
-  else if (e == 31) v = m ? NAN : INFINITY;
-  else v = std::ldexp(1024 + m, e - 25);
+  if (e == 0)
+    v = std::ldexp(m, -24);
+  else if (e == 31)
+    v = m ? NAN : INFINITY;
+  else
+    v = std::ldexp(1024 + m, e - 25);
   return s ? -v : v;
 }
 inline uint16_t ref_to_f16(float f) {  // round-to-nearest for |f| in the normal range used here
@@ -214,16 +217,20 @@ inline void ref_dequant_row(DType t, const uint8_t* x, double* y, int64_t n) {
         }
       }
       return;
-    default:
-      throw std::runtime_error("ref_dequant_row: unsupported type");
+    default: throw std::runtime_error("ref_dequant_row: unsupported type");
   }
 }
 
 // Byte offsets of the f16 scale fields inside one block (set to sane values by the generators).
 inline std::vector<int> f16_fields(DType t) {
   switch (t) {
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return {0};
-    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: return {0};
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return {0, 2};
     case DType::Q2_K: return {80, 82};
     case DType::Q3_K: return {108};
     case DType::Q6_K: return {208};

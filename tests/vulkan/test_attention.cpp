@@ -106,8 +106,8 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
   const size_t qn = static_cast<size_t>(hd) * n_head;
   std::vector<float> qv(eq->deq.begin() + static_cast<ptrdiff_t>(qn * s.n_past), eq->deq.end());
   std::vector<float> ref_f(qn * static_cast<size_t>(s.n_tokens));
-  backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, s.scale, s.window}, s.n_past,
-                          s.n_tokens, ref_f.data());
+  backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, s.scale, s.window},
+                          s.n_past, s.n_tokens, ref_f.data());
   be.release_weights();
   return nmse(out, std::vector<double>(ref_f.begin(), ref_f.end()));
 }
@@ -161,7 +161,8 @@ TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 // [N6] Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
 // a key block, than the prompt and than n_past; both kernels, head_dim 64 and Gemma's 256.
 // tile: a ROCKY_ATTN_TILE value (the shipped GPU tiles prefetch K/V through registers).
-void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vector<int32_t> head_dims = {64, 256}) {
+void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr,
+                  std::vector<int32_t> head_dims = {64, 256}) {
   setenv("ROCKY_ATTN", kernel, 1);
   if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
   auto& be = shared_backend(kv_f16);
@@ -174,9 +175,9 @@ void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr, s
         for (int32_t hd : head_dims) {
           const Shape s{n, n_past, hd, 1 + cases % 2, 1, 1.0f / std::sqrt(float(hd)), w};
           ++cases;
-          EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << kernel << " kv_f16=" << kv_f16 << " window=" << w
-                                                         << " n_tokens=" << n << " n_past=" << n_past << " head_dim=" << hd
-                                                         << " tile " << (tile ? tile : "default");
+          EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
+              << kernel << " kv_f16=" << kv_f16 << " window=" << w << " n_tokens=" << n << " n_past=" << n_past
+              << " head_dim=" << hd << " tile " << (tile ? tile : "default");
         }
   unsetenv("ROCKY_ATTN_TILE");
 }

@@ -54,10 +54,12 @@ TEST(VulkanCli, NoLoaderIsAClearError) {
 }
 
 TEST(VulkanCli, NoDriverIsAClearError) {
-  Result r = run_cmd("VK_ICD_FILENAMES=/nonexistent/icd.json VK_DRIVER_FILES=/nonexistent/icd.json " + k_rocky + " devices");
+  Result r =
+      run_cmd("VK_ICD_FILENAMES=/nonexistent/icd.json VK_DRIVER_FILES=/nonexistent/icd.json " + k_rocky + " devices");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("mesa-vulkan-drivers"), std::string::npos) << r.out;
-  Result x = run_cmd("env -u XDG_RUNTIME_DIR VK_ICD_FILENAMES=/nonexistent/icd.json VK_DRIVER_FILES=/nonexistent/icd.json " +
+  Result x =
+      run_cmd("env -u XDG_RUNTIME_DIR VK_ICD_FILENAMES=/nonexistent/icd.json VK_DRIVER_FILES=/nonexistent/icd.json " +
               k_rocky + " devices");
   EXPECT_EQ(x.code, 1) << x.out;
   EXPECT_NE(x.out.find("XDG_RUNTIME_DIR"), std::string::npos) << x.out;
@@ -70,7 +72,8 @@ TEST(VulkanCli, VerifyStories260KWithinTolerance) {
   EXPECT_NE(r.out.find("top-1 agreement   26/26"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("every node within tolerance"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ffn_up"), std::string::npos) << r.out;  // profile rows
-  Result j = run_cmd(k_rocky + " verify -m " + model + " --json --kv-f16 --max-binding 65536 -p 'Lily went to the park.'");
+  Result j =
+      run_cmd(k_rocky + " verify -m " + model + " --json --kv-f16 --max-binding 65536 -p 'Lily went to the park.'");
   ASSERT_EQ(j.code, 0) << j.out;
   EXPECT_NE(j.out.find("\"ok\": true"), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("\"kv_cache\": \"f16\""), std::string::npos) << j.out;

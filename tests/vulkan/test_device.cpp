@@ -188,8 +188,7 @@ TEST(VulkanDevice, RecorderInsertsOnlyNeededBarriers) {
   EXPECT_EQ(be.recorder().dispatches(), 4u);
   EXPECT_EQ(be.recorder().barriers(), 2u);
   for (int j = 0; j < 4; ++j)
-    for (int i = 0; i < 64; ++i)
-      EXPECT_FLOAT_EQ(out[size_t(j * 64 + i)], float(3 * ea->at(tok[size_t(j)], i)));
+    for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(out[size_t(j * 64 + i)], float(3 * ea->at(tok[size_t(j)], i)));
   be.release_weights();
   EXPECT_EQ(be.instance().error_count(), 0u);
 }
@@ -267,7 +266,8 @@ TEST(VulkanDevice, DequantMatchesGgml) {
       const int n_rows = static_cast<int>((int64_t(want.size()) + k - 1) / k);
       std::vector<double> mine(static_cast<size_t>(n_rows * k));
       ref_dequant_row(t->type, t->data, mine.data(), n_rows * k);
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(mine[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << tname << " " << i;
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(mine[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << tname << " " << i;
       const gguf::TensorInfo* ws[] = {t};
       be.load_weights(ws);
       graph::Graph g;
@@ -283,7 +283,8 @@ TEST(VulkanDevice, DequantMatchesGgml) {
       for (int r = 0; r < n_rows; ++r) tok[size_t(r)] = r;
       std::vector<float> out(static_cast<size_t>(n_rows * k));
       be.compute(g, own_plan(g), tok, out);
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << tname << " " << i;
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(out[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << tname << " " << i;
       be.release_weights();
       ++checked;
     }

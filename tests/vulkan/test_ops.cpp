@@ -43,7 +43,7 @@ int64_t random_k(std::mt19937& rng, DType t, int64_t max_blocks) {
   return be * std::uniform_int_distribution<int64_t>(1, max_blocks)(rng);
 }
 
-const DType k_all_types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+const DType k_all_types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                              DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST_F(VulkanOps, GetRowsEveryType) {
@@ -77,7 +77,7 @@ TEST_F(VulkanOps, GetRowsEveryType) {
 
 TEST_F(VulkanOps, MatmulAndMatvec) {
   std::mt19937 rng(2);
-  const DType types[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::BF16,
+  const DType types[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::BF16,
                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K};
   int shapes = 0;
   for (int s = 0; s < 66; ++s, ++shapes) {
@@ -113,7 +113,8 @@ TEST_F(VulkanOps, MatmulAndMatvec) {
         for (int64_t i = 0; i < k; ++i) acc += w->at(r, i) * emb->at(tok[static_cast<size_t>(j)], i);
         ref[static_cast<size_t>(j * m + r)] = acc;
       }
-    EXPECT_LE(nmse(out, ref), 1e-6) << dtype_name(t) << " M=" << m << " K=" << k << " N=" << n << " tile bm=" << be.tile().bm;
+    EXPECT_LE(nmse(out, ref), 1e-6) << dtype_name(t) << " M=" << m << " K=" << k << " N=" << n
+                                    << " tile bm=" << be.tile().bm;
     be.release_weights();
   }
   EXPECT_GE(shapes, 50);
@@ -215,7 +216,8 @@ TEST_F(VulkanOps, NormAddBiasSiluTakeColsRope) {
     EXPECT_LE(nmse(be.read_node(g, plan, i_bias), r_bias), 1e-12) << "bias_add " << what;
     EXPECT_LE(nmse(be.read_node(g, plan, i_silu), r_silu), 1e-6) << "silu_mul " << what;
     EXPECT_LE(nmse(be.read_node(g, plan, i_rope), r_rope), 1e-6)
-        << "rope " << what << " head_dim=" << head_dim << " n_rot=" << n_rot << " neox=" << neox << " n_past=" << n_past;
+        << "rope " << what << " head_dim=" << head_dim << " n_rot=" << n_rot << " neox=" << neox
+        << " n_past=" << n_past;
     EXPECT_LE(nmse(out, r_take), 0.0) << "take_cols " << what;
     be.release_weights();
   }
@@ -370,7 +372,8 @@ void attention_shapes(bool kv_f16, int n_shapes, uint32_t seed, double tol) {
         double mx = -1e300;
         for (int p = 0; p <= pos; ++p) {
           double d = 0;
-          for (int32_t i = 0; i < hd; ++i) d += eq->at(tq, h * hd + i) * ek->at(all_tok[static_cast<size_t>(p)], kvh * hd + i);
+          for (int32_t i = 0; i < hd; ++i)
+            d += eq->at(tq, h * hd + i) * ek->at(all_tok[static_cast<size_t>(p)], kvh * hd + i);
           sc[static_cast<size_t>(p)] = d * scale;
           mx = std::max(mx, d * scale);
         }
@@ -378,7 +381,8 @@ void attention_shapes(bool kv_f16, int n_shapes, uint32_t seed, double tol) {
         for (auto& x : sc) sum += (x = std::exp(x - mx));
         for (int32_t i = 0; i < hd; ++i) {
           double o = 0;
-          for (int p = 0; p <= pos; ++p) o += sc[static_cast<size_t>(p)] * ev->at(all_tok[static_cast<size_t>(p)], kvh * hd + i);
+          for (int p = 0; p <= pos; ++p)
+            o += sc[static_cast<size_t>(p)] * ev->at(all_tok[static_cast<size_t>(p)], kvh * hd + i);
           ref.push_back(o / sum);
         }
       }

@@ -33,7 +33,9 @@ class BorrowedVulkan final : public backend::Backend {
   BorrowedVulkan& operator=(const BorrowedVulkan&) = delete;
   std::string name() const override { return b_.name(); }
   void load_weights(std::span<const gguf::TensorInfo* const> w) override { b_.load_weights(w); }
-  std::unique_ptr<backend::Context> make_context(const backend::ContextOptions& o) override { return b_.make_context(o); }
+  std::unique_ptr<backend::Context> make_context(const backend::ContextOptions& o) override {
+    return b_.make_context(o);
+  }
   backend::BackendStats stats() const override { return b_.stats(); }
   const vulkan::VulkanBackend& vk() const { return b_; }
 

@@ -96,8 +96,7 @@ void check_interleaved(const model::Model& ma, const model::Model& mb, bool a_in
     auto be = fresh_backend();
     Stream solo{st->m, st->prompt, st->steps};
     solo.open(be, n_ctx, n_ub);
-    while (solo.step()) {
-    }
+    while (solo.step()) {}
     solo.s.reset();
     EXPECT_EQ(validation_errors(*be), 0u);
     (st == &a ? alone_a : alone_b) = solo.logits;
@@ -124,12 +123,13 @@ void check_interleaved(const model::Model& ma, const model::Model& mb, bool a_in
   const backend::BackendStats two = be->stats();
   const backend::ContextStats cb = b.s->context().stats();
   const uint64_t same_model_weights = &ma == &mb ? 0 : two.memory.weights - one.memory.weights;
-  std::printf("%s + %s: weights %.3f MiB (+%.3f), context a: KV %.3f + arena %.3f + other %.4f MiB; b: KV %.3f + "
-              "arena %.3f + other %.4f MiB; total %.3f → %.3f MiB\n",
-              ma.hparams().arch_str.c_str(), mb.hparams().arch_str.c_str(), one.memory.weights / 1048576.0,
-              same_model_weights / 1048576.0, ca.memory.kv / 1048576.0, ca.memory.arena / 1048576.0,
-              ca.memory.other / 1048576.0, cb.memory.kv / 1048576.0, cb.memory.arena / 1048576.0,
-              cb.memory.other / 1048576.0, one.memory.total() / 1048576.0, two.memory.total() / 1048576.0);
+  std::printf(
+      "%s + %s: weights %.3f MiB (+%.3f), context a: KV %.3f + arena %.3f + other %.4f MiB; b: KV %.3f + "
+      "arena %.3f + other %.4f MiB; total %.3f → %.3f MiB\n",
+      ma.hparams().arch_str.c_str(), mb.hparams().arch_str.c_str(), one.memory.weights / 1048576.0,
+      same_model_weights / 1048576.0, ca.memory.kv / 1048576.0, ca.memory.arena / 1048576.0,
+      ca.memory.other / 1048576.0, cb.memory.kv / 1048576.0, cb.memory.arena / 1048576.0, cb.memory.other / 1048576.0,
+      one.memory.total() / 1048576.0, two.memory.total() / 1048576.0);
   if (&ma == &mb) {
     // The second context of the same model costs no weight memory: only its KV cache + arena
     // (+ token ids, logits readback and q8_1 copies, its "other").
@@ -146,7 +146,8 @@ void check_interleaved(const model::Model& ma, const model::Model& mb, bool a_in
     for (const auto& n : g.nodes)
       if (n.op == graph::Op::MATMUL) {
         const uint64_t k = n.weight->ne[0], cols = uint64_t(n.ne1);
-        q81 = std::max(q81, round4(vulkan::fast::q8_1_qs_bytes(k, cols)) + round4(vulkan::fast::q8_1_ds_bytes(k, cols)));
+        q81 =
+            std::max(q81, round4(vulkan::fast::q8_1_qs_bytes(k, cols)) + round4(vulkan::fast::q8_1_ds_bytes(k, cols)));
       }
   }
   EXPECT_LE(cb.memory.other, round4(4ull * n_ub) + round4(4ull * uint64_t(hb.n_vocab)) + 4 * q81);
@@ -190,15 +191,15 @@ TEST(TwoContexts, ConcurrentThreads) {
   auto m = model::Model::load(shared_path("reference/models/synth/synth-llama-q4_k_m.gguf"));
   const int32_t n_ctx = 64, n_ub = 16;
   std::vector<Stream> streams;
-  for (uint32_t i = 0; i < 2; ++i) streams.push_back(Stream{m.get(), tokens(19 + int32_t(i) * 11, m->hparams().n_vocab, 10 + i), 8});
+  for (uint32_t i = 0; i < 2; ++i)
+    streams.push_back(Stream{m.get(), tokens(19 + int32_t(i) * 11, m->hparams().n_vocab, 10 + i), 8});
   std::vector<std::vector<std::vector<float>>> alone;
   {
     auto be = fresh_backend();
     for (auto& st : streams) {
       Stream solo{st.m, st.prompt, st.steps};
       solo.open(be, n_ctx, n_ub);
-      while (solo.step()) {
-      }
+      while (solo.step()) {}
       alone.push_back(solo.logits);
     }
   }
@@ -209,8 +210,7 @@ TEST(TwoContexts, ConcurrentThreads) {
   for (size_t i = 0; i < streams.size(); ++i) {
     th.emplace_back([&, i] {
       try {
-        while (streams[i].step()) {
-        }
+        while (streams[i].step()) {}
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -220,7 +220,8 @@ TEST(TwoContexts, ConcurrentThreads) {
   for (size_t i = 0; i < streams.size(); ++i) {
     EXPECT_EQ(errors[i], "") << "stream " << i;
     ASSERT_EQ(streams[i].logits.size(), alone[i].size());
-    for (size_t k = 0; k < alone[i].size(); ++k) EXPECT_EQ(streams[i].logits[k], alone[i][k]) << "stream " << i << " eval " << k;
+    for (size_t k = 0; k < alone[i].size(); ++k)
+      EXPECT_EQ(streams[i].logits[k], alone[i][k]) << "stream " << i << " eval " << k;
   }
   streams.clear();
   EXPECT_EQ(validation_errors(*be), 0u) << "Vulkan validation errors";

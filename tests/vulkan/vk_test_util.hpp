@@ -29,7 +29,9 @@ struct HostWeight {
   gguf::TensorInfo info;
   std::vector<uint8_t> bytes;
   std::vector<double> deq;  // [rows][ne0], f64 reference values
-  double at(int64_t row, int64_t k) const { return deq[static_cast<size_t>(row * static_cast<int64_t>(info.ne[0]) + k)]; }
+  double at(int64_t row, int64_t k) const {
+    return deq[static_cast<size_t>(row * static_cast<int64_t>(info.ne[0]) + k)];
+  }
 };
 
 inline std::unique_ptr<HostWeight> make_weight(DType t, int64_t ne0, int64_t rows, std::mt19937& rng,

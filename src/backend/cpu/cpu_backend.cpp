@@ -39,8 +39,7 @@ void CpuBackend::account(int64_t d_kv, int64_t d_arena) {
   arena_ += static_cast<uint64_t>(d_arena);
   const uint64_t now = kv_.load() + arena_.load();
   uint64_t p = peak_.load();
-  while (now > p && !peak_.compare_exchange_weak(p, now)) {
-  }
+  while (now > p && !peak_.compare_exchange_weak(p, now)) {}
 }
 
 CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o.kv) {
@@ -108,21 +107,19 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
     auto src = [&](int k) { return at(p, n.src[static_cast<size_t>(k)]); };
     const int64_t cnt = n.ne0 * n.ne1;
     switch (n.op) {
-      case Op::GET_ROWS:
-        get_rows(view_of(*n.weight), tokens, at(p, id));
-        break;
+      case Op::GET_ROWS: get_rows(view_of(*n.weight), tokens, at(p, id)); break;
       case Op::RMS_NORM:
         rms_norm(src(0), reinterpret_cast<const float*>(n.weight->data), n.eps, n.ne0, n.ne1, at(p, id));
         break;
-      case Op::MATMUL:
-        matmul(view_of(*n.weight), src(0), n.ne1, at(p, id));
-        break;
+      case Op::MATMUL: matmul(view_of(*n.weight), src(0), n.ne1, at(p, id)); break;
       case Op::ADD_BIAS:
         add_bias(src(0), reinterpret_cast<const float*>(n.weight->data), n.ne0, n.ne1, at(p, id));
         break;
       case Op::ROPE:
-        if (n.weight != nullptr && (n.weight->type != DType::F32 || n.weight->n_elements * 2 != uint64_t(n.rope.n_rot))) {
-          fail("cpu backend: node {}: rope factors {} must be f32 [n_rot/2 = {}]", n.name, n.weight->name, n.rope.n_rot / 2);
+        if (n.weight != nullptr &&
+            (n.weight->type != DType::F32 || n.weight->n_elements * 2 != uint64_t(n.rope.n_rot))) {
+          fail("cpu backend: node {}: rope factors {} must be f32 [n_rot/2 = {}]", n.name, n.weight->name,
+               n.rope.n_rot / 2);
         }
         rope(src(0), n.rope, n.weight ? reinterpret_cast<const float*>(n.weight->data) : nullptr, g.n_past, n.ne1,
              at(p, id));
@@ -138,21 +135,13 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
         attention(src(0), k_cache_[static_cast<size_t>(n.layer)].data(), v_cache_[static_cast<size_t>(n.layer)].data(),
                   n.attn, g.n_past, n.ne1, at(p, id));
         break;
-      case Op::SILU_MUL:
-        silu_mul(src(0), src(1), cnt, at(p, id));
-        break;
-      case Op::ADD:
-        add(src(0), src(1), cnt, at(p, id));
-        break;
+      case Op::SILU_MUL: silu_mul(src(0), src(1), cnt, at(p, id)); break;
+      case Op::ADD: add(src(0), src(1), cnt, at(p, id)); break;
       case Op::TAKE_COLS:
         std::memmove(at(p, id), src(0) + n.first_col * n.ne0, static_cast<size_t>(cnt) * sizeof(float));
         break;
-      case Op::SCALE:
-        scale(src(0), n.scale, cnt, at(p, id));
-        break;
-      case Op::GELU_MUL:
-        gelu_mul(src(0), src(1), cnt, at(p, id));
-        break;
+      case Op::SCALE: scale(src(0), n.scale, cnt, at(p, id)); break;
+      case Op::GELU_MUL: gelu_mul(src(0), src(1), cnt, at(p, id)); break;
       case Op::VIEW:  // shares its source's arena bytes (planner.hpp): nothing to compute
         break;
     }
@@ -173,7 +162,8 @@ uint64_t CpuContext::kv_export_bytes(int32_t n) const {
 
 void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
   if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
-    fail("cpu backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
+    fail("cpu backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n,
+         kv_.n_ctx);
   if (bytes != kv_export_bytes(n))
     fail("cpu backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
 }
@@ -185,7 +175,9 @@ void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
   uint8_t* o = dst.data();
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
     for (const auto* c : {&k_cache_, &v_cache_}) {
-      std::memcpy(o, reinterpret_cast<const uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0), len);
+      std::memcpy(o,
+                  reinterpret_cast<const uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0),
+                  len);
       o += len;
     }
   }
@@ -198,7 +190,8 @@ void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) 
   const uint8_t* in = src.data();
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
     for (auto* c : {&k_cache_, &v_cache_}) {
-      std::memcpy(reinterpret_cast<uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0), in, len);
+      std::memcpy(reinterpret_cast<uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0), in,
+                  len);
       in += len;
     }
   }

@@ -52,9 +52,9 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y) {
   const int64_t K = w.k, M = w.rows;
   if (M == 0 || n == 0) return;
   if (w.type == DType::F32) {
-    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(n),
-                static_cast<int>(K), 1.0f, reinterpret_cast<const float*>(w.data), static_cast<int>(K), x,
-                static_cast<int>(K), 0.0f, y, static_cast<int>(M));
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(n), static_cast<int>(K),
+                1.0f, reinterpret_cast<const float*>(w.data), static_cast<int>(K), x, static_cast<int>(K), 0.0f, y,
+                static_cast<int>(M));
     return;
   }
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(M, k_matmul_chunk_floats / K));
@@ -62,9 +62,8 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y) {
   for (int64_t m0 = 0; m0 < M; m0 += chunk) {
     const int64_t mc = std::min(chunk, M - m0);
     dequant_rows(w, m0, mc, buf.data());
-    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(mc), static_cast<int>(n),
-                static_cast<int>(K), 1.0f, buf.data(), static_cast<int>(K), x, static_cast<int>(K), 0.0f, y + m0,
-                static_cast<int>(M));
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(mc), static_cast<int>(n), static_cast<int>(K),
+                1.0f, buf.data(), static_cast<int>(K), x, static_cast<int>(K), 0.0f, y + m0, static_cast<int>(M));
   }
 }
 
@@ -124,14 +123,14 @@ void rope(const float* x, const graph::RopeParams& p, const float* freq_factors,
   }
 }
 
-void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
-               int64_t n_past, int64_t n_tok, float* out) {
+void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
+               int64_t n_tok, float* out) {
   const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
   const int64_t group = nh / nkv;
   const int64_t q_stride = hd * nh, kv_stride = hd * nkv;
   // One task per (token, head); each writes its own output slice.
-  const double work = static_cast<double>(n_tok) * static_cast<double>(nh) *
-                      static_cast<double>(n_past + n_tok) * static_cast<double>(hd) * 2;
+  const double work = static_cast<double>(n_tok) * static_cast<double>(nh) * static_cast<double>(n_past + n_tok) *
+                      static_cast<double>(hd) * 2;
   parallel_for(n_tok * nh, work, [&](int64_t task) {
     const int64_t j = task / nh, h = task % nh;
     const int64_t n_kv = n_past + j + 1;  // causal: positions 0 .. n_past + j

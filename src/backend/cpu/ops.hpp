@@ -62,7 +62,7 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
 // + n_tok] (column = position). Token j attends to positions 0..n_past + j (with p.window > 0 only
 // the last p.window of them: q − window < pos ≤ q, llama.cpp's LLAMA_SWA_TYPE_STANDARD). Query head h reads KV
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.
-void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
-               int64_t n_past, int64_t n_tok, float* out);
+void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
+               int64_t n_tok, float* out);
 
 }  // namespace rocky::backend::cpu

@@ -35,9 +35,10 @@ const char* vk_result_name(VkResult r) {
 void vk_check(VkResult r, const char* what) {
   if (r == VK_SUCCESS) return;
   if (r == VK_ERROR_DEVICE_LOST) {
-    fail("Vulkan device lost during {} (driver reset or a kernel fault); rerun with --device cpu "
-         "to compare, or check the kernel log (dmesg)",
-         what);
+    fail(
+        "Vulkan device lost during {} (driver reset or a kernel fault); rerun with --device cpu "
+        "to compare, or check the kernel log (dmesg)",
+        what);
   }
   fail("Vulkan: {} failed: {}", what, vk_result_name(r));
 }
@@ -156,9 +157,10 @@ Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages), x
   ci.pApplicationInfo = &app;
   if (opts.validation) {
     if (!has_layer(k_validation)) {
-      fail("Vulkan validation requested but {} is not installed (Debian: apt install "
-           "vulkan-validationlayers)",
-           k_validation);
+      fail(
+          "Vulkan validation requested but {} is not installed (Debian: apt install "
+          "vulkan-validationlayers)",
+          k_validation);
     }
     layers.push_back(k_validation);
     exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -171,10 +173,11 @@ Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages), x
   ci.ppEnabledExtensionNames = exts.data();
   VkResult r = vkCreateInstance(&ci, nullptr, &instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED) {
-    fail("no Vulkan driver found ({}): install a Vulkan ICD (Debian: apt install "
-         "mesa-vulkan-drivers libvulkan1; the board: Mesa panvk) or point VK_ICD_FILENAMES at its "
-         "JSON file; or run with --device cpu.{}",
-         vk_result_name(r), xdg_hint());
+    fail(
+        "no Vulkan driver found ({}): install a Vulkan ICD (Debian: apt install "
+        "mesa-vulkan-drivers libvulkan1; the board: Mesa panvk) or point VK_ICD_FILENAMES at its "
+        "JSON file; or run with --device cpu.{}",
+        vk_result_name(r), xdg_hint());
   }
   vk_check(r, "vkCreateInstance");
   load_instance_functions(instance_);
@@ -184,7 +187,8 @@ Instance::Instance(const InstanceOptions& opts) : print_(opts.print_messages), x
         vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
     if (create == nullptr) fail("Vulkan validation: vkCreateDebugUtilsMessengerEXT not available");
     VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageSeverity =
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     mi.pfnUserCallback = &Instance::on_message;
@@ -221,10 +225,11 @@ VkBool32 Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity, V
 DeviceInfo Instance::probe(uint32_t index) const {
   if (index >= physical_.size()) {
     if (physical_.empty()) {
-      fail("no Vulkan device found: install a Vulkan driver (Debian: mesa-vulkan-drivers; the board: "
-           "Mesa panvk with the panthor kernel driver) or check VK_ICD_FILENAMES; or run with "
-           "--device cpu.{}",
-           xdg_hint());
+      fail(
+          "no Vulkan device found: install a Vulkan driver (Debian: mesa-vulkan-drivers; the board: "
+          "Mesa panvk with the panthor kernel driver) or check VK_ICD_FILENAMES; or run with "
+          "--device cpu.{}",
+          xdg_hint());
     }
     fail("Vulkan device {} does not exist ({} device(s); see `rocky devices`)", index, physical_.size());
   }
@@ -242,8 +247,10 @@ DeviceInfo Instance::probe(uint32_t index) const {
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceSubgroupSizeControlProperties sg_ctrl{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
-  VkPhysicalDeviceShaderIntegerDotProductProperties dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties sg_ctrl{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceShaderIntegerDotProductProperties dot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   props.pNext = &driver;
   driver.pNext = &subgroup;
@@ -262,7 +269,8 @@ DeviceInfo Instance::probe(uint32_t index) const {
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   feats.pNext = &f12;
   f12.pNext = &f11;
   if (v13 || dot_ext) f11.pNext = &fdot;
@@ -346,7 +354,8 @@ Device::Device(std::shared_ptr<Instance> instance, uint32_t index) : instance_(s
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexe{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   std::vector<const char*> exts;

@@ -19,31 +19,31 @@
 namespace rocky::vulkan {
 
 struct MemoryHeapInfo {
-  uint64_t size = 0;          // bytes
+  uint64_t size = 0;  // bytes
   bool device_local = false;
   bool host_visible = false;  // some memory type of this heap is host-visible
 };
 
 // Everything `rocky devices` prints and the backend decides on.
 struct DeviceInfo {
-  uint32_t index = 0;                 // position in vkEnumeratePhysicalDevices
-  std::string name;                   // "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string driver_name;            // "llvmpipe", "NVIDIA", "panvk" (VkPhysicalDeviceDriverProperties)
-  std::string driver_info;            // "Mesa 22.3.6 (LLVM 15.0.6)"
-  uint32_t vendor_id = 0;             // PCI vendor id (0x13B5 Arm, 0x10DE NVIDIA, …) [M5 profiles]
-  uint32_t api_version = 0;           // VK_MAKE_API_VERSION
+  uint32_t index = 0;        // position in vkEnumeratePhysicalDevices
+  std::string name;          // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string driver_name;   // "llvmpipe", "NVIDIA", "panvk" (VkPhysicalDeviceDriverProperties)
+  std::string driver_info;   // "Mesa 22.3.6 (LLVM 15.0.6)"
+  uint32_t vendor_id = 0;    // PCI vendor id (0x13B5 Arm, 0x10DE NVIDIA, …) [M5 profiles]
+  uint32_t api_version = 0;  // VK_MAKE_API_VERSION
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
-  bool uma = false;                   // a device-local heap is also host-visible (no staging needed)
-  bool fp16 = false;                  // shaderFloat16
-  bool int8 = false;                  // shaderInt8
-  bool storage16 = false;             // storageBuffer16BitAccess
-  bool int8_dot = false;              // shaderIntegerDotProduct (1.3 or VK_KHR_shader_integer_dot_product)
-  bool int8_dot_accelerated = false;  // integerDotProduct4x8BitPackedSignedAccelerated
-  bool pipeline_stats = false;        // VK_KHR_pipeline_executable_properties (enabled when present)
-  uint32_t subgroup_size = 0;         // default subgroup size
+  bool uma = false;                             // a device-local heap is also host-visible (no staging needed)
+  bool fp16 = false;                            // shaderFloat16
+  bool int8 = false;                            // shaderInt8
+  bool storage16 = false;                       // storageBuffer16BitAccess
+  bool int8_dot = false;                        // shaderIntegerDotProduct (1.3 or VK_KHR_shader_integer_dot_product)
+  bool int8_dot_accelerated = false;            // integerDotProduct4x8BitPackedSignedAccelerated
+  bool pipeline_stats = false;                  // VK_KHR_pipeline_executable_properties (enabled when present)
+  uint32_t subgroup_size = 0;                   // default subgroup size
   uint32_t subgroup_min = 0, subgroup_max = 0;  // subgroup size control range (= default if absent)
-  bool subgroup_arith = false;        // [N4] subgroup arithmetic (subgroupAdd, …) in compute shaders
-  uint32_t shared_memory = 0;         // maxComputeSharedMemorySize, bytes
+  bool subgroup_arith = false;                  // [N4] subgroup arithmetic (subgroupAdd, …) in compute shaders
+  uint32_t shared_memory = 0;                   // maxComputeSharedMemorySize, bytes
   uint32_t max_workgroup_invocations = 0;
   std::array<uint32_t, 3> max_workgroup_size{};
   std::array<uint32_t, 3> max_workgroup_count{};
@@ -51,12 +51,12 @@ struct DeviceInfo {
   uint64_t max_allocation = 0;            // maxMemoryAllocationSize
   uint64_t min_storage_offset_alignment = 0;
   uint32_t max_push_constants = 0;
-  bool timestamps = false;                // compute queue supports timestamps
+  bool timestamps = false;  // compute queue supports timestamps
   float timestamp_period_ns = 0;
   std::vector<MemoryHeapInfo> heaps;
 
-  std::string type_name() const;    // "discrete GPU", "integrated GPU", "CPU", …
-  std::string api_string() const;   // "1.3.230"
+  std::string type_name() const;   // "discrete GPU", "integrated GPU", "CPU", …
+  std::string api_string() const;  // "1.3.230"
 };
 
 struct InstanceOptions {
@@ -93,8 +93,7 @@ class Instance {
  private:
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                    VkDebugUtilsMessageTypeFlagsEXT types,
-                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
-                                                   void* user);
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   bool validation_ = false;

@@ -13,10 +13,11 @@ namespace {
 
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
 
-[[noreturn]] void out_of_memory(const std::string& label, uint64_t bytes, const std::string& why,
-                                const std::string& fix = "use a smaller context (-c) or ubatch (-ub), or a smaller model") {
-  throw OutOfMemoryError(fmt::format("out of device memory allocating {} ({} bytes, {}): {}; {}", label, bytes,
-                                     mib(bytes), why, fix));
+[[noreturn]] void out_of_memory(
+    const std::string& label, uint64_t bytes, const std::string& why,
+    const std::string& fix = "use a smaller context (-c) or ubatch (-ub), or a smaller model") {
+  throw OutOfMemoryError(
+      fmt::format("out of device memory allocating {} ({} bytes, {}): {}; {}", label, bytes, mib(bytes), why, fix));
 }
 
 uint32_t find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, VkMemoryPropertyFlags want) {
@@ -126,15 +127,18 @@ Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind,
   uint32_t type = UINT32_MAX;
   if (kind == BufferKind::DEVICE) {
     if (dev_.info().uma) {
-      type = find_type(mp, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+      type = find_type(mp, req.memoryTypeBits,
+                       VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                           VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     }
     if (type == UINT32_MAX) type = find_type(mp, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   } else {
-    type = find_type(mp, req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-                                                 VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    type = find_type(mp, req.memoryTypeBits,
+                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                         VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     if (type == UINT32_MAX)
-      type = find_type(mp, req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+      type =
+          find_type(mp, req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
   }
   if (type == UINT32_MAX) type = find_type(mp, req.memoryTypeBits, 0);
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
@@ -145,8 +149,8 @@ Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind,
     vkDestroyBuffer(d, b.buffer_, nullptr);
     b.buffer_ = VK_NULL_HANDLE;
     b.owner_ = nullptr;
-    out_of_memory(label, bytes, fmt::format("the driver refused ({}) with {} already allocated",
-                                            vk_result_name(r), mib(allocated_)));
+    out_of_memory(label, bytes,
+                  fmt::format("the driver refused ({}) with {} already allocated", vk_result_name(r), mib(allocated_)));
   }
   vk_check(r, "vkAllocateMemory");
   vk_check(vkBindBufferMemory(d, b.buffer_, b.memory_, 0), "vkBindBufferMemory");
@@ -190,8 +194,9 @@ void Memory::copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off
   vkCmdCopyBuffer(cb, src, dst, 1, &region);
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
   vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;

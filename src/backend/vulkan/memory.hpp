@@ -109,5 +109,4 @@ class Memory {
   VkFence fence_ = VK_NULL_HANDLE;
 };
 
-
 }  // namespace rocky::vulkan

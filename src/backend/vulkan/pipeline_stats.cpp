@@ -53,7 +53,8 @@ PipelineStats pipeline_statistics(Device& dev, const Pipeline& p, const std::str
       if (nm.find("local memory") != std::string::npos && ps.value >= 4294967296.0)
         ps.value = static_cast<double>(static_cast<uint64_t>(ps.value) & 0xFFFFFFFFull);
       if ((nm.find("spill") != std::string::npos || nm.find("scratch") != std::string::npos ||
-           nm.find("local memory") != std::string::npos) && ps.value > 0)
+           nm.find("local memory") != std::string::npos) &&
+          ps.value > 0)
         out.spills = true;
       out.stats.push_back(std::move(ps));
     }
@@ -65,7 +66,8 @@ std::vector<PipelineStats> collect_statistics(const Pipelines& pipes) {
   std::vector<PipelineStats> all;
   for (const auto& [spec, p] : pipes.all()) {
     std::string label = p->shader + "{";
-    for (size_t i = 0; i < spec.size(); ++i) label += fmt::format("{}{}={}", i ? "," : "", spec[i].first, spec[i].second);
+    for (size_t i = 0; i < spec.size(); ++i)
+      label += fmt::format("{}{}={}", i ? "," : "", spec[i].first, spec[i].second);
     label += "}";
     all.push_back(pipeline_statistics(pipes.device(), *p, label));
   }

@@ -151,10 +151,10 @@ uint64_t spec_hash(std::string_view shader, const std::vector<SpecConst>& spec) 
 const Pipeline& Pipelines::get(std::string_view shader, std::vector<SpecConst> spec) {
   std::lock_guard<std::mutex> lock(mu_);  // contexts of one backend record from several threads
   const uint64_t h = spec_hash(shader, spec);
-  if (auto f = fast_.find(h); f != fast_.end() && f->second.shader == shader && f->second.spec.size() == spec.size() &&
-                              std::equal(spec.begin(), spec.end(), f->second.spec.begin(), [](const SpecConst& a, const SpecConst& b) {
-                                return a.id == b.id && a.value == b.value;
-                              })) {
+  if (auto f = fast_.find(h);
+      f != fast_.end() && f->second.shader == shader && f->second.spec.size() == spec.size() &&
+      std::equal(spec.begin(), spec.end(), f->second.spec.begin(),
+                 [](const SpecConst& a, const SpecConst& b) { return a.id == b.id && a.value == b.value; })) {
     return *f->second.p;
   }
   const Pipeline& p = get_slow(shader, spec);

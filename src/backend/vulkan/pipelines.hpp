@@ -34,9 +34,9 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-  uint32_t n_bindings = 0;   // storage buffers 0..n_bindings-1 of set 0
-  uint32_t push_bytes = 0;   // push-constant range size
-  uint32_t workgroup = 1;    // local size x (spec constant ROCKY_SC_WG)
+  uint32_t n_bindings = 0;  // storage buffers 0..n_bindings-1 of set 0
+  uint32_t push_bytes = 0;  // push-constant range size
+  uint32_t workgroup = 1;   // local size x (spec constant ROCKY_SC_WG)
 };
 
 // Binding numbers of set 0 in a SPIR-V module (rocky::Error on a malformed module).

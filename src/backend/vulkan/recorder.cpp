@@ -65,9 +65,10 @@ Bound Recorder::bind(const Buffer& buf, uint64_t offset, uint64_t bytes, bool wr
   b.range = std::min<uint64_t>(((offset - b.offset) + bytes + 3) & ~uint64_t{3}, buf.size() - b.offset);
   b.write = write;
   if (b.range > max_binding_) {
-    fail("{}: a binding of {} bytes at offset {} exceeds the device's storage binding limit of {} bytes "
-         "(maxStorageBufferRange or --max-binding)",
-         buf.label(), b.range, offset, max_binding_);
+    fail(
+        "{}: a binding of {} bytes at offset {} exceeds the device's storage binding limit of {} bytes "
+        "(maxStorageBufferRange or --max-binding)",
+        buf.label(), b.range, offset, max_binding_);
   }
   if (offset + bytes > buf.size()) fail("{}: range [{}, +{}) past its size {}", buf.label(), offset, bytes, buf.size());
   return b;
@@ -77,9 +78,10 @@ void Recorder::wait(Frame& f) {
   if (!f.pending) return;
   VkResult r = vkWaitForFences(dev_.handle(), 1, &f.fence, VK_TRUE, timeout_s_ * 1000000000ull);
   if (r == VK_TIMEOUT) {
-    fail("Vulkan: the GPU did not finish a command buffer within {} s (device hung? raise "
-         "ROCKY_VULKAN_TIMEOUT_S for very large ubatches on slow drivers, or use a smaller -ub)",
-         timeout_s_);
+    fail(
+        "Vulkan: the GPU did not finish a command buffer within {} s (device hung? raise "
+        "ROCKY_VULKAN_TIMEOUT_S for very large ubatches on slow drivers, or use a smaller -ub)",
+        timeout_s_);
   }
   vk_check(r, "vkWaitForFences");
   vkResetFences(dev_.handle(), 1, &f.fence);
@@ -141,8 +143,9 @@ void Recorder::open(Frame& f, bool profile, bool one_time) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(
+      f.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   recording_ = true;
   capturing_ = false;
   pending_.clear();
@@ -193,8 +196,8 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
   if (push_size > p.push_bytes) fail("shader {}: push constants {} bytes > {}", p.shader, push_size, p.push_bytes);
   const auto& lim = dev_.info().max_workgroup_count;
   if (gx > lim[0] || gy > lim[1] || gz > lim[2]) {
-    fail("shader {}: grid {}×{}×{} exceeds the device's workgroup count limit {}×{}×{}", p.shader, gx, gy, gz,
-         lim[0], lim[1], lim[2]);
+    fail("shader {}: grid {}×{}×{} exceeds the device's workgroup count limit {}×{}×{}", p.shader, gx, gy, gz, lim[0],
+         lim[1], lim[2]);
   }
   Frame& f = frames_[current_];
   if (gx == 0 || gy == 0 || gz == 0) return;
@@ -211,8 +214,8 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
-                         0, nullptr, 0, nullptr);
+    vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
     pending_.clear();
     ++barriers_;
   }
@@ -220,7 +223,8 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
 
   VkDescriptorSet set = allocate_set(p);
   constexpr size_t k_max_bindings = 8;  // no per-dispatch heap allocation
-  if (bindings.size() > k_max_bindings) fail("shader {}: {} bindings (at most {})", p.shader, bindings.size(), k_max_bindings);
+  if (bindings.size() > k_max_bindings)
+    fail("shader {}: {} bindings (at most {})", p.shader, bindings.size(), k_max_bindings);
   std::array<VkDescriptorBufferInfo, k_max_bindings> infos{};
   std::array<VkWriteDescriptorSet, k_max_bindings> writes{};
   for (size_t i = 0; i < bindings.size(); ++i) {
@@ -237,10 +241,12 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Bound> bindings, cons
   vkCmdBindDescriptorSets(f.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_size > 0) vkCmdPushConstants(f.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
   const bool timed = profile_ && 2 * labels_.size() + 2 <= f.query_capacity;
-  if (timed) vkCmdWriteTimestamp(f.cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, f.queries, static_cast<uint32_t>(2 * labels_.size()));
+  if (timed)
+    vkCmdWriteTimestamp(f.cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, f.queries, static_cast<uint32_t>(2 * labels_.size()));
   vkCmdDispatch(f.cb, gx, gy, gz);
   if (timed) {
-    vkCmdWriteTimestamp(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, f.queries, static_cast<uint32_t>(2 * labels_.size() + 1));
+    vkCmdWriteTimestamp(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, f.queries,
+                        static_cast<uint32_t>(2 * labels_.size() + 1));
     labels_.push_back(label.empty() ? p.shader : label);
   }
   ++dispatches_;
@@ -261,7 +267,8 @@ void full_barrier(VkCommandBuffer cb) {
 void Recorder::copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t bytes) {
   if (!recording_) fail("Recorder::copy outside begin()/submit_and_wait()");
   if (src_off + bytes > src.size() || dst_off + bytes > dst.size()) {
-    fail("Recorder::copy: {} bytes from {}+{} to {}+{} past a buffer's end", bytes, src.label(), src_off, dst.label(), dst_off);
+    fail("Recorder::copy: {} bytes from {}+{} to {}+{} past a buffer's end", bytes, src.label(), src_off, dst.label(),
+         dst_off);
   }
   if (bytes == 0) return;
   Frame& f = frames_[current_];

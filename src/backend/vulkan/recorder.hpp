@@ -58,8 +58,8 @@ class Recorder {
   // Start a command buffer (waits for the frame used two submits ago). profile: timestamps.
   void begin(bool profile = false);
   // Record one dispatch (barrier inserted first when needed). `label` names it for --profile.
-  void dispatch(const Pipeline& p, std::span<const Bound> bindings, const void* push, uint32_t push_size,
-                uint32_t gx, uint32_t gy, uint32_t gz, const std::string& label = {});
+  void dispatch(const Pipeline& p, std::span<const Bound> bindings, const void* push, uint32_t push_size, uint32_t gx,
+                uint32_t gy, uint32_t gz, const std::string& label = {});
   // Transfers recorded between dispatches: copy `bytes` from src to dst (e.g. the logits into a
   // host readback buffer: no separate submit), fill all of dst with a 32-bit value (e.g. zeroing
   // the KV cache). Each is ordered after every earlier dispatch and before every later one;

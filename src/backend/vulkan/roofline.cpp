@@ -17,8 +17,8 @@ constexpr uint32_t k_wg = 256;
 constexpr uint32_t k_chains = 8;
 
 // Best GPU time (ms) of `reps` single-dispatch submits after one warm-up.
-double time_dispatch(Recorder& rec, const Pipeline& p, std::span<const Bound> b, const abi::RooflinePC& pc,
-                     uint32_t gx, uint32_t gy, uint32_t reps) {
+double time_dispatch(Recorder& rec, const Pipeline& p, std::span<const Bound> b, const abi::RooflinePC& pc, uint32_t gx,
+                     uint32_t gy, uint32_t reps) {
   double best = 1e30;
   for (uint32_t r = 0; r <= reps; ++r) {
     rec.begin(true);
@@ -69,8 +69,10 @@ Roofline measure_roofline(Device& dev, const RooflineOptions& opts) {
 
   Buffer out = mem.create("roofline output", invocations * 16, BufferKind::DEVICE);
   r.fp32_tflops = chain_rate(rec, pipes, "roofline_fp32", out, invocations, 2.0 * 4 * k_chains, target, reps);
-  if (info.fp16) r.fp16_tflops = chain_rate(rec, pipes, "roofline_fp16", out, invocations, 2.0 * 4 * k_chains, target, reps);
-  if (info.int8_dot) r.int8_dot_tops = chain_rate(rec, pipes, "roofline_dot", out, invocations, 8.0 * k_chains, target, reps);
+  if (info.fp16)
+    r.fp16_tflops = chain_rate(rec, pipes, "roofline_fp16", out, invocations, 2.0 * 4 * k_chains, target, reps);
+  if (info.int8_dot)
+    r.int8_dot_tops = chain_rate(rec, pipes, "roofline_dot", out, invocations, 8.0 * k_chains, target, reps);
 
   uint64_t bytes = opts.copy_bytes ? opts.copy_bytes : (cpu ? (32ull << 20) : (512ull << 20));
   bytes = std::min({bytes, info.max_storage_buffer_range, info.max_allocation});

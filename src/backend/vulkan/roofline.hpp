@@ -25,11 +25,11 @@ struct RooflineOptions {
 struct Roofline {
   std::string device;
   std::string driver;
-  double fp32_tflops = 0;     // 2 FLOP per FMA
-  double fp16_tflops = 0;     // 0 when the device lacks shaderFloat16
-  double int8_dot_tops = 0;   // 0 when the device lacks shaderIntegerDotProduct
+  double fp32_tflops = 0;    // 2 FLOP per FMA
+  double fp16_tflops = 0;    // 0 when the device lacks shaderFloat16
+  double int8_dot_tops = 0;  // 0 when the device lacks shaderIntegerDotProduct
   bool int8_dot_accelerated = false;
-  double copy_gbs = 0;        // GB/s (1e9 B/s), read + write
+  double copy_gbs = 0;  // GB/s (1e9 B/s), read + write
 };
 
 // Runs the four benchmarks on `dev` (rocky::Error on device failure or missing timestamps).

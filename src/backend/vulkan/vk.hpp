@@ -14,6 +14,8 @@
 #include <string>
 
 // Resolved without an instance.
+// The X-macro lists stay as written (clang-format 14 reflows them differently on every pass).
+// clang-format off
 #define ROCKY_VK_GLOBAL_FUNCTIONS(X) \
   X(vkCreateInstance)                \
   X(vkEnumerateInstanceVersion)      \
@@ -43,6 +45,7 @@
 
 namespace rocky::vulkan {
 
+// clang-format on
 #define ROCKY_VK_DECLARE(name) extern PFN_##name name;
 ROCKY_VK_GLOBAL_FUNCTIONS(ROCKY_VK_DECLARE)
 ROCKY_VK_INSTANCE_FUNCTIONS(ROCKY_VK_DECLARE)

@@ -145,12 +145,14 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
     // --matmul mmq, a note (once per type) with auto; plain f32/f16/bf16 weights go to mul_mm / matmul.
     if (mmq && dtype_info(t->type).block_elems > 1 && !fast::mmq_supports(t->type)) {
       if (opts_.matmul == ops::MatmulPath::MMQ)
-        fail("{}: weight type {} has no int8 (mul_mmq) kernel (supported: {}); use --matmul auto, mm or basic",
-             t->name, dtype_name(t->type), fast::mmq_supported_types());
+        fail("{}: weight type {} has no int8 (mul_mmq) kernel (supported: {}); use --matmul auto, mm or basic", t->name,
+             dtype_name(t->type), fast::mmq_supported_types());
       if (std::find(noted_types_.begin(), noted_types_.end(), t->type) == noted_types_.end()) {
         noted_types_.push_back(t->type);
-        fmt::print(stderr, "rocky: note: weight type {} (first: {}) has no int8 (mul_mmq) kernel (supported: {}); "
-                   "those matmuls run on the f32 kernels\n", dtype_name(t->type), t->name, fast::mmq_supported_types());
+        fmt::print(stderr,
+                   "rocky: note: weight type {} (first: {}) has no int8 (mul_mmq) kernel (supported: {}); "
+                   "those matmuls run on the f32 kernels\n",
+                   dtype_name(t->type), t->name, fast::mmq_supported_types());
       }
     }
     // [N4] One device copy per weight: the mmq repack (matmul_fast.hpp) where the int8 path takes
@@ -161,7 +163,8 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
       w.mmq_buf = r.get();
       weight_buffers_.push_back(std::move(r));
     } else {
-      auto b = std::make_unique<Buffer>(memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE, MemUse::WEIGHTS));
+      auto b = std::make_unique<Buffer>(
+          memory_->create("weight " + t->name, t->n_bytes, BufferKind::DEVICE, MemUse::WEIGHTS));
       memory_->upload(*b, 0, t->data, t->n_bytes);
       weight_bytes_ += b->size();
       w.buf = b.get();
@@ -184,9 +187,13 @@ void VulkanBackend::release_weights() {
 namespace {
 // An ATTENTION node's kernel arguments (record_node, and compute's scratch sizing).
 ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph::KvShape& kv) {
-  return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim), static_cast<uint32_t>(n.attn.n_head),
-                       static_cast<uint32_t>(n.attn.n_head_kv), static_cast<uint32_t>(n.ne1),
-                       static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(kv.n_embd_kv), n.attn.scale,
+  return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim),
+                       static_cast<uint32_t>(n.attn.n_head),
+                       static_cast<uint32_t>(n.attn.n_head_kv),
+                       static_cast<uint32_t>(n.ne1),
+                       static_cast<uint32_t>(g.n_past),
+                       static_cast<uint32_t>(kv.n_embd_kv),
+                       n.attn.scale,
                        static_cast<uint32_t>(n.attn.window)};
 }
 }  // namespace
@@ -194,14 +201,16 @@ ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph
 VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
   if (o.n_seq != 1) fail("Vulkan context: {} sequences asked for; one sequence per context is implemented", o.n_seq);
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
-  recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, parse_timeout_s(be_.opts_.lab.vulkan_timeout_s));
+  recorder_ =
+      std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, parse_timeout_s(be_.opts_.lab.vulkan_timeout_s));
   kv_f16_ = be_.opts_.kv_f16;
   const uint64_t elem = kv_f16_ ? 2 : 4;
   const uint64_t bytes = uint64_t(kv_.n_embd_kv) * uint64_t(kv_.n_ctx) * elem;
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
     for (int kvi = 0; kvi < 2; ++kvi) {
-      kv_buffers_.push_back(be_.memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv_.n_ctx),
-                                                bytes, BufferKind::DEVICE, MemUse::KV));
+      kv_buffers_.push_back(
+          be_.memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv_.n_ctx), bytes,
+                              BufferKind::DEVICE, MemUse::KV));
     }
   }
   reset();
@@ -225,7 +234,8 @@ uint64_t VulkanContext::kv_export_bytes(int32_t n) const {
 
 void VulkanContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
   if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
-    fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n, kv_.n_ctx);
+    fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n,
+         kv_.n_ctx);
   if (bytes != kv_export_bytes(n))
     fail("vulkan backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
 }
@@ -243,7 +253,8 @@ void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
   if (n == 0 || kv_buffers_.empty()) return;
   const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
   const uint64_t len = dst.size() / kv_buffers_.size();
-  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  const bool mapped =
+      std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
   if (mapped) {
     for (size_t i = 0; i < kv_buffers_.size(); ++i)
       std::memcpy(dst.data() + i * len, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, len);
@@ -261,7 +272,8 @@ void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> sr
   if (n == 0 || kv_buffers_.empty()) return;
   const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
   const uint64_t len = src.size() / kv_buffers_.size();
-  const bool mapped = std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  const bool mapped =
+      std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
   if (mapped) {
     for (size_t i = 0; i < kv_buffers_.size(); ++i)
       std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + i * len, len);
@@ -316,8 +328,10 @@ ops::Region VulkanContext::node_region(const graph::Graph& g, const graph::Plan&
   if (id < 0 || static_cast<size_t>(id) >= g.nodes.size()) fail("graph: node id {} out of range", id);
   const auto& n = g.nodes[static_cast<size_t>(id)];
   if (p.offset.size() != g.nodes.size()) fail("plan has {} offsets for {} nodes", p.offset.size(), g.nodes.size());
-  if (p.offset[static_cast<size_t>(id)] == graph::k_no_offset) fail("graph node {} ({}) has no arena output", id, n.name);
-  if (n.out_type != DType::F32) fail("graph node {}: output type {} (the Vulkan backend keeps f32)", n.name, dtype_name(n.out_type));
+  if (p.offset[static_cast<size_t>(id)] == graph::k_no_offset)
+    fail("graph node {} ({}) has no arena output", id, n.name);
+  if (n.out_type != DType::F32)
+    fail("graph node {}: output type {} (the Vulkan backend keeps f32)", n.name, dtype_name(n.out_type));
   return {&arena_, p.offset[static_cast<size_t>(id)], n.out_bytes()};
 }
 
@@ -333,10 +347,12 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
   switch (n.op) {
     case Op::GET_ROWS: {
       const ops::Weight& w = be_.weight(n.weight);
-      if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens) fail("graph node {}: shape does not match its weight / tokens", n.name);
+      if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens)
+        fail("graph node {}: shape does not match its weight / tokens", n.name);
       // Decode: word 0 of the token buffer is the step (n_past), the token id follows.
       const Buffer& tb = env.step != nullptr ? *env.step : tokens_;
-      ops::get_rows(env, w, {&tb, g.n_tokens == 1 ? 4u : 0u, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id), n.name);
+      ops::get_rows(env, w, {&tb, g.n_tokens == 1 ? 4u : 0u, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id),
+                    n.name);
       break;
     }
     case Op::RMS_NORM:
@@ -344,7 +360,8 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (q81_.fused[size_t(id)]) {  // every consumer is an int8 matmul: write only their q8_1 input
         const int32_t s = q81_.slot[size_t(id)];
         fast::rms_norm_q8_1(env, in(0), be_.weight_region(n.weight), ne0, ne1, n.eps,
-                                slot_qs(s, fast::q8_1_qs_bytes(ne0, ne1)), slot_ds(s, fast::q8_1_ds_bytes(ne0, ne1)), n.name);
+                            slot_qs(s, fast::q8_1_qs_bytes(ne0, ne1)), slot_ds(s, fast::q8_1_ds_bytes(ne0, ne1)),
+                            n.name);
         break;
       }
       ops::rms_norm(env, in(0), be_.weight_region(n.weight), ne0, ne1, n.eps, node_region(g, p, id), n.name);
@@ -358,7 +375,8 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (q81_.mmq[size_t(id)]) {  // the int8 path reads the q8_1 copy of its input
         const int32_t s = q81_.slot[size_t(n.src[0])];
         if (s < 0) fail("graph node {}: int8 matmul without a q8_1 input (internal)", n.name);
-        const ops::Region qs = slot_qs(s, fast::q8_1_qs_bytes(w.ne0, ne1)), ds = slot_ds(s, fast::q8_1_ds_bytes(w.ne0, ne1));
+        const ops::Region qs = slot_qs(s, fast::q8_1_qs_bytes(w.ne0, ne1)),
+                          ds = slot_ds(s, fast::q8_1_ds_bytes(w.ne0, ne1));
         ++int8_matmuls_;
         if (const int32_t c = q81_.epi_into[size_t(id)]; c >= 0) {
           // + bias / residual in mul_mmq's epilogue, written into the consumer's output (plan_q8_1).
@@ -375,7 +393,8 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
           const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
                                        ? cn.name.substr(cn.name.find('.', 4) + 1)
                                        : cn.name;
-          fast::mul_mmq(env, be_.mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot, n.name + "+" + tail, epi);
+          fast::mul_mmq(env, be_.mmq_profile_, w, qs, ds, ne1, node_region(g, p, c), env.info.int8_dot,
+                        n.name + "+" + tail, epi);
           ++fused_epilogues_;
           break;
         }
@@ -388,7 +407,8 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         if (x.offset + x.bytes <= out.offset || out.offset + out.bytes <= x.offset) {
           fast::MmqEpilogue epi;
           epi.kind = cn.op == Op::ADD_BIAS ? fast::Epilogue::BIAS : fast::Epilogue::RESIDUAL;
-          epi.operand = cn.op == Op::ADD_BIAS ? be_.weight_region(cn.weight) : node_region(g, p, cn.src[cn.src[0] == id ? 1 : 0]);
+          epi.operand =
+              cn.op == Op::ADD_BIAS ? be_.weight_region(cn.weight) : node_region(g, p, cn.src[cn.src[0] == id ? 1 : 0]);
           const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
                                        ? cn.name.substr(cn.name.find('.', 4) + 1)
                                        : cn.name;
@@ -409,14 +429,19 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       ops::bias_add(env, in(0), be_.weight_region(n.weight), ne0, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
     case Op::ROPE: {
-      ops::RopeArgs a{static_cast<uint32_t>(n.rope.head_dim), static_cast<uint32_t>(n.rope.n_head),
-                      static_cast<uint32_t>(n.rope.n_rot), ne1, static_cast<uint32_t>(g.n_past),
+      ops::RopeArgs a{static_cast<uint32_t>(n.rope.head_dim),
+                      static_cast<uint32_t>(n.rope.n_head),
+                      static_cast<uint32_t>(n.rope.n_rot),
+                      ne1,
+                      static_cast<uint32_t>(g.n_past),
                       n.rope.mode == graph::RopeMode::NEOX ? abi::k_rope_neox : abi::k_rope_normal,
-                      n.rope.freq_base, n.rope.freq_scale};
+                      n.rope.freq_base,
+                      n.rope.freq_scale};
       if (uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) fail("graph node {}: rope shape mismatch", n.name);
       ops::Region ff;
       if (n.weight != nullptr) {
-        if (n.weight->n_elements * 2 != uint64_t(a.n_rot)) fail("graph node {}: rope factors are not [n_rot/2]", n.name);
+        if (n.weight->n_elements * 2 != uint64_t(a.n_rot))
+          fail("graph node {}: rope factors are not [n_rot/2]", n.name);
         ff = be_.weight_region(n.weight);
       }
       ops::rope(env, in(0), a, node_region(g, p, id), n.name, ff);
@@ -436,7 +461,8 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::ATTENTION: {
       if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
       const ops::AttnArgs a = attn_args(g, n, kv_);
-      if (uint64_t(a.head_dim) * a.n_head_kv != uint64_t(kv_.n_embd_kv) || uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) {
+      if (uint64_t(a.head_dim) * a.n_head_kv != uint64_t(kv_.n_embd_kv) ||
+          uint64_t(a.head_dim) * a.n_head != uint64_t(n.ne0)) {
         fail("graph node {}: attention shape mismatch with the KV cache", n.name);
       }
       const Buffer& kc = kv_buffers_[size_t(n.layer) * 2];
@@ -461,23 +487,23 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (n.first_col + n.ne1 > src(0).ne1) fail("graph node {}: columns past the source", n.name);
       ops::take_cols(env, in(0), ne0, static_cast<uint32_t>(n.first_col), ne1, node_region(g, p, id), n.name);
       break;
-    case Op::SCALE:
-      ops::scale(env, in(0), n.scale, uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
-      break;
-    case Op::GELU_MUL:
-      ops::gelu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
-      break;
+    case Op::SCALE: ops::scale(env, in(0), n.scale, uint64_t(ne0) * ne1, node_region(g, p, id), n.name); break;
+    case Op::GELU_MUL: ops::gelu_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name); break;
     case Op::VIEW:  // shares its source's arena bytes (graph/planner.hpp): nothing to record
-      if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1) fail("graph node {}: view changes the size", n.name);
+      if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1)
+        fail("graph node {}: view changes the size", n.name);
       break;
   }
 }
 
 void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<const int32_t> tokens,
                             std::span<float> logits) {
-  if (tokens.size() != static_cast<size_t>(g.n_tokens)) fail("compute: {} tokens for a graph of {}", tokens.size(), g.n_tokens);
+  if (tokens.size() != static_cast<size_t>(g.n_tokens))
+    fail("compute: {} tokens for a graph of {}", tokens.size(), g.n_tokens);
   using Clock = std::chrono::steady_clock;
-  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
   const auto t0 = Clock::now();
   if (g.output >= static_cast<int32_t>(g.nodes.size())) fail("compute: output node {} out of range", g.output);
   // Token ids: written by the host each ubatch; in host-visible memory so that no staging submit is
@@ -485,7 +511,8 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // host-visible through a resizable BAR is not treated as UMA here: CPU reads of that memory are
   // uncached PCIe reads (the H200 took 20–23 ms to read 608 KB of logits, docs/tuning-log.md #12),
   // so tokens and logits go through host memory and the ubatch's own command buffer copies them.
-  const bool host_io = be_.opts_.host_io || !be_.device_->info().uma || be_.device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  const bool host_io =
+      be_.opts_.host_io || !be_.device_->info().uma || be_.device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   // [N4] Decode (one token): the token buffer holds {n_past, token id} — word 0 is the step the
   // decode kernels read (ops::Env::step), so the recorded commands do not depend on n_past and one
   // 8-byte host write per token updates both.
@@ -493,7 +520,8 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const uint64_t tok_bytes = std::max<uint64_t>(decode ? 8 : 4, tokens.size() * 4);
   if (!tokens_ || tokens_.size() < tok_bytes) {
     tokens_ = Buffer();
-    tokens_ = be_.memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE, MemUse::OTHER);
+    tokens_ =
+        be_.memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE, MemUse::OTHER);
     ++buffers_gen_;
   }
   if (decode) {
@@ -506,15 +534,16 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   }
   if (p.arena_bytes > 0 && (!arena_ || arena_.size() < p.arena_bytes)) {
     arena_ = Buffer();
-    arena_ = be_.memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes, BufferKind::DEVICE,
-                                   MemUse::ARENA);
+    arena_ = be_.memory_->create(fmt::format("activation arena ({} tokens)", g.n_tokens), p.arena_bytes,
+                                 BufferKind::DEVICE, MemUse::ARENA);
     ++buffers_gen_;
   }
   for (const auto& n : g.nodes) {
     if (n.op == Op::GET_ROWS && n.weight) {
       const ops::Weight& w = be_.weight(n.weight);
       for (int32_t t : tokens)
-        if (t < 0 || uint64_t(t) >= w.rows) fail("token id {} outside the vocabulary ({} rows of {})", t, w.rows, w.name);
+        if (t < 0 || uint64_t(t) >= w.rows)
+          fail("token id {} outside the vocabulary ({} rows of {})", t, w.rows, w.name);
     }
   }
   // Logits: copied into a host buffer by the same command buffer unless the arena is host-visible.
@@ -575,7 +604,8 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // Split decode attention's scratch: the largest any ATTENTION node of this graph needs.
   uint64_t attn_bytes = 0;
   for (const auto& n : g.nodes)
-    if (n.op == Op::ATTENTION) attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_)));
+    if (n.op == Op::ATTENTION)
+      attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_)));
   if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
     attn_scratch_ = Buffer();
     attn_scratch_ = be_.memory_->create("split attention scratch", attn_bytes, BufferKind::DEVICE);
@@ -632,7 +662,8 @@ void VulkanContext::read_logits(const graph::Graph& g, const graph::Plan& p, boo
   }
   const graph::Node& out = g.nodes[static_cast<size_t>(g.output)];
   const uint64_t n_out = uint64_t(out.ne0) * uint64_t(out.ne1);
-  if (logits.size() != n_out) fail("compute: logits buffer holds {} floats, the output node {} has {}", logits.size(), out.name, n_out);
+  if (logits.size() != n_out)
+    fail("compute: logits buffer holds {} floats, the output node {} has {}", logits.size(), out.name, n_out);
   if (copy_out) {
     be_.memory_->download(readback_, 0, logits.data(), n_out * 4);  // mapped: a memcpy
   } else {
@@ -671,7 +702,8 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
     mix(uint64_t(n.rope.mode) | uint64_t(uint32_t(n.rope.head_dim)) << 8 | uint64_t(uint32_t(n.rope.n_rot)) << 32);
     mix(uint64_t(uint32_t(n.rope.n_head)) | bits(n.rope.freq_base) << 32);
     mix(bits(n.rope.freq_scale) | bits(n.attn.scale) << 32);
-    mix(uint64_t(uint32_t(n.attn.head_dim)) | uint64_t(uint32_t(n.attn.n_head)) << 20 | uint64_t(uint32_t(n.attn.n_head_kv)) << 40);
+    mix(uint64_t(uint32_t(n.attn.head_dim)) | uint64_t(uint32_t(n.attn.n_head)) << 20 |
+        uint64_t(uint32_t(n.attn.n_head_kv)) << 40);
     mix(i < p.offset.size() ? p.offset[i] : ~0ull);
     if (n.op == Op::ATTENTION) mix(ops::attention_split_signature(&be_.opts_.lab, attn_args(g, n, kv_)));
   }
@@ -681,7 +713,7 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
 int64_t VulkanBackend::max_ubatch_tokens(const graph::Graph& g, std::string* why) const {
   if (g.n_tokens < 2) return INT64_MAX;
   const uint64_t dev_lim = device_->info().max_storage_buffer_range;
-  const uint64_t lim = opts_.max_binding != 0 ? std::min(dev_lim, opts_.max_binding) : dev_lim;  // as Recorder
+  const uint64_t lim = opts_.max_binding != 0 ? std::min(dev_lim, opts_.max_binding) : dev_lim;    // as Recorder
   const uint64_t slack = std::max<uint64_t>(4, device_->info().min_storage_offset_alignment) + 4;  // Recorder::bind
   uint64_t per_token = 0;
   const graph::Node* worst = nullptr;
@@ -695,7 +727,8 @@ int64_t VulkanBackend::max_ubatch_tokens(const graph::Graph& g, std::string* why
   }
   // Token columns are also a grid dimension of the per-token kernels (kv_store, …).
   const int64_t grid = std::max<int64_t>(1, device_->info().max_workgroup_count[1]);
-  const int64_t bind = worst != nullptr && lim > slack ? std::max<int64_t>(1, int64_t((lim - slack) / per_token)) : INT64_MAX;
+  const int64_t bind =
+      worst != nullptr && lim > slack ? std::max<int64_t>(1, int64_t((lim - slack) / per_token)) : INT64_MAX;
   if (why != nullptr) {
     *why = bind <= grid ? fmt::format("{} holds {} bytes per token and one storage binding {} bytes",
                                       worst ? worst->name : std::string("-"), per_token, lim)
@@ -716,7 +749,8 @@ VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph
     const graph::Node& n = g.nodes[i];
     if (n.op == Op::MATMUL && n.weight && n.src[0] >= 0 && size_t(n.src[0]) < i) {
       auto it = be_.weights_.find(n.weight);
-      if (it != be_.weights_.end() && ops::matmul_uses_q8_1(env, it->second, static_cast<uint32_t>(n.ne1))) q.mmq[i] = 1;
+      if (it != be_.weights_.end() && ops::matmul_uses_q8_1(env, it->second, static_cast<uint32_t>(n.ne1)))
+        q.mmq[i] = 1;
     }
     for (size_t k = 0; k < n.src.size(); ++k) {
       const int32_t s = n.src[k];
@@ -750,7 +784,8 @@ VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph
     q.qs_bytes = std::max(q.qs_bytes, fast::q8_1_qs_bytes(k, cols));
     q.ds_bytes = std::max(q.ds_bytes, fast::q8_1_ds_bytes(k, cols));
     // rms_norm and silu·mul write the q8_1 layout themselves when nothing else reads their output.
-    q.fused[i] = be_.opts_.fuse_q8_1 && other_uses[i] == 0 && (n.op == Op::RMS_NORM || n.op == Op::SILU_MUL) && k % 32 == 0;
+    q.fused[i] =
+        be_.opts_.fuse_q8_1 && other_uses[i] == 0 && (n.op == Op::RMS_NORM || n.op == Op::SILU_MUL) && k % 32 == 0;
   }
   q.n_slots = static_cast<uint32_t>(left.size());
   // Epilogue fusion: an int8 matmul i whose output is read by exactly one node, the NEXT one (j =
@@ -781,7 +816,8 @@ VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph
       ok = it != be_.weights_.end() && it->second.type == DType::F32;
     } else if (c.op == Op::ADD && (c.src[0] == me) != (c.src[1] == me)) {
       const int32_t r = c.src[c.src[0] == me ? 1 : 0];
-      ok = r >= 0 && r < me && !q.fused[size_t(r)] && g.nodes[size_t(r)].ne0 == n.ne0 && g.nodes[size_t(r)].ne1 == n.ne1;
+      ok =
+          r >= 0 && r < me && !q.fused[size_t(r)] && g.nodes[size_t(r)].ne0 == n.ne0 && g.nodes[size_t(r)].ne1 == n.ne1;
     }
     if (!ok) continue;
     q.epi_into[i] = static_cast<int32_t>(i + 1);
@@ -829,7 +865,8 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g) {
         vs.src[0] >= int32_t(i))
       continue;
     const graph::Node& vn = g.nodes[size_t(vs.src[0])];
-    if (k.ne0 != kv_.n_embd_kv || vn.ne0 != kv_.n_embd_kv || vn.ne1 != 1 || int64_t(k.rope.head_dim) * k.rope.n_head != k.ne0)
+    if (k.ne0 != kv_.n_embd_kv || vn.ne0 != kv_.n_embd_kv || vn.ne1 != 1 ||
+        int64_t(k.rope.head_dim) * k.rope.n_head != k.ne0)
       continue;
     fused_decode_[i] = 1;
     fused_decode_[i + 1] = fused_decode_[i + 2] = fused_decode_[i + 3] = 2;
@@ -839,12 +876,16 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g) {
 
 void VulkanContext::record_rope_kv(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
   const graph::Node &q = g.nodes[size_t(id)], &k = g.nodes[size_t(id) + 1], &vs = g.nodes[size_t(id) + 3];
-  if (vs.layer < 0 || vs.layer >= kv_.n_layer)
-    fail("graph node {}: layer {} outside the KV cache", vs.name, vs.layer);
-  if (g.n_past + g.n_tokens > kv_.n_ctx) fail("graph node {}: KV write at {} past the cache ({})", vs.name, g.n_past, kv_.n_ctx);
-  ops::RopeArgs a{static_cast<uint32_t>(q.rope.head_dim), static_cast<uint32_t>(q.rope.n_head),
-                  static_cast<uint32_t>(q.rope.n_rot), static_cast<uint32_t>(g.n_tokens), static_cast<uint32_t>(g.n_past),
-                  q.rope.mode == graph::RopeMode::NEOX ? abi::k_rope_neox : abi::k_rope_normal, q.rope.freq_base,
+  if (vs.layer < 0 || vs.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", vs.name, vs.layer);
+  if (g.n_past + g.n_tokens > kv_.n_ctx)
+    fail("graph node {}: KV write at {} past the cache ({})", vs.name, g.n_past, kv_.n_ctx);
+  ops::RopeArgs a{static_cast<uint32_t>(q.rope.head_dim),
+                  static_cast<uint32_t>(q.rope.n_head),
+                  static_cast<uint32_t>(q.rope.n_rot),
+                  static_cast<uint32_t>(g.n_tokens),
+                  static_cast<uint32_t>(g.n_past),
+                  q.rope.mode == graph::RopeMode::NEOX ? abi::k_rope_neox : abi::k_rope_normal,
+                  q.rope.freq_base,
                   q.rope.freq_scale};
   if (uint64_t(a.head_dim) * a.n_head != uint64_t(q.ne0)) fail("graph node {}: rope shape mismatch", q.name);
   ops::Region ff;
@@ -854,16 +895,20 @@ void VulkanContext::record_rope_kv(ops::Env& env, const graph::Graph& g, const g
   }
   const Buffer& kc = kv_buffers_[size_t(vs.layer) * 2];
   const Buffer& vc = kv_buffers_[size_t(vs.layer) * 2 + 1];
-  const std::string label = q.name.rfind("blk.", 0) == 0 ? q.name.substr(0, q.name.find('.', 4) + 1) + "rope_kv" : "rope_kv";
+  const std::string label =
+      q.name.rfind("blk.", 0) == 0 ? q.name.substr(0, q.name.find('.', 4) + 1) + "rope_kv" : "rope_kv";
   ops::rope_kv(env, node_region(g, p, q.src[0]), node_region(g, p, k.src[0]), node_region(g, p, vs.src[0]), a,
-               static_cast<uint32_t>(k.rope.n_head), node_region(g, p, id), {&kc, 0, kc.size()}, {&vc, 0, vc.size()}, label, ff);
+               static_cast<uint32_t>(k.rope.n_head), node_region(g, p, id), {&kc, 0, kc.size()}, {&vc, 0, vc.size()},
+               label, ff);
 }
 
 std::vector<float> VulkanContext::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
   if (!node_written(node) && size_t(node) < g.nodes.size()) {
-    fail("graph node {} was not written in f32: its producer wrote only the q8_1 copy its int8 matmuls read "
-         "(VulkanOptions::fuse_q8_1), or it is a matmul that wrote its consumer's output through its epilogue "
-         "(VulkanOptions::fuse_epilogue)", g.nodes[size_t(node)].name);
+    fail(
+        "graph node {} was not written in f32: its producer wrote only the q8_1 copy its int8 matmuls read "
+        "(VulkanOptions::fuse_q8_1), or it is a matmul that wrote its consumer's output through its epilogue "
+        "(VulkanOptions::fuse_epilogue)",
+        g.nodes[size_t(node)].name);
   }
   ops::Region r = node_region(g, p, node);
   std::vector<float> v(r.bytes / 4);

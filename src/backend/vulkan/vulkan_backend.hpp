@@ -23,15 +23,15 @@
 namespace rocky::vulkan {
 
 struct VulkanOptions {
-  uint32_t device = 0;              // index in `rocky devices`
-  bool validation = false;          // validation layer + synchronization validation
-  uint64_t max_binding = 0;         // --max-binding BYTES (0 = the device's maxStorageBufferRange)
-  uint64_t memory_limit = 0;        // cap in bytes (0 = ROCKY_DEVICE_MEMORY_LIMIT, else none)
-  uint64_t max_allocation = 0;      // one buffer's cap (0 = maxMemoryAllocationSize; tests: a small device)
-  bool kv_f16 = false;              // f16 KV cache
-  bool profile = false;             // per-dispatch GPU time (timings())
+  uint32_t device = 0;          // index in `rocky devices`
+  bool validation = false;      // validation layer + synchronization validation
+  uint64_t max_binding = 0;     // --max-binding BYTES (0 = the device's maxStorageBufferRange)
+  uint64_t memory_limit = 0;    // cap in bytes (0 = ROCKY_DEVICE_MEMORY_LIMIT, else none)
+  uint64_t max_allocation = 0;  // one buffer's cap (0 = maxMemoryAllocationSize; tests: a small device)
+  bool kv_f16 = false;          // f16 KV cache
+  bool profile = false;         // per-dispatch GPU time (timings())
   bool persist_pipeline_cache = true;
-  ops::MatmulTile tile{};           // all 0: ops::default_tile(device); ROCKY_MATMUL_TILE overrides
+  ops::MatmulTile tile{};  // all 0: ops::default_tile(device); ROCKY_MATMUL_TILE overrides
   // Prefill matmul kernels (ops::MatmulPath; CLI --matmul auto|mmq|mm|basic). The environment
   // variable ROCKY_MATMUL=auto|mmq|mm|basic overrides it (lab scripts).
   ops::MatmulPath matmul = ops::MatmulPath::AUTO;
@@ -125,9 +125,9 @@ class VulkanContext final : public backend::Context {
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
   Buffer arena_;
   Buffer tokens_;
-  Buffer readback_;  // logits, when the arena is not host-visible (or host_io)
+  Buffer readback_;      // logits, when the arena is not host-visible (or host_io)
   Buffer attn_scratch_;  // split decode attention's partial states (ops::attention_scratch_bytes)
-  Buffer kv_staging_;  // export_kv / import_kv when the KV buffers are not host-visible
+  Buffer kv_staging_;    // export_kv / import_kv when the KV buffers are not host-visible
   bool kv_f16_ = false;  // element type of kv_buffers_
   // Int8 prefill path: planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node
   // outputs get a q8_1 copy in which slot, and which producers write q8_1 only.

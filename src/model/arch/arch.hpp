@@ -26,9 +26,9 @@ struct ArchInfo {
   bool tied_output = false;  // the usual files have no output.weight (LM head = token_embd); both are accepted
   // The forward graph of one ubatch.
   graph::Graph (*build)(const HParams& hp, const Weights& w, const UbatchSpec& u) = nullptr;
-  const char* notes = "";    // one line for `rocky info` / docs
-  bool post_norms = false;   // blk.N.post_attention_norm / post_ffw_norm [n_embd] required (gemma3)
-  bool swa = false;          // honours attention.sliding_window and rope.freq_base_swa (gemma3)
+  const char* notes = "";   // one line for `rocky info` / docs
+  bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm [n_embd] required (gemma3)
+  bool swa = false;         // honours attention.sliding_window and rope.freq_base_swa (gemma3)
 };
 
 // The registry (arch/registry.cpp).

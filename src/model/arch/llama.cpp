@@ -7,8 +7,10 @@
 namespace rocky::model::arch {
 
 // Registered in arch/registry.cpp (extern: the registry refers to it).
-extern const ArchInfo k_llama{Arch::LLAMA, graph::RopeMode::NORMAL, /*qkv_bias=*/false, /*qk_norm=*/false,
-                              /*rope_freqs=*/true, /*tied_output=*/false, blocks::build_decoder,
-                              "pre-norm SwiGLU decoder, normal rope, optional rope_freqs factors"};
+extern const ArchInfo k_llama{
+    Arch::LLAMA,           graph::RopeMode::NORMAL,
+    /*qkv_bias=*/false,    /*qk_norm=*/false,
+    /*rope_freqs=*/true,   /*tied_output=*/false,
+    blocks::build_decoder, "pre-norm SwiGLU decoder, normal rope, optional rope_freqs factors"};
 
 }  // namespace rocky::model::arch

@@ -6,7 +6,8 @@
 namespace rocky::model::arch {
 
 // Registered in arch/registry.cpp (extern: the registry refers to it).
-extern const ArchInfo k_qwen2{Arch::QWEN2, graph::RopeMode::NEOX, /*qkv_bias=*/true, /*qk_norm=*/false,
-                              /*rope_freqs=*/false, /*tied_output=*/true, blocks::build_decoder, "llama block + q/k/v biases, neox rope"};
+extern const ArchInfo k_qwen2{
+    Arch::QWEN2,          graph::RopeMode::NEOX, /*qkv_bias=*/true,     /*qk_norm=*/false,
+    /*rope_freqs=*/false, /*tied_output=*/true,  blocks::build_decoder, "llama block + q/k/v biases, neox rope"};
 
 }  // namespace rocky::model::arch

@@ -9,8 +9,9 @@
 namespace rocky::model::arch {
 
 // Registered in arch/registry.cpp (extern: the registry refers to it).
-extern const ArchInfo k_qwen3{Arch::QWEN3, graph::RopeMode::NEOX, /*qkv_bias=*/false, /*qk_norm=*/true,
-                              /*rope_freqs=*/false, /*tied_output=*/true, blocks::build_decoder,
-                              "llama block + per-head q/k RMSNorm, neox rope, no biases"};
+extern const ArchInfo k_qwen3{Arch::QWEN3,           graph::RopeMode::NEOX,
+                              /*qkv_bias=*/false,    /*qk_norm=*/true,
+                              /*rope_freqs=*/false,  /*tied_output=*/true,
+                              blocks::build_decoder, "llama block + per-head q/k RMSNorm, neox rope, no biases"};
 
 }  // namespace rocky::model::arch

@@ -42,8 +42,10 @@ std::string special_features(const HParams& hp, const Weights& w) {
   if (hp.n_head_kv != hp.n_head) add(fmt::format("GQA {}:{}", hp.n_head, hp.n_head_kv));
   if (w.rope_freqs != nullptr) add(fmt::format("rope scaling: rope_freqs factors [{}]", w.rope_freqs->n_elements));
   if (hp.rope_freq_scale != 1.0f)
-    add(fmt::format("rope scaling: linear, factor {}{}", 1.0f / hp.rope_freq_scale, hp.n_swa > 0 ? " (global layers)" : ""));
-  if (hp.arch == Arch::GEMMA3) add(fmt::format("embeddings ×√n_embd ({:.4g})", std::sqrt(static_cast<float>(hp.n_embd))));
+    add(fmt::format("rope scaling: linear, factor {}{}", 1.0f / hp.rope_freq_scale,
+                    hp.n_swa > 0 ? " (global layers)" : ""));
+  if (hp.arch == Arch::GEMMA3)
+    add(fmt::format("embeddings ×√n_embd ({:.4g})", std::sqrt(static_cast<float>(hp.n_embd))));
   if (a.post_norms) add("post-attention and post-FFN RMSNorm");
   if (hp.arch == Arch::GEMMA3) add("GELU-tanh FFN (GeGLU)");
   if (hp.n_swa > 0) {

@@ -62,9 +62,10 @@ bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, Flas
   FlashTile t{};
   char tail = 0;
   const int got = std::sscanf(env, "%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &tail);
-  if ((got != 4 && got != 5) || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
-      t.prefetch > 1) {
-    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with WG ≤ 1024, BR % TR == 0 and WG % (BR / TR) == 0", env);
+  if ((got != 4 && got != 5) || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) ||
+      t.wg > 1024 || t.prefetch > 1) {
+    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with WG ≤ 1024, BR % TR == 0 and WG % (BR / TR) == 0",
+         env);
   }
   if (!fits(t, d, hd)) {
     fail("ROCKY_ATTN_TILE='{}': needs {} B of shared memory and {} invocations at head_dim {} (device: {} B, {})", env,
@@ -79,8 +80,10 @@ const FlashTile* flash_tile(const LabOptions* lab, const DeviceInfo& d, uint32_t
   if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
   if (tile_override(lab, d, hd, scratch)) return scratch;
   std::span<const FlashTile> c = k_gpu_tiles;
-  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) c = k_cpu_tiles;
-  else if (d.vendor_id == 0x13B5) c = hd <= 128 ? std::span<const FlashTile>(k_arm_tiles) : k_arm_tiles_wide;
+  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+    c = k_cpu_tiles;
+  else if (d.vendor_id == 0x13B5)
+    c = hd <= 128 ? std::span<const FlashTile>(k_arm_tiles) : k_arm_tiles_wide;
   for (const FlashTile& t : c)
     if (fits(t, d, hd)) return &t;
   return nullptr;
@@ -115,7 +118,7 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
     chunk = static_cast<uint32_t>(c);
   }
   if (a.n_tokens > k_split_max_tokens) return {};
-  uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;  // the longest key range of the ubatch's tokens
+  uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;              // the longest key range of the ubatch's tokens
   if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);  // a sliding window bounds it
   uint64_t n_split = (n_kv + chunk - 1) / chunk;
   if (n_split > k_split_max) {  // longer chunks instead of more of them
@@ -137,7 +140,8 @@ bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
 
 }  // namespace
 
-void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label) {
+void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
+               const std::string& label) {
   constexpr uint32_t k_wg = 64, k_dpt = 8, k_hd_max = k_wg * k_dpt;  // DPT in attention.comp
   if (a.head_dim > k_hd_max) fail("{}: head_dim {} > {} supported by attention.comp", label, a.head_dim, k_hd_max);
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv) {
@@ -146,11 +150,21 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   const uint64_t elem = e.kv_f16 ? 2 : 4;
   // Columns read (with the step buffer: the whole cache, n_past is known on the device only).
   const uint64_t used = e.step != nullptr ? k_cache.bytes : uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;
-  Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, e.step != nullptr ? v_cache.bytes : used};
+  Region kr{k_cache.buf, k_cache.offset, used},
+      vr{v_cache.buf, v_cache.offset, e.step != nullptr ? v_cache.bytes : used};
   Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true), bind_step(e, q)};
   const std::span<const Bound> b4(b, 4);  // attention.comp: no step binding
-  abi::AttnPC pc{a.head_dim, a.n_head, a.n_head_kv, a.n_tokens, a.n_past, a.n_embd_kv, f32_off(b[0]), f32_off(b[3]),
-                 static_cast<uint32_t>(b[1].delta / elem), static_cast<uint32_t>(b[2].delta / elem), a.scale,
+  abi::AttnPC pc{a.head_dim,
+                 a.n_head,
+                 a.n_head_kv,
+                 a.n_tokens,
+                 a.n_past,
+                 a.n_embd_kv,
+                 f32_off(b[0]),
+                 f32_off(b[3]),
+                 static_cast<uint32_t>(b[1].delta / elem),
+                 static_cast<uint32_t>(b[2].delta / elem),
+                 a.scale,
                  a.window};
   FlashTile scratch{};
   const FlashTile* tile = want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.info, a.head_dim, &scratch) : nullptr;
@@ -191,8 +205,9 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
     return;
   }
-  const Pipeline& p = e.pipes.get(step ? "attention_step" : "attention",
-                                  {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
+  const Pipeline& p =
+      e.pipes.get(step ? "attention_step" : "attention",
+                  {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
   if (step) {
     e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
   } else {

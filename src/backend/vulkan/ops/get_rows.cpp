@@ -10,12 +10,20 @@ namespace rocky::vulkan::ops {
 
 bool gpu_supports(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
-    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q2_K: case DType::Q3_K:
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-      return true;
-    default:
-      return false;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
   }
 }
 
@@ -31,7 +39,8 @@ uint64_t rows_per_window(Env& e, const Weight& w) {
 
 // [N4] get_rows_mmq.comp: the rows of the weight's mmq repack (its only device copy), windows of
 // whole rows as fast::for_each_mmq_window binds them.
-static void get_rows_mmq(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out, const std::string& label) {
+static void get_rows_mmq(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out,
+                         const std::string& label) {
   const Pipeline& p = e.pipes.get("get_rows_mmq", {{ROCKY_SC_WG, e.wg},
                                                    {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
                                                    {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u}});
@@ -58,7 +67,8 @@ void get_rows(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region 
     return;
   }
   if (w.buf == nullptr) fail("{}: weight {} has no device copy", label, w.name);
-  if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
+  if (!gpu_supports(w.type))
+    fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
   const Pipeline& p = e.pipes.get("get_rows", {{ROCKY_SC_WG, e.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)}});
   Bound bt = bind(e, tokens, false), bo = bind(e, out, true);
   const uint64_t per = rows_per_window(e, w);

@@ -5,15 +5,17 @@
 
 namespace rocky::vulkan::ops {
 
-void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache, const std::string& label) {
+void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache,
+              const std::string& label) {
   if (e.kv_f16 && n_embd % 2) fail("{}: an f16 KV cache needs an even row size (got {})", label, n_embd);
-  const Pipeline& p =
-      e.pipes.get("kv_store", {{ROCKY_SC_WG, e.wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_POS_BUF, pos_buf(e)}});
+  const Pipeline& p = e.pipes.get(
+      "kv_store", {{ROCKY_SC_WG, e.wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_POS_BUF, pos_buf(e)}});
   const uint64_t elem = e.kv_f16 ? 2 : 4;
   // Bind only the columns written, so the hazard tracking sees the exact range (with the step
   // buffer the column is known on the device only: the whole cache).
   Region dst = e.step != nullptr ? cache
-                                 : Region{cache.buf, cache.offset + uint64_t{n_past} * n_embd * elem, uint64_t{n_tokens} * n_embd * elem};
+                                 : Region{cache.buf, cache.offset + uint64_t{n_past} * n_embd * elem,
+                                          uint64_t{n_tokens} * n_embd * elem};
   Bound b[] = {bind(e, x, false), bind(e, dst, true), bind_step(e, x)};
   abi::KvStorePC pc{n_embd, n_tokens, 0, f32_off(b[0]), static_cast<uint32_t>(b[1].delta / elem)};
   const uint32_t items = e.kv_f16 ? n_embd / 2 : n_embd;

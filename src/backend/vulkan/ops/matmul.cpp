@@ -37,7 +37,8 @@ const char* matmul_path_name(MatmulPath p) {
 
 bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n) {
   if (e.matmul != MatmulPath::AUTO && e.matmul != MatmulPath::MMQ) return false;
-  if (e.prof == nullptr || w.mmq_buf == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0) return false;
+  if (e.prof == nullptr || w.mmq_buf == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0)
+    return false;
   const uint64_t lim = e.rec.max_binding();
   return fast::q8_1_qs_bytes(w.ne0, n) <= lim && fast::q8_1_ds_bytes(w.ne0, n) <= lim &&
          w.rows * uint64_t{n} * 4 + 256 <= lim && w.ne0 * uint64_t{n} * 4 + 256 <= lim;
@@ -92,8 +93,10 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
     const int n = std::sscanf(v, "%u,%u,%u,%u", &s.wg, &s.rows, &s.split, &s.unroll);
     if (n < 2 || s.wg < 4 || (s.wg & (s.wg - 1)) || s.rows == 0 || s.rows > s.wg || s.split > 2 || s.unroll < 1 ||
         s.unroll > 2 || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
-      fail("ROCKY_MMV_SHAPE='{}': expected WG,ROWS[,SPLIT[,UNROLL]] with WG a power of two in 4..{}, 1 ≤ ROWS ≤ WG, "
-           "SPLIT 0|1|2, UNROLL 1|2", v, d.max_workgroup_invocations);
+      fail(
+          "ROCKY_MMV_SHAPE='{}': expected WG,ROWS[,SPLIT[,UNROLL]] with WG a power of two in 4..{}, 1 ≤ ROWS ≤ WG, "
+          "SPLIT 0|1|2, UNROLL 1|2",
+          v, d.max_workgroup_invocations);
     }
     return s;
   }
@@ -129,7 +132,9 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
   Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4}, false);
   Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4}, true);
   // Binding 4: the epilogue operand, or x again as a read-only dummy.
-  Bound be = epi.kind != Epilogue::NONE ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, w.rows * 4}, false) : bx;
+  Bound be = epi.kind != Epilogue::NONE
+                 ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, w.rows * 4}, false)
+                 : bx;
   const uint32_t xo = ops::f32_off(bx);
   const Pipeline& p = e.pipes.get(sh.subgroup ? "matvec_mmq" : "matvec_mmq_shared",
                                   {{ROCKY_SC_WG, sh.wg},
@@ -157,7 +162,8 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
 namespace rocky::vulkan::ops {
 
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label) {
-  if (!gpu_supports(w.type)) fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
+  if (!gpu_supports(w.type))
+    fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
   if (n == 1 && matvec_uses_mmq(e, w)) {
     matvec_mmq(e, w, x, y, label);
     return;
@@ -192,13 +198,17 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
   if (vec) {
     spec.push_back({ROCKY_SC_WG, 64});
   } else {
-    if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() > e.info.max_workgroup_invocations ||
-        t.shared_bytes() > e.info.shared_memory) {
+    if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn ||
+        t.invocations() > e.info.max_workgroup_invocations || t.shared_bytes() > e.info.shared_memory) {
       fail("matmul tile {}x{}x{} / {}x{} does not fit the device ({} invocations, {} bytes shared)", t.bm, t.bn, t.bk,
            t.tm, t.tn, e.info.max_workgroup_invocations, e.info.shared_memory);
     }
-    spec.insert(spec.end(), {{ROCKY_SC_WG, t.invocations()}, {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn},
-                             {ROCKY_SC_BK, t.bk}, {ROCKY_SC_TM, t.tm}, {ROCKY_SC_TN, t.tn}});
+    spec.insert(spec.end(), {{ROCKY_SC_WG, t.invocations()},
+                             {ROCKY_SC_BM, t.bm},
+                             {ROCKY_SC_BN, t.bn},
+                             {ROCKY_SC_BK, t.bk},
+                             {ROCKY_SC_TM, t.tm},
+                             {ROCKY_SC_TN, t.tn}});
   }
   const Pipeline& p = e.pipes.get(vec ? "matvec" : "matmul", spec);
   // Token chunks so that x [K, chunk] and y [M, chunk] each fit one binding (e.g. all-token

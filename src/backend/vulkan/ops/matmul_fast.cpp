@@ -32,9 +32,12 @@ float half_to_float(const uint8_t* p) {
   const uint32_t h = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8;
   const uint32_t sign = (h >> 15) & 1, e = (h >> 10) & 0x1F, m = h & 0x3FF;
   float v;
-  if (e == 0) v = std::ldexp(static_cast<float>(m), -24);
-  else if (e == 31) v = m ? std::nanf("") : INFINITY;
-  else v = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
+  if (e == 0)
+    v = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31)
+    v = m ? std::nanf("") : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
   return sign ? -v : v;
 }
 
@@ -83,7 +86,7 @@ Block32 decode_block(DType t, const uint8_t* row, uint64_t b) {
     }
     o.s0 = half_to_float(p);
     o.s1 = q51 ? half_to_float(p + 2) : o.s0;  // q5_1: value = d·q + m
-  } else if (t == DType::Q5_K) {  // 176 bytes: d, dmin, scales[12], qh[32], qs[128]
+  } else if (t == DType::Q5_K) {               // 176 bytes: d, dmin, scales[12], qh[32], qs[128]
     const uint8_t* p = row + (b / 8) * 176;
     const int j = static_cast<int>(b % 8);
     int sc = 0, m = 0;
@@ -126,8 +129,10 @@ Block32 decode_block(DType t, const uint8_t* row, uint64_t b) {
 
 MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles) {
   if (!mmq_supports(t))
-    fail("mmq layout: weight type {} is not supported by mul_mmq (supported: {})", dtype_name(t), mmq_supported_types());
-  if (k % dtype_info(t).block_elems || k % 32) fail("mmq layout: K = {} is not a multiple of {}'s block", k, dtype_name(t));
+    fail("mmq layout: weight type {} is not supported by mul_mmq (supported: {})", dtype_name(t),
+         mmq_supported_types());
+  if (k % dtype_info(t).block_elems || k % 32)
+    fail("mmq layout: K = {} is not a multiple of {}'s block", k, dtype_name(t));
   MmqLayout l;
   l.nibbles = q4k_nibbles && (t == DType::Q4_K || t == DType::Q6_K);
   l.q_row_bytes = l.nibbles ? k / 2 : k;
@@ -162,7 +167,7 @@ void repack_for_mmq(DType t, const void* src, uint64_t k, uint64_t rows, bool q4
       uint8_t* g = s + (b / 8) * l.s_group_words * 4;  // the block's scale group (8 blocks)
       const uint64_t j = b % 8;
       if (l.nibbles && t == DType::Q6_K) {  // u = q + 32: low nibbles as pairs, high 2 bits in the group
-        uint8_t* hw = g + 20 + j * 8;         // nibble word c (values 4c.. and 16 + 4c..): 16 bits at hw + 2c
+        uint8_t* hw = g + 20 + j * 8;       // nibble word c (values 4c.. and 16 + 4c..): 16 bits at hw + 2c
         for (int c = 0; c < 4; ++c) {
           uint32_t h = 0;
           for (int kk = 0; kk < 4; ++kk) {
@@ -268,15 +273,17 @@ static_assert(sizeof(abi::ProducerQ81PC) == 8 * 4);
 
 uint32_t rms_norm_q8_1_wg(const DeviceInfo& info) {
   if (info.vendor_id == 0x13B5) return 64;
-  return info.max_workgroup_invocations >= 256 && info.max_workgroup_size[0] >= 256 ? 256 : 128;  // Vulkan's minimum is 128
+  return info.max_workgroup_invocations >= 256 && info.max_workgroup_size[0] >= 256 ? 256
+                                                                                    : 128;  // Vulkan's minimum is 128
 }
 
-void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps,
-                   ops::Region qs, ops::Region ds, const std::string& label) {
+void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps, ops::Region qs,
+                   ops::Region ds, const std::string& label) {
   if (ne0 % 32) fail("rms_norm_q8_1: ne0 = {} is not a multiple of 32", ne0);
   const uint32_t wg = rms_norm_q8_1_wg(e.info);
   const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}});
-  Bound bx = ops::bind(e, x, false), bw = ops::bind(e, w, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
+  Bound bx = ops::bind(e, x, false), bw = ops::bind(e, w, false), bq = ops::bind(e, qs, true),
+        bd = ops::bind(e, ds, true);
   if (bq.delta || bd.delta) fail("rms_norm_q8_1: q8_1 regions must be aligned to the storage offset alignment");
   abi::ProducerQ81PC pc{ne0, n_cols, ops::f32_off(bx), ops::f32_off(bw), eps, 0, 0, 0};
   Bound b[] = {bx, bw, bq, bd};
@@ -288,7 +295,8 @@ void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, 
   if (ne0 % 32) fail("silu_mul_q8_1: ne0 = {} is not a multiple of 32", ne0);
   constexpr uint32_t wg = 64;
   const Pipeline& p = e.pipes.get("silu_mul_q8_1", {{ROCKY_SC_WG, wg}});
-  Bound bg = ops::bind(e, gate, false), bu = ops::bind(e, up, false), bq = ops::bind(e, qs, true), bd = ops::bind(e, ds, true);
+  Bound bg = ops::bind(e, gate, false), bu = ops::bind(e, up, false), bq = ops::bind(e, qs, true),
+        bd = ops::bind(e, ds, true);
   if (bq.delta || bd.delta) fail("silu_mul_q8_1: q8_1 regions must be aligned to the storage offset alignment");
   abi::ProducerQ81PC pc{ne0, n_cols, ops::f32_off(bg), ops::f32_off(bu), 0.0f, 0, 0, 0};
   auto grid = e.rec.grid_1d((static_cast<uint64_t>(ne0 / 32) * n_cols * 8 + wg - 1) / wg);  // 8 invocations per block
@@ -299,7 +307,8 @@ void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, 
 void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, ops::Region qs, ops::Region ds,
              uint32_t n, ops::Region y, bool use_dot, const std::string& label, const MmqEpilogue& epi) {
   if (!mmq_supports(w.type))
-    fail("{}: mul_mmq does not support weight type {} (supported: {})", w.name, dtype_name(w.type), mmq_supported_types());
+    fail("{}: mul_mmq does not support weight type {} (supported: {})", w.name, dtype_name(w.type),
+         mmq_supported_types());
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
   for (size_t i = 0; i <= prof.mmq_alt.size(); ++i) {
     const tune::MatmulTile& c = i == 0 ? prof.mmq : prof.mmq_alt[i - 1];
@@ -308,17 +317,26 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
     if (!why.empty()) fail("mul_mmq ({} profile{}): {}", prof.name, i ? fmt::format(", mmq_alt[{}]", i - 1) : "", why);
   }
   if (!w.mmq_buf)
-    fail("{}: mul_mmq needs the weight repacked at load (fast::upload_for_mmq; the backend does it when the int8 "
-         "path is on)", w.name);
+    fail(
+        "{}: mul_mmq needs the weight repacked at load (fast::upload_for_mmq; the backend does it when the int8 "
+        "path is on)",
+        w.name);
   const tune::MatmulTile& t = tune::pick_mmq_tile(prof, static_cast<uint32_t>(w.rows), n);
-  const Pipeline& p = e.pipes.get(use_dot ? "mul_mmq" : "mul_mmq_nodot",
-                                  {{ROCKY_SC_WG, t.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
-                                   {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn}, {ROCKY_SC_BK, t.bk},
-                                   {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
-                                   {ROCKY_SC_TN, t.tn}, {ROCKY_SC_BK_STEP, t.bk_step},
-                                   {ROCKY_SC_PREFETCH, t.prefetch}, {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
-                                   {ROCKY_SC_MMQ_VEC4, t.vec4},
-                                   {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)}});
+  const Pipeline& p =
+      e.pipes.get(use_dot ? "mul_mmq" : "mul_mmq_nodot", {{ROCKY_SC_WG, t.wg},
+                                                          {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                                          {ROCKY_SC_BM, t.bm},
+                                                          {ROCKY_SC_BN, t.bn},
+                                                          {ROCKY_SC_BK, t.bk},
+                                                          {ROCKY_SC_WM, t.wm},
+                                                          {ROCKY_SC_WN, t.wn},
+                                                          {ROCKY_SC_TM, t.tm},
+                                                          {ROCKY_SC_TN, t.tn},
+                                                          {ROCKY_SC_BK_STEP, t.bk_step},
+                                                          {ROCKY_SC_PREFETCH, t.prefetch},
+                                                          {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
+                                                          {ROCKY_SC_MMQ_VEC4, t.vec4},
+                                                          {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)}});
   if (e.pipes.capture_statistics() && prof.refuse_spills)
     refuse_spills(pipeline_statistics(e.pipes.device(), p, "mul_mmq " + t.str()));
   Bound bq = ops::bind(e, qs, false), bd = ops::bind(e, ds, false), by = ops::bind(e, y, true);
@@ -378,11 +396,15 @@ void mul_mm(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w, 
   // mul_mm's BK need not be a multiple of 32 (check_tile's q8_1 rule): accept BK % 8 == 0.
   if (!why.empty() && !(t.bk % 8 == 0 && why.find("multiple of 32") != std::string::npos))
     fail("mul_mm ({} profile): {}", prof.name, why);
-  const Pipeline& p = e.pipes.get(f16_tiles ? "mul_mm_f16" : "mul_mm",
-                                  {{ROCKY_SC_WG, t.wg}, {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
-                                   {ROCKY_SC_BM, t.bm}, {ROCKY_SC_BN, t.bn}, {ROCKY_SC_BK, t.bk},
-                                   {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn}, {ROCKY_SC_TM, t.tm},
-                                   {ROCKY_SC_TN, t.tn}});
+  const Pipeline& p = e.pipes.get(f16_tiles ? "mul_mm_f16" : "mul_mm", {{ROCKY_SC_WG, t.wg},
+                                                                        {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                                                        {ROCKY_SC_BM, t.bm},
+                                                                        {ROCKY_SC_BN, t.bn},
+                                                                        {ROCKY_SC_BK, t.bk},
+                                                                        {ROCKY_SC_WM, t.wm},
+                                                                        {ROCKY_SC_WN, t.wn},
+                                                                        {ROCKY_SC_TM, t.tm},
+                                                                        {ROCKY_SC_TN, t.tn}});
   if (e.pipes.capture_statistics() && prof.refuse_spills)
     refuse_spills(pipeline_statistics(e.pipes.device(), p, "mul_mm " + t.str()));
   Bound bx = ops::bind(e, x, false), by = ops::bind(e, y, true);

@@ -67,8 +67,8 @@ struct MmqLayout {
   uint64_t q_row_bytes = 0;  // values per row
   uint64_t s_row_bytes = 0;  // scale groups per row (ceil(K/256) · s_group_words · 4)
   uint64_t s_group_words = 5;
-  uint64_t s_offset = 0;     // byte offset of the scale region
-  uint64_t bytes = 0;        // whole buffer
+  uint64_t s_offset = 0;  // byte offset of the scale region
+  uint64_t bytes = 0;     // whole buffer
   bool nibbles = false;
 };
 MmqLayout mmq_layout(DType t, uint64_t k, uint64_t rows, bool q4k_nibbles);
@@ -93,8 +93,8 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
 // Producers writing q8_1 directly (the prefill path needs no separate quantize dispatch):
 // rms_norm of x [ne0, n_cols] with f32 weight w [ne0], and silu(gate) · up over [ne0, n_cols]
 // (ne0 a multiple of 32). Same q8_1 values as quantize_q8_1 of the f32 result.
-void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps,
-                   ops::Region qs, ops::Region ds, const std::string& label);
+void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps, ops::Region qs,
+                   ops::Region ds, const std::string& label);
 // rms_norm_q8_1's workgroup (one per column; a power of two): 64 on Mali (the `mali` label's
 // variant), else 256 (128 where the device allows no more), so that a 2,048-wide column's Σx² pass
 // has 8 loads per invocation and enough bytes in flight on a big GPU.

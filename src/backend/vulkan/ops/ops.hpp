@@ -61,7 +61,7 @@ struct MatmulTile {
 // full-occupancy budget is 32 registers per thread, see ../shared/PLATFORMS.md).
 inline MatmulTile default_tile(const DeviceInfo& d) {
   if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return MatmulTile{128, 32, 8, 8, 4};  // 128 invocations, 32 acc
-  return MatmulTile{32, 32, 16, 2, 4};                                               // 128 invocations, 8 acc
+  return MatmulTile{32, 32, 16, 2, 4};                                             // 128 invocations, 8 acc
 }
 
 // Which kernels run the prefill matmuls (N > 1; N = 1 uses matvec_mmq.comp when the weight carries
@@ -85,8 +85,8 @@ struct Env {
   Pipelines& pipes;
   const DeviceInfo& info;
   MatmulTile tile;
-  uint32_t wg = 128;     // default workgroup size of the simple kernels
-  bool kv_f16 = false;   // KV cache element type
+  uint32_t wg = 128;    // default workgroup size of the simple kernels
+  bool kv_f16 = false;  // KV cache element type
   // Prefill matmul kernels (see MatmulPath). Direct users of ops (tests, bench-op) get BASIC unless
   // they set a path and `prof`.
   MatmulPath matmul = MatmulPath::BASIC;
@@ -112,7 +112,8 @@ struct Env {
 bool gpu_supports(DType t);
 
 void get_rows(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out, const std::string& label);
-void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out, const std::string& label);
+void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out,
+              const std::string& label);
 // y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel, N > 1 the kernel e.matmul selects.
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
 // True when a prefill matmul of `w` over N = n tokens runs on the int8 path under e.matmul and
@@ -131,7 +132,8 @@ void silu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std:
 // [N6] out = gelu_tanh(gate) · up (shaders/gelu_mul.comp); out = a · s (shaders/scale.comp).
 void gelu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
 void scale(Env& e, Region a, float s, uint64_t n, Region out, const std::string& label);
-void take_cols(Env& e, Region x, uint32_t ne0, uint32_t first_col, uint32_t n_cols, Region out, const std::string& label);
+void take_cols(Env& e, Region x, uint32_t ne0, uint32_t first_col, uint32_t n_cols, Region out,
+               const std::string& label);
 struct RopeArgs {
   uint32_t head_dim, n_head, n_rot, n_tokens, n_past, mode;
   float freq_base, freq_scale;
@@ -139,7 +141,8 @@ struct RopeArgs {
 // factors: the f32 [n_rot/2] frequency divisors (rope_freqs), or a null region (buf == nullptr).
 void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label, Region factors = {});
 // cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16).
-void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache, const std::string& label);
+void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache,
+              const std::string& label);
 // [N4] rope of q → qo, rope of k → the K cache and v → the V cache at columns n_past + j, one
 // dispatch (shaders/rope_kv.comp); q [head_dim·n_head, N], k and v [head_dim·n_head_kv, N]; the
 // caches as kv_store's (whole buffers). a.n_head = Q heads; n_head_kv = K/V heads.
@@ -150,7 +153,8 @@ struct AttnArgs {
   float scale;
   uint32_t window = 0;  // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
 };
-void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out, const std::string& label);
+void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
+               const std::string& label);
 // Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:
 // the per-(head, token) kernel with the key range cut into chunks of ROCKY_ATTN_SPLIT or 128
 // positions, at most 128 of them, then attention_merge), else 0.

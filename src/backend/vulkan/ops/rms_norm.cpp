@@ -9,7 +9,8 @@
 
 namespace rocky::vulkan::ops {
 
-void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out, const std::string& label) {
+void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float eps, Region out,
+              const std::string& label) {
   Bound b[] = {bind(e, x, false), bind(e, w, false), bind(e, out, true)};
   abi::RmsNormPC pc{ne0, n_cols, f32_off(b[0]), f32_off(b[1]), f32_off(b[2]), eps};
   const uint32_t n4 = ne0 / 4;

@@ -50,14 +50,14 @@ ROCKY_ABI_CONST(k_rope_neox, 1u)
 // get_rows: out[:, j] = dequant(W row tok[j]) for tokens whose row lies in [row_begin, row_end),
 // the rows present in the bound weight window (w_off = byte offset of row row_begin).
 struct GetRowsPC {
-  uint ne0;        // row length (elements)
+  uint ne0;  // row length (elements)
   uint n_tokens;
   uint row_bytes;  // bytes per weight row
   uint w_off;      // byte offset of row `row_begin` in the weight binding
   uint row_begin;
   uint row_end;
-  uint tok_off;    // element offset of the token ids (int32)
-  uint out_off;    // element offset of the output [ne0, n_tokens]
+  uint tok_off;  // element offset of the token ids (int32)
+  uint out_off;  // element offset of the output [ne0, n_tokens]
 };
 
 // rms_norm: out[:, j] = x[:, j] / sqrt(mean(x[:, j]²) + eps) · w

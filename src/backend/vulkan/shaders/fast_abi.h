@@ -84,7 +84,7 @@ struct MatmulFastPC {
   uint N;
   uint row_bytes;
   uint w_off;
-  uint x_off;   // f32 element offset of x
+  uint x_off;  // f32 element offset of x
   uint y_off;
   uint ldy;
   uint m0;
@@ -110,15 +110,15 @@ struct MatmulMmqPC {
 
 // [N4] get_rows_mmq: rows of the mmq repack (bindings 0 values, 1 scale groups; ops/get_rows.cpp).
 struct GetRowsMmqPC {
-  uint ne0;          // row length K (a multiple of 32)
+  uint ne0;  // row length K (a multiple of 32)
   uint n_tokens;
   uint q_row_bytes;  // value bytes per row
   uint wq_off;       // byte offset of row `row_begin` in binding 0
   uint ws_off;       // word offset of row `row_begin`'s scale groups in binding 1
   uint row_begin;
   uint row_end;
-  uint tok_off;      // element offset of the token ids (int32)
-  uint out_off;      // element offset of the output [ne0, n_tokens]
+  uint tok_off;  // element offset of the token ids (int32)
+  uint out_off;  // element offset of the output [ne0, n_tokens]
 };
 
 #ifdef __cplusplus
