@@ -190,12 +190,12 @@ inline void scale_min_k4(int k, const uint8_t* s, int& sc, int& m) {
   }
 }
 
-// q4_K: per 32-element sub-block, weights w = sqrt(mean(x²)) + |x| and fit_scale_min(nmax 15,
-// rmin -1, rdelta 0.1, 20 steps); the 8 scales and 8 mins are then quantized to 6 bits against
-// their maxima (d = max_scale / 63, dmin = max_min / 63) and the quants recomputed from the
-// stored (rounded) scales: q = clamp(round((x + dmin*m) / (d*sc)), 0, 15).
-void quant_q4_K(const float* x, BlockQ4_K& b) {
-  uint8_t L[256];
+// q4_K / q5_K (ggml's make_qkx2 fits): per 32-element sub-block, weights w = sqrt(mean(x²)) + |x|
+// and fit_scale_min(nmax, rmin, rdelta, nstep); the 8 scales and 8 mins are then quantized to 6
+// bits against their maxima (d = max_scale / 63, dmin = max_min / 63) into scales12, and the
+// levels L[256] recomputed from the stored (rounded) scales: clamp(round((x + dmin·m) / (d·sc)), 0, nmax).
+void quant_k_scales(const float* x, int nmax, float rmin, float rdelta, int nstep, uint8_t* L, uint8_t* scales12,
+                    uint16_t& d_bits, uint16_t& dmin_bits) {
   uint8_t Laux[32];
   float w[32];
   float scales[8], mins[8];
@@ -206,39 +206,46 @@ void quant_q4_K(const float* x, BlockQ4_K& b) {
     for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
     for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-    scales[k] = fit_scale_min(32, 15, xs, w, L + 32 * k, &mins[k], Laux, -1.0f, 0.1f, 20);
+    scales[k] = fit_scale_min(32, nmax, xs, w, L + 32 * k, &mins[k], Laux, rmin, rdelta, nstep);
     if (scales[k] > max_scale) max_scale = scales[k];
     if (mins[k] > max_min) max_min = mins[k];
   }
   const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
   const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-  std::memset(b.scales, 0, sizeof b.scales);
+  std::memset(scales12, 0, k_k_scale_size);
   for (int k = 0; k < 8; ++k) {
     const int ls = std::min(63, nearest_int(inv_scale * scales[k]) & 0xFF);
     const int lm = std::min(63, nearest_int(inv_min * mins[k]) & 0xFF);
     if (k < 4) {
-      b.scales[k] = static_cast<uint8_t>(ls);
-      b.scales[k + 4] = static_cast<uint8_t>(lm);
+      scales12[k] = static_cast<uint8_t>(ls);
+      scales12[k + 4] = static_cast<uint8_t>(lm);
     } else {
-      b.scales[k + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-      b.scales[k - 4] = static_cast<uint8_t>(b.scales[k - 4] | ((ls >> 4) << 6));
-      b.scales[k] = static_cast<uint8_t>(b.scales[k] | ((lm >> 4) << 6));
+      scales12[k + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales12[k - 4] = static_cast<uint8_t>(scales12[k - 4] | ((ls >> 4) << 6));
+      scales12[k] = static_cast<uint8_t>(scales12[k] | ((lm >> 4) << 6));
     }
   }
-  b.d = float_to_half_bits(max_scale / 63.0f);
-  b.dmin = float_to_half_bits(max_min / 63.0f);
-  const float d_all = half_bits_to_float(b.d);
-  const float dmin_all = half_bits_to_float(b.dmin);
+  d_bits = float_to_half_bits(max_scale / 63.0f);
+  dmin_bits = float_to_half_bits(max_min / 63.0f);
+  const float d_all = half_bits_to_float(d_bits);
+  const float dmin_all = half_bits_to_float(dmin_bits);
   for (int k = 0; k < 8; ++k) {
     int sc, m;
-    scale_min_k4(k, b.scales, sc, m);
+    scale_min_k4(k, scales12, sc, m);
     const float d = d_all * static_cast<float>(sc);
     if (d == 0.0f) continue;  // keep the levels from the fit
     const float dm = dmin_all * static_cast<float>(m);
     for (int l = 0; l < 32; ++l) {
-      L[32 * k + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * k + l] + dm) / d), 0, 15));
+      L[32 * k + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * k + l] + dm) / d), 0, nmax));
     }
   }
+}
+
+// q4_K: quant_k_scales with levels 0..15 and the fit's candidates rmin -1, rdelta 0.1, 20 steps;
+// two sub-blocks' levels share a byte (low nibble: the even one).
+void quant_q4_K(const float* x, BlockQ4_K& b) {
+  uint8_t L[256];
+  quant_k_scales(x, 15, -1.0f, 0.1f, 20, L, b.scales, b.d, b.dmin);
   for (int p = 0; p < 4; ++p) {
     for (int l = 0; l < 32; ++l) {
       b.qs[32 * p + l] = static_cast<uint8_t>(L[64 * p + l] | (L[64 * p + 32 + l] << 4));
@@ -246,53 +253,11 @@ void quant_q4_K(const float* x, BlockQ4_K& b) {
   }
 }
 
-// q5_K: as q4_K with levels 0..31 and the fit's candidates rmin -0.5, rdelta 0.1, 15 steps; the
-// fifth bit of element 32k + l is bit k of qh[l].
+// q5_K: quant_k_scales with levels 0..31 and the fit's candidates rmin -0.5, rdelta 0.1, 15 steps;
+// the fifth bit of element 32k + l is bit k of qh[l].
 void quant_q5_K(const float* x, BlockQ5_K& b) {
   uint8_t L[256];
-  uint8_t Laux[32];
-  float w[32];
-  float scales[8], mins[8];
-  float max_scale = 0.0f, max_min = 0.0f;
-  for (int k = 0; k < 8; ++k) {
-    const float* xs = x + 32 * k;
-    float sum_x2 = 0.0f;
-    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-    const float av_x = std::sqrt(sum_x2 / 32.0f);
-    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-    scales[k] = fit_scale_min(32, 31, xs, w, L + 32 * k, &mins[k], Laux, -0.5f, 0.1f, 15);
-    if (scales[k] > max_scale) max_scale = scales[k];
-    if (mins[k] > max_min) max_min = mins[k];
-  }
-  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-  std::memset(b.scales, 0, sizeof b.scales);
-  for (int k = 0; k < 8; ++k) {
-    const int ls = std::min(63, nearest_int(inv_scale * scales[k]) & 0xFF);
-    const int lm = std::min(63, nearest_int(inv_min * mins[k]) & 0xFF);
-    if (k < 4) {
-      b.scales[k] = static_cast<uint8_t>(ls);
-      b.scales[k + 4] = static_cast<uint8_t>(lm);
-    } else {
-      b.scales[k + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-      b.scales[k - 4] = static_cast<uint8_t>(b.scales[k - 4] | ((ls >> 4) << 6));
-      b.scales[k] = static_cast<uint8_t>(b.scales[k] | ((lm >> 4) << 6));
-    }
-  }
-  b.d = float_to_half_bits(max_scale / 63.0f);
-  b.dmin = float_to_half_bits(max_min / 63.0f);
-  const float d_all = half_bits_to_float(b.d);
-  const float dmin_all = half_bits_to_float(b.dmin);
-  for (int k = 0; k < 8; ++k) {
-    int sc, m;
-    scale_min_k4(k, b.scales, sc, m);
-    const float d = d_all * static_cast<float>(sc);
-    if (d == 0.0f) continue;  // keep the levels from the fit
-    const float dm = dmin_all * static_cast<float>(m);
-    for (int l = 0; l < 32; ++l) {
-      L[32 * k + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * k + l] + dm) / d), 0, 31));
-    }
-  }
+  quant_k_scales(x, 31, -0.5f, 0.1f, 15, L, b.scales, b.d, b.dmin);
   std::memset(b.qh, 0, sizeof b.qh);
   for (int p = 0; p < 4; ++p) {
     for (int l = 0; l < 32; ++l) {
