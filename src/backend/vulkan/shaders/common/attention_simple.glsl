@@ -1,4 +1,5 @@
-// The body of attention.comp and attention_step.comp (included after common/header.glsl).
+// The body of attention.comp, attention_step.comp and attention_split.comp (included after
+// common/header.glsl; ROCKY_ATTN_STEP / ROCKY_ATTN_SPLIT select the variant).
 // attention (prefill and decode): causal GQA attention, flash-attention style. One workgroup per
 // (query head h, token j): keys are visited in blocks of WG positions with an online softmax
 // (running max m, running sum l, rescaled output o), so no n_ctx × n_ctx scratch exists.
@@ -10,10 +11,17 @@
 // attention_step.comp (ROCKY_ATTN_STEP, [N4] decode replay): 4 step (n_past at [0]).
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_HD_MAX) const uint HD_MAX = 256;
+#ifdef ROCKY_ATTN_SPLIT
+// attention_split.comp: one chunk of the key range per workgroup z (AttnSplitPC), its partial
+// state to binding 3; n_past from the push constant, or binding 4 when POS_BUF = 1.
+layout(push_constant) uniform PC { AttnSplitPC spc; };
+#define pc spc.a
+layout(binding = 3) writeonly buffer Scratch { float sc[]; };
+layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 0;
+layout(binding = 4) readonly buffer Step { uint step_pos[]; };
+#define ROCKY_ATTN_N_PAST (POS_BUF != 0u ? step_pos[0] : pc.n_past)
+#else
 layout(push_constant) uniform PC { AttnPC pc; };
-layout(binding = 0) readonly buffer Q { float q[]; };
-layout(binding = 1) readonly buffer Kc { uint kc[]; };
-layout(binding = 2) readonly buffer Vc { uint vc[]; };
 layout(binding = 3) writeonly buffer Out { float outv[]; };
 #ifdef ROCKY_ATTN_STEP
 layout(binding = 4) readonly buffer Step { uint step_pos[]; };  // [0] = n_past
@@ -21,6 +29,10 @@ layout(binding = 4) readonly buffer Step { uint step_pos[]; };  // [0] = n_past
 #else
 #define ROCKY_ATTN_N_PAST pc.n_past
 #endif
+#endif
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer Kc { uint kc[]; };
+layout(binding = 2) readonly buffer Vc { uint vc[]; };
 
 const uint DPT = 8;  // max output dims per invocation
 const float k_neg = -1e30;
@@ -53,10 +65,16 @@ void main() {
   barrier();
 
   const uint k_first = pc.window > 0u && n_kv > pc.window ? n_kv - pc.window : 0u;
-  for (uint k0 = k_first; k0 < n_kv; k0 += WG) {
+#ifdef ROCKY_ATTN_SPLIT
+  const uint k_begin = k_first + gl_WorkGroupID.z * spc.chunk;  // this workgroup's chunk
+  const uint k_end = min(n_kv, k_begin + spc.chunk);
+#else
+  const uint k_begin = k_first, k_end = n_kv;
+#endif
+  for (uint k0 = k_begin; k0 < k_end; k0 += WG) {
     uint p = k0 + t;
     float s = k_neg;
-    if (p < n_kv) {
+    if (p < k_end) {
       uint kb = pc.k_off + p * pc.n_embd_kv + kvh * D;
       s = 0.0;
       for (uint d = 0u; d < D; ++d) s += qs[d] * k_at(kb + d);
@@ -69,7 +87,7 @@ void main() {
     }
     float m_new = max(m, red[0]);
     barrier();
-    float e = p < n_kv ? exp(s - m_new) : 0.0;
+    float e = p < k_end ? exp(s - m_new) : 0.0;
     ps[t] = e;
     red[t] = e;
     barrier();
@@ -79,7 +97,7 @@ void main() {
     }
     float alpha = exp(m - m_new);
     l = l * alpha + red[0];
-    uint n_blk = min(WG, n_kv - k0);
+    uint n_blk = min(WG, k_end - k0);
     for (uint i = 0u; i < DPT; ++i) {
       uint d = t + i * WG;
       if (d >= D) break;
@@ -91,9 +109,23 @@ void main() {
     m = m_new;
     barrier();
   }
+#ifdef ROCKY_ATTN_SPLIT
+  // Partial state (m, l, o not normalised); a chunk past the token's range: m = -1e30, l = 0.
+  const uint row = spc.s_off + ((j * pc.n_head + h) * spc.n_split + gl_WorkGroupID.z) * (D + 2u);
+  if (t == 0u) {
+    sc[row] = m;
+    sc[row + 1u] = l;
+  }
+  for (uint i = 0u; i < DPT; ++i) {
+    uint d = t + i * WG;
+    if (d >= D) break;
+    sc[row + 2u + d] = o[i];
+  }
+#else
   for (uint i = 0u; i < DPT; ++i) {
     uint d = t + i * WG;
     if (d >= D) break;
     outv[pc.out_off + (j * pc.n_head + h) * D + d] = o[i] / l;
   }
+#endif
 }
