@@ -149,12 +149,14 @@ int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L) {
   return matmul(c, att, L.wo, hp.n_embd, blk(il, "attn_out"));
 }
 
-int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
+namespace {
+// gate = W_gate·x, up = W_up·x, then op(gate, up) (SILU_MUL or GELU_MUL) and W_down.
+int32_t ffn_gated(Ctx& c, int il, int32_t x, const LayerWeights& L, Op op, const char* name) {
   int32_t gate = matmul(c, x, L.ffn_gate, c.hp.n_ff, blk(il, "ffn_gate"));
   int32_t up = matmul(c, x, L.ffn_up, c.hp.n_ff, blk(il, "ffn_up"));
   Node n;
-  n.op = Op::SILU_MUL;
-  n.name = blk(il, "ffn_swiglu");
+  n.op = op;
+  n.name = blk(il, name);
   n.ne0 = c.hp.n_ff;
   n.ne1 = cols(c.g, gate);
   n.src[0] = gate;
@@ -162,19 +164,14 @@ int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
   int32_t s = c.g.add(std::move(n));
   return matmul(c, s, L.ffn_down, c.hp.n_embd, blk(il, "ffn_out"));
 }
+}  // namespace
+
+int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
+  return ffn_gated(c, il, x, L, Op::SILU_MUL, "ffn_swiglu");
+}
 
 int32_t ffn_geglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
-  int32_t gate = matmul(c, x, L.ffn_gate, c.hp.n_ff, blk(il, "ffn_gate"));
-  int32_t up = matmul(c, x, L.ffn_up, c.hp.n_ff, blk(il, "ffn_up"));
-  Node n;
-  n.op = Op::GELU_MUL;
-  n.name = blk(il, "ffn_geglu");
-  n.ne0 = c.hp.n_ff;
-  n.ne1 = cols(c.g, gate);
-  n.src[0] = gate;
-  n.src[1] = up;
-  int32_t s = c.g.add(std::move(n));
-  return matmul(c, s, L.ffn_down, c.hp.n_embd, blk(il, "ffn_out"));
+  return ffn_gated(c, il, x, L, Op::GELU_MUL, "ffn_geglu");
 }
 
 void output_head(Ctx& c, const Weights& w, int32_t x, Logits logits) {
