@@ -401,9 +401,18 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         ops::matmul_q8_1(env, w, qs, ds, ne1, node_region(g, p, id), n.name);
         break;
       }
+      // [N4] A decode RMSNorm folded into this matvec (plan_norm_fold): x is the norm's input.
+      const int32_t nf = id < int32_t(norm_into_.size()) ? norm_into_[size_t(id)] : -1;
+      fast::MatvecNorm fold;
+      if (nf >= 0) {
+        const graph::Node& nn = g.nodes[size_t(nf)];
+        fold.weight = be_.weight_region(nn.weight);
+        fold.eps = nn.eps;
+      }
+      const ops::Region x_in = nf >= 0 ? node_region(g, p, g.nodes[size_t(nf)].src[0]) : in(0);
       if (const int32_t c = q81_.epi_into[size_t(id)]; c >= 0) {  // [N4] decode matvec + bias / residual
         const graph::Node& cn = g.nodes[size_t(c)];
-        const ops::Region x = in(0), out = node_region(g, p, c);
+        const ops::Region x = x_in, out = node_region(g, p, c);
         if (x.offset + x.bytes <= out.offset || out.offset + out.bytes <= x.offset) {
           fast::MmqEpilogue epi;
           epi.kind = cn.op == Op::ADD_BIAS ? fast::Epilogue::BIAS : fast::Epilogue::RESIDUAL;
@@ -412,12 +421,16 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
           const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
                                        ? cn.name.substr(cn.name.find('.', 4) + 1)
                                        : cn.name;
-          fast::matvec_mmq(env, w, x, out, n.name + "+" + tail, epi);
+          fast::matvec_mmq(env, w, x, out, n.name + "+" + tail, epi, nf >= 0 ? &fold : nullptr);
           ++fused_epilogues_;
           break;
         }
         q81_.epi_into[size_t(id)] = -1;  // x shares memory with the consumer's output: unfused
         q81_.epi_done[size_t(c)] = 0;
+      }
+      if (nf >= 0) {
+        fast::matvec_mmq(env, w, x_in, node_region(g, p, id), n.name, {}, &fold);
+        break;
       }
       if (ne1 > 1) ++f32_prefill_matmuls_;
       ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
@@ -586,7 +599,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   }
   if (decode) env.step = host_io ? &step_dev_ : &tokens_;
   q81_ = plan_q8_1(env, g);
-  plan_decode_fusion(g);
+  plan_decode_fusion(g, p, env);
   while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
   for (uint32_t i = 0; i < q81_.n_slots; ++i) {  // grown only when a larger graph arrives
     auto& [qs, ds] = q81_slots_[i];
@@ -838,22 +851,25 @@ void VulkanContext::record_q8_1_output(ops::Env& env, const graph::Graph& g, con
 }
 
 bool VulkanContext::node_written(int32_t id) const {
-  if (id >= 0 && size_t(id) < fused_decode_.size() && fused_decode_[size_t(id)] == 2) return false;  // inside rope_kv
+  if (id >= 0 && size_t(id) < fused_decode_.size() && fused_decode_[size_t(id)] >= 2)
+    return false;  // inside rope_kv, or an RMSNorm folded into its matvecs
   return id < 0 || size_t(id) >= q81_.fused.size() || (!q81_.fused[size_t(id)] && q81_.epi_into[size_t(id)] < 0);
 }
 
 // [N4] rope_kv: nodes i … i+3 = ROPE (Q), ROPE (K), KV_STORE K of that rope, KV_STORE V of one
 // layer (blocks::self_attention's order), with the K rope read by nothing else, go into one
 // dispatch at node i; i+1 … i+3 record nothing (the K rope's f32 output is never written).
-void VulkanContext::plan_decode_fusion(const graph::Graph& g) {
+void VulkanContext::plan_decode_fusion(const graph::Graph& g, const graph::Plan& p, const ops::Env& env) {
   const size_t nn = g.nodes.size();
   fused_decode_.assign(nn, 0);
+  norm_into_.assign(nn, -1);
   if (!be_.opts_.fuse_decode || g.n_tokens != 1 || kv_buffers_.empty()) return;
   std::vector<uint32_t> uses(nn, 0);
   for (const graph::Node& n : g.nodes)
     for (int32_t s : n.src)
       if (s >= 0 && size_t(s) < nn) ++uses[size_t(s)];
   if (g.output >= 0 && size_t(g.output) < nn) ++uses[size_t(g.output)];
+  plan_norm_fold(g, p, env, uses);
   for (size_t i = 0; i + 3 < nn; ++i) {
     const graph::Node &q = g.nodes[i], &k = g.nodes[i + 1], &ks = g.nodes[i + 2], &vs = g.nodes[i + 3];
     if (q.op != Op::ROPE || k.op != Op::ROPE || ks.op != Op::KV_STORE || vs.op != Op::KV_STORE) continue;
@@ -871,6 +887,49 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g) {
     fused_decode_[i] = 1;
     fused_decode_[i + 1] = fused_decode_[i + 2] = fused_decode_[i + 3] = 2;
     i += 3;
+  }
+}
+
+// [N4] An RMSNorm (decode, one column) whose every reader is a matvec over the mmq repack (src 0,
+// N = 1) is folded into those matvecs (fast::MatvecNorm): each reads the norm's input x and weight
+// and scales its sums by 1 / rms(x) itself, and the norm records nothing. Safe when x's arena
+// region is written by no node from the norm to one past its last reader (that reader's epilogue
+// output included) — the planner may reuse a region once its last reader is done, and the norm was
+// the last reader the plan knew of.
+void VulkanContext::plan_norm_fold(const graph::Graph& g, const graph::Plan& p, const ops::Env& env,
+                                   const std::vector<uint32_t>& uses) {
+  const size_t nn = g.nodes.size();
+  if (p.offset.size() != nn) return;
+  std::vector<std::vector<int32_t>> readers(nn);
+  for (size_t j = 0; j < nn; ++j)
+    for (int32_t s : g.nodes[j].src)
+      if (s >= 0 && size_t(s) < j) readers[size_t(s)].push_back(static_cast<int32_t>(j));
+  for (size_t i = 0; i < nn; ++i) {
+    const graph::Node& n = g.nodes[i];
+    if (n.op != Op::RMS_NORM || n.ne1 != 1 || n.src[0] < 0 || !n.weight || size_t(g.output) == i) continue;
+    if (readers[i].empty() || readers[i].size() != uses[i] || q81_.slot[i] >= 0) continue;
+    bool ok = true;
+    int32_t last = 0;
+    for (int32_t j : readers[i]) {
+      const graph::Node& c = g.nodes[size_t(j)];
+      auto it = c.op == Op::MATMUL && c.weight ? be_.weights_.find(c.weight) : be_.weights_.end();
+      ok = ok && c.src[0] == int32_t(i) && c.src[1] < 0 && c.ne1 == 1 && !q81_.mmq[size_t(j)] &&
+           it != be_.weights_.end() && ops::matvec_uses_mmq(env, it->second) && it->second.ne0 == uint64_t(n.ne0);
+      last = std::max(last, j);
+    }
+    auto wt = be_.weights_.find(n.weight);
+    if (!ok || wt == be_.weights_.end() || wt->second.type != DType::F32) continue;
+    const uint64_t x0 = p.offset[size_t(n.src[0])];
+    if (x0 == graph::k_no_offset) continue;
+    const uint64_t x1 = x0 + g.nodes[size_t(n.src[0])].out_bytes();
+    for (size_t m = i + 1; ok && m <= std::min(nn - 1, size_t(last) + 1); ++m) {
+      const graph::Node& o = g.nodes[m];
+      if (o.op == Op::VIEW || p.offset[m] == graph::k_no_offset || o.out_bytes() == 0) continue;
+      ok = p.offset[m] + o.out_bytes() <= x0 || x1 <= p.offset[m];
+    }
+    if (!ok) continue;
+    fused_decode_[i] = 3;
+    for (int32_t j : readers[i]) norm_into_[size_t(j)] = static_cast<int32_t>(i);
   }
 }
 

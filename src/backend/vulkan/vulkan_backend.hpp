@@ -159,9 +159,13 @@ class VulkanContext final : public backend::Context {
   uint64_t replay_key_ = 0;
   uint64_t replay_key_of(const graph::Graph& g, const graph::Plan& p, bool copy_out) const;
   void read_logits(const graph::Graph& g, const graph::Plan& p, bool copy_out, std::span<float> logits);
-  // [N4] Decode fusion (rope_kv): [node] 1 = records the fused dispatch, 2 = recorded by it.
+  // [N4] Decode fusion: [node] 1 = records rope_kv, 2 = recorded by it, 3 = an RMSNorm folded into
+  // the matvecs that read it (norm_into_[matvec] = the norm's node id, else -1).
   std::vector<uint8_t> fused_decode_;
-  void plan_decode_fusion(const graph::Graph& g);
+  std::vector<int32_t> norm_into_;
+  void plan_decode_fusion(const graph::Graph& g, const graph::Plan& p, const ops::Env& env);
+  void plan_norm_fold(const graph::Graph& g, const graph::Plan& p, const ops::Env& env,
+                      const std::vector<uint32_t>& uses);
   void record_rope_kv(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
 };
 

@@ -119,7 +119,7 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
 }
 
 void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
-                const MmqEpilogue& epi) {
+                const MmqEpilogue& epi, const MatvecNorm* norm) {
   if (!ops::matvec_uses_mmq(e, w))
     fail("{}: matvec_mmq needs a weight of a type mul_mmq supports with its mmq repack (K = {})", w.name, w.ne0);
   if (x.bytes < w.ne0 * 4 || y.bytes < w.rows * 4)
@@ -128,6 +128,8 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
   if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < w.rows * 4))
     fail("{}: matvec_mmq {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
          epi.operand.bytes, w.rows * 4);
+  if (norm != nullptr && (!norm->weight.buf || norm->weight.bytes < w.ne0 * 4))
+    fail("{}: matvec_mmq norm weight holds {} bytes, {} needed", label, norm->weight.bytes, w.ne0 * 4);
   const MatvecShape sh = matvec_shape(e.lab, e.info, w.rows, w.ne0);
   Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4}, false);
   Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4}, true);
@@ -135,23 +137,28 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
   Bound be = epi.kind != Epilogue::NONE
                  ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, w.rows * 4}, false)
                  : bx;
-  const uint32_t xo = ops::f32_off(bx);
+  // Binding 5: the folded norm's weight, or x again.
+  Bound bn = norm != nullptr ? ops::bind(e, ops::Region{norm->weight.buf, norm->weight.offset, w.ne0 * 4}, false) : bx;
+  const uint32_t xo = ops::f32_off(bx), no = norm != nullptr ? ops::f32_off(bn) : 0;
   const Pipeline& p = e.pipes.get(sh.subgroup ? "matvec_mmq" : "matvec_mmq_shared",
                                   {{ROCKY_SC_WG, sh.wg},
                                    {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
                                    {ROCKY_SC_BM, sh.rows},
                                    {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
                                    {ROCKY_SC_MMV_HALF, sh.split},
-                                   {ROCKY_SC_MMV_XVEC4, xo % 4 == 0 ? 1u : 0u},
+                                   {ROCKY_SC_MMV_XVEC4, xo % 4 == 0 && no % 4 == 0 ? 1u : 0u},
                                    {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)},
-                                   {ROCKY_SC_MMV_UNROLL, sh.unroll}});
+                                   {ROCKY_SC_MMV_UNROLL, sh.unroll},
+                                   {ROCKY_SC_MMV_NORM, norm != nullptr ? 1u : 0u}});
   for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
     pc.N = 1;
     pc.x_off = xo;
     pc.y_off = ops::f32_off(by);
     pc.ldy = static_cast<uint32_t>(w.rows);
     pc.e_off = epi.kind == Epilogue::NONE ? 0 : ops::f32_off(be);
-    Bound b[] = {bw, bs, bx, by, be};
+    pc.n_off = no;
+    pc.eps = norm != nullptr ? norm->eps : 0.0f;
+    Bound b[] = {bw, bs, bx, by, be, bn};
     auto g = e.rec.grid_1d((pc.M + sh.rows - 1) / sh.rows);
     e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], 1, label);
   });

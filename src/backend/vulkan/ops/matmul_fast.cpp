@@ -14,7 +14,7 @@
 namespace rocky::vulkan::fast {
 
 static_assert(sizeof(abi::MatmulFastPC) == 9 * 4);
-static_assert(sizeof(abi::MatmulMmqPC) == 10 * 4);
+static_assert(sizeof(abi::MatmulMmqPC) == 12 * 4);
 static_assert(sizeof(abi::Q81PC) == 4 * 4);
 static_assert(sizeof(abi::RooflinePC) == 4 * 4);
 

@@ -116,8 +116,15 @@ struct MmqEpilogue {
 // [N4] The decode matvec (ops::matvec_mmq; shaders/common/matvec_mmq.glsl) with mul_mmq's
 // epilogue: y[m] = (W·x)[m] + operand[m] (BIAS: operand = the bias [M]; RESIDUAL: the residual
 // stream [M], N = 1). Same aliasing rule as mul_mmq (the operand may BE y; x must not overlap y).
+// With `norm` (its weight: f32 [K]): x is the raw input of an RMSNorm folded into the matvec, y =
+// (W·(x ∘ norm.weight)) / sqrt(mean(x²) + norm.eps) (+ the epilogue) — the norm of graph.hpp's
+// RMS_NORM computed per workgroup from the x values it loads anyway (shaders/common/matvec_mmq.glsl).
+struct MatvecNorm {
+  ops::Region weight{};
+  float eps = 0;
+};
 void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
-                const MmqEpilogue& epi);
+                const MmqEpilogue& epi, const MatvecNorm* norm = nullptr);
 
 // Shape of matvec_mmq (data per device class, then fitted to the weight's M and K): invocations per
 // workgroup (a power of two ≥ 4), rows per workgroup, 32 >> split values per step (split 0, 1,

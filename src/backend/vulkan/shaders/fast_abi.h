@@ -40,6 +40,9 @@ namespace rocky::vulkan::abi {
 #define ROCKY_SC_MMV_UNROLL 31
 // rms_norm_vec: vec4 of x each invocation holds (1..8).
 #define ROCKY_SC_RMS_PER 30
+// [N4] matvec_mmq: 1 = x is the raw input of an RMSNorm folded into this matvec (binding 5: the
+// norm's weight [K] at float offset n_off; eps in MatmulMmqPC): y = (W·(x ∘ w_norm)) / rms(x).
+#define ROCKY_SC_MMV_NORM 32
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).
@@ -106,6 +109,8 @@ struct MatmulMmqPC {
   uint ldy;
   uint m0;
   uint e_off;  // epilogue operand (binding 5) offset in floats; 0 without epilogue
+  uint n_off;  // matvec_mmq with ROCKY_SC_MMV_NORM: the norm weight's float offset (binding 5)
+  float eps;   // … and the norm's epsilon
 };
 
 // [N4] get_rows_mmq: rows of the mmq repack (bindings 0 values, 1 scale groups; ops/get_rows.cpp).

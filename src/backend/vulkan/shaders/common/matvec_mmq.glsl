@@ -30,8 +30,14 @@
 // Bindings: 0 W values (uvec4 units, row stride 2·nb, or nb with NIB, at uvec4 offset wq_off),
 // 1 W scale groups (uint, row stride mmq_srow_words(nb), at word offset ws_off), 2 x [K] (f32 at element offset
 // x_off; a multiple of 4 with XVEC4), 3 y (f32, element y_off + m0 + m), 4 epilogue operand
-// (f32 at element e_off + m0 + m; any buffer when EPILOGUE = 0). Push constants: MatmulMmqPC
-// (N and ldy unused). Grid: ceil(M / ROWS) workgroups laid out in (x, y), group = y · num_x + x;
+// (f32 at element e_off + m0 + m; any buffer when EPILOGUE = 0), 5 with NORM the folded RMSNorm's
+// weight [K] (f32 at element n_off; any buffer without). Push constants: MatmulMmqPC (N and ldy
+// unused; n_off, eps with NORM).
+// NORM (a decode RMSNorm folded into each matvec that reads it, ops::matvec_mmq): x is the norm's
+// input; every invocation multiplies its x values by the norm weight and adds their squares, the
+// workgroup reduces Σx² with the row sums (its invocations load every x value exactly once), and
+// y = rinv · Σ W·(x ∘ w_norm) with rinv = 1 / sqrt(Σx²/K + eps) — the norm's dispatch and its
+// output's round trip through memory are gone. Grid: ceil(M / ROWS) workgroups laid out in (x, y), group = y · num_x + x;
 // rows ≥ M load row M − 1 and store nothing (uniform control flow up to the barrier).
 #include "common/header.glsl"
 #include "fast_abi.h"
@@ -42,6 +48,7 @@ layout(constant_id = ROCKY_SC_MMV_HALF) const uint SPLIT = 0;  // steps per bloc
 layout(constant_id = ROCKY_SC_MMV_XVEC4) const bool XVEC4 = false;
 layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
 layout(constant_id = ROCKY_SC_MMV_UNROLL) const uint UNROLL = 1;
+layout(constant_id = ROCKY_SC_MMV_NORM) const bool NORM = false;
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
 layout(binding = 0) readonly buffer Wq2 { uvec2 wq2[]; };
@@ -51,6 +58,8 @@ layout(binding = 2) readonly buffer X { float x[]; };
 layout(binding = 2) readonly buffer X4 { vec4 xv[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer E { float ev[]; };
+layout(binding = 5) readonly buffer Nw { float nw[]; };
+layout(binding = 5) readonly buffer Nw4 { vec4 nwv[]; };
 
 const bool NIB_TYPE = WTYPE == 12u || WTYPE == 14u;  // q4_K, q6_K
 const bool NIBBLES = NIB && NIB_TYPE;
@@ -70,16 +79,21 @@ const uint ONE = 0x3F800000u;
 const int S0 = 23 - int(BITS);                      // shift of byte 0's low bits to the mantissa top
 
 #if MMV_SUBGROUP
-shared float red[ROWS * gl_WorkGroupSize.x];  // ROWS × subgroups (≤ WG)
+shared float red[(ROWS + 1u) * gl_WorkGroupSize.x];  // (ROWS + Σx²) × subgroups (≤ WG)
 #else
-shared float red[ROWS * gl_WorkGroupSize.x];  // ROWS × invocations
+shared float red[(ROWS + 1u) * gl_WorkGroupSize.x];  // (ROWS + Σx²) × invocations
 #endif
 
 float acc[ROWS];  // this invocation's partial sums (private)
+float ssq = 0.0;  // NORM: Σ x² of this invocation's x values
 
 vec4 load_x4(uint e) {  // x[e .. e + 3] (e a multiple of 4 when XVEC4)
   if (XVEC4) return xv[e >> 2];
   return vec4(x[e], x[e + 1u], x[e + 2u], x[e + 3u]);
+}
+vec4 load_nw4(uint e) {  // NORM: the norm weight's values e .. e + 3 (vec4 when XVEC4: host-checked)
+  if (XVEC4) return nwv[e >> 2];
+  return vec4(nw[e], nw[e + 1u], nw[e + 2u], nw[e + 3u]);
 }
 
 uint place(uint v, int s) { return s >= 0 ? v << uint(s) : v >> uint(-s); }
@@ -109,7 +123,11 @@ void step(uint st, uint g, uint nb, uint U, float k) {
     } else {
       e = 32u * b + (32u >> SPLIT) * sub + 4u * j;
     }
-    const vec4 v = load_x4(pc.x_off + e);
+    vec4 v = load_x4(pc.x_off + e);
+    if (NORM) {
+      ssq += k * dot(v, v);
+      v *= load_nw4(pc.n_off + e);
+    }
     if (j < XN / 2u) {
       sx0 += (v.x + v.y) + (v.z + v.w);
     } else {
@@ -190,18 +208,34 @@ void main() {
     const float v = subgroupAdd(acc[r]);
     if (subgroupElect()) red[r * nsg + gl_SubgroupID] = v;
   }
+  if (NORM) {
+    const float v = subgroupAdd(ssq);
+    if (subgroupElect()) red[ROWS * nsg + gl_SubgroupID] = v;
+  }
   barrier();
   if (t < ROWS && g * ROWS + t < pc.M) {
     float v = 0.0;
     for (uint i = 0u; i < nsg; ++i) v += red[t * nsg + i];
+    if (NORM) {
+      float q = 0.0;
+      for (uint i = 0u; i < nsg; ++i) q += red[ROWS * nsg + i];
+      v *= inversesqrt(q / float(pc.K) + pc.eps);
+    }
 #else
   for (uint r = 0u; r < ROWS; ++r) red[r * WG + t] = acc[r];
+  if (NORM) red[ROWS * WG + t] = ssq;
   barrier();
   if (t < ROWS && g * ROWS + t < pc.M) {
     vec4 p = vec4(0.0);
     for (uint i = 0u; i < WG; i += 4u)  // WG a multiple of 4 (the host checks)
       p += vec4(red[t * WG + i], red[t * WG + i + 1u], red[t * WG + i + 2u], red[t * WG + i + 3u]);
     float v = (p.x + p.y) + (p.z + p.w);
+    if (NORM) {
+      vec4 q = vec4(0.0);
+      for (uint i = 0u; i < WG; i += 4u)
+        q += vec4(red[ROWS * WG + i], red[ROWS * WG + i + 1u], red[ROWS * WG + i + 2u], red[ROWS * WG + i + 3u]);
+      v *= inversesqrt(((q.x + q.y) + (q.z + q.w)) / float(pc.K) + pc.eps);
+    }
 #endif
     const uint m = pc.m0 + g * ROWS + t;
     if (EPILOGUE == ROCKY_MMQ_EPI_BIAS || EPILOGUE == ROCKY_MMQ_EPI_RESIDUAL) v += ev[pc.e_off + m];
