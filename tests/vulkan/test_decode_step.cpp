@@ -240,6 +240,7 @@ struct Decode {
 Decode run_decode(const model::Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen,
                   bool replay, bool fuse, bool kv_f16, bool host_io, const vulkan::LabOptions& lab = {}) {
   vulkan::VulkanOptions o;
+  o.fold_norm = fuse;  // the folded norms (off by default) ride with the other decode fusions here
   o.lab = lab;
   o.host_io = host_io;  // as on a discrete GPU: token ids in host memory, the step copied to the device
   o.validation = true;

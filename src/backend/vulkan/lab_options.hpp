@@ -20,6 +20,7 @@ struct LabOptions {
   std::string mmv_shape;            // ROCKY_MMV_SHAPE=WG,ROWS (ops/matmul.cpp, matvec_mmq)
   std::string decode_replay;        // ROCKY_DECODE_REPLAY=0|1 (wins over VulkanOptions::replay_decode)
   std::string fuse_decode;          // ROCKY_FUSE_DECODE=0|1 (wins over VulkanOptions::fuse_decode)
+  std::string fold_norm;            // ROCKY_FOLD_NORM=0|1 (wins over VulkanOptions::fold_norm)
   std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)
   std::string vulkan_timeout_s;     // ROCKY_VULKAN_TIMEOUT_S=S (fence waits; default 1800)
 };

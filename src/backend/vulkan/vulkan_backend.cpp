@@ -74,6 +74,11 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     if (v != "0" && v != "1") fail("ROCKY_FUSE_DECODE='{}': expected 0 or 1", v);
     opts_.fuse_decode = v == "1";
   }
+  if (!lab.fold_norm.empty()) {  // ROCKY_FOLD_NORM=0|1 overrides fold_norm
+    const std::string& v = lab.fold_norm;
+    if (v != "0" && v != "1") fail("ROCKY_FOLD_NORM='{}': expected 0 or 1", v);
+    opts_.fold_norm = v == "1";
+  }
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
   if (!lab.tune.empty()) mmq_profile_ = tune::load_profile_override(lab.tune, mmq_profile_);
@@ -869,7 +874,7 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g, const graph::Plan&
     for (int32_t s : n.src)
       if (s >= 0 && size_t(s) < nn) ++uses[size_t(s)];
   if (g.output >= 0 && size_t(g.output) < nn) ++uses[size_t(g.output)];
-  plan_norm_fold(g, p, env, uses);
+  if (be_.opts_.fold_norm) plan_norm_fold(g, p, env, uses);
   for (size_t i = 0; i + 3 < nn; ++i) {
     const graph::Node &q = g.nodes[i], &k = g.nodes[i + 1], &ks = g.nodes[i + 2], &vs = g.nodes[i + 3];
     if (q.op != Op::ROPE || k.op != Op::ROPE || ks.op != Op::KV_STORE || vs.op != Op::KV_STORE) continue;

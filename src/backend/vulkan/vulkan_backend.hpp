@@ -59,6 +59,11 @@ struct VulkanOptions {
   // [N4] Decode: rope of Q and K and the K and V cache stores of a layer in one dispatch
   // (shaders/rope_kv.comp) instead of four. ROCKY_FUSE_DECODE=0|1 overrides it.
   bool fuse_decode = true;
+  // [N4] Decode: an RMSNorm read only by matvecs is folded into them (plan_norm_fold; each matvec
+  // scales by 1 / rms(x) itself) — 2 dispatches fewer per layer. Off by default: on the H200 it
+  // made ffn_gate / ffn_up / attn_q ≈ 5 µs slower each (every workgroup reads the norm weight too)
+  // while the norm it removed costs ≈ 4.8 µs (tuning-log #24). ROCKY_FOLD_NORM=0|1 overrides it.
+  bool fold_norm = false;
   // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
   // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
   // environment.
