@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # [N4] decode on the H200 (one device call): tg128 / pp512 of the 3B synth (ROCKY_FUSE_DECODE=1 vs 0:
-# rope_kv and the folded norms), a decode profile, tg128 at depth 4096 / 8192, then a sweep of
+# rope_kv; ROCKY_FOLD_NORM=1: the folded norms), a decode profile (DEPTH=1: tg128 at depth 4096 /
+# 8192), then a sweep of
 # matvec_mmq shapes (ROCKY_MMV_SHAPE=WG,ROWS,SPLIT,UNROLL) with bench-op at N = 1 on the 3B's
 # ffn_up, ffn_down, attn_q and the q6_K head: the best shape per matrix against the default.
 # Usage on the device (after ../shared/device/pack.sh .devpack build/rocky): bash lab/h200-mmv-sweep.sh
@@ -13,7 +14,8 @@ timeout 200 $R synth --preset qwen2.5-3b --type q4_k_m -q -o /tmp/m3.gguf > /dev
 B="-m /tmp/m3.gguf -ub 512 -r 3 $RJ -o json -q"
 timeout 120 $R bench $B -p 512 -n 128 > "$O/b.json" 2> "$O/b.err"
 ROCKY_FUSE_DECODE=0 timeout 90 $R bench $B -p 0 -n 128 > "$O/b-nofuse.json" 2> "$O/b-nofuse.err"
-timeout 200 $R bench $B -p 0 -n 128 -d 4096,8192 > "$O/b-depth.json" 2> "$O/b-depth.err"
+ROCKY_FOLD_NORM=1 timeout 90 $R bench $B -p 0 -n 128 > "$O/b-fold.json" 2> "$O/b-fold.err"
+[ -n "${DEPTH:-}" ] && timeout 200 $R bench $B -p 0 -n 128 -d 4096,8192 > "$O/b-depth.json" 2> "$O/b-depth.err"
 timeout 90 $R bench -m /tmp/m3.gguf -p 0 -n 16 -ub 512 -r 1 --profile --no-roofline -o json -q > "$O/prof.json" 2> "$O/prof.err"
 : > "$O/sweep.txt"
 for s in "q4_K 11008,1,2048 ffn_up" "q4_K 2048,1,11008 ffn_down" "q4_K 2048,1,2048 attn_q" "q6_K 151936,1,2048 head"; do
@@ -37,7 +39,8 @@ def rows(f, tag):
             h = x.get("host_ms_per_ubatch", {})
             print(f"{tag:10} {x['test']:14} {x['avg_ts']:9.1f} ± {x['stddev_ts']:5.1f} t/s  disp/tok {h.get('dispatches',0):5.0f}  peak {x.get('peak_device_memory',0)/2**20:.0f} MiB")
     except Exception as e: print(tag, "failed", e, open(os.path.join(o, f.replace('.json','.err'))).read()[-300:])
-rows("b.json", "default"); rows("b-nofuse.json", "FUSE=0"); rows("b-depth.json", "depth")
+rows("b.json", "default"); rows("b-nofuse.json", "FUSE=0"); rows("b-fold.json", "FOLD=1")
+if os.path.exists(os.path.join(o, "b-depth.json")): rows("b-depth.json", "depth")
 try:
     for row in json.load(open(os.path.join(o, "prof.json"))):
         tot = sum(p['ms'] for p in row['profile']); nd = sum(p['dispatches'] for p in row['profile'])
