@@ -221,6 +221,7 @@ int run_bench_op(const BenchOpts& o) {
   vulkan::Pipelines pipes(dev, true, penv.cache_dir);
   vulkan::Recorder rec(dev, info.max_storage_buffer_range, timeout_s);
   vulkan::ops::Env env{rec, pipes, info, {}, 128, false};
+  env.lab = &penv.lab;  // ROCKY_MMV_SHAPE and the other lab overrides (runtime::read_env)
   if (o.pipeline_stats) pipes.set_capture_statistics(true);
 
   // Random weights (scales fixed to small finite values) and activations.
