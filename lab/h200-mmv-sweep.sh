@@ -30,6 +30,10 @@ for s in "q4_K 11008,1,2048 ffn_up" "q4_K 2048,1,11008 ffn_down" "q4_K 2048,1,20
       python3 -c "import json;j=json.load(open('$O/s.json'));print('$3 $wg,$rows,0,$un',j['matvec_ms'])" >> "$O/sweep.txt"
   done; done; done
 done
+# tg128 with the two best ffn_up shapes applied to every matvec.
+for sh in $(grep '^ffn_up [0-9]' "$O/sweep.txt" | sort -k3 -g | head -2 | awk '{print $2}'); do
+  ROCKY_MMV_SHAPE=$sh timeout 90 $R bench $B -p 0 -n 128 > "$O/b-shape-$sh.json" 2> /dev/null
+done
 python3 - "$O" <<'PY'
 import json, sys, os
 o = sys.argv[1]
@@ -41,6 +45,8 @@ def rows(f, tag):
     except Exception as e: print(tag, "failed", e, open(os.path.join(o, f.replace('.json','.err'))).read()[-300:])
 rows("b.json", "default"); rows("b-nofuse.json", "FUSE=0"); rows("b-fold.json", "FOLD=1")
 if os.path.exists(os.path.join(o, "b-depth.json")): rows("b-depth.json", "depth")
+for f in sorted(os.listdir(o)):
+    if f.startswith("b-shape-"): rows(f, f[8:-5])
 try:
     for row in json.load(open(os.path.join(o, "prof.json"))):
         tot = sum(p['ms'] for p in row['profile']); nd = sum(p['dispatches'] for p in row['profile'])
