@@ -69,8 +69,9 @@ namespace rocky::vulkan::fast {
 //    per-group cost;
 //  - NVIDIA: up to 4 rows, x reused across the rows from registers, ≥ 256 groups; invocations by
 //    the row's 32-blocks (measured on the H200, tuning-log #16): ≤ 64 blocks (K ≤ 2,048) 32
-//    invocations (the q6_K head 134 → 124 µs), ≥ 256 blocks (K ≥ 8,192) 128 with two steps per
-//    loop iteration (ffn_down 16.8 → 14.0 µs), else 64 (64 × 4 beat × 2, × 8, × 16 there);
+//    invocations (the q6_K head 134 → 124 µs) with rows by M (#24: 2 / 4 × 2 steps / 8), ≥ 256
+//    blocks (K ≥ 8,192) 128 with two steps per loop iteration (ffn_down 16.8 → 14.0 µs), else 64
+//    (64 × 4 beat × 2, × 8, × 16 there);
 //  - Mali (Valhall, 16-wide warps, ≤ 32 work registers for full occupancy): quarter-block steps
 //    (8 x values live) × 1 row — the offline G610 compiler gives 32 work registers for every type
 //    and both reductions (2 rows: 64 for q6_K with subgroups, i.e. half occupancy);
@@ -107,7 +108,20 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
   if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU && d.vendor_id == 0x10DE) {
     const uint64_t blocks = k / 32;
     if (blocks <= 64) {
+      // K ≤ 2,048 (tuning-log #24, bench-op at decode's conditions): the head (151936 rows) 8
+      // rows, 144 → 130 µs; ffn_up (11008) 4 rows × 2 steps per iteration, 15.2 → 13.7 µs;
+      // attn_q (2048) 2 rows, 8.3 → 6.9 µs.
       s.wg = 32;
+      if (m >= 65536) {
+        s.rows = 8;
+      } else if (m >= 8192) {
+        s.rows = 4;
+        s.unroll = 2;
+      } else {
+        s.rows = 2;
+      }
+      while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
+      return s;
     } else if (blocks >= 256 && d.max_workgroup_invocations >= 128) {
       s.wg = 128;
       s.unroll = 2;
