@@ -493,6 +493,14 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1)
         fail("graph node {}: view changes the size", n.name);
       break;
+    case Op::SSM_CONV:
+    case Op::GATED_DELTA:
+    case Op::TAKE_ROWS:
+    case Op::SIGMOID_MUL:
+      fail(
+          "vulkan backend: node {}: the hybrid linear-attention ops (qwen35) are not implemented on Vulkan yet; "
+          "run with --backend cpu",
+          n.name);
   }
 }
 
