@@ -20,9 +20,9 @@
 namespace rocky::model::arch {
 namespace {
 
+using blocks::blk;
 using graph::Node;
 using graph::Op;
-using blocks::blk;
 
 int32_t take_rows(blocks::Ctx& c, int32_t x, int64_t first, int64_t n, std::string name) {
   Node t;
@@ -149,8 +149,9 @@ extern const ArchInfo k_qwen35 = [] {
   a.tied_output = true;
   a.hybrid = true;
   a.build = build_qwen35;
-  a.notes = "hybrid: Gated DeltaNet linear attention (conv1d + gated delta rule) on 3 of 4 layers, gated full "
-            "attention with q/k norms and partial rope on every 4th";
+  a.notes =
+      "hybrid: Gated DeltaNet linear attention (conv1d + gated delta rule) on 3 of 4 layers, gated full "
+      "attention with q/k norms and partial rope on every 4th";
   return a;
 }();
 
