@@ -82,7 +82,7 @@ TEST(VulkanLinearAttn, ConvDeltaTakeRowsSigmoidMulVsCpu) {
   auto& be = shared_backend();
   auto cpu = backend::cpu::make_cpu_backend();
   std::mt19937 rng(20);
-  const Shape shapes[] = {{1, 1, 16, 24, 4}, {2, 4, 40, 33, 4}, {3, 6, 96, 40, 3},
+  const Shape shapes[] = {{1, 1, 16, 24, 4},   {2, 4, 40, 33, 4},  {3, 6, 96, 40, 3},
                           {2, 2, 128, 128, 4}, {1, 3, 40, 128, 2}, {3, 3, 16, 33, 5}};
   const int32_t ubatches[][3] = {{7, 1, 33}, {1, 1, 65}, {33, 1, 7}, {65, 1, 1}, {7, 1, 13}, {13, 1, 2}};
   for (size_t si = 0; si < std::size(shapes); ++si) {
@@ -129,7 +129,8 @@ TEST(VulkanLinearAttn, ConvDeltaTakeRowsSigmoidMulVsCpu) {
       std::vector<float> out_gpu(static_cast<size_t>(s.hv * s.dv * n)), out_cpu(out_gpu.size());
       be.compute(b.g, plan, tok, out_gpu);
       cctx->compute(b.g, plan, tok, out_cpu);
-      const std::string what = "shape " + std::to_string(si) + " ubatch " + std::to_string(u) + " n=" + std::to_string(n);
+      const std::string what =
+          "shape " + std::to_string(si) + " ubatch " + std::to_string(u) + " n=" + std::to_string(n);
       for (int32_t id : {b.conv, b.delta, b.take, b.gated}) {
         const std::vector<float> c = cctx->read_node(b.g, plan, id);
         const std::vector<double> ref(c.begin(), c.end());

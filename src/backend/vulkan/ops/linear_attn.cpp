@@ -10,8 +10,8 @@ namespace rocky::vulkan::ops {
 
 void take_rows(Env& e, Region x, uint32_t in_ne0, uint32_t first_row, uint32_t ne0, uint32_t n_cols, Region out,
                const std::string& label) {
-  if (first_row + ne0 > in_ne0) fail("take_rows {}: rows [{}, {}) past the source's {}", label, first_row,
-                                     first_row + ne0, in_ne0);
+  if (first_row + ne0 > in_ne0)
+    fail("take_rows {}: rows [{}, {}) past the source's {}", label, first_row, first_row + ne0, in_ne0);
   const Pipeline& p = e.pipes.get("take_rows", {{ROCKY_SC_WG, e.wg}});
   Bound b[] = {bind(e, x, false), bind(e, out, true)};
   abi::TakeRowsPC pc{ne0, n_cols, first_row, in_ne0, f32_off(b[0]), f32_off(b[1])};
@@ -55,11 +55,10 @@ void gated_delta(Env& e, Region qkv, Region a, Region b, Region A, const DeltaAr
          d.d_k / t.rows, wg, e.info.max_workgroup_invocations);
   const Pipeline& p =
       e.pipes.get("gated_delta", {{ROCKY_SC_WG, wg}, {ROCKY_SC_DELTA_COLS, t.cols}, {ROCKY_SC_DELTA_ROWS, t.rows}});
-  Bound bs[] = {bind(e, qkv, false), bind(e, a, false), bind(e, b, false),
+  Bound bs[] = {bind(e, qkv, false), bind(e, a, false),    bind(e, b, false),
                 bind(e, A, false),   bind(e, state, true), bind(e, out, true)};
-  abi::GatedDeltaPC pc{d.n_k_heads,    d.n_v_heads,    d.d_k,          d.d_v,          d.n_tokens,
-                       f32_off(bs[0]), f32_off(bs[1]), f32_off(bs[2]), f32_off(bs[3]), f32_off(bs[4]),
-                       f32_off(bs[5]), d.eps};
+  abi::GatedDeltaPC pc{d.n_k_heads,    d.n_v_heads,    d.d_k,          d.d_v,          d.n_tokens,     f32_off(bs[0]),
+                       f32_off(bs[1]), f32_off(bs[2]), f32_off(bs[3]), f32_off(bs[4]), f32_off(bs[5]), d.eps};
   e.rec.dispatch(p, bs, &pc, sizeof pc, (d.d_v + t.cols - 1) / t.cols, d.n_v_heads, 1, label);
 }
 
