@@ -157,15 +157,15 @@ void read_hybrid(const gguf::GgufFile& f, HParams& h) {
   h.ssm_dt_rank = req(Key::SSM_TIME_STEP_RANK);
   h.ssm_d_inner = req(Key::SSM_INNER_SIZE);
   if (h.ssm_d_inner % h.ssm_dt_rank != 0) {
-    fail("{}: {} ({}) is not a multiple of {} ({})", f.path(), key(Key::SSM_INNER_SIZE), h.ssm_d_inner,
+    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(Key::SSM_INNER_SIZE), h.ssm_d_inner,
          key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank);
   }
   if (h.ssm_dt_rank % h.ssm_n_group != 0) {
-    fail("{}: {} ({}) is not a multiple of {} ({})", f.path(), key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank,
+    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank,
          key(Key::SSM_GROUP_COUNT), h.ssm_n_group);
   }
   if (h.ssm_conv_kernel < 2 || h.ssm_conv_kernel > 16) {
-    fail("{}: {} = {} is outside the supported 2..16", f.path(), key(Key::SSM_CONV_KERNEL), h.ssm_conv_kernel);
+    fail("{}: '{}' = {} is outside the supported 2..16", f.path(), key(Key::SSM_CONV_KERNEL), h.ssm_conv_kernel);
   }
   if (h.ssm_d_state > 256 || h.ssm_head_v_dim() > 256) {
     fail("{}: linear-attention head dims {} / {} exceed the supported 256", f.path(), h.ssm_d_state,
@@ -189,7 +189,7 @@ void read_hybrid(const gguf::GgufFile& f, HParams& h) {
                        (sector % 3 == 2 && sector < 3 * int64_t(sec[2]));
       if (!thw || sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0) {
         fail(
-            "{}: {} = [{}, {}, {}, {}] puts rotated pair {} of {} outside the t/h/w sections; rocky implements "
+            "{}: '{}' = [{}, {}, {}, {}] puts rotated pair {} of {} outside the t/h/w sections; rocky implements "
             "text positions only for sections that cover every rotated pair",
             f.path(), ks, sec[0], sec[1], sec[2], sec[3], i, h.n_rot / 2);
       }
