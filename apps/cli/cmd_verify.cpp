@@ -8,7 +8,8 @@
 //   - f32 prefill kernels (--matmul basic / mm, or weights the int8 path does not take): rel ≤ 1e-3
 //     with an f32 KV cache, 1e-2 with --kv-f16;
 //   - the int8 path (the default --matmul auto on quantized weights: activations rounded to q8_1
-//     blocks, like llama.cpp's CPU): max |Δlogit| ≤ 0.35 absolute over every position; --bisect then
+//     blocks, like llama.cpp's CPU): max |Δlogit| ≤ 0.35 absolute over every position (1.35 on a
+//     hybrid linear-attention model, qwen35, as the README bounds its quantized label); --bisect then
 //     flags nodes over rel 5e-2 (the int8 error of one node; loose labels reach 3.7e-2);
 //   - --tolerance REL replaces either with a rel bound.
 // Pass (exit 0) when within the tolerance and top-1 agrees wherever the CPU's top-1/top-2 margin
@@ -52,7 +53,14 @@ struct VerifyOpts {
   double tolerance = 0;  // 0 = by path: 1e-3 (f32 KV) / 1e-2 (f16 KV) rel, int8 path 0.35 absolute
 };
 
-constexpr double k_int8_abs = 0.35;       // ../shared/reference/README.md, int8-dot path
+constexpr double k_int8_abs = 0.35;  // ../shared/reference/README.md, int8-dot path
+// [N9] hybrid models (qwen35): the per-head RMSNorm after the recurrence re-amplifies the 8-bit
+// blocks' error, ≈ 3× the other models' (README: ≤ 1.35 absolute for 8-bit activations there).
+constexpr double k_int8_abs_hybrid = 1.35;
+// --bisect per node: the int8 error grows through the recurrent layers' per-head norms to ≈ 0.21
+// rel on synth-qwen35 (blk.4.delta_norm); a wrong op is off by ≈ 1. The f32 paths (--matmul mm,
+// -ctk/-ctv f32) hold every node to 1e-3.
+constexpr double k_int8_node_rel_hybrid = 0.3;
 constexpr double k_int8_node_rel = 5e-2;  // --bisect on the int8 path
 
 struct Compare {
@@ -162,8 +170,9 @@ int run_verify(const VerifyOpts& o) {
   Compare all = compare(lc, lg);
   const bool int8 = int8_matmuls > 0;
   const bool abs_tol = int8 && o.tolerance <= 0;  // the int8 path's bound is absolute
-  const double tol = o.tolerance > 0 ? o.tolerance : int8 ? k_int8_abs : o.kv_f16 ? 1e-2 : 1e-3;
-  const double node_tol = abs_tol ? k_int8_node_rel : tol;
+  const double int8_abs = g.kv.recurrent() ? k_int8_abs_hybrid : k_int8_abs;
+  const double tol = o.tolerance > 0 ? o.tolerance : int8 ? int8_abs : o.kv_f16 ? 1e-2 : 1e-3;
+  const double node_tol = abs_tol ? (g.kv.recurrent() ? k_int8_node_rel_hybrid : k_int8_node_rel) : tol;
   const double err = abs_tol ? all.max_abs : all.rel();
   int agree = 0, must_agree_failed = 0;
   double max_kl = 0;

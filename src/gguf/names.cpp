@@ -89,6 +89,15 @@ constexpr std::array<TensorEntry, static_cast<size_t>(Tensor::COUNT_)> k_tensors
     {"attn_rot_embd", true},
     {"post_attention_norm", true},
     {"post_ffw_norm", true},
+    {"attn_qkv", true},
+    {"attn_gate", true},
+    {"ssm_conv1d", true},
+    {"ssm_a", true},
+    {"ssm_alpha", true},
+    {"ssm_beta", true},
+    {"ssm_dt", true},
+    {"ssm_norm", true},
+    {"ssm_out", true},
 }};
 
 }  // namespace
@@ -110,6 +119,7 @@ std::optional<Arch> parse_arch(std::string_view name) {
 std::span<const Arch> all_archs() { return k_archs; }
 
 std::string_view rope_type_of(std::string_view arch) {
+  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3vl") return "imrope";  // [N9]
   for (std::string_view n : k_rope_norm)
     if (arch == n) return "norm";
   for (std::string_view n : k_rope_neox)
@@ -163,9 +173,11 @@ std::string_view strip_layer(std::string_view name) {
 std::optional<TensorName> parse_tensor_name(std::string_view name) {
   const int64_t il = layer_of(name);
   std::string_view rest = strip_layer(name);
+  // [N9] a per-layer tensor may have no suffix (qwen35's "blk.N.ssm_a").
   const size_t dot = rest.rfind('.');
-  if (dot == std::string_view::npos) return std::nullopt;
-  const std::string_view base = rest.substr(0, dot), suffix = rest.substr(dot + 1);
+  if (dot == std::string_view::npos && il < 0) return std::nullopt;
+  const std::string_view base = dot == std::string_view::npos ? rest : rest.substr(0, dot);
+  const std::string_view suffix = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
   for (size_t i = 0; i < k_tensors.size(); ++i) {
     if (k_tensors[i].base == base && k_tensors[i].per_layer == (il >= 0)) {
       return TensorName{static_cast<Tensor>(i), static_cast<int>(il), std::string(suffix)};

@@ -20,7 +20,8 @@ namespace rocky::gguf {
   X(LLAMA, "llama")         \
   X(QWEN2, "qwen2")         \
   X(QWEN3, "qwen3")         \
-  X(GEMMA3, "gemma3")
+  X(GEMMA3, "gemma3")       \
+  X(QWEN35, "qwen35")
 
 #define ROCKY_GGUF_ARCH_ENUM(e, name) e,
 enum class Arch : uint8_t { ROCKY_GGUF_ARCHS(ROCKY_GGUF_ARCH_ENUM) };
@@ -113,6 +114,16 @@ enum class Tensor : uint8_t {
   ATTN_ROT_EMBD,   // blk.N.attn_rot_embd   old llama files' precomputed rope table (never read)
   ATTN_POST_NORM,  // blk.N.post_attention_norm [n_embd] (gemma3: norm of the attention output)
   FFN_POST_NORM,   // blk.N.post_ffw_norm     [n_embd] (gemma3: norm of the FFN output)
+  // [N9] qwen35 (Gated DeltaNet linear-attention layers)
+  ATTN_QKV,    // blk.N.attn_qkv          [n_embd, 2·H_k·d_k + H_v·d_v] (conv channels q | k | v)
+  ATTN_GATE,   // blk.N.attn_gate         [n_embd, H_v·d_v] (z, the output gate)
+  SSM_CONV1D,  // blk.N.ssm_conv1d        [conv_kernel, channels] f32 (depthwise causal conv)
+  SSM_A,       // blk.N.ssm_a             [H_v] f32, −exp(A_log) (no suffix)
+  SSM_ALPHA,   // blk.N.ssm_alpha         [n_embd, H_v] (decay input)
+  SSM_BETA,    // blk.N.ssm_beta          [n_embd, H_v] (β logits)
+  SSM_DT,      // blk.N.ssm_dt.bias       [H_v] f32
+  SSM_NORM,    // blk.N.ssm_norm          [d_v] f32 (per-head RMSNorm, shared)
+  SSM_OUT,     // blk.N.ssm_out           [H_v·d_v, n_embd]
   COUNT_
 };
 std::string_view tensor_base(Tensor t);  // "token_embd", "attn_q", …

@@ -22,6 +22,10 @@ const char* op_name(Op op) {
     case Op::SCALE: return "scale";
     case Op::GELU_MUL: return "gelu_mul";
     case Op::VIEW: return "view";
+    case Op::SSM_CONV: return "ssm_conv";
+    case Op::GATED_DELTA: return "gated_delta";
+    case Op::TAKE_ROWS: return "take_rows";
+    case Op::SIGMOID_MUL: return "sigmoid_mul";
   }
   return "unknown";
 }

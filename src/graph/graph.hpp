@@ -43,6 +43,22 @@ enum class Op : uint8_t {
               // copy, no dispatch; the planner gives it the source's arena bytes (planner.hpp).
               // E.g. [head_dim·n_head, N] → [head_dim, n_head·N], so a per-head op (qwen3's q/k
               // RMSNorm) is an ordinary per-column op on the view.
+  // [N9] Hybrid linear attention (qwen35). The recurrent nodes read and update their layer's state
+  // in the context (KvShape::conv_state / ssm_state; sequence 0), carried across ubatches and
+  // zeroed by Context::reset().
+  SSM_CONV,     // causal depthwise conv over time, then SiLU: src0 = x [C, N], weight = f32 [K, C];
+                // out[c, t] = silu(Σ_{i<K} w[i + c·K] · x̃[c, t − (K−1) + i]) where x̃ at columns < 0 is
+                // the conv state (the sequence's last K−1 inputs, zero at its start); afterwards the
+                // state holds the last K−1 columns of x̃. State layout: [K−1 slots (oldest first)][C].
+  GATED_DELTA,  // gated delta rule (Yang et al. 2024, Gated DeltaNet): src0 = conv output [C, N] with
+                // C = 2·H_k·d_k + H_v·d_v, rows q (H_k·d_k) | k (H_k·d_k) | v (H_v·d_v); src1 = decay
+                // input a [H_v, N] (h·W_alpha + dt_bias); src2 = β logits b [H_v, N]; weight = ssm_a
+                // f32 [H_v] (A ≤ 0). Per token, per value head j with key head j mod H_k:
+                // q̂, k̂ = q, k / max(‖·‖, eps); g = softplus(a)·A; β = sigmoid(b);
+  // S ← exp(g)·S; S ← S + k̂·(β·(v − Sᵀk̂))ᵀ; o = Sᵀq̂ / √d_k. out = o [H_v·d_v, N].
+  // State S per head d_k × d_v: element (i, c) of head j at (j·d_k + i)·d_v + c.
+  TAKE_ROWS,    // out[i, j] = src0[first_row + i, j] for i < ne0 (a row range of every column)
+  SIGMOID_MUL,  // out = src0 · sigmoid(src1) (qwen35's attention output gate)
 };
 const char* op_name(Op op);
 
@@ -68,6 +84,15 @@ struct AttnParams {
   int32_t window = 0;     // [N6] sliding window: token at position q sees keys p with q − window < p ≤ q; 0 = all
 };
 
+// [N9] GATED_DELTA's head counts and dims (graph.hpp Op comment).
+struct SsmParams {
+  int32_t n_k_heads = 0;  // H_k (ssm.group_count)
+  int32_t n_v_heads = 0;  // H_v (ssm.time_step_rank), a multiple of H_k
+  int32_t d_k = 0;        // key/query head dim (ssm.state_size)
+  int32_t d_v = 0;        // value head dim (ssm.inner_size / H_v)
+  float eps = 0;          // L2-norm floor of q and k
+};
+
 struct Node {
   Op op = Op::ADD;
   std::string name;
@@ -82,6 +107,8 @@ struct Node {
   float scale = 1;                           // SCALE
   RopeParams rope;                           // ROPE
   AttnParams attn;                           // ATTENTION
+  int64_t first_row = 0;                     // [N9] TAKE_ROWS
+  SsmParams ssm;                             // [N9] GATED_DELTA (SSM_CONV, GATED_DELTA: `layer` = whose state)
 
   uint64_t out_bytes() const { return row_bytes(out_type, static_cast<uint64_t>(ne0)) * static_cast<uint64_t>(ne1); }
 };
@@ -92,6 +119,12 @@ struct KvShape {
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;  // head_dim · n_head_kv
   int32_t n_ctx = 0;
+  // [N9] Recurrent state per layer and sequence (hybrid models; 0 = none), in floats: the SSM_CONV
+  // window ((K−1)·C) and the GATED_DELTA state (H_v·d_k·d_v). A context holds them for every layer
+  // index below n_layer (unused by the attention layers) beside the KV cache.
+  int64_t conv_state = 0;
+  int64_t ssm_state = 0;
+  bool recurrent() const { return conv_state > 0 || ssm_state > 0; }
 };
 
 struct Graph {

@@ -83,7 +83,7 @@ int32_t scale(Ctx& c, int32_t x, float s, std::string name) {
   return c.g.add(std::move(n));
 }
 
-static int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name) {
+int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name) {
   Node n;
   n.op = Op::ROPE;
   n.name = std::move(name);
@@ -100,7 +100,7 @@ static int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name) {
   return c.g.add(std::move(n));
 }
 
-static int32_t kv_store(Ctx& c, int il, int32_t x, int kv, std::string name) {
+int32_t kv_store(Ctx& c, int il, int32_t x, int kv, std::string name) {
   Node n;
   n.op = Op::KV_STORE;
   n.name = std::move(name);

@@ -30,6 +30,11 @@ int32_t add_bias(Ctx& c, int32_t x, const gguf::TensorInfo* b, std::string name)
 int32_t add(Ctx& c, int32_t a, int32_t b, std::string name);
 int32_t scale(Ctx& c, int32_t x, float s, std::string name);  // [N6] SCALE
 
+// [N9] ROPE of x [head_dim·n_head, N] with the hparams' rope (and Ctx's overrides); KV_STORE of x
+// into layer il's K (kv = 0) or V (kv = 1) cache.
+int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name);
+int32_t kv_store(Ctx& c, int il, int32_t x, int kv, std::string name);
+
 // RMSNorm of each head of x [head_dim·n_head, N] with the shared weight w [head_dim]: a view to
 // [head_dim, n_head·N], a per-column RMS_NORM, a view back (no backend special case).
 int32_t rms_norm_heads(Ctx& c, int32_t x, const gguf::TensorInfo* w, int32_t n_head, const std::string& name);

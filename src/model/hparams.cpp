@@ -2,6 +2,7 @@
 #include "model/hparams.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "gguf/summary.hpp"
@@ -92,7 +93,7 @@ std::optional<double> numeric(const gguf::Value& v) {
 }
 
 // Every `<arch>.*` key is honoured, or harmless at its value; rocky::Error naming the key otherwise.
-void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa) {
+void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa, bool hybrid) {
   const std::string prefix = arch + ".";
   for (const auto& [key_, value] : f.metadata()) {
     const std::string_view key = key_;
@@ -117,6 +118,10 @@ void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa) {
     }
     if (r->honoured || std::isnan(r->harmless_value)) continue;
     if (swa && (*k == Key::SLIDING_WINDOW || *k == Key::ROPE_FREQ_BASE_SWA)) continue;  // read below
+    if (hybrid && (*k == Key::FULL_ATTENTION_INTERVAL || *k == Key::SSM_CONV_KERNEL || *k == Key::SSM_INNER_SIZE ||
+                   *k == Key::SSM_STATE_SIZE || *k == Key::SSM_TIME_STEP_RANK || *k == Key::SSM_GROUP_COUNT ||
+                   *k == Key::ROPE_DIMENSION_SECTIONS))
+      continue;  // [N9] read below
     const auto v = numeric(value);
     if (r->harmless_value == k_refuse || !v || *v != r->harmless_value) {
       fail(
@@ -138,6 +143,60 @@ int32_t checked(const gguf::GgufFile& f, const std::string& key, std::optional<u
   return static_cast<int32_t>(*v);
 }
 
+// [N9] qwen35: the Gated DeltaNet shapes and the IMROPE sections. Text tokens get the positions
+// (p, p, p, 0) (llama.cpp), so a rotated pair whose section is t, h or w turns by p — plain NeoX
+// rope — and a pair in the fourth section would not turn at all; rocky implements the former only
+// and refuses sections that put a rotated pair in the fourth.
+void read_hybrid(const gguf::GgufFile& f, HParams& h) {
+  auto key = [&](Key k) { return gguf::arch_key(h.arch_str, k); };
+  auto req = [&](Key k) { return checked(f, key(k), f.get_uint(key(k)), true, 0); };
+  h.full_attn_interval = req(Key::FULL_ATTENTION_INTERVAL);
+  h.ssm_conv_kernel = req(Key::SSM_CONV_KERNEL);
+  h.ssm_d_state = req(Key::SSM_STATE_SIZE);
+  h.ssm_n_group = req(Key::SSM_GROUP_COUNT);
+  h.ssm_dt_rank = req(Key::SSM_TIME_STEP_RANK);
+  h.ssm_d_inner = req(Key::SSM_INNER_SIZE);
+  if (h.ssm_d_inner % h.ssm_dt_rank != 0) {
+    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(Key::SSM_INNER_SIZE), h.ssm_d_inner,
+         key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank);
+  }
+  if (h.ssm_dt_rank % h.ssm_n_group != 0) {
+    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank,
+         key(Key::SSM_GROUP_COUNT), h.ssm_n_group);
+  }
+  if (h.ssm_conv_kernel < 2 || h.ssm_conv_kernel > 16) {
+    fail("{}: '{}' = {} is outside the supported 2..16", f.path(), key(Key::SSM_CONV_KERNEL), h.ssm_conv_kernel);
+  }
+  if (h.ssm_d_state > 256 || h.ssm_head_v_dim() > 256) {
+    fail("{}: linear-attention head dims {} / {} exceed the supported 256", f.path(), h.ssm_d_state,
+         h.ssm_head_v_dim());
+  }
+  const std::string ks = key(Key::ROPE_DIMENSION_SECTIONS);
+  if (const gguf::Value* v = f.find(ks)) {
+    if (v->type != gguf::ValueType::ARRAY || v->count != 4 ||
+        (v->elem_type != gguf::ValueType::I32 && v->elem_type != gguf::ValueType::U32)) {
+      fail("{}: metadata key '{}' must be an array of 4 integers", f.path(), ks);
+    }
+    int32_t sec[4];
+    std::memcpy(sec, v->raw, sizeof(sec));
+    const int64_t dims = int64_t(sec[0]) + sec[1] + sec[2] + sec[3];
+    for (int32_t i = 0; i < h.n_rot / 2; ++i) {
+      // ggml's IMROPE: sector = i mod Σsections; t when sector % 3 == 0 and sector < 3·s0, h when
+      // % 3 == 1 and < 3·s1, w when % 3 == 2 and < 3·s2, else the fourth section.
+      const int64_t sector = dims > 0 ? i % dims : 0;
+      const bool thw = (sector % 3 == 0 && sector < 3 * int64_t(sec[0])) ||
+                       (sector % 3 == 1 && sector < 3 * int64_t(sec[1])) ||
+                       (sector % 3 == 2 && sector < 3 * int64_t(sec[2]));
+      if (!thw || sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0) {
+        fail(
+            "{}: '{}' = [{}, {}, {}, {}] puts rotated pair {} of {} outside the t/h/w sections; rocky implements "
+            "text positions only for sections that cover every rotated pair",
+            f.path(), ks, sec[0], sec[1], sec[2], sec[3], i, h.n_rot / 2);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 HParams read_hparams(const gguf::GgufFile& f) {
@@ -150,7 +209,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
   }
   h.arch = *arch;
   h.rope_mode = arch::arch_info(h.arch).rope_mode;
-  check_keys(f, h.arch_str, arch::arch_info(h.arch).swa);
+  check_keys(f, h.arch_str, arch::arch_info(h.arch).swa, arch::arch_info(h.arch).hybrid);
   const gguf::ArchSummary s = gguf::arch_summary(f);
   auto key = [&](Key k) { return gguf::arch_key(h.arch_str, k); };
   const std::string a = h.arch_str + ".";
@@ -218,6 +277,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
       h.rope_freq_base_swa = static_cast<float>(*v);
     }
   }
+  if (arch::arch_info(h.arch).hybrid) read_hybrid(f, h);
   return h;
 }
 

@@ -47,6 +47,18 @@ struct HParams {
   float rope_freq_base_swa = 10000.0f;
   bool is_swa_layer(int il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
 
+  // [N9] Hybrid linear attention (architectures with ArchInfo::hybrid, qwen35): layer il is a Gated
+  // DeltaNet layer when (il + 1) % full_attn_interval ≠ 0, a gated full-attention layer otherwise.
+  int32_t full_attn_interval = 0;  // <arch>.full_attention_interval (0: every layer is attention)
+  int32_t ssm_conv_kernel = 0;     // <arch>.ssm.conv_kernel (taps of the causal conv1d)
+  int32_t ssm_d_state = 0;         // <arch>.ssm.state_size: key (and query) head dim d_k
+  int32_t ssm_n_group = 0;         // <arch>.ssm.group_count: key heads H_k
+  int32_t ssm_dt_rank = 0;         // <arch>.ssm.time_step_rank: value heads H_v
+  int32_t ssm_d_inner = 0;         // <arch>.ssm.inner_size: H_v · d_v
+  bool is_recurrent_layer(int il) const { return full_attn_interval > 0 && (il + 1) % full_attn_interval != 0; }
+  int32_t ssm_head_v_dim() const { return ssm_dt_rank > 0 ? ssm_d_inner / ssm_dt_rank : 0; }
+  int32_t ssm_conv_channels() const { return 2 * ssm_n_group * ssm_d_state + ssm_d_inner; }
+
   int32_t n_embd_kv() const { return head_dim * n_head_kv; }  // K/V features per token
   int32_t n_embd_q() const { return head_dim * n_head; }
 };

@@ -35,6 +35,17 @@ struct LayerWeights {
   const gguf::TensorInfo* ffn_down = nullptr;        // [n_ff, n_embd]
   const gguf::TensorInfo* post_attn_norm = nullptr;  // gemma3: f32 [n_embd]
   const gguf::TensorInfo* post_ffn_norm = nullptr;   // gemma3: f32 [n_embd]
+  // [N9] qwen35 Gated DeltaNet layers (ffn_norm is the file's post_attention_norm there and in the
+  // full-attention layers; the latter's attn_q is [n_embd, 2·n_embd_q]: per head query | gate).
+  const gguf::TensorInfo* wqkv = nullptr;         // [n_embd, conv channels]
+  const gguf::TensorInfo* wgate = nullptr;        // [n_embd, ssm_d_inner] (z)
+  const gguf::TensorInfo* ssm_conv1d = nullptr;   // f32 [conv_kernel, conv channels]
+  const gguf::TensorInfo* ssm_a = nullptr;        // f32 [H_v] (−exp(A_log))
+  const gguf::TensorInfo* ssm_alpha = nullptr;    // [n_embd, H_v]
+  const gguf::TensorInfo* ssm_beta = nullptr;     // [n_embd, H_v]
+  const gguf::TensorInfo* ssm_dt_bias = nullptr;  // f32 [H_v]
+  const gguf::TensorInfo* ssm_norm = nullptr;     // f32 [d_v]
+  const gguf::TensorInfo* ssm_out = nullptr;      // [ssm_d_inner, n_embd]
 };
 
 struct Weights {

@@ -178,8 +178,14 @@ double flops_per_token(const model::Model& m, double ctx_avg) {
     if (t.ne[1] > 1 && t.ne[2] == 1 && t.ne[3] == 1) w += double(t.ne[0]) * double(t.ne[1]);
   }
   if (!has_output && embd) w += double(embd->ne[0]) * double(embd->ne[1]);  // tied output head
-  const double attn = 4.0 * hp.n_layer * double(hp.n_head) * hp.head_dim * ctx_avg;
-  return 2.0 * w + attn;
+  // Attention over the context (QK and PV) in the attention layers; [N9] a hybrid model's recurrent
+  // layers instead do the delta rule per value head: decay, Sᵀk, the rank-1 update and Sᵀq ≈ 7·d_k·d_v.
+  int n_attn = 0;
+  for (int il = 0; il < hp.n_layer; ++il) n_attn += hp.is_recurrent_layer(il) ? 0 : 1;
+  const double attn = 4.0 * n_attn * double(hp.n_head) * hp.head_dim * ctx_avg;
+  const double delta =
+      7.0 * (hp.n_layer - n_attn) * double(hp.ssm_dt_rank) * double(hp.ssm_d_state) * double(hp.ssm_head_v_dim());
+  return 2.0 * w + attn + delta;
 }
 
 BenchRoofline load_roofline_json(const std::string& path) {

@@ -555,7 +555,9 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
                          bool use) {
   PrefixHit hit;
   const int32_t np = static_cast<int32_t>(prompt.size());
-  if (!use || np <= 1) {
+  // [N9] A hybrid model's recurrent state cannot be cut back to a common prefix, and the cache's
+  // blocks hold KV cells only (no state checkpoints yet): such a model always starts over.
+  if (!use || np <= 1 || s.context().kv().recurrent()) {
     s.reset();
     return hit;
   }
@@ -595,6 +597,7 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
 }
 
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens) {
+  if (s.context().kv().recurrent()) return;  // [N9] KV blocks alone cannot restore a hybrid model
   const auto n = std::min(tokens.size(), static_cast<size_t>(s.n_past()));
   const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
   const int32_t B = cache.block();

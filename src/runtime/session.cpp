@@ -112,6 +112,12 @@ void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std
 
 void Session::truncate(int32_t n) {
   if (n < 0 || n > n_past_) fail("truncate: {} positions asked, the context holds {}", n, n_past_);
+  if (n < n_past_ && ctx_->kv().recurrent()) {
+    fail(
+        "truncate: the model's recurrent (linear-attention) state cannot be cut back from {} to {} positions; "
+        "reset and evaluate the prefix again",
+        n_past_, n);
+  }
   n_past_ = n;
 }
 

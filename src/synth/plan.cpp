@@ -60,6 +60,8 @@ bool ends_with(std::string_view s, std::string_view suf) {
 
 DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer, bool has_output) {
   if (n_dims < 2 || !ends_with(name, "weight")) return DType::F32;
+  // [N9] llama.cpp keeps the recurrent layers' conv1d in f32.
+  if (const auto tn = gguf::parse_tensor_name(name); tn && tn->tensor == Tensor::SSM_CONV1D) return DType::F32;
   DType t = DType::F32;
   switch (ft) {
     case FileType::F32: return DType::F32;
@@ -75,7 +77,9 @@ DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t 
       const auto tn = gguf::parse_tensor_name(name);
       if (lm_head) {
         t = DType::Q6_K;
-      } else if (tn && (tn->tensor == Tensor::ATTN_V || tn->tensor == Tensor::FFN_DOWN)) {
+      } else if (tn &&
+                 (tn->tensor == Tensor::ATTN_V || tn->tensor == Tensor::ATTN_QKV || tn->tensor == Tensor::FFN_DOWN)) {
+        // (llama.cpp counts attn_qkv with attn_v: one of them per qwen35 layer, so the counter is the layer)
         const int64_t i = layer_of(name);
         if (i >= 0 && use_more_bits(i, n_layer)) t = DType::Q6_K;
       }
@@ -114,6 +118,32 @@ std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileTy
     const int64_t l = i;
     auto name = [&](Tensor t, const char* suffix = "weight") { return tensor_name(t, il, suffix); };
     add(name(Tensor::ATTN_NORM), Role::Norm, l, e, 0);
+    if (p.hybrid()) {  // [N9] qwen35: a Gated DeltaNet layer or a gated full-attention layer
+      if (p.is_recurrent_layer(uint32_t(l))) {
+        const uint64_t hv = p.ssm_v_heads, inner = uint64_t(p.ssm_v_heads) * p.ssm_d_v;
+        add(name(Tensor::ATTN_QKV), Role::AttnQkv, l, e, p.ssm_conv_channels());
+        add(name(Tensor::ATTN_GATE), Role::AttnGate, l, e, inner);
+        add(name(Tensor::SSM_CONV1D), Role::SsmConv, l, p.ssm_conv, p.ssm_conv_channels());
+        add(name(Tensor::SSM_A, ""), Role::SsmA, l, hv, 0);
+        add(name(Tensor::SSM_ALPHA), Role::SsmAlpha, l, e, hv);
+        add(name(Tensor::SSM_BETA), Role::SsmAlpha, l, e, hv);
+        add(name(Tensor::SSM_DT, "bias"), Role::SsmDtBias, l, hv, 0);
+        add(name(Tensor::SSM_NORM), Role::Norm, l, p.ssm_d_v, 0);
+        add(name(Tensor::SSM_OUT), Role::SsmOut, l, inner, e);
+      } else {
+        add(name(Tensor::ATTN_Q), Role::AttnQ, l, e, 2 * eq);
+        add(name(Tensor::ATTN_K), Role::AttnK, l, e, ekv);
+        add(name(Tensor::ATTN_V), Role::AttnV, l, e, ekv);
+        add(name(Tensor::ATTN_Q_NORM), Role::Norm, l, hd, 0);
+        add(name(Tensor::ATTN_K_NORM), Role::Norm, l, hd, 0);
+        add(name(Tensor::ATTN_OUTPUT), Role::AttnOut, l, eq, e);
+      }
+      add(name(Tensor::ATTN_POST_NORM), Role::Norm, l, e, 0);  // qwen35's pre-FFN norm
+      add(name(Tensor::FFN_GATE), Role::FfnGate, l, e, ff);
+      add(name(Tensor::FFN_UP), Role::FfnUp, l, e, ff);
+      add(name(Tensor::FFN_DOWN), Role::FfnDown, l, ff, e);
+      continue;
+    }
     add(name(Tensor::ATTN_Q), Role::AttnQ, l, e, eq);
     if (p.has_qkv_bias()) add(name(Tensor::ATTN_Q, "bias"), Role::BiasQ, l, eq, 0);
     add(name(Tensor::ATTN_K), Role::AttnK, l, e, ekv);

@@ -59,6 +59,14 @@ enum class Role {
   FfnUp,
   FfnDown,
   RopeFreqs,  // rope_freqs.weight: computed from the preset's rope scaling (weights.hpp), not random
+  // [N9] qwen35 Gated DeltaNet tensors
+  AttnQkv,    // attn_qkv [n_embd → conv channels]
+  AttnGate,   // attn_gate (z) [n_embd → H_v·d_v]
+  SsmConv,    // ssm_conv1d [kernel, channels] f32
+  SsmA,       // ssm_a [H_v] f32, −exp(A_log) < 0
+  SsmDtBias,  // ssm_dt.bias [H_v] f32
+  SsmAlpha,   // ssm_alpha / ssm_beta [n_embd → H_v]
+  SsmOut,     // ssm_out [H_v·d_v → n_embd]
 };
 
 struct PlannedTensor {

@@ -57,6 +57,19 @@ constexpr Preset gemma3(Preset p, uint32_t window, float rope_linear) {
   return p;
 }
 
+// [N9] Qwen3.5: head_dim 256, rope dim 64, rope base 1e7, DeltaNet dims 128, conv 4, interval 4.
+constexpr Preset qwen35(Preset p, uint32_t k_heads, uint32_t v_heads) {
+  p.key_length = 256;
+  p.rope_dim = 64;
+  p.full_attn_interval = 4;
+  p.ssm_k_heads = k_heads;
+  p.ssm_v_heads = v_heads;
+  p.ssm_d_k = 128;
+  p.ssm_d_v = 128;
+  p.ssm_conv = 4;
+  return p;
+}
+
 // Numbers and sources: see presets.hpp.
 constexpr std::array k_presets = {
     make("qwen2.5-1.5b", "Qwen2.5-1.5B (rocky synth)", Arch::QWEN2, 1536, 8960, 28, 12, 2, 151936, 32768, 1e6f, 1e-6f,
@@ -85,6 +98,15 @@ constexpr std::array k_presets = {
     gemma3(make("gemma-3-4b", "Gemma-3-4B (rocky synth)", Arch::GEMMA3, 2560, 10240, 34, 8, 4, 262144, 131072, 1e6f,
                 1e-6f, true),
            1024, 8),
+    qwen35(make("qwen3.5-0.8b", "Qwen3.5-0.8B (rocky synth)", Arch::QWEN35, 1024, 3584, 24, 8, 2, 248320, 262144, 1e7f,
+                1e-6f, true),
+           16, 16),
+    qwen35(make("qwen3.5-2b", "Qwen3.5-2B (rocky synth)", Arch::QWEN35, 2048, 6144, 24, 8, 2, 248320, 262144, 1e7f,
+                1e-6f, true),
+           16, 16),
+    qwen35(make("qwen3.5-4b", "Qwen3.5-4B (rocky synth)", Arch::QWEN35, 2560, 9216, 32, 16, 4, 248320, 262144, 1e7f,
+                1e-6f, true),
+           16, 32),
     // Test shapes: head_dim 64, n_ff not a multiple of 256 (fallback types), small vocabs.
     make("qwen2-test", "qwen2 test shape (rocky synth)", Arch::QWEN2, 256, 320, 4, 4, 2, 1024, 4096, 1e6f, 1e-6f, true,
          true),

@@ -36,6 +36,19 @@
 //                  256, sliding_window 1024, rope_theta 1e6 with linear rope scaling factor 8 (global
 //                  layers), rope_local_base_freq 1e4, max_position_embeddings 131072, eps 1e-6, tied;
 //                  the tokenizer's 262,144 tokens (the checkpoint pads its embedding to 262,208).
+//   [N9] qwen3.5 (Qwen3_5ForConditionalGeneration text_config; GGUF arch qwen35, llama.cpp's
+//   converter layout, ../shared/reference/README.md): every 4th layer full attention
+//   (full_attention_interval 4) with head_dim 256, partial_rotary_factor 0.25 (rope dim 64),
+//   mrope_section [11, 11, 10] (dimension_sections [11, 11, 10, 0]), rope_theta 1e7; the others
+//   Gated DeltaNet with linear_key_head_dim = linear_value_head_dim = 128, conv kernel 4;
+//   vocab 248320, max_position_embeddings 262144, rms_norm_eps 1e-6, tied.
+//   qwen3.5-0.8b   Qwen/Qwen3.5-0.8B: hidden 1024, intermediate 3584, 24 layers, 8 / 2 heads,
+//                  linear 16 key / 16 value heads.
+//   qwen3.5-2b     Qwen/Qwen3.5-2B: hidden 2048, 24 layers, 8 / 2 heads (public model cards);
+//                  intermediate 6144 and linear 16 / 16 heads not confirmed from its config.json.
+//   qwen3.5-4b     Qwen/Qwen3.5-4B: hidden 2560, intermediate 9216, 32 layers, 16 / 4 heads,
+//                  linear 16 key / 32 value heads.
+//   The vocab is generated as Qwen2's kind (pre "qwen2"; real files say "qwen35").
 // Test presets (not real models; small, for CI): qwen2-test, llama-test. Their n_ff is not a
 // multiple of 256, so the quantizer's fallback types (q5_0, q8_0) are exercised too.
 #pragma once
@@ -86,14 +99,23 @@ struct Preset {
   uint32_t sliding_window = 0;
   float rope_base_swa = 0;
   float rope_linear = 0;
+  // [N9] qwen35: Gated DeltaNet layers (full_attn_interval > 0: layer il is recurrent when
+  // (il + 1) % interval ≠ 0), key heads × d_k, value heads × d_v, conv kernel; the attention
+  // layers' rope dims (rope.dimension_count; 0 = head_dim).
+  uint32_t full_attn_interval = 0;
+  uint32_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_d_k = 0, ssm_d_v = 0, ssm_conv = 0;
+  uint32_t rope_dim = 0;
 
   uint32_t head_dim() const { return key_length ? key_length : n_embd / n_head; }
   uint32_t n_embd_q() const { return head_dim() * n_head; }
   uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
   bool has_qkv_bias() const { return arch == Arch::QWEN2; }
-  bool has_qk_norm() const { return arch == Arch::QWEN3 || arch == Arch::GEMMA3; }
+  bool has_qk_norm() const { return arch == Arch::QWEN3 || arch == Arch::GEMMA3 || arch == Arch::QWEN35; }
   bool has_post_norms() const { return arch == Arch::GEMMA3; }
   bool has_rope_freqs() const { return rope_factor > 0; }
+  bool hybrid() const { return full_attn_interval > 0; }
+  bool is_recurrent_layer(uint32_t il) const { return hybrid() && (il + 1) % full_attn_interval != 0; }
+  uint32_t ssm_conv_channels() const { return 2 * ssm_k_heads * ssm_d_k + ssm_v_heads * ssm_d_v; }
 };
 
 // All presets, real ones first.

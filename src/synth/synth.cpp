@@ -51,6 +51,17 @@ void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, File
     w.set_string(key(Key::ROPE_SCALING_TYPE), "linear");
     w.set_f32(key(Key::ROPE_SCALING_FACTOR), p.rope_linear);
   }
+  if (p.hybrid()) {  // [N9] qwen35, as llama.cpp's converter writes it
+    w.set_u32(key(Key::SSM_CONV_KERNEL), p.ssm_conv);
+    w.set_u32(key(Key::SSM_STATE_SIZE), p.ssm_d_k);
+    w.set_u32(key(Key::SSM_GROUP_COUNT), p.ssm_k_heads);
+    w.set_u32(key(Key::SSM_TIME_STEP_RANK), p.ssm_v_heads);
+    w.set_u32(key(Key::SSM_INNER_SIZE), p.ssm_v_heads * p.ssm_d_v);
+    w.set_u32(key(Key::FULL_ATTENTION_INTERVAL), p.full_attn_interval);
+    w.set_u32(key(Key::ROPE_DIMENSION_COUNT), p.rope_dim);
+    const std::vector<int32_t> sections = {11, 11, 10, 0};
+    w.set_i32_array(key(Key::ROPE_DIMENSION_SECTIONS), sections);
+  }
   if (p.arch == Arch::LLAMA) {
     w.set_u32(key(Key::VOCAB_SIZE), p.n_vocab);
     w.set_u32(key(Key::ROPE_DIMENSION_COUNT), p.head_dim());

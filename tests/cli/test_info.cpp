@@ -158,11 +158,14 @@ TEST(CliInfo, SpecialFeatures) {
   EXPECT_NE(fg.find("GELU-tanh FFN"), std::string::npos) << fg;
   EXPECT_NE(fg.find("embeddings ×√n_embd (16)"), std::string::npos) << fg;
   EXPECT_NE(fg.find("q/k RMSNorm per head"), std::string::npos) << fg;
-  // A file rocky refuses says why (qwen35 is not an architecture rocky computes).
+  // [N9] qwen35 (hybrid): the linear-attention layers and the gated attention are named.
   json q35 = info_json(shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));
-  EXPECT_FALSE(q35["architecture"]["rocky_runs"].get<bool>());
-  EXPECT_NE(q35["architecture"]["refused"].get<std::string>().find("unsupported architecture 'qwen35'"),
-            std::string::npos);
+  EXPECT_TRUE(q35["architecture"]["rocky_runs"].get<bool>());
+  const std::string f35 = q35["architecture"]["features"];
+  EXPECT_NE(f35.find("Gated DeltaNet linear attention on 6 of 8 layers (2 k / 4 v heads, dims 128 / 128, conv 4)"),
+            std::string::npos)
+      << f35;
+  EXPECT_NE(f35.find("gated full attention every 4th with partial rope 64 of 256"), std::string::npos) << f35;
 }
 
 TEST(CliInfo, VocabOnlyFilesLoad) {

@@ -54,6 +54,17 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   vs.push_back({"silu_mul_q8_1", "-s 0=64"});
   vs.push_back({"gelu_mul", "-s 0=128"});  // [N6] gemma3's GeGLU and embedding scale (ops::Env's wg)
   vs.push_back({"scale", "-s 0=128"});
+  // [N9] qwen35's linear-attention kernels: take_rows, sigmoid_mul, ssm_conv (ops::Env's wg) and
+  // gated_delta at the tiles DeltaTile allows for d_k = 128: (columns, rows per invocation) =
+  // (16, 16) the default (8 parts, 128 invocations), (32, 16), (16, 8). (Rows 32 put the state in
+  // thread-local storage on the G610: 512 tls bytes.)
+  vs.push_back({"take_rows", "-s 0=128"});
+  vs.push_back({"sigmoid_mul", "-s 0=128"});
+  vs.push_back({"ssm_conv", "-s 0=128"});
+  for (auto [cols, rows] : {std::pair{16, 16}, std::pair{32, 16}, std::pair{16, 8}})
+    vs.push_back({"gated_delta", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(cols * (128 / rows)) +
+                                     " -s " + std::to_string(ROCKY_SC_DELTA_COLS) + "=" + std::to_string(cols) +
+                                     " -s " + std::to_string(ROCKY_SC_DELTA_ROWS) + "=" + std::to_string(rows)});
   for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
     for (int type : {2, 6, 7, 8, 12, 13, 14}) {  // [N6] q5_0, q5_1, q5_K too
       std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);

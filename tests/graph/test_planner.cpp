@@ -179,7 +179,7 @@ TEST(Planner, Views) {
   const int32_t v1 = g.view(ia, 16, 3, "v1");
   const int32_t v2 = g.view(v1, 48, 1, "v2");
   Node c = a;
-  c.name = "c";
+  c.name = std::string("c");  // (a GCC 12 -Wrestrict false positive on the const char* assign)
   c.src = {ia, ia, -1};
   const int32_t ic = g.add(c);
   Node b = a;

@@ -189,4 +189,25 @@ TEST(StrictLoad, LlamaRopeFreqsAreRead) {
 }
 
 }  // namespace
+// [N9] qwen35: the hybrid keys are read and checked; IMROPE sections that would leave a rotated pair
+// unturned for text (the fourth section) and inconsistent Gated DeltaNet shapes are refused, naming
+// the key.
+TEST(StrictLoad, Qwen35HybridKeys) {
+  const char* m = "synth-qwen35-q4_k_m.gguf";
+  auto ok = model::Model::load(model_path(m));
+  EXPECT_EQ(ok->hparams().full_attn_interval, 4);
+  EXPECT_EQ(ok->hparams().ssm_head_v_dim(), 128);
+  EXPECT_EQ(ok->hparams().ssm_conv_channels(), 1024);
+  expect_refused(edited_copy(m, "q35_sections.gguf",
+                             [](gguf::Writer& w) {
+                               const int32_t s[4] = {11, 11, 9, 1};
+                               w.set_i32_array("qwen35.rope.dimension_sections", s);
+                             }),
+                 "qwen35.rope.dimension_sections");
+  expect_refused(edited_copy(m, "q35_rank.gguf", [](gguf::Writer& w) { w.set_u32("qwen35.ssm.time_step_rank", 3); }),
+                 "qwen35.ssm.inner_size");
+  expect_refused(edited_copy(m, "q35_conv.gguf", [](gguf::Writer& w) { w.set_u32("qwen35.ssm.conv_kernel", 1); }),
+                 "qwen35.ssm.conv_kernel");
+}
+
 }  // namespace rocky

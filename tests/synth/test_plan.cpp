@@ -238,3 +238,38 @@ TEST(SynthPlan, Q5KMMatchesLlamaQuantizeOnTheReferenceFile) {
   }
   EXPECT_EQ(n, 21);
 }
+
+// [N9] qwen35: llama-quantize's Q4_K_M types on the reference file (attn_qkv counted with attn_v,
+// ssm_conv1d kept f32, the 1-D ssm_a / ssm_dt.bias / norms f32), and the presets' real shapes.
+TEST(SynthPlan, Qwen35TypesMatchLlamaQuantizeAndPresetShapes) {
+  const auto f = gguf::GgufFile::open(rocky::test::shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));
+  int n = 0;
+  for (const auto& t : f.tensors()) {
+    EXPECT_EQ(tensor_type(FileType::Q4_K_M, t.name, t.n_dims, t.ne[0], 8, false), t.type) << t.name;
+    ++n;
+  }
+  EXPECT_EQ(n, 108);
+  const Preset& p = find_preset("qwen3.5-4b");
+  EXPECT_EQ(p.arch, Arch::QWEN35);
+  EXPECT_EQ(p.n_vocab, 248320u);
+  const auto plan = tensor_plan(p, 8, FileType::Q4_K_M);
+  std::map<std::string, PlannedTensor> by;
+  for (const auto& t : plan) by[t.name] = t;
+  // Layers 0–2, 4–6 recurrent; 3 and 7 gated full attention.
+  EXPECT_EQ(by.at("blk.0.attn_qkv.weight").ne[1], 2u * 16 * 128 + 32 * 128);
+  EXPECT_EQ(by.at("blk.0.attn_gate.weight").ne[1], 32u * 128);
+  EXPECT_EQ(by.at("blk.0.ssm_conv1d.weight").ne[0], 4u);
+  EXPECT_EQ(by.at("blk.0.ssm_conv1d.weight").type, DType::F32);
+  EXPECT_EQ(by.at("blk.0.ssm_a").ne[0], 32u);
+  EXPECT_EQ(by.at("blk.2.ssm_out.weight").ne[0], 32u * 128);
+  EXPECT_EQ(by.count("blk.0.attn_q.weight"), 0u);
+  EXPECT_EQ(by.at("blk.3.attn_q.weight").ne[1], 2u * 16 * 256);  // query | gate per head
+  EXPECT_EQ(by.at("blk.3.attn_k.weight").ne[1], 4u * 256);
+  EXPECT_EQ(by.at("blk.3.attn_output.weight").ne[0], 16u * 256);
+  EXPECT_EQ(by.count("blk.3.attn_qkv.weight"), 0u);
+  EXPECT_EQ(by.at("blk.7.post_attention_norm.weight").ne[0], 2560u);
+  EXPECT_EQ(by.count("blk.7.ffn_norm.weight"), 0u);
+  EXPECT_EQ(find_preset("qwen3.5-0.8b").ssm_v_heads, 16u);
+  EXPECT_EQ(find_preset("qwen3.5-0.8b").n_embd, 1024u);
+  EXPECT_EQ(find_preset("qwen3.5-2b").n_embd, 2048u);
+}

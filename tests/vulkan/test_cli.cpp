@@ -79,6 +79,26 @@ TEST(VulkanCli, VerifyStories260KWithinTolerance) {
   EXPECT_NE(j.out.find("\"kv_cache\": \"f16\""), std::string::npos) << j.out;
 }
 
+// [N9] rocky synth --preset qwen3.5-0.8b with two 4-layer patterns (6 Gated DeltaNet + 2 gated
+// attention layers) verifies on lavapipe, every node bisected: the int8 path with the f16 KV cache
+// in one ubatch, and with an f32 KV cache over ubatches of 5 tokens (the states carried). (The f32
+// kernels at 1e-3 are VulkanReference.Qwen35IdealF32AndTeacherForcing's; at these widths they take
+// minutes on lavapipe.)
+TEST(VulkanCli, VerifyQwen35SynthPreset) {
+  const std::string model = std::string(ROCKY_BINARY_DIR) + "/test-qwen35-synth.gguf";
+  Result s = run_cmd(k_rocky + " synth --preset qwen3.5-0.8b --layers 8 --vocab 1024 -q -o " + model);
+  ASSERT_EQ(s.code, 0) << s.out;
+  const std::string p = " -p 'The hybrid model reads this prompt in several pieces, token by token.'";
+  Result a = run_cmd(k_rocky + " verify -m " + model + p + " --bisect --validation");
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("every node within tolerance"), std::string::npos) << a.out;
+  Result b = run_cmd(k_rocky + " verify -m " + model + p + " --bisect -ctk f32 -ctv f32 -ub 5");
+  EXPECT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("ubatches of 5"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("every node within tolerance"), std::string::npos) << b.out;
+  std::remove(model.c_str());
+}
+
 TEST(VulkanCli, VerifyOutsideToleranceExitsOneAndBisects) {
   const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/stories260K.gguf";
   Result r = run_cmd(k_rocky + " verify -m " + model + " --kv-f16 --tolerance 1e-4 --bisect");

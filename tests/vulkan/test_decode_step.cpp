@@ -322,10 +322,18 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
   EXPECT_EQ(recorded.replays, 0u);
   EXPECT_EQ(replayed.dispatches, recorded.dispatches);
   const int32_t n_layer = m->hparams().n_layer;
-  // rope_kv: 4 dispatches → 1 per layer; attn_norm and ffn_norm folded into the matvecs that read
-  // them (result_norm stays: the planner may reuse its input's region for the head's output).
-  EXPECT_EQ(unfused.dispatches, recorded.dispatches + 5u * uint32_t(n_layer))
-      << "rope_kv and the two folded norms: 5 dispatches fewer per layer";
+  int32_t n_attn = 0;  // [N9] attention layers (a hybrid model's recurrent layers have no rope / KV)
+  for (int il = 0; il < n_layer; ++il) n_attn += m->hparams().is_recurrent_layer(il) ? 0 : 1;
+  // rope_kv: 4 dispatches → 1 per attention layer; the folded norms (fold_norm): attn_norm and
+  // ffn_norm of every pure-attention layer (result_norm stays: the planner may reuse its input's
+  // region for the head's output); a hybrid model folds at least every layer's ffn_norm.
+  const uint32_t saved = uint32_t(unfused.dispatches - recorded.dispatches);
+  if (n_attn == n_layer) {
+    EXPECT_EQ(saved, 5u * uint32_t(n_layer)) << "rope_kv and the two folded norms: 5 dispatches fewer per layer";
+  } else {
+    EXPECT_GE(saved, 3u * uint32_t(n_attn) + uint32_t(n_layer)) << "rope_kv per attention layer + the folded norms";
+  }
+  std::printf("dispatches saved by the decode fusions: %u (%d layers, %d attention)\n", saved, n_layer, n_attn);
   double worst_unfused = 0, worst_cpu = 0;
   for (int i = 0; i < n_gen; ++i) {
     ASSERT_EQ(replayed.logits[size_t(i)], recorded.logits[size_t(i)]) << "token " << i << ": replay is not bit-exact";
@@ -339,8 +347,8 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
       (unsigned long long)unfused.dispatches, worst_unfused, worst_cpu);
   EXPECT_LE(worst_unfused, kv_f16 ? 1e-3 : 1e-5) << "fused vs unfused decode";
   // The prompt's KV comes from the int8 prefill path (q8_1 activations): ≤ 0.35 absolute
-  // (../shared/reference/README.md), as every q8_1 path is held to.
-  EXPECT_LE(worst_cpu, 0.35) << "GPU decode vs the CPU oracle";
+  // (../shared/reference/README.md), as every q8_1 path is held to; [N9] 1.35 on the hybrid qwen35.
+  EXPECT_LE(worst_cpu, m->hparams().full_attn_interval > 0 ? 1.35 : 0.35) << "GPU decode vs the CPU oracle";
 }
 
 TEST(DecodeStep, ReplayedDecodeQwen2) { check_model("synth-qwen2-q4_k_m.gguf", false, 40); }
@@ -348,6 +356,8 @@ TEST(DecodeStep, ReplayedDecodeQwen2F16) { check_model("synth-qwen2-q4_k_m.gguf"
 TEST(DecodeStep, ReplayedDecodeLlamaHostIo) { check_model("synth-llama-q4_k_m.gguf", false, 12, true); }
 TEST(DecodeStep, ReplayedDecodeLlama) { check_model("synth-llama-q4_k_m.gguf", false, 24); }
 TEST(DecodeStep, ReplayedDecodeQwen3) { check_model("synth-qwen3-q4_k_m.gguf", false, 16); }
+// [N9] the recurrent states (conv window, delta-rule state) advance under replay too.
+TEST(DecodeStep, ReplayedDecodeQwen35) { check_model("synth-qwen35-q4_k_m.gguf", false, 16); }
 
 // The split decode attention under replay (ROCKY_ATTN=simple, chunks of 64 positions, as a GPU
 // decodes at depth): its (chunk, n_split) is in the replay key, so the step is recorded again when

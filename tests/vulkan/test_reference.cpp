@@ -171,6 +171,41 @@ void turn2_int8(bool kv_f16) {
   }
 }
 
+// [N9] qwen35 (hybrid linear attention): f32 kernels with an f32 KV cache against the ideal label
+// (rel ≤ 1e-3) with teacher forcing, so the recurrent states go through ubatches of 64 (p2: 4) and
+// 31 replayed decode steps; the int8 path with the f16 KV cache (rocky run's default) within the
+// README's 1.35 absolute for 8-bit activation blocks on this file, measured from the ideal (as
+// turn2_int8; llama.cpp's own int8 CPU label is 0.89–1.17 from it, and 1.43 from ours on p1: two
+// independent roundings), with the ideal's top-1 wherever its margin exceeds twice our distance.
+TEST(VulkanReference, Qwen35IdealF32AndTeacherForcing) {
+  teacher_force({"synth-qwen35-q4_k_m-dequant-f32__kvf32_faoff", "synth-qwen35-q4_k_m.gguf"}, vk_spec(false, 64), 1e-2f,
+                k_tight, 0);
+}
+
+TEST(VulkanReference, Qwen35Int8F16Kv) {
+  const BackendSpec b = vk_spec(true, 512, vulkan::ops::MatmulPath::AUTO);
+  const TightCase quant{"synth-qwen35-q4_k_m__kvf32_faoff", "synth-qwen35-q4_k_m.gguf"};
+  auto m = model::Model::load(model_path(quant.model));
+  for (const auto& p : k_prompts) {
+    auto s = make_session(*m, b);
+    const std::vector<float> got = s->eval(load_ref(quant.label, p).eval_tokens);
+    EXPECT_EQ(s->context().stats().matmul_path, "mmq") << p;
+    compare_last({"synth-qwen35-q4_k_m-dequant-f32__kvf32_faoff", quant.model}, p, got, 0, 1.35, b);
+    compare_last(quant, p, got, 0, 0, b);  // printed only
+    const auto ideal = load_f32(ref_path("synth-qwen35-q4_k_m-dequant-f32__kvf32_faoff", p, ".cpu.last_logits.f32"));
+    const int32_t top = runtime::argmax(ideal);
+    float second = -INFINITY;
+    for (size_t v = 0; v < ideal.size(); ++v)
+      if (static_cast<int32_t>(v) != top) second = std::max(second, ideal[v]);
+    const double margin = ideal[static_cast<size_t>(top)] - second, dist = max_abs_diff(got, ideal);
+    std::printf("[%s] qwen35 %s: top-1 margin %.3g, %.3g from the ideal\n", b.name.c_str(), p.c_str(), margin, dist);
+    if (margin > 2 * dist) {
+      EXPECT_EQ(runtime::argmax(got), top) << p;
+    }
+    b.after(*s);
+  }
+}
+
 TEST(VulkanReference, Turn2IdealLabelsInt8) { turn2_int8(false); }
 TEST(VulkanReference, Turn2IdealLabelsInt8F16Kv) { turn2_int8(true); }
 

@@ -49,6 +49,10 @@ CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o
   try {
     k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
     v_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
+    if (kv.recurrent()) {
+      conv_state_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(static_cast<size_t>(kv.conv_state), 0.0f));
+      ssm_state_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(static_cast<size_t>(kv.ssm_state), 0.0f));
+    }
   } catch (const std::bad_alloc&) {
     throw OutOfMemoryError(fmt::format("cpu backend: cannot allocate the f32 KV cache ({} MiB); lower -c",
                                        2 * n * kv.n_layer * sizeof(float) >> 20));
@@ -61,6 +65,8 @@ CpuContext::~CpuContext() { be_.account(-static_cast<int64_t>(kv_bytes_), -stati
 void CpuContext::reset() {
   for (auto& c : k_cache_) std::fill(c.begin(), c.end(), 0.0f);
   for (auto& c : v_cache_) std::fill(c.begin(), c.end(), 0.0f);
+  for (auto& c : conv_state_) std::fill(c.begin(), c.end(), 0.0f);
+  for (auto& c : ssm_state_) std::fill(c.begin(), c.end(), 0.0f);
 }
 
 ContextStats CpuContext::stats() const {
@@ -75,6 +81,8 @@ void CpuContext::note_memory() {
   uint64_t kv = 0;
   for (const auto& c : k_cache_) kv += c.size() * sizeof(float);
   for (const auto& c : v_cache_) kv += c.size() * sizeof(float);
+  for (const auto& c : conv_state_) kv += c.size() * sizeof(float);
+  for (const auto& c : ssm_state_) kv += c.size() * sizeof(float);
   const uint64_t arena = arena_.size() * sizeof(float);
   be_.account(static_cast<int64_t>(kv - kv_bytes_), static_cast<int64_t>(arena - arena_bytes_));
   kv_bytes_ = kv;
@@ -90,7 +98,8 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
   if (tokens.size() != static_cast<size_t>(g.n_tokens)) {
     fail("cpu backend: {} tokens given for a graph of {}", tokens.size(), g.n_tokens);
   }
-  if (g.kv.n_layer != kv_.n_layer || g.kv.n_embd_kv != kv_.n_embd_kv || g.kv.n_ctx != kv_.n_ctx) {
+  if (g.kv.n_layer != kv_.n_layer || g.kv.n_embd_kv != kv_.n_embd_kv || g.kv.n_ctx != kv_.n_ctx ||
+      g.kv.conv_state != kv_.conv_state || g.kv.ssm_state != kv_.ssm_state) {
     fail("cpu backend: graph KV shape differs from the context's");
   }
   if (g.n_past + g.n_tokens > kv_.n_ctx) {
@@ -144,6 +153,34 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
       case Op::GELU_MUL: gelu_mul(src(0), src(1), cnt, at(p, id)); break;
       case Op::VIEW:  // shares its source's arena bytes (planner.hpp): nothing to compute
         break;
+      case Op::SSM_CONV: {
+        const Node& s = g.nodes[static_cast<size_t>(n.src[0])];
+        const int64_t k = static_cast<int64_t>(n.weight->ne[0]);
+        if (n.weight->type != DType::F32 || static_cast<int64_t>(n.weight->ne[1]) != s.ne0 ||
+            (k - 1) * s.ne0 != kv_.conv_state || n.layer < 0 || n.layer >= kv_.n_layer) {
+          fail("cpu backend: node {}: conv weight {} / state do not match the input [{}, {}]", n.name, n.weight->name,
+               s.ne0, s.ne1);
+        }
+        ssm_conv(src(0), reinterpret_cast<const float*>(n.weight->data), k, s.ne0, s.ne1,
+                 conv_state_[static_cast<size_t>(n.layer)].data(), at(p, id));
+        break;
+      }
+      case Op::GATED_DELTA: {
+        const graph::SsmParams& sp = n.ssm;
+        if (int64_t(sp.n_v_heads) * sp.d_k * sp.d_v != kv_.ssm_state || n.layer < 0 || n.layer >= kv_.n_layer ||
+            n.weight->type != DType::F32 || n.weight->n_elements != uint64_t(sp.n_v_heads)) {
+          fail("cpu backend: node {}: delta-rule shape does not match the context's state", n.name);
+        }
+        gated_delta(src(0), src(1), src(2), reinterpret_cast<const float*>(n.weight->data), sp, n.ne1,
+                    ssm_state_[static_cast<size_t>(n.layer)].data(), at(p, id));
+        break;
+      }
+      case Op::TAKE_ROWS: {
+        const Node& s = g.nodes[static_cast<size_t>(n.src[0])];
+        take_rows(src(0), s.ne0, n.first_row, n.ne0, n.ne1, at(p, id));
+        break;
+      }
+      case Op::SIGMOID_MUL: sigmoid_mul(src(0), src(1), cnt, at(p, id)); break;
     }
   }
   if (g.output < 0) {

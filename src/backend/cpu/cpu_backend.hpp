@@ -42,8 +42,11 @@ class CpuContext final : public Context {
   CpuBackend& be_;
   graph::KvShape kv_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_embd_kv · n_ctx]
-  std::vector<float> arena_;                           // plan.arena_bytes / 4 floats
-  uint64_t kv_bytes_ = 0, arena_bytes_ = 0;            // as counted in the backend's totals
+  // [N9] recurrent state per layer (hybrid models; empty otherwise), sequence 0: [kv.conv_state]
+  // and [kv.ssm_state] floats (graph.hpp SSM_CONV / GATED_DELTA layouts).
+  std::vector<std::vector<float>> conv_state_, ssm_state_;
+  std::vector<float> arena_;                 // plan.arena_bytes / 4 floats
+  uint64_t kv_bytes_ = 0, arena_bytes_ = 0;  // as counted in the backend's totals
 };
 
 class CpuBackend final : public Backend {

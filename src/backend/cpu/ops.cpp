@@ -165,4 +165,87 @@ void attention(const float* q, const float* k_cache, const float* v_cache, const
   });
 }
 
+void ssm_conv(const float* x, const float* w, int64_t k, int64_t c, int64_t n_tok, float* state, float* out) {
+  const int64_t hist = k - 1;
+  // x̃ column t (t ≥ −hist): state slot hist + t for t < 0, else x column t.
+  auto col = [&](int64_t t) { return t < 0 ? state + (hist + t) * c : x + t * c; };
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i) acc += static_cast<double>(w[i + ch * k]) * col(t - hist + i)[ch];
+      out[t * c + ch] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+    }
+  }
+  // New state: x̃ columns n_tok − hist .. n_tok − 1 (some may still come from the old state).
+  std::vector<float> next(static_cast<size_t>(hist * c));
+  for (int64_t s = 0; s < hist; ++s)
+    std::memcpy(next.data() + s * c, col(n_tok - hist + s), static_cast<size_t>(c) * sizeof(float));
+  std::memcpy(state, next.data(), next.size() * sizeof(float));
+}
+
+void gated_delta(const float* qkv, const float* a, const float* b, const float* A, const graph::SsmParams& p,
+                 int64_t n_tok, float* state, float* out) {
+  const int64_t hk = p.n_k_heads, hv = p.n_v_heads, dk = p.d_k, dv = p.d_v;
+  const int64_t C = 2 * hk * dk + hv * dv;
+  const double qscale = 1.0 / std::sqrt(static_cast<double>(dk));
+  const double work = static_cast<double>(n_tok) * static_cast<double>(hv) * static_cast<double>(dk * dv) * 6;
+  parallel_for(hv, work, [&](int64_t j) {
+    const int64_t kh = j % hk;  // tiled: value head j reads key/query head j mod H_k
+    std::vector<double> S(static_cast<size_t>(dk * dv));
+    float* st = state + j * dk * dv;
+    for (size_t e = 0; e < S.size(); ++e) S[e] = st[e];
+    std::vector<double> q(static_cast<size_t>(dk)), kk(static_cast<size_t>(dk)), u(static_cast<size_t>(dv));
+    for (int64_t t = 0; t < n_tok; ++t) {
+      const float* col = qkv + t * C;
+      const float* qs = col + kh * dk;
+      const float* ks = col + hk * dk + kh * dk;
+      const float* vs = col + 2 * hk * dk + j * dv;
+      double nq = 0, nk = 0;
+      for (int64_t i = 0; i < dk; ++i) {
+        nq += static_cast<double>(qs[i]) * qs[i];
+        nk += static_cast<double>(ks[i]) * ks[i];
+      }
+      const double iq = 1.0 / std::max(std::sqrt(nq), static_cast<double>(p.eps));
+      const double ik = 1.0 / std::max(std::sqrt(nk), static_cast<double>(p.eps));
+      for (int64_t i = 0; i < dk; ++i) {
+        q[static_cast<size_t>(i)] = qs[i] * iq * qscale;
+        kk[static_cast<size_t>(i)] = ks[i] * ik;
+      }
+      const double av = a[t * hv + j];
+      const double sp = av > 20 ? av : std::log1p(std::exp(av));  // softplus (ggml's threshold 20)
+      const double decay = std::exp(sp * static_cast<double>(A[j]));
+      const double beta = 1.0 / (1.0 + std::exp(-static_cast<double>(b[t * hv + j])));
+      // S ← decay·S; u = β·(v − Sᵀk̂)
+      for (double& e : S) e *= decay;
+      for (int64_t c = 0; c < dv; ++c) {
+        double skc = 0;
+        for (int64_t i = 0; i < dk; ++i) skc += S[static_cast<size_t>(i * dv + c)] * kk[static_cast<size_t>(i)];
+        u[static_cast<size_t>(c)] = beta * (vs[c] - skc);
+      }
+      // S ← S + k̂·uᵀ; o = Sᵀq̂ (q̂ already carries 1/√d_k)
+      float* o = out + t * hv * dv + j * dv;
+      std::vector<double> acc(static_cast<size_t>(dv), 0.0);
+      for (int64_t i = 0; i < dk; ++i) {
+        double* row = S.data() + i * dv;
+        const double ki = kk[static_cast<size_t>(i)], qi = q[static_cast<size_t>(i)];
+        for (int64_t c = 0; c < dv; ++c) {
+          row[c] += ki * u[static_cast<size_t>(c)];
+          acc[static_cast<size_t>(c)] += row[c] * qi;
+        }
+      }
+      for (int64_t c = 0; c < dv; ++c) o[c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+    }
+    for (size_t e = 0; e < S.size(); ++e) st[e] = static_cast<float>(S[e]);
+  });
+}
+
+void take_rows(const float* x, int64_t n_in, int64_t first, int64_t n_out, int64_t n_tok, float* out) {
+  for (int64_t j = 0; j < n_tok; ++j)
+    std::memcpy(out + j * n_out, x + first + j * n_in, static_cast<size_t>(n_out) * sizeof(float));
+}
+
+void sigmoid_mul(const float* x, const float* gate, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))));
+}
+
 }  // namespace rocky::backend::cpu

@@ -65,4 +65,17 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
                int64_t n_tok, float* out);
 
+// [N9] SSM_CONV (graph.hpp): x [c, n_tok], w f32 [k, c], state [(k−1)·c] (oldest slot first; read,
+// then updated to the last k−1 inputs); out [c, n_tok] = silu(causal depthwise conv). Sums in f64.
+void ssm_conv(const float* x, const float* w, int64_t k, int64_t c, int64_t n_tok, float* state, float* out);
+// [N9] GATED_DELTA (graph.hpp): qkv [C, n_tok], a and b [H_v, n_tok], A [H_v]; state [H_v·d_k·d_v]
+// (read and updated; held as f32 between ubatches, f64 within); out [H_v·d_v, n_tok]. The
+// recurrence runs token by token in f64.
+void gated_delta(const float* qkv, const float* a, const float* b, const float* A, const graph::SsmParams& p,
+                 int64_t n_tok, float* state, float* out);
+// [N9] out[i + j·n_out] = x[first + i + j·n_in] for i < n_out, j < n_tok.
+void take_rows(const float* x, int64_t n_in, int64_t first, int64_t n_out, int64_t n_tok, float* out);
+// [N9] out = x · sigmoid(gate) (n values)
+void sigmoid_mul(const float* x, const float* gate, int64_t n, float* out);
+
 }  // namespace rocky::backend::cpu

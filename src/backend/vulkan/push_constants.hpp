@@ -15,6 +15,9 @@ static_assert(sizeof(KvStorePC) == 5 * 4);
 static_assert(sizeof(AttnPC) == 12 * 4);
 static_assert(sizeof(TakeColsPC) == 5 * 4);
 static_assert(sizeof(RopeKvPC) == 17 * 4);
+static_assert(sizeof(TakeRowsPC) == 6 * 4);
+static_assert(sizeof(SsmConvPC) == 8 * 4);
+static_assert(sizeof(GatedDeltaPC) == 12 * 4);
 inline constexpr uint32_t k_max_push_constant_bytes = 128;
 static_assert(sizeof(AttnPC) <= k_max_push_constant_bytes);
 

@@ -122,7 +122,8 @@ std::unique_ptr<backend::Context> VulkanBackend::make_context(const backend::Con
 void VulkanBackend::init_kv(const graph::KvShape& kv) {
   // Same shape again (Session::reset between benchmark repetitions): keep the buffers, zero them.
   if (default_ && kv.n_layer == default_->kv().n_layer && kv.n_embd_kv == default_->kv().n_embd_kv &&
-      kv.n_ctx == default_->kv().n_ctx) {
+      kv.n_ctx == default_->kv().n_ctx && kv.conv_state == default_->kv().conv_state &&
+      kv.ssm_state == default_->kv().ssm_state) {
     default_->reset();
     return;
   }
@@ -218,6 +219,15 @@ VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o
                               BufferKind::DEVICE, MemUse::KV));
     }
   }
+  if (kv_.recurrent()) {
+    if (kv_.conv_state <= 0 || kv_.ssm_state <= 0) fail("Vulkan context: recurrent state shape without both parts");
+    for (int32_t l = 0; l < kv_.n_layer; ++l) {
+      state_buffers_.push_back(be_.memory_->create(fmt::format("conv state layer {}", l), uint64_t(kv_.conv_state) * 4,
+                                                   BufferKind::DEVICE, MemUse::KV));
+      state_buffers_.push_back(be_.memory_->create(fmt::format("delta-rule state layer {}", l),
+                                                   uint64_t(kv_.ssm_state) * 4, BufferKind::DEVICE, MemUse::KV));
+    }
+  }
   reset();
 }
 
@@ -226,10 +236,11 @@ VulkanContext::~VulkanContext() {
 }
 
 void VulkanContext::reset() {
-  if (kv_buffers_.empty()) return;
+  if (kv_buffers_.empty() && state_buffers_.empty()) return;
   // Zeros by the GPU, all layers in one submit (was one staged upload per buffer on discrete GPUs).
   recorder_->begin(false);
   for (const Buffer& b : kv_buffers_) recorder_->fill(b, 0);
+  for (const Buffer& b : state_buffers_) recorder_->fill(b, 0);
   recorder_->submit_and_wait();
 }
 
@@ -294,6 +305,7 @@ void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> sr
 uint64_t VulkanContext::kv_bytes() const {
   uint64_t kv = 0;
   for (const auto& b : kv_buffers_) kv += b.size();
+  for (const auto& b : state_buffers_) kv += b.size();
   return kv;
 }
 
@@ -510,6 +522,35 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     case Op::VIEW:  // shares its source's arena bytes (graph/planner.hpp): nothing to record
       if (uint64_t(src(0).ne0) * uint64_t(src(0).ne1) != uint64_t(ne0) * ne1)
         fail("graph node {}: view changes the size", n.name);
+      break;
+    case Op::SSM_CONV: {
+      const graph::Node& x = src(0);
+      if (size_t(n.layer) * 2 + 1 >= state_buffers_.size() || n.weight->ne[1] != uint64_t(x.ne0) ||
+          uint64_t(kv_.conv_state) != (n.weight->ne[0] - 1) * uint64_t(x.ne0))
+        fail("graph node {}: conv weight / state do not match the context's recurrent state", n.name);
+      const Buffer& st = state_buffers_[size_t(n.layer) * 2];
+      ops::ssm_conv(env, in(0), be_.weight_region(n.weight), static_cast<uint32_t>(n.weight->ne[0]), ne0, ne1,
+                    {&st, 0, st.size()}, node_region(g, p, id), n.name);
+      break;
+    }
+    case Op::GATED_DELTA: {
+      const graph::SsmParams& sp = n.ssm;
+      if (size_t(n.layer) * 2 + 1 >= state_buffers_.size() ||
+          int64_t(sp.n_v_heads) * sp.d_k * sp.d_v != kv_.ssm_state || n.weight->n_elements != uint64_t(sp.n_v_heads))
+        fail("graph node {}: delta-rule shape does not match the context's recurrent state", n.name);
+      const Buffer& st = state_buffers_[size_t(n.layer) * 2 + 1];
+      const ops::DeltaArgs d{
+          uint32_t(sp.n_k_heads), uint32_t(sp.n_v_heads), uint32_t(sp.d_k), uint32_t(sp.d_v), ne1, sp.eps};
+      ops::gated_delta(env, in(0), in(1), in(2), be_.weight_region(n.weight), d, {&st, 0, st.size()},
+                       node_region(g, p, id), n.name);
+      break;
+    }
+    case Op::TAKE_ROWS:
+      ops::take_rows(env, in(0), static_cast<uint32_t>(src(0).ne0), static_cast<uint32_t>(n.first_row), ne0, ne1,
+                     node_region(g, p, id), n.name);
+      break;
+    case Op::SIGMOID_MUL:
+      ops::sigmoid_mul(env, in(0), in(1), uint64_t(ne0) * ne1, node_region(g, p, id), n.name);
       break;
   }
 }

@@ -128,6 +128,9 @@ class VulkanContext final : public backend::Context {
   std::unique_ptr<Recorder> recorder_;
   graph::KvShape kv_{};
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
+  // [N9] recurrent state (hybrid models; empty otherwise), sequence 0: [layer · 2 + (0 = conv window,
+  // 1 = delta-rule state)], f32, kv_.conv_state / kv_.ssm_state floats (graph.hpp layouts).
+  std::vector<Buffer> state_buffers_;
   Buffer arena_;
   Buffer tokens_;
   Buffer readback_;      // logits, when the arena is not host-visible (or host_io)

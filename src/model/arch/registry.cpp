@@ -8,11 +8,11 @@
 namespace rocky::model::arch {
 
 // One line per architecture: the ArchInfo its arch/<name>.cpp defines.
-extern const ArchInfo k_llama, k_qwen2, k_qwen3, k_gemma3;
+extern const ArchInfo k_llama, k_qwen2, k_qwen3, k_gemma3, k_qwen35;
 
 namespace {
 
-const std::array k_registry = {&k_llama, &k_qwen2, &k_qwen3, &k_gemma3};
+const std::array k_registry = {&k_llama, &k_qwen2, &k_qwen3, &k_gemma3, &k_qwen35};
 
 }  // namespace
 
@@ -53,6 +53,15 @@ std::string special_features(const HParams& hp, const Weights& w) {
     for (int il = 0; il < hp.n_layer; ++il) local += hp.is_swa_layer(il) ? 1 : 0;
     add(fmt::format("sliding window {} on {} of {} layers (pattern {}: rope base {:g} local, {:g} global)", hp.n_swa,
                     local, hp.n_layer, hp.swa_pattern, hp.rope_freq_base_swa, hp.rope_freq_base));
+  }
+  if (a.hybrid) {
+    int rec = 0;
+    for (int il = 0; il < hp.n_layer; ++il) rec += hp.is_recurrent_layer(il) ? 1 : 0;
+    add(
+        fmt::format("Gated DeltaNet linear attention on {} of {} layers ({} k / {} v heads, dims {} / {}, conv {}), "
+                    "gated full attention every {}th with partial rope {} of {}",
+                    rec, hp.n_layer, hp.ssm_n_group, hp.ssm_dt_rank, hp.ssm_d_state, hp.ssm_head_v_dim(),
+                    hp.ssm_conv_kernel, hp.full_attn_interval, hp.n_rot, hp.head_dim));
   }
   add(w.tied_output ? "tied output (token_embd)" : "untied output");
   return s;

@@ -80,6 +80,13 @@ enum class MatmulPath { AUTO, MMQ, MM, BASIC };
 MatmulPath parse_matmul_path(const std::string& s, const std::string& what);
 const char* matmul_path_name(MatmulPath p);
 
+// [N9] gated_delta.comp's tile: value columns per workgroup, state rows per invocation (d_k / rows
+// parts per column; WG = cols · d_k / rows). 16 × 16 by default: rows 32 put the state in
+// thread-local storage on the Mali-G610 (tests/fast/test_mali.cpp).
+struct DeltaTile {
+  uint32_t cols = 16, rows = 16;
+};
+
 struct Env {
   Recorder& rec;
   Pipelines& pipes;
@@ -106,6 +113,7 @@ struct Env {
   // bind whole KV buffers, so nothing recorded depends on n_past and a decode command buffer can
   // be replayed (VulkanOptions::replay_decode). The n_past arguments are then ignored.
   const Buffer* step = nullptr;
+  DeltaTile delta;  // [N9] gated_delta's tile
 };
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).
@@ -162,6 +170,27 @@ uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
 // (chunk, n_split) of that split as one word (0 chunks: no split): part of the replayed decode's
 // key, so that a token crossing into the next chunk records the step again.
 uint64_t attention_split_signature(const LabOptions* lab, const AttnArgs& a);
+
+// [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS / SIGMOID_MUL).
+// out[i, j] = x[first_row + i, j] for i < ne0 (x has in_ne0 rows).
+void take_rows(Env& e, Region x, uint32_t in_ne0, uint32_t first_row, uint32_t ne0, uint32_t n_cols, Region out,
+               const std::string& label);
+// out = a · sigmoid(b) (n elements).
+void sigmoid_mul(Env& e, Region a, Region b, uint64_t n, Region out, const std::string& label);
+// Causal depthwise conv1d + SiLU over x [c, n_tokens] with w f32 [k, c] and the conv state
+// [(k−1)·c] (read, then shifted: two dispatches).
+void ssm_conv(Env& e, Region x, Region w, uint32_t k, uint32_t c, uint32_t n_tokens, Region state, Region out,
+              const std::string& label);
+struct DeltaArgs {
+  uint32_t n_k_heads, n_v_heads, d_k, d_v, n_tokens;
+  float eps;
+};
+// The tile of Env::delta, rows lowered to a divisor of d_k.
+DeltaTile delta_tile(const Env& e, uint32_t d_k);
+// The gated delta rule over n_tokens (one dispatch; the state [H_v][d_k][d_v] in registers): qkv
+// the conv output, a / b [H_v, N], A = ssm_a f32 [H_v]; out [H_v·d_v, N].
+void gated_delta(Env& e, Region qkv, Region a, Region b, Region A, const DeltaArgs& d, Region state, Region out,
+                 const std::string& label);
 
 // Helpers shared by the op files.
 inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.offset, r.bytes, write); }

@@ -191,6 +191,51 @@ struct AttnSplitPC {
 // K's element offset aligned alike); 0 = one element at a time (any head_dim).
 #define ROCKY_SC_ATTN_HD 45
 
+// ---- [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS) ----
+// take_rows: out[i, j] = x[first_row + i, j], i < ne0 (out rows), x columns of in_ne0 rows.
+struct TakeRowsPC {
+  uint ne0;
+  uint n_cols;
+  uint first_row;
+  uint in_ne0;
+  uint x_off;
+  uint out_off;
+};
+
+// ssm_conv: out[c, t] = silu(Σ_{i<K} w[i + c·K] · x̃[c, t − (K−1) + i]) with x̃ at t < 0 the state
+// [(K−1) slots][C]; mode 0 writes out, mode 1 (a second dispatch after it) shifts the state to the
+// last K−1 columns of x̃.
+struct SsmConvPC {
+  uint C;
+  uint n_tokens;
+  uint K;
+  uint mode;
+  uint x_off;
+  uint w_off;
+  uint s_off;
+  uint out_off;
+};
+
+// gated_delta: the recurrence of GATED_DELTA over n_tokens; one workgroup per (value head, block of
+// DELTA_COLS value columns), DELTA_ROWS state rows per invocation (d_k = DELTA_ROWS · WG / COLS).
+struct GatedDeltaPC {
+  uint n_k_heads;
+  uint n_v_heads;
+  uint d_k;
+  uint d_v;
+  uint n_tokens;
+  uint qkv_off;  // conv output [2·H_k·d_k + H_v·d_v, N]
+  uint a_off;    // [H_v, N]
+  uint b_off;    // [H_v, N]
+  uint A_off;    // ssm_a [H_v]
+  uint s_off;    // state [H_v][d_k][d_v]
+  uint out_off;  // [H_v·d_v, N]
+  float eps;
+};
+// Value columns per workgroup, state rows per invocation (the tile of gated_delta.comp).
+#define ROCKY_SC_DELTA_COLS 50
+#define ROCKY_SC_DELTA_ROWS 51
+
 #ifdef __cplusplus
 }  // namespace rocky::vulkan::abi
 #endif

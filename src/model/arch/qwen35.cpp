@@ -1,0 +1,158 @@
+// qwen35 (Qwen3.5 dense hybrid): llama.cpp src/models/qwen35.cpp and delta-net-base.cpp; the layout
+// is described in ../shared/reference/README.md ("How synth-qwen35 lays out Qwen3.5").
+//   x = token_embd[tokens]
+//   per layer il: n = norm(x)·attn_norm
+//     recurrent layer ((il + 1) % full_attention_interval ≠ 0), Gated DeltaNet:
+//       c = silu(causal_conv1d(attn_qkv·n))          (conv state: the last K−1 inputs)
+//       o = gated_delta(c; a = ssm_alpha·n + ssm_dt.bias, b = ssm_beta·n, A = ssm_a)   (state S)
+//       y = ssm_out · (norm_heads(o)·ssm_norm · silu(attn_gate·n))
+//     full-attention layer: [q | gate] per head = attn_q·n; q, k per-head RMSNorm, NeoX rope on
+//       rope.dimension_count dims (IMROPE with text positions), causal GQA attention,
+//       y = attn_output · (attn · sigmoid(gate))
+//     h = x + y;  x = h + down(silu(gate·m) * up·m),  m = norm(h)·post_attention_norm
+//   logits = output · norm(x)·output_norm   (tied to token_embd unless output.weight)
+// Every norm is used as stored (the converter already added HF's 1, except ssm_norm, stored as is).
+#include <cmath>
+
+#include "model/arch/arch.hpp"
+#include "model/blocks.hpp"
+
+namespace rocky::model::arch {
+namespace {
+
+using blocks::blk;
+using graph::Node;
+using graph::Op;
+
+int32_t take_rows(blocks::Ctx& c, int32_t x, int64_t first, int64_t n, std::string name) {
+  Node t;
+  t.op = Op::TAKE_ROWS;
+  t.name = std::move(name);
+  t.ne0 = n;
+  t.ne1 = c.g.nodes[static_cast<size_t>(x)].ne1;
+  t.first_row = first;
+  t.src[0] = x;
+  return c.g.add(std::move(t));
+}
+
+int32_t binary(blocks::Ctx& c, Op op, int32_t a, int32_t b, std::string name) {
+  const Node& s = c.g.nodes[static_cast<size_t>(a)];
+  Node n;
+  n.op = op;
+  n.name = std::move(name);
+  n.ne0 = s.ne0;
+  n.ne1 = s.ne1;
+  n.src = {a, b, -1};
+  return c.g.add(std::move(n));
+}
+
+// Gated DeltaNet: the linear-attention block of layer il on the normed input x [n_embd, N].
+int32_t linear_attention(blocks::Ctx& c, int il, int32_t x, const LayerWeights& L) {
+  const HParams& hp = c.hp;
+  const int64_t N = c.n_tokens, hv = hp.ssm_dt_rank, dv = hp.ssm_head_v_dim();
+  const int32_t qkv = blocks::matmul(c, x, L.wqkv, hp.ssm_conv_channels(), blk(il, "attn_qkv"));
+  const int32_t z = blocks::matmul(c, x, L.wgate, hp.ssm_d_inner, blk(il, "z"));
+  const int32_t beta = blocks::matmul(c, x, L.ssm_beta, hv, blk(il, "beta"));
+  int32_t alpha = blocks::matmul(c, x, L.ssm_alpha, hv, blk(il, "alpha"));
+  alpha = blocks::add_bias(c, alpha, L.ssm_dt_bias, blk(il, "alpha_biased"));
+  Node cv;
+  cv.op = Op::SSM_CONV;
+  cv.name = blk(il, "conv_output_silu");
+  cv.ne0 = hp.ssm_conv_channels();
+  cv.ne1 = N;
+  cv.src[0] = qkv;
+  cv.weight = L.ssm_conv1d;
+  cv.layer = il;
+  const int32_t conv = c.g.add(std::move(cv));
+  Node d;
+  d.op = Op::GATED_DELTA;
+  d.name = blk(il, "attn_output");
+  d.ne0 = hp.ssm_d_inner;
+  d.ne1 = N;
+  d.src = {conv, alpha, beta};
+  d.weight = L.ssm_a;
+  d.layer = il;
+  d.ssm = graph::SsmParams{hp.ssm_n_group, hp.ssm_dt_rank, hp.ssm_d_state, hp.ssm_head_v_dim(), hp.rms_eps};
+  const int32_t o = c.g.add(std::move(d));
+  const int32_t heads = c.g.view(o, dv, hv * N, blk(il, "attn_output_heads"));
+  const int32_t normed = blocks::rms_norm(c, heads, L.ssm_norm, blk(il, "delta_norm"));
+  const int32_t cols = c.g.view(normed, dv * hv, N, blk(il, "delta_norm_cols"));
+  Node sm;  // silu(z) · normed
+  sm.op = Op::SILU_MUL;
+  sm.name = blk(il, "final_output");
+  sm.ne0 = hp.ssm_d_inner;
+  sm.ne1 = N;
+  sm.src = {z, cols, -1};
+  const int32_t gated = c.g.add(std::move(sm));
+  return blocks::matmul(c, gated, L.ssm_out, hp.n_embd, blk(il, "linear_attn_out"));
+}
+
+// Gated full attention of layer il on the normed input x [n_embd, N].
+int32_t gated_attention(blocks::Ctx& c, int il, int32_t x, const LayerWeights& L) {
+  const HParams& hp = c.hp;
+  const int64_t N = c.n_tokens, hd = hp.head_dim, nh = hp.n_head;
+  const int32_t qg = blocks::matmul(c, x, L.wq, 2 * hp.n_embd_q(), blk(il, "attn_q"));
+  const int32_t qg_heads = c.g.view(qg, 2 * hd, nh * N, blk(il, "attn_q_heads"));
+  int32_t q = take_rows(c, qg_heads, 0, hd, blk(il, "Qcur_heads"));
+  q = blocks::rms_norm(c, q, L.q_norm, blk(il, "Qcur_normed"));
+  q = c.g.view(q, hd * nh, N, blk(il, "Qcur_normed_cols"));
+  const int32_t gate_heads = take_rows(c, qg_heads, hd, hd, blk(il, "gate_heads"));
+  const int32_t gate = c.g.view(gate_heads, hd * nh, N, blk(il, "gate"));
+  int32_t k = blocks::matmul(c, x, L.wk, hp.n_embd_kv(), blk(il, "attn_k"));
+  k = blocks::rms_norm_heads(c, k, L.k_norm, hp.n_head_kv, blk(il, "Kcur"));
+  const int32_t v = blocks::matmul(c, x, L.wv, hp.n_embd_kv(), blk(il, "attn_v"));
+  q = blocks::rope(c, q, hp.n_head, blk(il, "Qcur"));
+  k = blocks::rope(c, k, hp.n_head_kv, blk(il, "Kcur"));
+  const int32_t ks = blocks::kv_store(c, il, k, 0, blk(il, "k_cache_store"));
+  const int32_t vs = blocks::kv_store(c, il, v, 1, blk(il, "v_cache_store"));
+  Node a;
+  a.op = Op::ATTENTION;
+  a.name = blk(il, "kqv_out");
+  a.ne0 = hp.n_embd_q();
+  a.ne1 = N;
+  a.src = {q, ks, vs};
+  a.layer = il;
+  a.attn.head_dim = hp.head_dim;
+  a.attn.n_head = hp.n_head;
+  a.attn.n_head_kv = hp.n_head_kv;
+  a.attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hp.head_dim)));
+  const int32_t att = c.g.add(std::move(a));
+  const int32_t gated = binary(c, Op::SIGMOID_MUL, att, gate, blk(il, "attn_gated"));
+  return blocks::matmul(c, gated, L.wo, hp.n_embd, blk(il, "attn_out"));
+}
+
+graph::Graph build_qwen35(const HParams& hp, const Weights& w, const UbatchSpec& u) {
+  graph::Graph g;
+  blocks::Ctx c{g, hp, u.n_tokens};
+  int32_t x = blocks::inp_embd(c, w.tok_embd);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(il)];
+    int32_t cur = blocks::rms_norm(c, x, L.attn_norm, blk(il, "attn_norm"));
+    cur = hp.is_recurrent_layer(il) ? linear_attention(c, il, cur, L) : gated_attention(c, il, cur, L);
+    const int32_t h = blocks::add(c, cur, x, blk(il, "ffn_inp"));
+    cur = blocks::rms_norm(c, h, L.ffn_norm, blk(il, "attn_post_norm"));
+    cur = blocks::ffn_swiglu(c, il, cur, L);
+    x = blocks::add(c, cur, h, blk(il, "l_out"));
+  }
+  blocks::output_head(c, w, x, u.logits);
+  return g;
+}
+
+}  // namespace
+
+// Registered in arch/registry.cpp (extern: the registry refers to it).
+extern const ArchInfo k_qwen35 = [] {
+  ArchInfo a;
+  a.arch = Arch::QWEN35;
+  a.rope_mode = graph::RopeMode::NEOX;
+  a.qk_norm = true;
+  a.tied_output = true;
+  a.hybrid = true;
+  a.build = build_qwen35;
+  a.notes =
+      "hybrid: Gated DeltaNet linear attention (conv1d + gated delta rule) on 3 of 4 layers, gated full "
+      "attention with q/k norms and partial rope on every 4th";
+  return a;
+}();
+
+}  // namespace rocky::model::arch
