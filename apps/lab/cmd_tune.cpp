@@ -72,7 +72,7 @@ struct Shape {
 // qwen2.5-3b q4_K_M (36 layers): q/o 2048×2048, k/v 256×2048, gate/up 11008×2048, down 2048×11008
 // (v and down are q6_K in half the layers).
 std::vector<Shape> default_shapes() {
-  return {{DType::Q4_K, 2048, 2048, 72},  {DType::Q4_K, 256, 2048, 54}, {DType::Q6_K, 256, 2048, 18},
+  return {{DType::Q4_K, 2048, 2048, 72},  {DType::Q4_K, 256, 2048, 54},   {DType::Q6_K, 256, 2048, 18},
           {DType::Q4_K, 11008, 2048, 72}, {DType::Q4_K, 2048, 11008, 18}, {DType::Q6_K, 2048, 11008, 18}};
 }
 
@@ -209,8 +209,7 @@ std::vector<tune::MatmulTile> neighbours(const tune::MatmulTile& t, const std::v
   return v;
 }
 
-std::vector<tune::MatvecRule> matvec_candidates(const vulkan::DeviceInfo& d, const tune::MatvecRule& seed,
-                                                bool quick) {
+std::vector<tune::MatvecRule> matvec_candidates(const vulkan::DeviceInfo& d, const tune::MatvecRule& seed, bool quick) {
   std::vector<tune::MatvecRule> v{seed};
   for (uint32_t wg : {32u, 64u, 128u, 256u})
     for (uint32_t rows : {1u, 2u, 4u, 8u})
@@ -250,7 +249,7 @@ void make_rig(Rig& r, uint32_t device, uint64_t timeout_s) {
 
 struct Measure {
   double ms = 0, spread = 0;
-  std::string error;  // "" = ok
+  std::string error;   // "" = ok
   bool fatal = false;  // the device may be unusable (lost, hung): rebuild the rig
 };
 
@@ -391,13 +390,14 @@ int run_tune(const TuneOpts& o) {
   const uint32_t N = o.tokens;
   Tuner tu(o);
   const vulkan::DeviceInfo& info = tu.info();
-  const tune::DeviceKey key{info.vendor_id, info.device_id, info.driver_version, info.name, info.driver_name,
-                            info.driver_info};
+  const tune::DeviceKey key{info.vendor_id, info.device_id,   info.driver_version,
+                            info.name,      info.driver_name, info.driver_info};
   const tune::DeviceProfile& dev_class = tune::select_profile(info.vendor_id, info.driver_name);
-  const tune::DeviceProfile start =
-      o.start_profile.empty() ? dev_class : tune::builtin_profile(o.start_profile);
-  const uint32_t budget = o.max_accumulators ? o.max_accumulators : std::max(dev_class.max_accumulators, start.max_accumulators);
-  if (!info.int8_dot) fail("tune: {} has no shaderIntegerDotProduct: the int8 path (mul_mmq) does not run there", info.name);
+  const tune::DeviceProfile start = o.start_profile.empty() ? dev_class : tune::builtin_profile(o.start_profile);
+  const uint32_t budget =
+      o.max_accumulators ? o.max_accumulators : std::max(dev_class.max_accumulators, start.max_accumulators);
+  if (!info.int8_dot)
+    fail("tune: {} has no shaderIntegerDotProduct: the int8 path (mul_mmq) does not run there", info.name);
 
   Record rec;
   rec.base_name = start.name;
@@ -436,8 +436,7 @@ int run_tune(const TuneOpts& o) {
             if (d.is_object() && d.value("kernel", "") != "")
               rec.deny.push_back({d.value("kernel", ""), d.value("tile", ""), d.value("reason", "")});
         const bool same = old.contains("tune") && old["tune"].is_object() && old["tune"].value("complete", 1) == 0 &&
-                          old["tune"].value("quick", -1) == (o.quick ? 1 : 0) &&
-                          old["tune"].value("tokens", 0u) == N &&
+                          old["tune"].value("quick", -1) == (o.quick ? 1 : 0) && old["tune"].value("tokens", 0u) == N &&
                           old["tune"].value("start_profile", "") == start.name;
         size_t kept = 0;
         if (same && old.contains("results") && old["results"].is_array()) {
@@ -480,8 +479,9 @@ int run_tune(const TuneOpts& o) {
       if (it->second.value("status", "") == "ok") return it->second.value("ms", inf);
       return inf;
     }
-    nlohmann::json r{{"key", k},      {"kernel", kernel},   {"type", std::string(dtype_name(s.type))},
-                     {"shape", {s.m, n, s.k}}, {"tile", tile}, {"status", "running"}};
+    nlohmann::json r{
+        {"key", k},     {"kernel", kernel},   {"type", std::string(dtype_name(s.type))}, {"shape", {s.m, n, s.k}},
+        {"tile", tile}, {"status", "running"}};
     rec.results[k] = r;
     rec.save(false);
     const Measure m = fn();
@@ -819,7 +819,8 @@ int run_tune(const TuneOpts& o) {
   rec.base["tune"]["mmq_total_ms"] = best_total;
   rec.base["tune"]["mmq_start_total_ms"] = start_total;
   rec.save(true);
-  fmt::print(stderr, "tune: mul_mmq over the model's matrices: {:.3f} ms with the tuned tiles, {:.3f} ms with {} ({:+.1f} %)\n",
+  fmt::print(stderr,
+             "tune: mul_mmq over the model's matrices: {:.3f} ms with the tuned tiles, {:.3f} ms with {} ({:+.1f} %)\n",
              best_total, start_total, start.name, 100.0 * (start_total / best_total - 1));
   fmt::print(stderr, "tune: {} candidate(s) denied; {:.1f} s\n", rec.deny.size(), secs);
   fmt::print("{}\n{}\n", out, rec.prof.tiles_str());

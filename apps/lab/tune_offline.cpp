@@ -5,10 +5,13 @@
 // (the bulk of a q4_K_M model) by the offline Valhall compiler; a candidate that spills, fills or
 // needs thread-local storage is denied. The rest are ranked by the compiler's static cycle estimate
 // per multiply-accumulate of one invocation's inner loop, cycles / (TM · TN · BK), times 1.25 when
-// the shader needs more than 32 work registers (half occupancy: less latency hiding). The estimate
-// counts each loop body once, so it compares variants of one shader; it predicts no run time.
-// The best candidate must then compile spill-free for every mul_mmq weight type with and without
-// the int8 dot (mul_mmq, mul_mmq_nodot), else the next one is taken. mul_mm the same way (f32
+// the shader needs more than 32 work registers (half occupancy: less latency hiding); equal costs
+// go to the tile with less global traffic per multiply-add (1/BM + 1/BN), then more rows. The
+// estimate counts each loop body once, so it compares variants of one shader; it predicts no run
+// time.
+// The best candidate must then compile spill-free for every mul_mmq weight type (both repack
+// layouts, no / bias / residual epilogue) with and without the int8 dot (mul_mmq, mul_mmq_nodot),
+// else the next one is taken. mul_mm the same way (f32
 // tiles, budget: TM · TN ≤ 16). The matvec rule and the flash-attention tiles stay the
 // mali-valhall profile's (its own offline checks: tests/fast/test_mali.cpp).
 #include "lab/tune_offline.hpp"
@@ -17,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -80,10 +84,18 @@ Stats compile(const std::string& compiler, const std::string& spv, const std::ve
 }
 
 std::vector<std::pair<int, uint32_t>> mmq_spec(const tune::MatmulTile& t, uint32_t type, bool nib) {
-  return {{ROCKY_SC_WG, t.wg},          {ROCKY_SC_WTYPE, type},     {ROCKY_SC_BM, t.bm},
-          {ROCKY_SC_BN, t.bn},          {ROCKY_SC_BK, t.bk},        {ROCKY_SC_WM, t.wm},
-          {ROCKY_SC_WN, t.wn},          {ROCKY_SC_TM, t.tm},        {ROCKY_SC_TN, t.tn},
-          {ROCKY_SC_BK_STEP, t.bk_step}, {ROCKY_SC_PREFETCH, t.prefetch}, {ROCKY_SC_MMQ_NIB, nib ? 1u : 0u},
+  return {{ROCKY_SC_WG, t.wg},
+          {ROCKY_SC_WTYPE, type},
+          {ROCKY_SC_BM, t.bm},
+          {ROCKY_SC_BN, t.bn},
+          {ROCKY_SC_BK, t.bk},
+          {ROCKY_SC_WM, t.wm},
+          {ROCKY_SC_WN, t.wn},
+          {ROCKY_SC_TM, t.tm},
+          {ROCKY_SC_TN, t.tn},
+          {ROCKY_SC_BK_STEP, t.bk_step},
+          {ROCKY_SC_PREFETCH, t.prefetch},
+          {ROCKY_SC_MMQ_NIB, nib ? 1u : 0u},
           {ROCKY_SC_MMQ_VEC4, t.vec4}};
 }
 
@@ -157,9 +169,8 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
                 }
     // The hand-made tile first (a baseline in the results), then by tile area.
     const tune::MatmulTile& seed = mmq ? base.mmq : base.mm;
-    std::stable_sort(v.begin(), v.end(), [](const tune::MatmulTile& a, const tune::MatmulTile& b) {
-      return a.bm * a.bn > b.bm * b.bn;
-    });
+    std::stable_sort(v.begin(), v.end(),
+                     [](const tune::MatmulTile& a, const tune::MatmulTile& b) { return a.bm * a.bn > b.bm * b.bn; });
     v.erase(std::remove_if(v.begin(), v.end(), [&](const tune::MatmulTile& t) { return t.str() == seed.str(); }),
             v.end());
     v.insert(v.begin(), seed);
@@ -197,7 +208,15 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
       }
       results.push_back(r);
     }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.cost < b.cost; });
+    // Equal modeled costs (common: the estimate counts a loop body once): less global traffic per
+    // multiply-add first (1/BM + 1/BN, which the static model does not see), then more weight rows.
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+      if (std::abs(a.cost - b.cost) > 1e-9 * std::max(a.cost, b.cost)) return a.cost < b.cost;
+      const double ta = 1.0 / a.t.bm + 1.0 / a.t.bn, tb = 1.0 / b.t.bm + 1.0 / b.t.bn;
+      if (ta != tb) return ta < tb;
+      if (a.t.bm != b.t.bm) return a.t.bm > b.t.bm;
+      return a.t.tm > b.t.tm;
+    });
     // The winner must compile spill-free for every weight type and variant shipped.
     bool found = false;
     for (const Ranked& r : ranked) {
@@ -205,11 +224,15 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
       if (mmq) {
         for (const char* sh : {"mul_mmq", "mul_mmq_nodot"})
           for (uint32_t type : {2u, 6u, 7u, 8u, 12u, 13u, 14u})
-            for (bool nib : {false, true}) {
-              if (!why.empty() || (nib && type != 12 && type != 14)) continue;
-              const Stats s = compile(compiler, spv(sh), mmq_spec(r.t, type, nib));
-              if (!s.ok) why = fmt::format("{} type {}{}: {}", sh, type, nib ? " nibbles" : "", s.error);
-            }
+            for (bool nib : {false, true})
+              for (uint32_t epi : {0u, uint32_t{ROCKY_MMQ_EPI_BIAS}, uint32_t{ROCKY_MMQ_EPI_RESIDUAL}}) {
+                if (!why.empty()) continue;
+                auto spec = mmq_spec(r.t, type, nib);
+                spec.push_back({ROCKY_SC_MMQ_EPI, epi});
+                const Stats s = compile(compiler, spv(sh), spec);
+                if (!s.ok)
+                  why = fmt::format("{} type {}{} epilogue {}: {}", sh, type, nib ? " nibbles" : "", epi, s.error);
+              }
       } else {
         for (const char* sh : {"mul_mm", "mul_mm_f16"})
           for (uint32_t type : {1u, 2u, 8u, 12u, 14u}) {
@@ -225,8 +248,7 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
       }
       (mmq ? prof.mmq : prof.mm) = r.t;
       fmt::print(stderr, "tune --offline: {}: {} (modeled cost {:.4f} per MAC; the hand-made {}: {})\n", kernel,
-                 r.t.str(), r.cost, (mmq ? base.mmq : base.mm).str(),
-                 [&] {
+                 r.t.str(), r.cost, (mmq ? base.mmq : base.mm).str(), [&] {
                    for (const Ranked& x : ranked)
                      if (x.t.str() == (mmq ? base.mmq : base.mm).str()) return fmt::format("{:.4f}", x.cost);
                    return std::string("denied");

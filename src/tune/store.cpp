@@ -70,9 +70,10 @@ ProfileLookup find_profile(const std::string& dir, const DeviceKey& k) {
         const StoredKey s = stored_key(read_json_file(path));
         if (s.ok && (s.key.vendor_id != k.vendor_id || s.key.device_id != k.device_id ||
                      s.key.driver_version != k.driver_version)) {
-          r.notes.push_back(fmt::format("ignoring tuning profile {}: its device key {:04x}-{:04x}-{:08x} is not "
-                                        "this device's",
-                                        path, s.key.vendor_id, s.key.device_id, s.key.driver_version));
+          r.notes.push_back(
+              fmt::format("ignoring tuning profile {}: its device key {:04x}-{:04x}-{:08x} is not "
+                          "this device's",
+                          path, s.key.vendor_id, s.key.device_id, s.key.driver_version));
           continue;
         }
       } catch (const Error&) {
@@ -80,24 +81,25 @@ ProfileLookup find_profile(const std::string& dir, const DeviceKey& k) {
       }
       r.path = path;
     } else if (n.rfind(prefix, 0) == 0 && n.size() > 5 && n.substr(n.size() - 5) == ".json") {
-      r.notes.push_back(fmt::format("ignoring tuning profile {}: made for driver version {}, this driver is {:08x} "
-                                    "(run `rocky tune` again)",
-                                    path, n.substr(prefix.size(), n.size() - 5 - prefix.size()), k.driver_version));
+      r.notes.push_back(
+          fmt::format("ignoring tuning profile {}: made for driver version {}, this driver is {:08x} "
+                      "(run `rocky tune` again)",
+                      path, n.substr(prefix.size(), n.size() - 5 - prefix.size()), k.driver_version));
     }
   }
   return r;
 }
 
 nlohmann::json key_to_json(const DeviceKey& k) {
-  return {{"vendor_id", k.vendor_id},     {"device_id", k.device_id},     {"driver_version", k.driver_version},
-          {"name", k.name},               {"driver_name", k.driver_name}, {"driver_info", k.driver_info}};
+  return {{"vendor_id", k.vendor_id}, {"device_id", k.device_id},     {"driver_version", k.driver_version},
+          {"name", k.name},           {"driver_name", k.driver_name}, {"driver_info", k.driver_info}};
 }
 
 namespace {
 nlohmann::json tile_json(const MatmulTile& t) {
-  return {{"bm", t.bm}, {"bn", t.bn}, {"bk", t.bk},           {"wm", t.wm},
-          {"wn", t.wn}, {"tm", t.tm}, {"tn", t.tn},           {"wg", t.wg},
-          {"bk_step", t.bk_step},     {"prefetch", t.prefetch}, {"vec4", t.vec4}};
+  return {{"bm", t.bm},    {"bn", t.bn}, {"bk", t.bk}, {"wm", t.wm},           {"wn", t.wn},
+          {"tm", t.tm},    {"tn", t.tn}, {"wg", t.wg}, {"bk_step", t.bk_step}, {"prefetch", t.prefetch},
+          {"vec4", t.vec4}};
 }
 nlohmann::json flash_json(const std::vector<FlashTile>& v) {
   nlohmann::json a = nlohmann::json::array();
@@ -119,8 +121,8 @@ nlohmann::json profile_to_json(const DeviceProfile& p, const std::string& base_n
   j["mm"] = tile_json(p.mm);
   j["mmq_q4k_nibbles"] = p.mmq_q4k_nibbles ? 1 : 0;
   j["mmq_q6k_nibbles"] = p.mmq_q6k_nibbles ? 1 : 0;
-  j["mmv"] = {{"wg", p.mmv.wg},         {"rows", p.mmv.rows},     {"min_groups", p.mmv.min_groups},
-              {"split", p.mmv.split},   {"unroll", p.mmv.unroll}, {"wg_by_k", p.mmv.wg_by_k}};
+  j["mmv"] = {{"wg", p.mmv.wg},       {"rows", p.mmv.rows},     {"min_groups", p.mmv.min_groups},
+              {"split", p.mmv.split}, {"unroll", p.mmv.unroll}, {"wg_by_k", p.mmv.wg_by_k}};
   j["attn"] = flash_json(p.attn);
   j["attn_wide"] = flash_json(p.attn_wide);
   j["deny"] = nlohmann::json::array();

@@ -24,8 +24,8 @@ namespace {
 std::string model() {
   static const std::string m = [] {
     const std::string p = scratch_dir("tune_cli") + "/m.gguf";
-    auto r = run_rocky("tune_cli", {"synth", "--preset", "llama-test", "-o", p, "--type", "q4_k_m", "--layers", "2",
-                                    "-q"});
+    auto r =
+        run_rocky("tune_cli", {"synth", "--preset", "llama-test", "-o", p, "--type", "q4_k_m", "--layers", "2", "-q"});
     EXPECT_EQ(r.rc, 0) << r.err;
     return p;
   }();
@@ -57,8 +57,8 @@ TEST(TuneCli, QuickWritesAProfileTheNextBenchLoads) {
     ASSERT_TRUE(j["mmq"].contains(f)) << f;
     EXPECT_GT(j["mmq"][f].get<int>(), 0) << f;
   }
-  EXPECT_EQ(j["mmq"]["wg"].get<int>(),
-            (j["mmq"]["bm"].get<int>() / j["mmq"]["tm"].get<int>()) * (j["mmq"]["bn"].get<int>() / j["mmq"]["tn"].get<int>()));
+  EXPECT_EQ(j["mmq"]["wg"].get<int>(), (j["mmq"]["bm"].get<int>() / j["mmq"]["tm"].get<int>()) *
+                                           (j["mmq"]["bn"].get<int>() / j["mmq"]["tn"].get<int>()));
   EXPECT_EQ(j["modeled"], 0);
   EXPECT_EQ(j["tune"]["complete"], 1);
   EXPECT_EQ(j["profile"], "llvmpipe");
@@ -85,9 +85,9 @@ TEST(TuneCli, QuickWritesAProfileTheNextBenchLoads) {
   EXPECT_GE(mmq_shapes, 2);  // the model's matrix shapes, not one
 
   // The next bench loads it and names it; it prints the tiles it used.
-  auto b = run_rocky("tune_cli",
-                     {"bench", "-m", model(), "-p", "16", "-n", "2", "-r", "1", "--device", "vulkan:0", "--no-roofline"},
-                     env);
+  auto b = run_rocky(
+      "tune_cli", {"bench", "-m", model(), "-p", "16", "-n", "2", "-r", "1", "--device", "vulkan:0", "--no-roofline"},
+      env);
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_NE(b.err.find("tuning profile " + path), std::string::npos) << b.err;
   EXPECT_NE(b.err.find("tiles: tuned (" + path + "): mmq bm" + std::to_string(j["mmq"]["bm"].get<int>()) + " bn" +
@@ -96,8 +96,8 @@ TEST(TuneCli, QuickWritesAProfileTheNextBenchLoads) {
       << b.err;
   // --no-profile (before or after the subcommand): the built-in one.
   auto nb = run_rocky("tune_cli",
-                      {"bench", "--no-profile", "-m", model(), "-p", "16", "-n", "0", "-r", "1", "--device",
-                       "vulkan:0", "--no-roofline"},
+                      {"bench", "--no-profile", "-m", model(), "-p", "16", "-n", "0", "-r", "1", "--device", "vulkan:0",
+                       "--no-roofline"},
                       env);
   ASSERT_EQ(nb.rc, 0) << nb.err;
   EXPECT_EQ(nb.err.find("tuning profile"), std::string::npos) << nb.err;
@@ -115,9 +115,9 @@ TEST(TuneCli, QuickWritesAProfileTheNextBenchLoads) {
   const std::string key(name);
   const std::string other = cache + "/rocky/profiles/" + key.substr(0, key.rfind('-') + 1) + "deadbeef.json";
   fs::rename(path, other);
-  auto o = run_rocky("tune_cli",
-                     {"bench", "-m", model(), "-p", "16", "-n", "0", "-r", "1", "--device", "vulkan:0", "--no-roofline"},
-                     env);
+  auto o = run_rocky(
+      "tune_cli", {"bench", "-m", model(), "-p", "16", "-n", "0", "-r", "1", "--device", "vulkan:0", "--no-roofline"},
+      env);
   ASSERT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.err.find("ignoring tuning profile " + other + ": made for driver version deadbeef"), std::string::npos)
       << o.err;
@@ -151,7 +151,8 @@ TEST(TuneCli, ResumeDeniesTheCandidateThatWasRunning) {
   const json k = json::parse(slurp(out));
   bool denied = false;
   for (const auto& d : k["deny"])
-    if (d["kernel"] == "mul_mmq" && d["tile"] == victim) denied = d["reason"].get<std::string>().find("did not finish") != std::string::npos;
+    if (d["kernel"] == "mul_mmq" && d["tile"] == victim)
+      denied = d["reason"].get<std::string>().find("did not finish") != std::string::npos;
   EXPECT_TRUE(denied) << k["deny"].dump(2);
   EXPECT_EQ(k["tune"]["complete"], 1);
   // The chosen tiles never include a denied one.
