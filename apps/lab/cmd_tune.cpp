@@ -1,8 +1,8 @@
 // rocky tune [-m MODEL] [--quick] [--device D] [-o FILE] [--start-profile NAME] [--tokens N] [--list]
 //            [--offline mali-g610]
-// [N8] Searches the tiles of mul_mmq, mul_mm and the decode matvec_mmq for this device on the matrix
-// shapes a model uses (default: qwen2.5-3b's), and writes them as a profile (src/tune/store.hpp)
-// that every later command loads for this device and driver.
+// [N8] Searches the tiles of mul_mmq, mul_mm, the decode matvec_mmq and flash attention for this
+// device on the shapes a model uses (default: qwen2.5-3b's), and writes them as a profile
+// (src/tune/store.hpp) that every later command loads for this device and driver.
 //
 // The search: candidates within the device's limits (invocations, shared memory) and the register
 // budget (accumulators per invocation: the device class's budget, src/tune/tile.cpp), tried on every
@@ -17,7 +17,9 @@
 //
 // The mul_mmq result is the configuration (main tile, up to two alternatives for small grids,
 // min_workgroups) of pick_mmq_tile with the least total time over the model's shapes (weighted by
-// how often each occurs); mul_mm and matvec_mmq: the one tile / shape rule with the least total.
+// how often each occurs); mul_mm and matvec_mmq: the one tile / shape rule with the least total;
+// flash attention (an N-token prefill, f16 KV cache): the fastest tile leads the list, the starting
+// profile's tiles follow as fallbacks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,6 +44,7 @@
 #include "gguf/gguf.hpp"
 #include "lab/lab.hpp"
 #include "lab/tune_offline.hpp"
+#include "model/hparams.hpp"
 #include "quant/quant.hpp"
 #include "tune/store.hpp"
 
@@ -90,6 +93,53 @@ std::vector<Shape> model_shapes(const std::string& path) {
     v.push_back({static_cast<DType>(std::get<0>(key)), static_cast<uint32_t>(std::get<1>(key)),
                  static_cast<uint32_t>(std::get<2>(key)), c});
   if (v.empty()) fail("{}: no block weight the int8 path takes (q4_0, q8_0, q4_K, q6_K, …): nothing to tune", path);
+  return v;
+}
+
+// [N8] The attention a model's prefill runs: head_dim, heads, KV heads, layers (0 heads: none).
+struct AttnShape {
+  uint32_t head_dim = 0, n_head = 0, n_head_kv = 0, layers = 0;
+  std::string str(uint32_t n) const {
+    return fmt::format("hd{} heads {}/{} × {} tokens", head_dim, n_head, n_head_kv, n);
+  }
+};
+
+AttnShape model_attention(const std::string& path) {
+  if (path.empty()) return {128, 16, 2, 36};  // qwen2.5-3b
+  const gguf::GgufFile f = gguf::GgufFile::open(path);
+  try {
+    const model::HParams h = model::read_hparams(f);
+    if (h.n_head <= 0 || h.head_dim <= 0) return {};
+    return {static_cast<uint32_t>(h.head_dim), static_cast<uint32_t>(h.n_head), static_cast<uint32_t>(h.n_head_kv),
+            static_cast<uint32_t>(h.n_layer)};
+  } catch (const Error& e) {
+    fmt::print(stderr, "tune: {}: no attention shape ({}); attention tiles stay the starting profile's\n", path,
+               e.what());
+    return {};
+  }
+}
+
+// Flash-attention tiles within the device's limits at `hd` (the seeds first; quick: fewer).
+std::vector<tune::FlashTile> attn_candidates(const vulkan::DeviceInfo& d, uint32_t hd,
+                                             const std::vector<tune::FlashTile>& seeds, bool quick) {
+  std::vector<tune::FlashTile> v;
+  auto fits = [&](const tune::FlashTile& t) {
+    return t.br % t.tr == 0 && t.wg % (t.br / t.tr) == 0 && t.wg <= d.max_workgroup_invocations &&
+           t.shared_bytes(hd) <= d.shared_memory && t.ct() > 0;
+  };
+  auto add = [&](const tune::FlashTile& t) {
+    if (fits(t) && std::find(v.begin(), v.end(), t) == v.end()) v.push_back(t);
+  };
+  for (const auto& t : seeds) add(t);
+  const size_t limit = quick ? v.size() + 4 : 64;
+  for (uint32_t wg : {128u, 64u, 256u})
+    for (uint32_t br : {16u, 32u, 8u, 64u})
+      for (uint32_t tr : {1u, 2u, 4u})
+        for (uint32_t tc : {2u, 1u, 4u})
+          for (uint32_t pf : {1u, 0u}) {
+            if (quick && (wg == 256 || br == 64 || tr == 4 || tc == 4 || pf != seeds.front().prefetch)) continue;
+            if (v.size() < limit) add({wg, br, tr, tc, pf});
+          }
   return v;
 }
 
@@ -216,7 +266,7 @@ std::vector<tune::MatvecRule> matvec_candidates(const vulkan::DeviceInfo& d, con
       for (uint32_t split : {0u, 1u, 2u})
         for (uint32_t unroll : {1u, 2u}) {
           if (wg > d.max_workgroup_invocations || uint64_t{rows} * wg * 4 > d.shared_memory) continue;
-          if (quick && (unroll != 1 || split == 1 || (rows != 1 && rows != 4) || wg == 256)) continue;
+          if (quick && (unroll != 1 || split != seed.split || (rows != 1 && rows != 4) || wg == 256)) continue;
           tune::MatvecRule r{wg, rows, seed.min_groups, split, unroll, 0};
           if (std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
         }
@@ -470,31 +520,35 @@ int run_tune(const TuneOpts& o) {
   const double inf = HUGE_VAL;
   size_t done = 0;
   auto run_one = [&](const std::string& kernel, const std::string& tile, const Shape& s, uint32_t n,
-                     const std::function<Measure()>& fn) -> double {
+                     const std::function<Measure()>& fn, const std::string& what_in = {}) -> double {
     ++done;
     if (rec.denied(kernel, tile)) return inf;
-    const std::string k = fmt::format("{}|{}|{}", kernel, s.str(n), tile);
+    const std::string what = what_in.empty() ? s.str(n) : what_in;
+    const std::string k = fmt::format("{}|{}|{}", kernel, what, tile);
     auto it = rec.results.find(k);
     if (it != rec.results.end()) {
       if (it->second.value("status", "") == "ok") return it->second.value("ms", inf);
       return inf;
     }
-    nlohmann::json r{
-        {"key", k},     {"kernel", kernel},   {"type", std::string(dtype_name(s.type))}, {"shape", {s.m, n, s.k}},
-        {"tile", tile}, {"status", "running"}};
+    nlohmann::json r{{"key", k},
+                     {"kernel", kernel},
+                     {"type", what_in.empty() ? std::string(dtype_name(s.type)) : "f16"},
+                     {"shape", what_in.empty() ? nlohmann::json{s.m, n, s.k} : nlohmann::json(what)},
+                     {"tile", tile},
+                     {"status", "running"}};
     rec.results[k] = r;
     rec.save(false);
     const Measure m = fn();
     if (!m.error.empty()) {
       r["status"] = "denied";
       r["reason"] = m.error;
-      rec.deny.push_back({kernel, tile, fmt::format("{}: {}", s.str(n), m.error)});
-      fmt::print(stderr, "tune: [{}] {} {} {}: denied: {}\n", done, kernel, s.str(n), tile, m.error);
+      rec.deny.push_back({kernel, tile, fmt::format("{}: {}", what, m.error)});
+      fmt::print(stderr, "tune: [{}] {} {} {}: denied: {}\n", done, kernel, what, tile, m.error);
     } else {
       r["status"] = "ok";
       r["ms"] = m.ms;
       r["spread"] = m.spread;
-      fmt::print(stderr, "tune: [{}] {} {} {}: {:.4f} ms (spread {:.1f} %)\n", done, kernel, s.str(n), tile, m.ms,
+      fmt::print(stderr, "tune: [{}] {} {} {}: {:.4f} ms (spread {:.1f} %)\n", done, kernel, what, tile, m.ms,
                  100 * m.spread);
     }
     rec.results[k] = r;
@@ -732,10 +786,78 @@ int run_tune(const TuneOpts& o) {
   const std::vector<tune::MatmulTile> mmq_c = o.quick ? search(true, seeds, 6, 1, 3) : search(true, seeds, 12, 3, 6);
   std::vector<tune::MatmulTile> mm_c;
   if (vulkan::ops::gpu_supports(shapes[prim].type))
-    mm_c = o.quick ? search(false, {start.mm}, 3, 1, 1) : search(false, {start.mm}, 8, 2, 3);
+    mm_c = o.quick ? search(false, {start.mm}, 3, 0, 1) : search(false, {start.mm}, 8, 2, 3);
   const std::vector<tune::MatvecRule> mmv_c = matvec_candidates(info, start.mmv, o.quick);
   for (size_t si = 0; si < shapes.size(); ++si)
     for (const auto& c : mmv_c) mv_time(si, c);
+
+  // Flash attention of an N-token prefill (f16 KV cache, the backend's default): the starting
+  // profile's tile is the reference; the fastest correct tile leads the tuned list, the starting
+  // ones follow as fallbacks (other head_dims, smaller devices).
+  const AttnShape as = model_attention(o.model);
+  std::map<std::string, double> t_attn;
+  std::vector<tune::FlashTile> attn_c;
+  if (as.n_head > 0 && as.head_dim % 4 == 0 && as.head_dim <= 256) {
+    const uint32_t hd = as.head_dim, nkv = as.n_head_kv * hd;
+    std::vector<float> qh(size_t{N} * as.n_head * hd);
+    std::vector<uint16_t> kh(size_t{N} * nkv), vh(size_t{N} * nkv);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (auto& x : qh) x = g(rng);
+    for (auto& x : kh) x = quant::f32_to_f16(g(rng));
+    for (auto& x : vh) x = quant::f32_to_f16(g(rng));
+    struct AttnBufs {
+      vulkan::Buffer q, k, v, out;
+    };
+    std::unique_ptr<AttnBufs> ab;
+    auto prev = tu.on_rebuild;
+    tu.on_rebuild = [&] {
+      prev();
+      ab.reset();
+    };
+    auto abufs = [&]() -> AttnBufs& {
+      if (ab) return *ab;
+      vulkan::Memory& mem = *rig.mem;
+      ab = std::make_unique<AttnBufs>();
+      ab->q = mem.create("tune q", qh.size() * 4, vulkan::BufferKind::DEVICE);
+      mem.upload(ab->q, 0, qh.data(), qh.size() * 4);
+      ab->k = mem.create("tune k", kh.size() * 2, vulkan::BufferKind::DEVICE);
+      mem.upload(ab->k, 0, kh.data(), kh.size() * 2);
+      ab->v = mem.create("tune v", vh.size() * 2, vulkan::BufferKind::DEVICE);
+      mem.upload(ab->v, 0, vh.data(), vh.size() * 2);
+      ab->out = mem.create("tune attn out", qh.size() * 4, vulkan::BufferKind::DEVICE);
+      return *ab;
+    };
+    const vulkan::ops::AttnArgs args{hd, as.n_head, as.n_head_kv, N, 0, nkv, 1.0f / std::sqrt(float(hd))};
+    auto attn_fn = [&](const tune::DeviceProfile& p) {
+      return [&, p](vulkan::ops::Env& env) {
+        AttnBufs& b = *ab;
+        env.prof = &p;
+        env.kv_f16 = true;
+        vulkan::ops::attention(env, {&b.q, 0, b.q.size()}, {&b.k, 0, b.k.size()}, {&b.v, 0, b.v.size()}, args,
+                               {&b.out, 0, b.out.size()}, "attention");
+      };
+    };
+    abufs();
+    const Measure rm = tu.measure(attn_fn(start), ab->out, qh.size(), nullptr, 0);
+    if (!rm.error.empty()) fail("tune: the starting profile's attention fails on {}: {}", as.str(N), rm.error);
+    const std::vector<float> ref = tu.last_y_;
+    const Shape dummy{DType::F16, as.n_head, hd, as.layers};
+    attn_c = attn_candidates(info, hd, start.attn_tiles(hd), o.quick);
+    for (const auto& c : attn_c) {
+      tune::DeviceProfile p = start;
+      p.attn = {c};
+      p.attn_wide = {c};
+      t_attn[c.str()] = run_one(
+          "attention", c.str(), dummy, N,
+          [&] {
+            abufs();
+            return tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);
+          },
+          as.str(N));
+    }
+    ab.reset();
+    tu.on_rebuild = prev;
+  }
 
   // ---- choose ----
   auto total_of = [&](const std::vector<double>& v) {
@@ -814,6 +936,21 @@ int run_tune(const TuneOpts& o) {
   if (const std::string b = least(t_mmv); !b.empty())
     for (const auto& c : mmv_c)
       if (c.str() == b) rec.prof.mmv = c;
+  if (!t_attn.empty()) {
+    const tune::FlashTile* b = nullptr;
+    for (const auto& c : attn_c)
+      if (std::isfinite(t_attn[c.str()]) && (!b || t_attn[c.str()] < t_attn[b->str()])) b = &c;
+    if (b) {
+      const uint32_t hd = as.head_dim;
+      std::vector<tune::FlashTile>& list = hd > 128 ? rec.prof.attn_wide : rec.prof.attn;
+      if (hd > 128 && list.empty()) list = start.attn;
+      list.erase(std::remove(list.begin(), list.end(), *b), list.end());
+      list.insert(list.begin(), *b);
+      const double st_ms = t_attn[start.attn_tiles(hd).front().str()];
+      fmt::print(stderr, "tune: attention {}: {} {:.3f} ms, the starting {} {:.3f} ms\n", as.str(N), b->str(),
+                 t_attn[b->str()], start.attn_tiles(hd).front().str(), st_ms);
+    }
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rec.base["tune"]["seconds"] = std::round(secs * 10) / 10;
   rec.base["tune"]["mmq_total_ms"] = best_total;
@@ -831,9 +968,10 @@ int run_tune(const TuneOpts& o) {
 
 void add_tune(CLI::App& app, Runner& run) {
   auto o = std::make_shared<TuneOpts>();
-  auto* sub = app.add_subcommand("tune",
-                                 "Search mul_mmq / mul_mm / matvec tiles for this device and write its tuning profile "
-                                 "(loaded by every later command)");
+  auto* sub =
+      app.add_subcommand("tune",
+                         "Search mul_mmq / mul_mm / matvec / flash-attention tiles for this device and write its "
+                         "tuning profile (loaded by every later command)");
   sub->add_option("-m,--model", o->model, "GGUF model whose matrix shapes to tune (default: qwen2.5-3b's)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--quick", o->quick, "Fewer candidates and repetitions (minutes)");
