@@ -774,6 +774,18 @@ int run_tune(const TuneOpts& o) {
       if (std::isfinite(seen[i].first) &&
           std::none_of(finals.begin(), finals.end(), [&](const auto& f) { return same_tile(f, seen[i].second); }))
         finals.push_back(seen[i].second);
+    // Candidates for pick_mmq_tile's small-grid alternatives: the fastest tile (on the primary
+    // shape) with at most half, and at most a quarter, of the best tile's area.
+    if (!seen.empty() && std::isfinite(seen.front().first)) {
+      const uint32_t area = seen.front().second.bm * seen.front().second.bn;
+      for (uint32_t div : {2u, 4u})
+        for (const auto& [t, c] : seen)
+          if (std::isfinite(t) && c.bm * c.bn * div <= area) {
+            if (std::none_of(finals.begin(), finals.end(), [&](const auto& f) { return same_tile(f, c); }))
+              finals.push_back(c);
+            break;
+          }
+    }
     // Small grids favour other tiles: the best few on each other shape's own terms too.
     for (size_t si = 0; si < shapes.size(); ++si)
       if (si != prim)
