@@ -36,6 +36,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");
   rocky::cli::Runner run;
+  // [N8] Accepted before or after the subcommand (subcommands fall through to these).
+  bool no_profile = false;
+  app.add_flag("--no-profile", no_profile,
+               "Use the built-in tuning profile, not the one `rocky tune` wrote for this device");
+  app.fallthrough();
   rocky::cli::add_info(app, run);
   rocky::cli::add_devices(app, run);
   rocky::cli::add_verify(app, run);
@@ -46,6 +51,7 @@ int main(int argc, char** argv) {
   rocky::cli::add_quantize(app, run);
   rocky::lab::add_roofline(app, run);  // kernel-lab commands (apps/lab)
   rocky::lab::add_bench_op(app, run);
+  rocky::lab::add_tune(app, run);
   rocky::cli::add_bench(app, run);
   rocky::cli::add_serve(app, run);
   try {
@@ -56,6 +62,7 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);  // prints help/version (rc 0) or the usage error
     return rc == 0 ? 0 : 2;
   }
+  rocky::cli::g_env.no_profile = no_profile;
   try {
     return run ? run() : 0;
   } catch (const rocky::Error& e) {

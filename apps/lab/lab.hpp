@@ -11,5 +11,6 @@ namespace rocky::lab {
 
 void add_roofline(CLI::App& app, cli::Runner& run);  // rocky roofline: measured FMA / int8-dot / copy peaks
 void add_bench_op(CLI::App& app, cli::Runner& run);  // rocky bench-op: one prefill matmul, % of roofline
+void add_tune(CLI::App& app, cli::Runner& run);      // rocky tune: search tiles per device (src/tune)
 
 }  // namespace rocky::lab

@@ -81,6 +81,7 @@ struct BackendStats {
   std::string matmul = "cpu";  // the prefill matmul option in effect: auto | mmq | mm | basic | cpu
   bool validation = false;     // the Vulkan validation layer is on
   uint64_t validation_errors = 0;
+  std::string tiles;  // [N8] the tuning profile and the tiles its kernels use ("" on the CPU)
 };
 
 // Element type of a context's KV cache.

@@ -413,6 +413,17 @@ class Doctor {
         if (!d.shader_float16) issue(sec, "panvk-no-fp16", sub, d.name);
         if (!d.integer_dot) issue(sec, "panvk-no-int-dot", sub, d.name);
       }
+      // [N8] ../shared/PLATFORMS.md: panvk reports shaderFloat16 from Mesa 25.1 and
+      // shaderIntegerDotProduct from 25.2; below them, say so whatever the device reports.
+      if (is_panvk(d) && d.has_driver_props) {
+        if (auto v = mesa_version(d.driver_info); v && *v < std::make_pair(25, 2)) {
+          const bool pre_fp16 = *v < std::make_pair(25, 1);
+          issue(sec, "panvk-mesa-old", sub,
+                fmt::format("{}: Mesa {}.{}, below {}", d.name, v->first, v->second,
+                            pre_fp16 ? "25.1 (shaderFloat16) and 25.2 (shaderIntegerDotProduct)"
+                                     : "25.2 (shaderIntegerDotProduct)"));
+        }
+      }
       bool mesa = d.has_driver_props &&
                   std::find(k_mesa_drivers.begin(), k_mesa_drivers.end(), d.driver_id) != k_mesa_drivers.end();
       if (!d.has_driver_props) {

@@ -33,15 +33,27 @@ constexpr std::array k_issues = {
                "a panvk device whose VkPhysicalDeviceShaderFloat16Int8Features.shaderFloat16 is false",
                "this panvk has no fp16 arithmetic (shaderFloat16): rocky falls back to its fp32 kernels "
                "(slower, more registers)",
-               "upgrade Mesa: panvk gained VK_KHR_shader_float16_int8 after Mesa 24.0",
-               "Mesa docs/features.txt: VK_KHR_shader_float16_int8 lacks panvk in the Mesa 24.0 tree and lists "
-               "it in 2025's main; Vulkan spec VkPhysicalDeviceShaderFloat16Int8Features"},
+               "upgrade Mesa to 25.1 or newer: panvk reports shaderFloat16 (VK_KHR_shader_float16_int8) from "
+               "Mesa 25.1",
+               "rocky shared/PLATFORMS.md (panvk: shaderFloat16 from Mesa 25.1; Mesa release notes); Vulkan spec "
+               "VkPhysicalDeviceShaderFloat16Int8Features"},
     KnownIssue{"panvk-no-int-dot", Severity::warn, "a panvk device whose shaderIntegerDotProduct feature is false",
                "this panvk has no integer dot product (shaderIntegerDotProduct): rocky uses its non-dot int8 "
                "kernels (slower)",
-               "upgrade Mesa: panvk gained VK_KHR_shader_integer_dot_product after Mesa 24.0",
-               "Mesa docs/features.txt: VK_KHR_shader_integer_dot_product lacks panvk in the Mesa 24.0 tree and "
-               "lists it in 2025's main; Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
+               "upgrade Mesa to 25.2 or newer: panvk reports shaderIntegerDotProduct "
+               "(VK_KHR_shader_integer_dot_product) from Mesa 25.2",
+               "rocky shared/PLATFORMS.md (panvk: shaderIntegerDotProduct and VK_ARM_shader_core_properties from "
+               "Mesa 25.2; Mesa release notes); Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
+    // [N8] The version rule, apart from what the device reports: below these releases panvk is known
+    // to lack the features (a backport may report them; the feature rows above judge what it reports).
+    KnownIssue{"panvk-mesa-old", Severity::warn,
+               "a panvk device whose driverInfo says Mesa older than 25.2 (shaderFloat16 from 25.1, "
+               "shaderIntegerDotProduct from 25.2)",
+               "this Mesa's panvk predates features rocky's fast kernels use (shaderFloat16 came with Mesa 25.1, "
+               "shaderIntegerDotProduct with 25.2)",
+               "upgrade Mesa to 25.2 or newer (a distribution backport or a Mesa build with "
+               "-Dvulkan-drivers=panfrost)",
+               "rocky shared/PLATFORMS.md (Mali-G610: features differ by Mesa version; Mesa release notes)"},
     KnownIssue{"driver-version-unknown", Severity::warn,
                "a Mesa driver whose driverInfo does not start with \"Mesa <major>.<minor>\", or a device "
                "without VkPhysicalDeviceDriverProperties",

@@ -105,6 +105,7 @@ nlohmann::json row_json(const BenchRow& r) {
       {"roof_kind", r.roof_kind},
       {"roof_pct", r.roof_pct},
       {"matmul_path", r.matmul_path},
+      {"tiles", r.tiles},
       {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile},
       {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch}};
 }
@@ -260,6 +261,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.n_ubatch = ub;
     base.reps = p.reps;
     base.matmul_path = path_used();
+    base.tiles = s.backend().stats().tiles;  // [N8] the tuning profile and its tiles
+    if (!base.tiles.empty()) log(fmt::format("bench: ub {} tiles: {}", ub, base.tiles));
     base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
     // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
     auto profile_by_op = [&] {

@@ -83,6 +83,7 @@ struct BenchRow {
   std::string roof_kind;         // "int8_dot" | "fp32" | "copy" | "" (no roofline)
   double roof_pct = 0;           // % of that peak; 0 when roof_kind is ""
   std::string matmul_path;       // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
+  std::string tiles;             // [N8] the tuning profile and the tiles of its kernels ("" on the CPU)
   nlohmann::json profile;        // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
   // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
   // plan (plan_arena), setup / record / submit_wait / readback (Context::stats().host; zero

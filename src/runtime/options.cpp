@@ -43,6 +43,7 @@ void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o) {
   o.cache_dir = e.cache_dir;
   o.loader = e.vulkan_loader;
   o.xdg_runtime_dir = e.xdg_runtime_dir;
+  o.no_profile = e.no_profile;
 }
 
 vulkan::InstanceOptions instance_options(const EnvOptions& e) {

@@ -34,13 +34,16 @@ struct EnvOptions {
   std::string vulkan_loader;    // ROCKY_VULKAN_LOADER ("" = the default)
   std::string cache_dir;        // $XDG_CACHE_HOME, else $HOME/.cache, else ""
   std::string xdg_runtime_dir;  // XDG_RUNTIME_DIR ("" = unset)
+  // [N8] --no-profile (any command): skip the tuning profile `rocky tune` wrote for the device
+  // (src/tune/store.hpp). Set by main from the flag, not from the environment.
+  bool no_profile = false;
 };
 
 // Reads every variable above now.
 EnvOptions read_env();
 
 // What the Vulkan backend and the device tools take from it.
-void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o);  // lab, cache_dir, loader, xdg_runtime_dir
+void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o);  // lab, cache_dir, loader, xdg_runtime_dir, no_profile
 vulkan::InstanceOptions instance_options(const EnvOptions& e);  // loader, xdg_runtime_dir
 
 // ROCKY_DEVICE_MEMORY_LIMIT as bytes (0 when unset); rocky::Error when set but not a byte count.

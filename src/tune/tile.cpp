@@ -29,6 +29,26 @@ std::string MatmulTile::str() const {
                      prefetch, vec4 ? "" : " v1");
 }
 
+std::string MatvecRule::str() const {
+  return fmt::format("wg{} rows{} groups{} split{} unroll{}{}", wg, rows, min_groups, split, unroll,
+                     wg_by_k ? " byk" : "");
+}
+
+std::string FlashTile::str() const { return fmt::format("wg{} br{} tr{} tc{} pf{}", wg, br, tr, tc, prefetch); }
+
+std::string DeviceProfile::tiles_str() const {
+  std::string s = "mmq " + mmq.str();
+  if (!mmq_alt.empty()) {
+    s += " | alt";
+    for (size_t i = 0; i < mmq_alt.size(); ++i) s += (i ? ", " : " ") + mmq_alt[i].str();
+    s += fmt::format(" (≥ {} groups)", min_workgroups);
+  }
+  s += " | mm " + mm.str() + " | mmv " + mmv.str();
+  if (!attn.empty()) s += " | attn " + attn.front().str();
+  if (!attn_wide.empty() && !(attn_wide.front() == attn.front())) s += " | attn_wide " + attn_wide.front().str();
+  return s;
+}
+
 namespace {
 
 MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm, uint32_t wn, uint32_t tm, uint32_t tn,
@@ -54,9 +74,13 @@ const std::vector<DeviceProfile>& builtin_profiles() {
   };
   static const std::vector<DeviceProfile> all = [&] {
     std::vector<DeviceProfile> v;
-    // mul_mmq 4×2 → 16 accumulator registers: 0 spills, tls 0 with Mesa 25.0.7's G610 compiler
-    // (4×4 → 32 spilled 13:68, 200 B: docs/tuning-log.md).
-    v.push_back(prof("mali-valhall", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
+    // [N8] Modeled, never run on a board: `rocky tune --offline mali-g610` (src/tune/profiles/mali-g610.json,
+    // which tests/fast/test_tune.cpp keeps equal to this and the mali label compiles) ranked every
+    // candidate with Mesa 25.0.7's G610 compiler: mul_mmq 64×32, BK 64, 2×4 per invocation (16
+    // accumulator registers; 0.151 static cycles per MAC against 0.215 for the hand-made 64×32 BK 32
+    // 4×2, whose BK 64 form spills for q6_K) and mul_mm 16×64, BK 64, 8×2 (64 invocations). 0 spills,
+    // tls 0 for every type, layout and epilogue. (4×4 → 32 registers spilled 13:68, 200 B: docs/tuning-log.md.)
+    v.push_back(prof("mali-valhall", 16, tile(64, 32, 64, 32, 16, 2, 4, 0, 0), tile(16, 64, 64, 8, 32, 8, 2)));
     v.push_back(prof("adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
     v.push_back(prof("intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
     v.push_back(prof("amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)));
@@ -72,6 +96,22 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     v.back().min_workgroups = 120;
     v.push_back(prof("llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)));
     v.push_back(prof("generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
+    // Decode matvec_mmq shapes and flash-attention tiles per device class (moved here from
+    // ops/matmul.cpp and ops/attention.cpp, where the reasons are written down; same values).
+    const MatvecRule mmv_cpu{32, 8, 1, 0, 1, 0}, mmv_nv{64, 4, 256, 0, 1, 1}, mmv_arm{64, 1, 1, 2, 1, 0},
+        mmv_gpu{64, 4, 512, 0, 1, 0};
+    const std::vector<FlashTile> attn_cpu{{64, 32, 4, 4, 0}, {64, 32, 4, 1, 0}, {64, 16, 2, 2, 0}, {64, 8, 1, 1, 0}};
+    const std::vector<FlashTile> attn_arm{{128, 16, 1, 2, 0}, {64, 8, 1, 1, 0}};
+    const std::vector<FlashTile> attn_arm_wide{{128, 8, 1, 1, 0}, {64, 8, 1, 1, 0}};
+    const std::vector<FlashTile> attn_gpu{{128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1, 0}};
+    for (DeviceProfile& p : v) {
+      p.mmv = p.name == "llvmpipe"       ? mmv_cpu
+              : p.name == "nvidia"       ? mmv_nv
+              : p.name == "mali-valhall" ? mmv_arm
+                                         : mmv_gpu;
+      p.attn = p.name == "llvmpipe" ? attn_cpu : p.name == "mali-valhall" ? attn_arm : attn_gpu;
+      if (p.name == "mali-valhall") p.attn_wide = attn_arm_wide;
+    }
     return v;
   }();
   return all;
@@ -115,7 +155,82 @@ const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& drive
   return builtin_profile("generic");
 }
 
+const DeviceProfile& builtin_for_device(uint32_t vendor_id, const std::string& driver_name, bool cpu) {
+  if (cpu) return builtin_profile("llvmpipe");
+  switch (vendor_id) {
+    case 0x13B5: return builtin_profile("mali-valhall");
+    case 0x5143: return builtin_profile("adreno");
+    case 0x8086: return builtin_profile("intel");
+    case 0x1002: return builtin_profile("amd");
+    case 0x10DE: return builtin_profile("nvidia");
+    default: break;
+  }
+  if (driver_name.find("panvk") != std::string::npos) return builtin_profile("mali-valhall");
+  return builtin_profile("generic");
+}
+
 namespace {
+
+uint32_t json_uint(const nlohmann::json& v, uint64_t lo, uint64_t hi, const std::string& where) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() < lo || v.get<uint64_t>() > hi)
+    fail("{}: expected an integer in {}..{}", where, lo, hi);
+  return v.get<uint32_t>();
+}
+
+MatvecRule mmv_from_json(const nlohmann::json& j, const MatvecRule& base, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected an object", where);
+  MatvecRule r = base;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const std::string w = where + "." + k;
+    if (k == "wg") {
+      r.wg = json_uint(it.value(), 4, 1024, w);
+      if (r.wg & (r.wg - 1)) fail("{}: expected a power of two", w);
+    } else if (k == "rows") {
+      r.rows = json_uint(it.value(), 1, 1024, w);
+    } else if (k == "min_groups") {
+      r.min_groups = json_uint(it.value(), 0, 1000000, w);
+    } else if (k == "split") {
+      r.split = json_uint(it.value(), 0, 2, w);
+    } else if (k == "unroll") {
+      r.unroll = json_uint(it.value(), 1, 2, w);
+    } else if (k == "wg_by_k") {
+      r.wg_by_k = json_uint(it.value(), 0, 1, w);
+    } else {
+      fail("{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k)", where, k);
+    }
+  }
+  if (r.rows > r.wg) fail("{}: rows {} > wg {}", where, r.rows, r.wg);
+  return r;
+}
+
+std::vector<FlashTile> attn_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_array()) fail("{}: expected an array of tiles", where);
+  std::vector<FlashTile> v;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string w = fmt::format("{}[{}]", where, i);
+    if (!j[i].is_object()) fail("{}: expected an object", w);
+    FlashTile t;
+    for (auto it = j[i].begin(); it != j[i].end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "wg")
+        t.wg = json_uint(it.value(), 1, 1024, w + ".wg");
+      else if (k == "br")
+        t.br = json_uint(it.value(), 1, 1024, w + ".br");
+      else if (k == "tr")
+        t.tr = json_uint(it.value(), 1, 1024, w + ".tr");
+      else if (k == "tc")
+        t.tc = json_uint(it.value(), 1, 1024, w + ".tc");
+      else if (k == "prefetch")
+        t.prefetch = json_uint(it.value(), 0, 1, w + ".prefetch");
+      else
+        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch)", w, k);
+    }
+    if (t.br % t.tr || t.wg % (t.br / t.tr)) fail("{}: want BR % TR == 0 and WG % (BR / TR) == 0", w);
+    v.push_back(t);
+  }
+  return v;
+}
 
 MatmulTile tile_from_json(const nlohmann::json& j, const MatmulTile& base, const std::string& where) {
   MatmulTile t = base;
@@ -190,14 +305,37 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
       if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1)
         fail("{}: mmq_q6k_nibbles: expected 0 or 1", path);
       p.mmq_q6k_nibbles = it.value().get<uint32_t>() == 1;
+    } else if (k == "mmv") {
+      p.mmv = mmv_from_json(it.value(), p.mmv, path + ": mmv");
+    } else if (k == "attn") {
+      p.attn = attn_from_json(it.value(), path + ": attn");
+    } else if (k == "attn_wide") {
+      p.attn_wide = attn_from_json(it.value(), path + ": attn_wide");
+    } else if (k == "modeled") {
+      p.modeled = json_uint(it.value(), 0, 1, path + ": modeled") == 1;
+    } else if (k == "deny") {
+      if (!it.value().is_array()) fail("{}: deny: expected an array", path);
+      p.deny.clear();
+      for (size_t i = 0; i < it.value().size(); ++i) {
+        const nlohmann::json& d = it.value()[i];
+        if (!d.is_object() || !d.contains("kernel") || !d["kernel"].is_string() || !d.contains("tile") ||
+            !d["tile"].is_string())
+          fail("{}: deny[{}]: expected {{\"kernel\": …, \"tile\": …, \"reason\": …}}", path, i);
+        p.deny.push_back(
+            {d["kernel"].get<std::string>(), d["tile"].get<std::string>(), d.value("reason", std::string())});
+      }
+    } else if (k == "device" || k == "tune" || k == "results" || k == "note") {
+      if (k == "device" && !it.value().is_object()) fail("{}: device: expected an object", path);
+      // rocky tune's record (src/tune/store.hpp): the device key is checked where profiles are looked up.
     } else {
       fail(
           "{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, "
-          "mmq_q6k_nibbles)",
+          "mmq_q6k_nibbles, mmv, attn, attn_wide, modeled, deny, device, tune, results, note)",
           path, k);
     }
   }
   p.name += " (override " + path + ")";
+  p.path = path;
   return p;
 }
 

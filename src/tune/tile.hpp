@@ -17,7 +17,13 @@
 //    "mm":  {...same fields...},
 //    "mmq_alt": [{...}, ...],                // more mul_mmq tiles, in order of preference
 //    "min_workgroups": 100,                  // pick_mmq_tile: first tile with this many workgroups
-//    "mmq_q4k_nibbles": 1}                   // q4_K and q6_K repacked as nibble pairs (else int8)
+//    "mmq_q4k_nibbles": 1,                   // q4_K and q6_K repacked as nibble pairs (else int8)
+//    "mmv": {"wg":64,"rows":4,"min_groups":512,"split":0,"unroll":1,"wg_by_k":0},  // decode matvec_mmq
+//    "attn": [{"wg":128,"br":16,"tr":1,"tc":2,"prefetch":1}, ...],  // flash-attention tiles, best first
+//    "attn_wide": [...],                     // the same for head_dim > 128 (absent/empty: "attn")
+//    "modeled": 0,                           // 1: ranked by an offline compiler's model, never run
+//    "deny": [{"kernel":"mul_mmq","tile":"bm…","reason":"…"}],  // candidates rocky tune refused
+//    "device": {...}, "tune": {...}, "results": [...]}  // written by rocky tune (src/tune/store.hpp)
 // Errors: rocky::Error naming the file and field.
 #pragma once
 
@@ -50,6 +56,34 @@ struct MatmulTile {
   std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1" (+ " v1" when vec4 = 0)
 };
 
+// [N8] The decode matvec_mmq's shape rule (ops/matmul.cpp, fast::matvec_shape): `wg` invocations
+// per workgroup, at most `rows` rows per workgroup (halved, down to 1, while fewer than `min_groups`
+// workgroups would cover M), `split` 0|1|2 (block, half-block, quarter-block steps), `unroll` 1|2;
+// `wg_by_k` = 1: the invocations follow the row's 32-blocks (≤ 64 blocks: 32; ≥ 256 blocks: 128
+// with unroll 2; NVIDIA, docs/tuning-log.md #16).
+struct MatvecRule {
+  uint32_t wg = 64, rows = 4, min_groups = 512, split = 0, unroll = 1, wg_by_k = 0;
+  std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk")
+  bool operator==(const MatvecRule&) const = default;
+};
+
+// [N8] A flash-attention tile (ops/attention.cpp, shaders/attention_flash.comp): invocations, query
+// rows per workgroup, rows and keys per invocation, K/V prefetch through registers.
+struct FlashTile {
+  uint32_t wg = 64, br = 8, tr = 1, tc = 1, prefetch = 0;
+  uint32_t ct() const { return wg / (br / tr); }
+  uint32_t bc() const { return tc * ct(); }
+  uint32_t shared_bytes(uint32_t hd) const { return (br + bc()) * (hd / 4 + 1) * 16 + br * (bc() + ct()) * 4; }
+  std::string str() const;  // "wg128 br16 tr1 tc2 pf1"
+  bool operator==(const FlashTile&) const = default;
+};
+
+// [N8] A candidate rocky tune refused (failed to compile, spilled, lost the device, ran past the
+// time limit, or gave a wrong answer): never picked again on this device and driver.
+struct DenyEntry {
+  std::string kernel, tile, reason;
+};
+
 struct DeviceProfile {
   std::string name;                // "mali-valhall", "adreno", "intel", "amd", "nvidia", "llvmpipe", "generic"
   uint32_t max_accumulators = 16;  // per invocation, f32 (the register budget of one thread)
@@ -71,6 +105,20 @@ struct DeviceProfile {
   // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;
+  // [N8] The decode matvec_mmq's shape rule and the flash-attention tiles (best first; the first
+  // that fits the device is used; `attn_wide` for head_dim > 128, empty = `attn`).
+  MatvecRule mmv;
+  std::vector<FlashTile> attn, attn_wide;
+  // [N8] Made by `rocky tune --offline` from a compiler's model (never run on the device), the
+  // candidates the search refused, and the file the profile came from ("" = built in).
+  bool modeled = false;
+  std::vector<DenyEntry> deny;
+  std::string path;
+  const std::vector<FlashTile>& attn_tiles(uint32_t head_dim) const {
+    return head_dim > 128 && !attn_wide.empty() ? attn_wide : attn;
+  }
+  // "mmq bm… | alt bm…, bm… (≥ N groups) | mm bm… | mmv wg… | attn wg…": what the kernels use.
+  std::string tiles_str() const;
 };
 
 // The built-in profiles, and the one by name (rocky::Error listing the names when unknown).
@@ -80,6 +128,9 @@ const DeviceProfile& builtin_profile(const std::string& name);
 // The profile for a device: PCI vendor id (0x13B5 Arm, 0x5143 Qualcomm, 0x8086 Intel, 0x1002 AMD,
 // 0x10DE NVIDIA) and driver name ("llvmpipe" → llvmpipe; panvk → mali-valhall).
 const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name);
+// The same by device class, as the matvec and attention rules chose before they were data: a CPU
+// device → llvmpipe, else by vendor id (panvk → mali-valhall), else generic.
+const DeviceProfile& builtin_for_device(uint32_t vendor_id, const std::string& driver_name, bool cpu);
 
 // The mul_mmq tile for an M × N product: the first of {mmq, mmq_alt...} whose grid
 // ceil(M/BM)·ceil(N/BN) has at least min_workgroups workgroups, else the one with the most

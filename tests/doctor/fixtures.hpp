@@ -72,7 +72,7 @@ class FakeProbe : public doctor::SystemProbe {
 inline constexpr uint32_t k_vk_1_3 = (1u << 22) | (3u << 12);
 inline constexpr uint32_t k_vk_1_4 = (1u << 22) | (4u << 12);
 
-inline doctor::VulkanDevice panvk_g610(bool fp16 = true, bool dot = true, const std::string& info = "Mesa 25.0.7") {
+inline doctor::VulkanDevice panvk_g610(bool fp16 = true, bool dot = true, const std::string& info = "Mesa 25.2.4") {
   doctor::VulkanDevice d;
   d.name = "Mali-G610 MC4";
   d.type = "integrated GPU";

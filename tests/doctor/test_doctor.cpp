@@ -374,6 +374,39 @@ TEST(DoctorFixture, PanvkWithoutFp16OrIntDotWarnsFromFeatures) {
   EXPECT_EQ(need(r, "result").status, Status::ok);               // usable, just slower
 }
 
+// [N8] The panvk version rule (../shared/PLATFORMS.md): shaderFloat16 from Mesa 25.1,
+// shaderIntegerDotProduct from 25.2; below them a warning naming the version, whatever the device
+// reports; at 25.2 none.
+TEST(DoctorFixture, PanvkVersionRuleFollowsPlatforms) {
+  Tree t("panvk_versions");
+  rocky::test::rk3588_panthor(t);
+  {
+    Report r = diagnose(board(t, rocky::test::facts_with({rocky::test::panvk_g610(true, true, "Mesa 25.0.7")})));
+    const Check& c = need(r, "issue.panvk-mesa-old.0");
+    EXPECT_EQ(c.status, Status::warn);
+    EXPECT_THAT(c.title, HasSubstr("Mesa 25.0, below 25.1 (shaderFloat16) and 25.2 (shaderIntegerDotProduct)"));
+    EXPECT_THAT(c.fix, HasSubstr("25.2 or newer"));
+    EXPECT_THAT(c.source, HasSubstr("PLATFORMS.md"));
+    EXPECT_EQ(r.find("issue.panvk-no-fp16.0"), nullptr);  // what the device reports is judged apart
+  }
+  {
+    Report r = diagnose(board(t, rocky::test::facts_with({rocky::test::panvk_g610(true, false, "Mesa 25.1.5")})));
+    EXPECT_THAT(need(r, "issue.panvk-mesa-old.0").title, HasSubstr("Mesa 25.1, below 25.2 (shaderIntegerDotProduct)"));
+    EXPECT_THAT(need(r, "issue.panvk-no-int-dot.0").fix, HasSubstr("Mesa 25.2"));
+    EXPECT_EQ(r.find("issue.panvk-no-fp16.0"), nullptr);
+  }
+  for (const char* ok : {"Mesa 25.2.0", "Mesa 26.0.1"}) {
+    Report r = diagnose(board(t, rocky::test::facts_with({rocky::test::panvk_g610(true, true, ok)})));
+    EXPECT_EQ(r.find("issue.panvk-mesa-old.0"), nullptr) << ok;
+    EXPECT_TRUE(ids_with_status(r, Status::warn).empty()) << ok;
+  }
+  {
+    Report r = diagnose(board(t, rocky::test::facts_with({rocky::test::panvk_g610(false, false, "Mesa 24.0.9")})));
+    EXPECT_THAT(need(r, "issue.panvk-no-fp16.0").fix, HasSubstr("Mesa 25.1"));
+    EXPECT_EQ(need(r, "issue.panvk-mesa-old.0").status, Status::warn);
+  }
+}
+
 TEST(DoctorFixture, UnknownDriverVersionIsAWarningNotAGuess) {
   Tree t("version_unknown");
   rocky::test::rk3588_panthor(t);

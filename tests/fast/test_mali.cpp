@@ -239,4 +239,72 @@ TEST(Mali, AttentionFlashIsSpillFree) {
   EXPECT_EQ(n, 8);
 }
 
+// [N8] The shipped Mali profile (src/tune/profiles/mali-g610.json) is the one `rocky tune --offline
+// mali-g610` wrote — modeled, never run on a board — and the built-in mali-valhall holds its tiles,
+// so EveryShippedVariantIsSpillFree and AttentionFlashIsSpillFree compile every variant of it; its
+// tiles are compiled here once more straight from the file (every mul_mmq type, both layouts,
+// every epilogue; mul_mm and mul_mm_f16) and its deny list holds only real refusals.
+TEST(Mali, ShippedProfileIsModeledAndSpillFree) {
+  const std::string tool = rocky::test::shared_path("mali/g610-stats");
+  const char* home_env = std::getenv("MALI_G610_HOME");
+  const std::string home = home_env ? home_env : "/opt/mali-g610-offline";
+  const std::string spv_dir = std::string(ROCKY_BINARY_DIR) + "/src/backend/vulkan/shaders/";
+  const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/mali-g610.json";
+  const rocky::tune::DeviceProfile f =
+      rocky::tune::load_profile_override(path, rocky::tune::builtin_profile("generic"));
+  const rocky::tune::DeviceProfile& m = rocky::tune::builtin_profile("mali-valhall");
+  ASSERT_TRUE(f.modeled);
+  EXPECT_EQ(f.mmq.str(), m.mmq.str());
+  EXPECT_EQ(f.mm.str(), m.mm.str());
+  EXPECT_EQ(f.attn, m.attn);
+  EXPECT_EQ(f.attn_wide, m.attn_wide);
+  // The attention tiles are the ones AttentionFlashIsSpillFree compiles.
+  ASSERT_FALSE(f.attn.empty());
+  EXPECT_EQ(f.attn.front().str(), "wg128 br16 tr1 tc2 pf0");
+  EXPECT_EQ(f.attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
+  for (const auto& d : f.deny) EXPECT_NE(d.reason.find("mali-g610"), std::string::npos) << d.tile;
+  auto stats = [&](const std::string& shader, const std::string& spec) {
+    int status = 0;
+    const std::string cmd =
+        "MALI_G610_HOME='" + home + "' '" + tool + "' '" + spv_dir + shader + ".spv' " + spec + " --json 2>&1";
+    const std::string out = run(cmd, &status);
+    EXPECT_EQ(status, 0) << cmd << "\n" << out;
+    const size_t b = out.find('{');
+    if (b == std::string::npos) return nlohmann::json();
+    return nlohmann::json::parse(out.substr(b, out.find('\n', b) - b));
+  };
+  int n = 0;
+  auto id = [](int i, uint32_t v) { return " -s " + std::to_string(i) + "=" + std::to_string(v); };
+  const rocky::tune::MatmulTile& t = f.mmq;
+  for (const char* sh : {"mul_mmq", "mul_mmq_nodot"})
+    for (uint32_t type : {2u, 6u, 7u, 8u, 12u, 13u, 14u})
+      for (uint32_t nib : {0u, 1u})
+        for (uint32_t epi : {0u, 1u, 2u}) {
+          const std::string spec =
+              id(ROCKY_SC_WG, t.wg) + id(ROCKY_SC_WTYPE, type) + id(ROCKY_SC_BM, t.bm) + id(ROCKY_SC_BN, t.bn) +
+              id(ROCKY_SC_BK, t.bk) + id(ROCKY_SC_WM, t.wm) + id(ROCKY_SC_WN, t.wn) + id(ROCKY_SC_TM, t.tm) +
+              id(ROCKY_SC_TN, t.tn) + id(ROCKY_SC_BK_STEP, t.bk_step) + id(ROCKY_SC_PREFETCH, t.prefetch) +
+              id(ROCKY_SC_MMQ_VEC4, t.vec4) + id(ROCKY_SC_MMQ_NIB, nib) + id(ROCKY_SC_MMQ_EPI, epi);
+          const nlohmann::json j = stats(sh, spec);
+          ASSERT_TRUE(j.is_object()) << sh << spec;
+          EXPECT_EQ(j["spills"].get<int>(), 0) << sh << spec;
+          EXPECT_EQ(j["fills"].get<int>(), 0) << sh << spec;
+          EXPECT_EQ(j["tls_bytes"].get<int>(), 0) << sh << spec;
+          ++n;
+        }
+  const rocky::tune::MatmulTile& u = f.mm;
+  for (const char* sh : {"mul_mm", "mul_mm_f16"})
+    for (uint32_t type : {1u, 2u, 8u, 12u, 14u}) {
+      const std::string spec = id(ROCKY_SC_WG, u.wg) + id(ROCKY_SC_WTYPE, type) + id(ROCKY_SC_BM, u.bm) +
+                               id(ROCKY_SC_BN, u.bn) + id(ROCKY_SC_BK, u.bk) + id(ROCKY_SC_WM, u.wm) +
+                               id(ROCKY_SC_WN, u.wn) + id(ROCKY_SC_TM, u.tm) + id(ROCKY_SC_TN, u.tn);
+      const nlohmann::json j = stats(sh, spec);
+      ASSERT_TRUE(j.is_object()) << sh << spec;
+      EXPECT_EQ(j["spills"].get<int>(), 0) << sh << spec;
+      EXPECT_EQ(j["tls_bytes"].get<int>(), 0) << sh << spec;
+      ++n;
+    }
+  EXPECT_EQ(n, 2 * 7 * 2 * 3 + 2 * 5);
+}
+
 }  // namespace

@@ -1,10 +1,12 @@
 // Tiles as data: profile selection, budgets, shared-memory limits, JSON overrides.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "common/shared.hpp"
 #include "core/error.hpp"
+#include "tune/store.hpp"
 #include "tune/tile.hpp"
 
 namespace rocky::tune {
@@ -122,6 +124,128 @@ TEST(Tune, JsonOverride) {
   err(R"({"max_accumulators": 0})", "max_accumulators");
   err(R"({"profile": "nope"})", "unknown tuning profile");
   EXPECT_THROW(load_profile_override("/nonexistent/x.json", base), rocky::Error);
+}
+
+// [N8] A profile written as rocky tune writes it loads back with every field: tiles, the matvec rule,
+// the flash-attention tiles, the deny list, modeled; rocky tune's own record is accepted.
+TEST(Tune, ProfileFileRoundTrip) {
+  DeviceProfile p = builtin_profile("nvidia");
+  p.mmq.bm = 64;
+  p.mmq.wg = p.mmq.derived_invocations();
+  p.mmv = {128, 2, 64, 1, 2, 0};
+  p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}};
+  p.attn_wide = {{64, 8, 1, 1, 0}};
+  p.modeled = true;
+  p.deny = {{"mul_mmq", "bm128 …", "spills"}};
+  nlohmann::json j = profile_to_json(p, "nvidia");
+  j["device"] = key_to_json({0x10DE, 0x2335, 0x12345678, "H200", "NVIDIA", "580"});
+  j["tune"] = {{"tool", "rocky tune"}, {"complete", 1}};
+  j["results"] = nlohmann::json::array({{{"kernel", "mul_mmq"}, {"ms", 1.5}}});
+  const std::string path = rocky::test::scratch_dir("fast_tune") + "/round.json";
+  write_json_file(path, j);
+  const DeviceProfile q = load_profile_override(path, builtin_profile("generic"));
+  EXPECT_EQ(q.mmq.str(), p.mmq.str());
+  EXPECT_EQ(q.mm.str(), p.mm.str());
+  ASSERT_EQ(q.mmq_alt.size(), p.mmq_alt.size());
+  for (size_t i = 0; i < q.mmq_alt.size(); ++i) EXPECT_EQ(q.mmq_alt[i].str(), p.mmq_alt[i].str());
+  EXPECT_EQ(q.min_workgroups, p.min_workgroups);
+  EXPECT_EQ(q.max_accumulators, p.max_accumulators);
+  EXPECT_TRUE(q.mmv == p.mmv) << q.mmv.str();
+  EXPECT_EQ(q.attn, p.attn);
+  EXPECT_EQ(q.attn_wide, p.attn_wide);
+  EXPECT_TRUE(q.modeled);
+  ASSERT_EQ(q.deny.size(), 1u);
+  EXPECT_EQ(q.deny[0].reason, "spills");
+  EXPECT_EQ(q.path, path);
+  const StoredKey k = stored_key(read_json_file(path));
+  ASSERT_TRUE(k.ok);
+  EXPECT_EQ(k.key.device_id, 0x2335u);
+  EXPECT_EQ(profile_file_name(k.key), "10de-2335-12345678.json");
+  // Bad new fields name themselves.
+  auto err = [&](const std::string& text, const std::string& want) {
+    try {
+      load_profile_override(write("bad2.json", text), builtin_profile("generic"));
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const rocky::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  err(R"({"mmv": {"wg": 48}})", "mmv.wg: expected a power of two");
+  err(R"({"mmv": {"rows": 8, "wg": 4}})", "rows 8 > wg 4");
+  err(R"({"attn": [{"wg": 100, "br": 16, "tr": 1, "tc": 2}]})", "attn[0]: want BR % TR == 0 and WG % (BR / TR) == 0");
+  err(R"({"attn": {"wg": 1}})", "attn: expected an array");
+  err(R"({"deny": [{"kernel": 1}]})", "deny[0]");
+  err(R"({"modeled": 2})", "modeled: expected an integer in 0..1");
+}
+
+// [N8] Lookup by device key: the file named by the key; files of the same device under another
+// driver version are ignored with a note; a file whose recorded key is not the name's is not used.
+TEST(Tune, FindProfileByDeviceKey) {
+  namespace fs = std::filesystem;
+  const std::string dir = rocky::test::scratch_dir("fast_tune") + "/profiles";
+  fs::remove_all(dir);
+  EXPECT_TRUE(find_profile(dir, {0x10DE, 1, 2}).path.empty());  // no directory: nothing, no error
+  EXPECT_EQ(profiles_dir(""), "");
+  EXPECT_EQ(profiles_dir("/c"), "/c/rocky/profiles");
+  const DeviceKey mine{0x10DE, 0x2335, 0x100, "H200", "NVIDIA", ""};
+  nlohmann::json j = profile_to_json(builtin_profile("nvidia"), "nvidia");
+  j["device"] = key_to_json(mine);
+  write_json_file(dir + "/" + profile_file_name(mine), j);
+  DeviceKey older = mine;
+  older.driver_version = 0x99;
+  j["device"] = key_to_json(older);
+  write_json_file(dir + "/" + profile_file_name(older), j);
+  ProfileLookup f = find_profile(dir, mine);
+  EXPECT_EQ(f.path, dir + "/10de-2335-00000100.json");
+  ASSERT_EQ(f.notes.size(), 1u);
+  EXPECT_NE(f.notes[0].find("made for driver version 00000099"), std::string::npos) << f.notes[0];
+  // Another device: neither file.
+  f = find_profile(dir, {0x10DE, 0x2336, 0x100});
+  EXPECT_TRUE(f.path.empty());
+  EXPECT_TRUE(f.notes.empty());
+  // A copied file: the name says one driver, the record another.
+  fs::copy_file(dir + "/10de-2335-00000099.json", dir + "/10de-2335-00000200.json");
+  DeviceKey newer = mine;
+  newer.driver_version = 0x200;
+  f = find_profile(dir, newer);
+  EXPECT_TRUE(f.path.empty());
+  EXPECT_EQ(list_profiles(dir).size(), 3u);
+}
+
+// [N8] The matvec rule and the flash-attention tiles moved into the profiles keep their values.
+TEST(Tune, MatvecAndAttentionInTheProfiles) {
+  EXPECT_EQ(builtin_profile("llvmpipe").mmv.str(), "wg32 rows8 groups1 split0 unroll1");
+  EXPECT_EQ(builtin_profile("nvidia").mmv.str(), "wg64 rows4 groups256 split0 unroll1 byk");
+  EXPECT_EQ(builtin_profile("mali-valhall").mmv.str(), "wg64 rows1 groups1 split2 unroll1");
+  EXPECT_EQ(builtin_profile("amd").mmv.str(), "wg64 rows4 groups512 split0 unroll1");
+  EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");
+  EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg128 br16 tr1 tc2 pf1");
+  EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(128).front().str(), "wg128 br16 tr1 tc2 pf0");
+  EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
+  EXPECT_EQ(builtin_profile("generic").attn_tiles(256).front().str(), "wg128 br16 tr1 tc2 pf1");
+  EXPECT_EQ(builtin_for_device(0x10DE, "llvmpipe", false).name, "nvidia");
+  EXPECT_EQ(builtin_for_device(0x10DE, "NVIDIA", true).name, "llvmpipe");
+  EXPECT_EQ(builtin_for_device(0x1234, "panvk", false).name, "mali-valhall");
+  EXPECT_EQ(builtin_for_device(0x1234, "x", false).name, "generic");
+}
+
+// [N8] The shipped Mali profile is the modeled one rocky tune --offline mali-g610 wrote
+// (src/tune/profiles/mali-g610.json; the mali label compiles its variants): the built-in
+// mali-valhall holds the same tiles.
+TEST(Tune, BuiltinMaliIsTheModeledProfile) {
+  const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/mali-g610.json";
+  const DeviceProfile f = load_profile_override(path, builtin_profile("generic"));
+  const DeviceProfile& m = builtin_profile("mali-valhall");
+  EXPECT_TRUE(f.modeled);
+  EXPECT_EQ(f.mmq.str(), m.mmq.str());
+  EXPECT_EQ(f.mm.str(), m.mm.str());
+  EXPECT_EQ(f.mmq_alt.size(), m.mmq_alt.size());
+  EXPECT_EQ(f.max_accumulators, m.max_accumulators);
+  EXPECT_TRUE(f.mmv == m.mmv);
+  EXPECT_EQ(f.attn, m.attn);
+  EXPECT_EQ(f.attn_wide, m.attn_wide);
+  EXPECT_EQ(f.mmq_q4k_nibbles, m.mmq_q4k_nibbles);
+  EXPECT_EQ(f.mmq_q6k_nibbles, m.mmq_q6k_nibbles);
 }
 
 }  // namespace

@@ -281,6 +281,8 @@ DeviceInfo Instance::probe(uint32_t index) const {
   d.driver_name = driver.driverName;
   d.driver_info = driver.driverInfo;
   d.vendor_id = base.vendorID;
+  d.device_id = base.deviceID;
+  d.driver_version = base.driverVersion;
   d.type = base.deviceType;
   d.fp16 = f12.shaderFloat16;
   d.int8 = f12.shaderInt8;

@@ -26,12 +26,14 @@ struct MemoryHeapInfo {
 
 // Everything `rocky devices` prints and the backend decides on.
 struct DeviceInfo {
-  uint32_t index = 0;        // position in vkEnumeratePhysicalDevices
-  std::string name;          // "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string driver_name;   // "llvmpipe", "NVIDIA", "panvk" (VkPhysicalDeviceDriverProperties)
-  std::string driver_info;   // "Mesa 22.3.6 (LLVM 15.0.6)"
-  uint32_t vendor_id = 0;    // PCI vendor id (0x13B5 Arm, 0x10DE NVIDIA, …) [M5 profiles]
-  uint32_t api_version = 0;  // VK_MAKE_API_VERSION
+  uint32_t index = 0;           // position in vkEnumeratePhysicalDevices
+  std::string name;             // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string driver_name;      // "llvmpipe", "NVIDIA", "panvk" (VkPhysicalDeviceDriverProperties)
+  std::string driver_info;      // "Mesa 22.3.6 (LLVM 15.0.6)"
+  uint32_t vendor_id = 0;       // PCI vendor id (0x13B5 Arm, 0x10DE NVIDIA, …) [M5 profiles]
+  uint32_t api_version = 0;     // VK_MAKE_API_VERSION
+  uint32_t device_id = 0;       // [N8] VkPhysicalDeviceProperties::deviceID (tuning profiles' key)
+  uint32_t driver_version = 0;  // [N8] VkPhysicalDeviceProperties::driverVersion (vendor-encoded)
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   bool uma = false;                             // a device-local heap is also host-visible (no staging needed)
   bool fp16 = false;                            // shaderFloat16

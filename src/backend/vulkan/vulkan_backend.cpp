@@ -14,6 +14,7 @@
 #include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
+#include "tune/store.hpp"
 
 namespace rocky::vulkan {
 
@@ -80,7 +81,21 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     opts_.fold_norm = v == "1";
   }
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
+  // [N8] A profile `rocky tune` wrote for this device and driver (CACHE_DIR/rocky/profiles; src/tune/store.hpp)
+  // replaces the built-in one, said on stderr; no_profile (--no-profile) skips it.
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
+  if (!opts.no_profile) {
+    const DeviceInfo& di = device_->info();
+    const tune::ProfileLookup found =
+        tune::find_profile(tune::profiles_dir(opts.cache_dir),
+                           {di.vendor_id, di.device_id, di.driver_version, di.name, di.driver_name, di.driver_info});
+    for (const std::string& n : found.notes) fmt::print(stderr, "rocky: {}\n", n);
+    if (!found.path.empty()) {
+      mmq_profile_ = tune::load_profile_override(found.path, mmq_profile_);
+      mmq_profile_.name = "tuned (" + found.path + ")";
+      fmt::print(stderr, "rocky: tuning profile {} (--no-profile: the built-in one)\n", found.path);
+    }
+  }
   if (!lab.tune.empty()) mmq_profile_ = tune::load_profile_override(lab.tune, mmq_profile_);
 }
 
@@ -110,6 +125,7 @@ backend::BackendStats VulkanBackend::stats() const {
   s.memory.other = memory_->allocated_bytes(MemUse::OTHER);
   s.peak_bytes = memory_->peak_bytes();
   s.matmul = ops::matmul_path_name(opts_.matmul);
+  s.tiles = mmq_profile_.name + ": " + mmq_profile_.tiles_str();
   s.validation = instance_->validation();
   s.validation_errors = instance_->error_count();
   return s;

@@ -71,6 +71,9 @@ struct VulkanOptions {
   // Where the VkPipelineCache file lives (CACHE_DIR/rocky; "" = not persisted): $XDG_CACHE_HOME or
   // ~/.cache, from runtime::read_env.
   std::string cache_dir;
+  // [N8] Skip the tuning profile `rocky tune` wrote for this device (CACHE_DIR/rocky/profiles): the
+  // built-in one (and ROCKY_TUNE) only. CLI --no-profile.
+  bool no_profile = false;
   std::string loader;                          // ROCKY_VULKAN_LOADER ("" = libvulkan.so.1)
   std::optional<std::string> xdg_runtime_dir;  // for the hint when device creation fails (InstanceOptions)
 };

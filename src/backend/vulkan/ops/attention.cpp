@@ -29,13 +29,9 @@ namespace {
 constexpr uint32_t k_flash_min_tokens_gpu = 8;
 constexpr uint32_t k_flash_max_hd = 256;
 
-// Tiles are data: invocations, query rows per workgroup, rows and keys per invocation.
-struct FlashTile {
-  uint32_t wg, br, tr, tc, prefetch = 0;
-  uint32_t ct() const { return wg / (br / tr); }
-  uint32_t bc() const { return tc * ct(); }
-  uint32_t shared_bytes(uint32_t hd) const { return (br + bc()) * (hd / 4 + 1) * 16 + br * (bc() + ct()) * 4; }
-};
+// Tiles are data (tune::FlashTile, in the tuning profile: src/tune/tile.cpp): invocations, query
+// rows per workgroup, rows and keys per invocation.
+using tune::FlashTile;
 
 // Candidates per device class, best first; the first whose shared memory and workgroup size the
 // device allows is used. CPU drivers (lavapipe, 32 KB of shared memory): many accumulators per
@@ -45,11 +41,7 @@ struct FlashTile {
 // prefetched through registers — on the H200 (qwen2.5-3b, 512 tokens, 36 layers) 4.7 ms against
 // 26.4 ms for 32 rows × 32 keys, 2×4 scores (twice the workgroups, shorter causal critical path;
 // docs/tuning-log.md #12); the 32 × 32 tile (38 KB of shared memory at head_dim 128) is the
-// fallback order's second.
-constexpr FlashTile k_cpu_tiles[] = {{64, 32, 4, 4}, {64, 32, 4, 1}, {64, 16, 2, 2}, {64, 8, 1, 1}};
-constexpr FlashTile k_arm_tiles[] = {{128, 16, 1, 2}, {64, 8, 1, 1}};
-constexpr FlashTile k_arm_tiles_wide[] = {{128, 8, 1, 1}, {64, 8, 1, 1}};  // head_dim > 128
-constexpr FlashTile k_gpu_tiles[] = {{128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1}};
+// fallback order's second. The tables are the built-in profiles' attn / attn_wide.
 
 bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd) {
   return t.shared_bytes(hd) <= d.shared_memory && t.wg <= d.max_workgroup_invocations;
@@ -76,15 +68,14 @@ bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, Flas
 }
 
 // The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
-const FlashTile* flash_tile(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, FlashTile* scratch) {
+// The tiles: the profile's (e.prof), else the built-in profile of the device's class.
+const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* prof, const DeviceInfo& d, uint32_t hd,
+                            FlashTile* scratch) {
   if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
   if (tile_override(lab, d, hd, scratch)) return scratch;
-  std::span<const FlashTile> c = k_gpu_tiles;
-  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
-    c = k_cpu_tiles;
-  else if (d.vendor_id == 0x13B5)
-    c = hd <= 128 ? std::span<const FlashTile>(k_arm_tiles) : k_arm_tiles_wide;
-  for (const FlashTile& t : c)
+  if (prof == nullptr)
+    prof = &tune::builtin_for_device(d.vendor_id, d.driver_name, d.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+  for (const FlashTile& t : prof->attn_tiles(hd))
     if (fits(t, d, hd)) return &t;
   return nullptr;
 }
@@ -172,7 +163,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   const bool vec_ok = e.kv_f16 || e.info.vendor_id != 0x13B5;
   const uint32_t attn_hd = vec_ok && a.head_dim % kvec == 0 && pc.k_off % kvec == 0 ? a.head_dim : 0;
   FlashTile scratch{};
-  const FlashTile* tile = want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.info, a.head_dim, &scratch) : nullptr;
+  const FlashTile* tile =
+      want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) : nullptr;
   if (tile) {
     const FlashTile& t = *tile;
     const Pipeline& p = e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},
@@ -225,7 +217,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
   constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
   FlashTile scratch{};
-  if (want_flash(e.lab, e.info, a) && flash_tile(e.lab, e.info, a.head_dim, &scratch) != nullptr) return 0;
+  if (want_flash(e.lab, e.info, a) && flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) != nullptr) return 0;
   const SplitPlan sp = split_plan(e.lab, k_wg, a);
   if (sp.n_split < 2) return 0;
   return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;

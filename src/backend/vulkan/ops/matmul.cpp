@@ -62,31 +62,28 @@ void matvec_mmq(Env& e, const Weight& w, Region x, Region y, const std::string& 
 
 namespace rocky::vulkan::fast {
 
-// matvec_mmq's shape per device class (data; docs/tuning-log.md #16). `rows` is the most rows per
-// workgroup; it is halved (down to 1) while fewer than `min_groups` workgroups would cover M, so
-// that small matrices (attn_k: 256 rows) still spread over the whole GPU.
+// matvec_mmq's shape per device class: data in the tuning profile (tune::MatvecRule, src/tune/tile.cpp;
+// docs/tuning-log.md #16). `rows` is the most rows per workgroup; it is halved (down to 1) while
+// fewer than `min_groups` workgroups would cover M, so that small matrices (attn_k: 256 rows) still
+// spread over the whole GPU.
 //  - lavapipe runs a workgroup as one CPU thread's SIMD loop: few wide groups amortize its
-//    per-group cost;
+//    per-group cost (32 × 8 rows);
 //  - NVIDIA: up to 4 rows, x reused across the rows from registers, ≥ 256 groups; invocations by
-//    the row's 32-blocks (measured on the H200, tuning-log #16): ≤ 64 blocks (K ≤ 2,048) 32
-//    invocations (the q6_K head 134 → 124 µs) with rows by M (#24: 2 / 4 × 2 steps / 8), ≥ 256
-//    blocks (K ≥ 8,192) 128 with two steps per loop iteration (ffn_down 16.8 → 14.0 µs), else 64
-//    (64 × 4 beat × 2, × 8, × 16 there);
+//    the row's 32-blocks (wg_by_k; measured on the H200, tuning-log #16): ≤ 64 blocks (K ≤ 2,048) 32
+//    invocations (the q6_K head 134 → 124 µs) with rows by M (#24: 2 / 4 × 2 steps / 8; the
+//    rule's rows and unroll do not apply there), ≥ 256 blocks (K ≥ 8,192) 128 with two steps per
+//    loop iteration (ffn_down 16.8 → 14.0 µs), else 64 (64 × 4 beat × 2, × 8, × 16 there);
 //  - Mali (Valhall, 16-wide warps, ≤ 32 work registers for full occupancy): quarter-block steps
 //    (8 x values live) × 1 row — the offline G610 compiler gives 32 work registers for every type
 //    and both reductions (2 rows: 64 for q6_K with subgroups, i.e. half occupancy);
 //  - anything else: 64 × up to 4 rows, ≥ 512 groups.
-struct MatvecClass {
-  uint32_t wg, rows, min_groups, split, unroll;
-};
-static MatvecClass matvec_class(const DeviceInfo& d) {
-  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {32, 8, 1, 0, 1};
-  if (d.vendor_id == 0x10DE) return {64, 4, 256, 0, 1};
-  if (d.vendor_id == 0x13B5) return {64, 1, 1, 2, 1};
-  return {64, 4, 512, 0, 1};
+MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k) {
+  return matvec_shape(lab, tune::builtin_for_device(d.vendor_id, d.driver_name, d.type == VK_PHYSICAL_DEVICE_TYPE_CPU),
+                      d, m, k);
 }
 
-MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k) {
+MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m,
+                         uint64_t k) {
   MatvecShape s;
   s.subgroup = d.subgroup_arith;
   // ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides the choice (tuning experiments; tuning-log).
@@ -101,11 +98,11 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
     }
     return s;
   }
-  const MatvecClass c = matvec_class(d);
+  const tune::MatvecRule& c = prof.mmv;
   s.wg = std::min(c.wg, d.max_workgroup_invocations);
   s.split = c.split;
   s.unroll = c.unroll;
-  if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU && d.vendor_id == 0x10DE) {
+  if (c.wg_by_k) {
     const uint64_t blocks = k / 32;
     if (blocks <= 64) {
       // K ≤ 2,048 (tuning-log #24, bench-op at decode's conditions): the head (151936 rows) 8
@@ -121,6 +118,7 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
         s.rows = 2;
       }
       while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
+      while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
       return s;
     } else if (blocks >= 256 && d.max_workgroup_invocations >= 128) {
       s.wg = 128;
@@ -129,6 +127,8 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
   }
   s.rows = std::min(c.rows, s.wg);
   while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
+  // A profile's rule may not fit a smaller device: its shared-memory reduction needs rows · wg floats.
+  while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
   return s;
 }
 
@@ -144,7 +144,8 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
          epi.operand.bytes, w.rows * 4);
   if (norm != nullptr && (!norm->weight.buf || norm->weight.bytes < w.ne0 * 4))
     fail("{}: matvec_mmq norm weight holds {} bytes, {} needed", label, norm->weight.bytes, w.ne0 * 4);
-  const MatvecShape sh = matvec_shape(e.lab, e.info, w.rows, w.ne0);
+  const MatvecShape sh =
+      e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
   Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4}, false);
   Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4}, true);
   // Binding 4: the epilogue operand, or x again as a read-only dummy.

@@ -137,6 +137,10 @@ struct MatvecShape {
   bool subgroup = false;
 };
 MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k);
+// [N8] The same from a profile's rule (prof.mmv); the overload above uses the built-in profile of
+// the device's class (tune::builtin_for_device).
+MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m,
+                         uint64_t k);
 
 // The mmq repack of `w` bound in windows of whole rows, each window's two bindings (values at
 // 16-byte granularity, scale groups at 4; ws_off in words) within the recorder's binding limit including the
