@@ -64,5 +64,9 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
                int64_t n_tok, float* out);
+// [N7] Several sequences in one ubatch: token j attends to cache columns cell0[j] + [0, pos[j]]
+// (its sequence's cells; window as above), everything else as attention().
+void attention_seqs(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
+                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out);
 
 }  // namespace rocky::backend::cpu

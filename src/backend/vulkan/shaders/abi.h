@@ -40,10 +40,15 @@ using uint = uint32_t;
 // before each submit) instead of the push constant, so a recorded decode command buffer can be
 // replayed for every token (rope, kv_store, attention, attention_flash, rope_kv).
 #define ROCKY_SC_POS_BUF 10
+// [N7] POS_BUF = 2: a multi-sequence ubatch (graph::Graph::seq / pos): the step buffer holds, per
+// token j, its position at word k_tok_table + 2j and its sequence's first cache column (seq ·
+// n_ctx) at word k_tok_table + 2j + 1; token j's cache column is their sum (rope, kv_store,
+// rope_kv, attention_step, attention_split).
 
 // ---- Constants ----
 ROCKY_ABI_CONST(k_rope_normal, 0u)
 ROCKY_ABI_CONST(k_rope_neox, 1u)
+ROCKY_ABI_CONST(k_tok_table, 1u)
 
 // ---- Push constants, one struct per shader family ----
 
