@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/vulkan/shaders/fast_abi.h"
 #include "common/shared.hpp"
@@ -120,16 +121,22 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
         vs.push_back({"kv_store", id(ROCKY_SC_WG, 128) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_POS_BUF, pos), true});
       }
     }
+    // ROCKY_SC_ATTN_HD: the element loop (0) and the 16-byte q·k loop at head_dim 128 (f16 caches
+    // only: ops/attention.cpp keeps the element loop for f32 caches on Mali).
     for (const char* sh : {"attention", "attention_step"})
       for (int f16 : {0, 1})
-        vs.push_back({sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512), true});
+        for (int hd : f16 ? std::vector<int>{0, 128} : std::vector<int>{0})
+          vs.push_back(
+              {sh, id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512) + id(ROCKY_SC_ATTN_HD, hd),
+               true});
     // The split decode attention (decode at depth): both n_past sources, and its merge.
     for (int pos : {0, 1})
       for (int f16 : {0, 1})
-        vs.push_back(
-            {"attention_split",
-             id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512) + id(ROCKY_SC_POS_BUF, pos),
-             true});
+        for (int hd : f16 ? std::vector<int>{0, 128} : std::vector<int>{0})
+          vs.push_back({"attention_split",
+                        id(ROCKY_SC_WG, 64) + id(ROCKY_SC_KV_F16, f16) + id(ROCKY_SC_HD_MAX, 512) +
+                            id(ROCKY_SC_POS_BUF, pos) + id(ROCKY_SC_ATTN_HD, hd),
+                        true});
     vs.push_back({"attention_merge", id(ROCKY_SC_WG, 64), true});
     // attention_flash with the step buffer (CPU drivers' decode only; the Arm tile of head_dim 128).
     for (int f16 : {0, 1})

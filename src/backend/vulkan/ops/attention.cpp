@@ -167,6 +167,11 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                  static_cast<uint32_t>(b[2].delta / elem),
                  a.scale,
                  a.window};
+  // attention.comp's vector q·k (ROCKY_SC_ATTN_HD): K rows and K's offset in 16-byte units. Not
+  // with an f32 cache on Mali: 64 work registers there (half occupancy; f16, the GPU default: 32).
+  const uint32_t kvec = e.kv_f16 ? 8 : 4;
+  const bool vec_ok = e.kv_f16 || e.info.vendor_id != 0x13B5;
+  const uint32_t attn_hd = vec_ok && a.head_dim % kvec == 0 && pc.k_off % kvec == 0 ? a.head_dim : 0;
   FlashTile scratch{};
   const FlashTile* tile =
       want_flash(e.lab, e.info, a, e.tok_pos) ? flash_tile(e.lab, e.info, a.head_dim, &scratch) : nullptr;
@@ -197,7 +202,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     const Pipeline& ps = e.pipes.get("attention_split", {{ROCKY_SC_WG, k_wg},
                                                          {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
                                                          {ROCKY_SC_HD_MAX, k_hd_max},
-                                                         {ROCKY_SC_POS_BUF, pos_buf(e)}});
+                                                         {ROCKY_SC_POS_BUF, pos_buf(e)},
+                                                         {ROCKY_SC_ATTN_HD, attn_hd}});
     Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
     e.rec.dispatch(ps, bsplit, &spc, sizeof spc, a.n_head, a.n_tokens, sp.n_split, label);
     const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
@@ -207,14 +213,16 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
     return;
   }
-  const Pipeline& p =
-      e.tok_pos
-          ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
-                                           {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                           {ROCKY_SC_HD_MAX, k_hd_max},
-                                           {ROCKY_SC_POS_BUF, 2u}})
-          : e.pipes.get(step ? "attention_step" : "attention",
-                        {{ROCKY_SC_WG, k_wg}, {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u}, {ROCKY_SC_HD_MAX, k_hd_max}});
+  const Pipeline& p = e.tok_pos
+                          ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
+                                                           {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                           {ROCKY_SC_HD_MAX, k_hd_max},
+                                                           {ROCKY_SC_ATTN_HD, attn_hd},
+                                                           {ROCKY_SC_POS_BUF, 2u}})
+                          : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
+                                                                                {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                                                {ROCKY_SC_HD_MAX, k_hd_max},
+                                                                                {ROCKY_SC_ATTN_HD, attn_hd}});
   if (step) {
     e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
   } else {

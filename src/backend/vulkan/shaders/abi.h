@@ -191,6 +191,10 @@ struct AttnSplitPC {
 #define ROCKY_SC_FA_HD 43
 // 1: K/V blocks are fetched into registers one phase ahead (global loads overlap compute).
 #define ROCKY_SC_FA_PREFETCH 44
+// attention.comp / attention_step.comp / attention_split.comp: the exact head_dim when each key's
+// dot product may read K in 16-byte units (head_dim a multiple of 8 with f16 K, of 4 with f32, and
+// K's element offset aligned alike); 0 = one element at a time (any head_dim).
+#define ROCKY_SC_ATTN_HD 45
 
 #ifdef __cplusplus
 }  // namespace rocky::vulkan::abi

@@ -43,6 +43,12 @@ layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 1;
 #endif
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer Kc { uint kc[]; };
+layout(binding = 1) readonly buffer Kc4 { uvec4 kc4[]; };
+// HD > 0: each key's q·k reads K as uvec4 (8 f16 or 4 f32 values) in a loop of constant length
+// that the compiler unrolls, so a key's loads are all in flight at once (the element loop issues
+// one dependent load per value: on the H200 a decode token's attention took 14 µs per layer at
+// depth ≤ 16, tuning-log #24).
+layout(constant_id = ROCKY_SC_ATTN_HD) const uint HD = 0;
 layout(binding = 2) readonly buffer Vc { uint vc[]; };
 
 const uint DPT = 8;  // max output dims per invocation
@@ -55,6 +61,23 @@ float k_at(uint e) {
   if (KV_F16 == 0u) return uintBitsToFloat(kc[e]);
   vec2 h = unpackHalf2x16(kc[e >> 1]);
   return (e & 1u) == 0u ? h.x : h.y;
+}
+// q·k of the key whose K starts at element kb (a multiple of 8 with f16, of 4 with f32), HD values.
+float qk_vec(uint kb) {
+  float s0 = 0.0, s1 = 0.0;
+  if (KV_F16 != 0u) {
+    for (uint d = 0u; d < HD; d += 8u) {
+      const uvec4 w = kc4[(kb + d) >> 3];
+      s0 += dot(vec4(qs[d], qs[d + 1u], qs[d + 2u], qs[d + 3u]), vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)));
+      s1 += dot(vec4(qs[d + 4u], qs[d + 5u], qs[d + 6u], qs[d + 7u]), vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)));
+    }
+  } else {
+    for (uint d = 0u; d < HD; d += 8u) {
+      s0 += dot(vec4(qs[d], qs[d + 1u], qs[d + 2u], qs[d + 3u]), uintBitsToFloat(kc4[(kb + d) >> 2]));
+      if (d + 4u < HD) s1 += dot(vec4(qs[d + 4u], qs[d + 5u], qs[d + 6u], qs[d + 7u]), uintBitsToFloat(kc4[(kb + d + 4u) >> 2]));
+    }
+  }
+  return s0 + s1;
 }
 float v_at(uint e) {
   if (KV_F16 == 0u) return uintBitsToFloat(vc[e]);
@@ -88,8 +111,12 @@ void main() {
     float s = k_neg;
     if (p < k_end) {
       uint kb = pc.k_off + (c0 + p) * pc.n_embd_kv + kvh * D;
-      s = 0.0;
-      for (uint d = 0u; d < D; ++d) s += qs[d] * k_at(kb + d);
+      if (HD > 0u) {
+        s = qk_vec(kb);
+      } else {
+        s = 0.0;
+        for (uint d = 0u; d < D; ++d) s += qs[d] * k_at(kb + d);
+      }
     }
     red[t] = s;
     barrier();
