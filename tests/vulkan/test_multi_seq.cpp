@@ -6,6 +6,8 @@
 //    path: the q8_1 bound);
 //  - Vulkan batched equals the CPU oracle batched on the same ubatches;
 //  - the replayed multi-sequence step equals the recorded one bit for bit;
+//  - a step that starts with ≥ 8 prompt tokens of one sequence runs their attention as an ordinary
+//    ubatch over that sequence's cells (the tiled kernel on lavapipe), the rest per token;
 //  - Logits::LAST with n_out gives the last n_out tokens' logits;
 //  - bad (seq, pos) tables are errors naming the token.
 // Models: the synth qwen2 (GQA, q/k/v biases), llama and gemma3 (sliding window) files.
@@ -252,10 +254,8 @@ void check_vulkan(const char* f, bool f32_kernels, bool kv_f16, bool host_io, co
   EXPECT_LE(w_alone, f32_kernels ? tol_cpu : 0.35) << "Vulkan batched vs each sequence alone";
 }
 
-TEST(MultiSeq, VulkanF32Kernels) {
-  check_vulkan("synth-qwen2-q4_k_m.gguf", true, false, false);
-  check_vulkan("synth-gemma3-q4_k_m.gguf", true, false, false);
-}
+// (qwen2 on the f32 kernels: VulkanF16KvHostIo, VulkanSplitAtDepth, VulkanLastNOut.)
+TEST(MultiSeq, VulkanF32Kernels) { check_vulkan("synth-gemma3-q4_k_m.gguf", true, false, false); }
 TEST(MultiSeq, VulkanInt8Path) { check_vulkan("synth-qwen2-q4_k_m.gguf", false, false, false); }
 TEST(MultiSeq, VulkanF16KvHostIo) { check_vulkan("synth-qwen2-q4_k_m.gguf", true, true, true); }
 TEST(MultiSeq, VulkanInt8HostIo) { check_vulkan("synth-llama-q4_k_m.gguf", false, false, true); }
@@ -263,7 +263,7 @@ TEST(MultiSeq, VulkanInt8HostIo) { check_vulkan("synth-llama-q4_k_m.gguf", false
 // (one sequence at depth, the others in its first chunk: their later chunks write the empty state).
 TEST(MultiSeq, VulkanSplitAtDepth) {
   check_vulkan("synth-qwen2-q4_k_m.gguf", true, false, false, "64");
-  check_vulkan("synth-gemma3-q4_k_m.gguf", true, true, false, "64");
+  check_vulkan("synth-gemma3-q4_k_m.gguf", false, true, false, "64");  // int8 path, f16 KV, sliding window
 }
 
 TEST(MultiSeq, VulkanLastNOut) {

@@ -199,6 +199,21 @@ ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph
                        static_cast<uint32_t>(n.attn.window),
                        n_kv_max};
 }
+
+// [N7] A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ 8) belong
+// to one sequence at consecutive positions pos0 … — their attention runs as an ordinary
+// single-sequence ubatch (the tiled prefill kernel where it applies) over that sequence's cells,
+// the rest with the per-token table. n = 0: no such run.
+struct LeadRun {
+  int32_t n = 0, pos0 = 0, seq = 0;
+};
+LeadRun lead_run(const graph::Graph& g) {
+  if (!g.multi_seq() || g.n_tokens < 8) return {};
+  int32_t r = 1;
+  while (r < g.n_tokens && g.seq[size_t(r)] == g.seq[0] && g.pos[size_t(r)] == g.pos[0] + r) ++r;
+  if (r < 8) return {};
+  return {r, g.pos[0], g.seq[0]};
+}
 }  // namespace
 
 VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
@@ -482,6 +497,29 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       }
       const Buffer& kc = kv_buffers_[size_t(n.layer) * 2];
       const Buffer& vc = kv_buffers_[size_t(n.layer) * 2 + 1];
+      if (const LeadRun run = lead_run(g); run.n > 0) {
+        // [N7] The prompt chunk: n_past = pos0 from the push constant, over its sequence's cells.
+        ops::Env e1 = env;
+        e1.step = nullptr;
+        e1.tok_pos = false;
+        ops::AttnArgs a1 = a;
+        a1.n_tokens = static_cast<uint32_t>(run.n);
+        a1.n_past = static_cast<uint32_t>(run.pos0);
+        a1.n_kv_max = 0;
+        const uint64_t c0 = uint64_t(run.seq) * uint64_t(kv_.n_ctx) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+        const ops::Region q = in(0), out = node_region(g, p, id);
+        const uint64_t col = uint64_t(n.ne0) * 4, n1 = uint64_t(run.n);
+        ops::attention(e1, {q.buf, q.offset, n1 * col}, {&kc, c0, kc.size() - c0}, {&vc, c0, vc.size() - c0}, a1,
+                       {out.buf, out.offset, n1 * col}, n.name);
+        if (run.n < g.n_tokens) {  // the rest (decode tokens, other sequences): the per-token table
+          ops::AttnArgs a2 = a;
+          a2.n_tokens = static_cast<uint32_t>(g.n_tokens - run.n);
+          a2.tok0 = static_cast<uint32_t>(run.n);
+          ops::attention(env, {q.buf, q.offset + n1 * col, q.bytes - n1 * col}, {&kc, 0, kc.size()},
+                         {&vc, 0, vc.size()}, a2, {out.buf, out.offset + n1 * col, out.bytes - n1 * col}, n.name);
+        }
+        break;
+      }
       ops::attention(env, in(0), {&kc, 0, kc.size()}, {&vc, 0, vc.size()}, a, node_region(g, p, id), n.name);
       break;
     }
@@ -635,9 +673,13 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   }
   // Split decode attention's scratch: the largest any ATTENTION node of this graph needs.
   uint64_t attn_bytes = 0;
+  const LeadRun lead = lead_run(g);
   for (const auto& n : g.nodes)
-    if (n.op == Op::ATTENTION)
-      attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_)));
+    if (n.op == Op::ATTENTION) {
+      ops::AttnArgs a = attn_args(g, n, kv_);
+      if (lead.n > 0) a.n_tokens = uint32_t(g.n_tokens - lead.n);  // [N7] the rest runs on its own
+      attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, a));
+    }
   if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
     attn_scratch_ = Buffer();
     attn_scratch_ = be_.memory_->create("split attention scratch", attn_bytes, BufferKind::DEVICE);
@@ -721,7 +763,10 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
   mix(uint64_t(g.n_tokens));
   mix(uint64_t(int64_t(g.output)));
   mix(copy_out ? 1 : 0);
-  mix(g.multi_seq() ? 1 : 0);  // [N7] POS_BUF = 2 kernels, the step block's layout (n_tokens above)
+  mix(g.multi_seq() ? 1 : 0);       // [N7] POS_BUF = 2 kernels, the step block's layout (n_tokens above)
+  const LeadRun run = lead_run(g);  // [N7] a prompt chunk's attention records its n_past and cells
+  mix(uint64_t(uint32_t(run.n)) | uint64_t(uint32_t(run.pos0)) << 32);
+  mix(uint64_t(uint32_t(run.seq)));
   mix(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];

@@ -166,7 +166,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                  static_cast<uint32_t>(b[1].delta / elem),
                  static_cast<uint32_t>(b[2].delta / elem),
                  a.scale,
-                 a.window};
+                 a.window,
+                 a.tok0};
   // attention.comp's vector q·k (ROCKY_SC_ATTN_HD): K rows and K's offset in 16-byte units. Not
   // with an f32 cache on Mali: 64 work registers there (half occupancy; f16, the GPU default: 32).
   const uint32_t kvec = e.kv_f16 ? 8 : 4;

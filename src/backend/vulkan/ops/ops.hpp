@@ -158,6 +158,7 @@ struct AttnArgs {
   float scale;
   uint32_t window = 0;    // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
   uint32_t n_kv_max = 0;  // [N7] the longest key range of the ubatch's tokens; 0 = n_past + n_tokens
+  uint32_t tok0 = 0;      // [N7] Env::tok_pos: this call's token j is token tok0 + j of the step's table
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label);

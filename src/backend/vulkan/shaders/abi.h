@@ -137,6 +137,7 @@ struct AttnPC {
   uint v_off;
   float scale;
   uint window;  // [N6] sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
+  uint tok0;    // [N7] POS_BUF = 2: token j of this dispatch is token tok0 + j of the step's table
 };
 
 // [N4] rope_kv: rope of Q [head_dim·n_head, N] → qo, rope of K and V [head_dim·n_head_kv, N] →

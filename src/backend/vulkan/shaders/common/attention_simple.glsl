@@ -35,8 +35,8 @@ layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 1;
 // Token j's key positions end at ROCKY_ATTN_POS(j) (inclusive) and start at cache column
 // ROCKY_ATTN_CELL0(j): its sequence's first cell with POS_BUF = 2 ([N7]), else 0.
 #if defined(ROCKY_ATTN_SPLIT) || defined(ROCKY_ATTN_STEP)
-#define ROCKY_ATTN_POS(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (j)] : ROCKY_ATTN_N_PAST + (j))
-#define ROCKY_ATTN_CELL0(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (j) + 1u] : 0u)
+#define ROCKY_ATTN_POS(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (pc.tok0 + (j))] : ROCKY_ATTN_N_PAST + (j))
+#define ROCKY_ATTN_CELL0(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (pc.tok0 + (j)) + 1u] : 0u)
 #else
 #define ROCKY_ATTN_POS(j) (ROCKY_ATTN_N_PAST + (j))
 #define ROCKY_ATTN_CELL0(j) 0u
