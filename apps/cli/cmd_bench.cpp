@@ -101,6 +101,10 @@ void add_bench(CLI::App& app, Runner& run) {
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  sub->add_option("--npl", o->p.n_pl,
+                  "[N7] Parallel decode: sequences per step, comma-separated (llama-batched-bench's -npl; -npl works)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
       ->delimiter(',')
       ->check(finite_number(0))

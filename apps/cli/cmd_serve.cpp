@@ -30,6 +30,12 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, 64));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
+  sub->add_flag("--cont-batching,--cb", o->cont_batching,
+                "[N7] One context for all slots: each step batches every slot's next token and a prompt chunk "
+                "(the prefix cache is off)");
+  sub->add_option("--prefill-chunk", o->prefill_chunk,
+                  "With --cont-batching: prompt tokens per step while others decode (default = -ub)")
+      ->check(CLI::Range(1, INT32_MAX));
   sub->add_option("--device", o->device,
                   "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq, mm, basic")
@@ -68,7 +74,7 @@ void add_serve(CLI::App& app, Runner& run) {
     sub->add_option(f, *ignored, "(llama-server flag; ignored)")
         ->expected(0, 1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  for (const char* f : {"--jinja", "--no-mmap", "--mmap", "--cont-batching", "--metrics", "--no-webui", "--embedding"})
+  for (const char* f : {"--jinja", "--no-mmap", "--mmap", "--metrics", "--no-webui", "--embedding"})
     sub->add_flag(std::string(f))->description("(llama-server flag; ignored)");
   sub->callback([&run, o, ignored, sub, kv] {
     std::set<std::string> notes;

@@ -89,8 +89,10 @@ enum class KvType : uint32_t { F32 = 0, F16 = 1 };
 
 struct ContextOptions {
   graph::KvShape kv;  // per sequence: layers, K/V width, positions (n_ctx)
-  // Sequences whose KV caches this context holds. Only 1 is implemented; a batched decode ([N7])
-  // adds per-token sequence ids to compute() and sizes the cache n_seq · n_ctx.
+  // Sequences whose KV caches this context holds ([N7]): the cache has n_seq · n_ctx cells,
+  // sequence s owns [s · n_ctx, (s + 1) · n_ctx); a graph with per-token graph::Graph::seq / pos
+  // runs tokens of several of them in one ubatch (without: sequence 0 at n_past). export_kv /
+  // import_kv address sequence 0's cells.
   int32_t n_seq = 1;
 };
 

@@ -1,6 +1,7 @@
 // Graph helpers: op names and the weight list (see graph.hpp for the node contract).
 #include "graph/graph.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "core/error.hpp"
@@ -49,6 +50,26 @@ int32_t Graph::view(int32_t src, int64_t ne0, int64_t ne1, std::string name) {
 int32_t Graph::storage_of(int32_t id) const {
   while (id >= 0 && nodes[static_cast<size_t>(id)].op == Op::VIEW) id = nodes[static_cast<size_t>(id)].src[0];
   return id;
+}
+
+void Graph::check_seqs(int32_t n_seq) const {
+  if (!multi_seq()) {
+    if (!seq.empty()) fail("graph: per-token sequence ids without positions");
+    return;
+  }
+  if (pos.size() != static_cast<size_t>(n_tokens) || seq.size() != pos.size())
+    fail("graph: {} positions and {} sequence ids for a ubatch of {} tokens", pos.size(), seq.size(), n_tokens);
+  std::vector<int64_t> cells(pos.size());
+  for (size_t j = 0; j < pos.size(); ++j) {
+    if (seq[j] < 0 || seq[j] >= n_seq) fail("graph: token {}: sequence {} outside the context's {}", j, seq[j], n_seq);
+    if (pos[j] < 0 || pos[j] >= kv.n_ctx)
+      fail("graph: token {} (sequence {}): position {} outside the context ({} positions; raise -c)", j, seq[j], pos[j],
+           kv.n_ctx);
+    cells[j] = int64_t{seq[j]} * kv.n_ctx + pos[j];
+  }
+  std::sort(cells.begin(), cells.end());
+  if (auto it = std::adjacent_find(cells.begin(), cells.end()); it != cells.end())
+    fail("graph: sequence {} position {} appears twice in one ubatch", *it / kv.n_ctx, *it % kv.n_ctx);
 }
 
 std::vector<const gguf::TensorInfo*> Graph::weights() const {

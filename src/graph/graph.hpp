@@ -134,6 +134,18 @@ struct Graph {
   int32_t output = -1;   // node id of the logits [n_vocab, n_out]; -1 when the ubatch needs no
                          // logits (a prefill ubatch before the last one: it only fills the KV cache)
   KvShape kv;
+  // [N7] A multi-sequence ubatch (several sequences' tokens in one ubatch; empty = one sequence,
+  // the default): token j belongs to sequence seq[j] (< the context's ContextOptions::n_seq) at
+  // position pos[j] (both n_tokens long). ROPE rotates token j by pos[j]; KV_STORE writes it at
+  // cell seq[j] · kv.n_ctx + pos[j] (sequence s owns cells [s · n_ctx, (s + 1) · n_ctx)); ATTENTION
+  // of token j reads its sequence's positions [0, pos[j]] (with a sliding window, the last `window`
+  // of them). No (seq, pos) pair may repeat in one ubatch; n_past is ignored. Set them after
+  // model::Model::build_graph (the nodes do not depend on them), as n_past.
+  std::vector<int32_t> seq, pos;
+  bool multi_seq() const { return !pos.empty(); }
+  // rocky::Error naming the token when seq/pos do not fit a context of n_seq sequences of kv.n_ctx
+  // positions (sizes, ranges, a repeated pair).
+  void check_seqs(int32_t n_seq) const;
 
   int32_t add(Node n) {
     nodes.push_back(std::move(n));

@@ -5,6 +5,7 @@
 //   logits = output · norm(x)
 #include "model/blocks.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rocky::model::blocks {
@@ -176,13 +177,14 @@ int32_t ffn_geglu(Ctx& c, int il, int32_t x, const LayerWeights& L) {
 
 void output_head(Ctx& c, const Weights& w, int32_t x, Logits logits) {
   if (logits == Logits::NONE) return;
-  if (logits == Logits::LAST && c.n_tokens > 1) {
+  const int32_t n_out = std::clamp(c.n_out, 1, c.n_tokens);
+  if (logits == Logits::LAST && c.n_tokens > n_out) {
     Node t;
     t.op = Op::TAKE_COLS;
     t.name = "result_last";
     t.ne0 = c.hp.n_embd;
-    t.ne1 = 1;
-    t.first_col = c.n_tokens - 1;
+    t.ne1 = n_out;
+    t.first_col = c.n_tokens - n_out;
     t.src[0] = x;
     x = c.g.add(std::move(t));
   }
@@ -208,6 +210,7 @@ void decoder_stack(Ctx& c, const Weights& w, Logits logits) {
 graph::Graph build_decoder(const HParams& hp, const Weights& w, const UbatchSpec& u) {
   graph::Graph g;
   Ctx c{g, hp, u.n_tokens};
+  c.n_out = u.n_out;
   decoder_stack(c, w, u.logits);
   return g;
 }

@@ -19,6 +19,7 @@ struct Ctx {
   // base and scale (0: the hparams'), attention sliding window (0: none).
   float rope_base = 0, rope_scale = 0;
   int32_t window = 0;
+  int32_t n_out = 1;  // [N7] Logits::LAST: the last n_out tokens' logits (UbatchSpec::n_out)
 };
 
 std::string blk(int il, const char* what);  // "blk.<il>.<what>"

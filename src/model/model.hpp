@@ -70,6 +70,7 @@ struct UbatchSpec {
   int32_t n_past = 0;    // positions already in the KV cache
   int32_t n_ctx = 0;     // KV cache capacity (positions)
   Logits logits = Logits::LAST;
+  int32_t n_out = 1;  // [N7] LAST: the logits of the last n_out tokens ([n_vocab, n_out]; a batched step)
 };
 
 class Model {

@@ -87,6 +87,7 @@ nlohmann::json row_json(const BenchRow& r) {
       {"n_prompt", r.n_prompt},
       {"n_gen", r.n_gen},
       {"n_depth", r.n_depth},
+      {"n_pl", r.n_pl},
       {"test", r.test},
       {"reps", r.reps},
       {"samples_ts", r.samples_ts},
@@ -366,6 +367,75 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
           r.roof_kind = "copy";
           r.roof_pct = p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / p.roofline->copy_gbs : 0.0;
         }
+        ub_rows.push_back(std::move(r));
+      }
+    // [N7] Parallel decode: npl sequences in one context, one token of each per step.
+    for (int32_t npl : p.n_pl)
+      for (int32_t ng : p.n_gen) {
+        if (ng == 0 || npl < 1) continue;
+        const int32_t npp = p.n_prompt.empty() ? 0 : p.n_prompt.front();
+        BenchRow r = base;
+        r.n_gen = ng;
+        r.n_prompt = npp;
+        r.n_pl = npl;
+        r.test = fmt::format("pp{}+tg{} x{}", npp, ng, npl);
+        const int32_t ctx_pl = std::max(npp + ng + 1, npl);
+        graph::Graph g0 = model->build_graph(model::UbatchSpec{1, 0, ctx_pl, model::Logits::LAST});
+        auto ctx = s.backend().make_context(backend::ContextOptions{g0.kv, npl});
+        std::map<std::pair<int32_t, int32_t>, std::pair<graph::Graph, graph::Plan>> shapes;  // (n, n_out)
+        auto shape = [&](int32_t n, int32_t n_out) -> std::pair<graph::Graph, graph::Plan>& {
+          auto it = shapes.find({n, n_out});
+          if (it == shapes.end()) {
+            model::UbatchSpec u{n, 0, ctx_pl, n_out > 0 ? model::Logits::LAST : model::Logits::NONE};
+            u.n_out = std::max(n_out, 1);
+            graph::Graph g = model->build_graph(u);
+            graph::Plan pl = graph::plan_arena(g);
+            it = shapes.emplace(std::make_pair(n, n_out), std::make_pair(std::move(g), std::move(pl))).first;
+          }
+          return it->second;
+        };
+        std::vector<float> logits(static_cast<size_t>(hp.n_vocab) * static_cast<size_t>(npl));
+        auto run_once = [&] {  // returns the decode steps' wall ns
+          ctx->reset();
+          for (int32_t sq = 0; sq < npl; ++sq)
+            for (int32_t i0 = 0; i0 < npp; i0 += ub) {
+              const int32_t n = std::min(ub, npp - i0);
+              auto& [g, pl] = shape(n, 0);
+              g.seq.assign(static_cast<size_t>(n), sq);
+              g.pos.resize(static_cast<size_t>(n));
+              for (int32_t j = 0; j < n; ++j) g.pos[static_cast<size_t>(j)] = i0 + j;
+              ctx->compute(g, pl, std::span<const int32_t>(tokens.data() + i0, static_cast<size_t>(n)), {});
+            }
+          auto& [g, pl] = shape(npl, npl);
+          g.seq.resize(static_cast<size_t>(npl));
+          g.pos.resize(static_cast<size_t>(npl));
+          std::vector<int32_t> step(static_cast<size_t>(npl));
+          Timer t;
+          for (int32_t i = 0; i < ng; ++i) {
+            for (int32_t sq = 0; sq < npl; ++sq) {
+              g.seq[static_cast<size_t>(sq)] = sq;
+              g.pos[static_cast<size_t>(sq)] = npp + i;
+              step[static_cast<size_t>(sq)] = tokens[static_cast<size_t>((i + sq) % std::max<int32_t>(1, ng))];
+            }
+            ctx->compute(g, pl, step, logits);
+          }
+          return t.ns();
+        };
+        if (p.warmup) {
+          log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
+          run_once();
+        }
+        std::vector<double> ns;
+        for (int32_t i = 0; i < p.reps; ++i) {
+          log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
+          ns.push_back(run_once());
+        }
+        stats(r, ns, int64_t{ng} * npl);
+        r.host_ms_per_ubatch = nlohmann::json::object();
+        r.flops_per_token = flops_per_token(*model, npp + ng / 2.0);
+        r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+        r.bytes_per_token = bytes_per_token(*model);
+        r.gbs = r.avg_ts / npl * double(r.bytes_per_token) / 1e9;  // the weights are read once per step
         ub_rows.push_back(std::move(r));
       }
     const uint64_t peak = s.backend().device_memory_bytes();

@@ -6,6 +6,7 @@
 //   - pp rows: a prefill of n_prompt seeded random tokens in ubatches of n_ubatch tokens, starting
 //     from an empty KV cache each repetition (Session::reset()); only the last token's logits;
 //   - tg rows: n_gen 1-token decode steps from an empty KV cache;
+//   - [N7] parallel-decode rows (--npl): see BenchParams::n_pl;
 //   - warm-up runs of each test first, repeated until 0.5 s have passed (at least one; not timed;
 //     none when warmup = false): GPU clocks ramp up (the H200's first timed run was 2× slow after one);
 //   - t/s = tokens / wall seconds of the whole eval (graph build + plan + submit + wait);
@@ -47,6 +48,10 @@ struct BenchParams {
   // -d (llama-bench's --n-depth): tokens already in the KV cache before each timed run (prefilled
   // untimed, in ubatches); every pp/tg test runs at each depth ("pp512 @ d4096").
   std::vector<int32_t> n_depth{0};
+  // [N7] --npl (llama-batched-bench's -npl): parallel-decode rows "pp P+tg N ×S": S sequences in
+  // one context (ContextOptions::n_seq), each prefilled with the first -p prompt (untimed), then N
+  // steps that decode one token of every sequence in one ubatch; t/s = S · N / the steps' wall time.
+  std::vector<int32_t> n_pl;
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
@@ -68,6 +73,7 @@ struct BenchRow {
   int32_t n_prompt = 0;  // pp rows
   int32_t n_gen = 0;     // tg rows
   int32_t n_depth = 0;   // KV positions held before the timed run (-d)
+  int32_t n_pl = 0;      // [N7] parallel-decode rows: sequences per step (t/s = all of them together)
   std::string test;      // "pp512", "tg128"
   int32_t reps = 0;
   std::vector<double> samples_ts;

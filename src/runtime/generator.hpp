@@ -87,12 +87,13 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)
   std::string text;             // everything emitted, tail included
   StopReason reason = StopReason::Length;
-  std::string stop_word;  // the stop string that matched (StopString only)
-  int32_t n_prompt = 0;   // prompt tokens
-  int32_t n_cached = 0;   // of which were already in the context
-  double prompt_ms = 0;   // prefill wall time
-  double gen_ms = 0;      // from the first sample to the final flush
-  uint32_t seed = 0;      // the sampler's seed (drawn at random when none was given)
+  std::string stop_word;       // the stop string that matched (StopString only)
+  int32_t n_prompt = 0;        // prompt tokens
+  int32_t n_cached = 0;        // of which were already in the context
+  double prompt_ms = 0;        // prefill wall time
+  double gen_ms = 0;           // from the first sample to the final flush
+  uint32_t seed = 0;           // the sampler's seed (drawn at random when none was given)
+  int32_t batch_seqs_max = 1;  // [N7] the most sequences in one step that carried this job's tokens
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

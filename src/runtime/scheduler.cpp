@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/error.hpp"
+
 namespace rocky::runtime {
 
 void Job::wait() {
@@ -31,6 +33,14 @@ Scheduler::Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Sess
     slot->session = std::move(s);
     slots_.push_back(std::move(slot));
   }
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->worker = std::thread([this, i] { worker(i); });
+}
+
+Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue)
+    : tok_(tok), engine_(std::move(engine)), max_queue_(max_queue) {
+  if (!engine_) fail("scheduler: no batch engine");
+  n_ctx_ = engine_->n_ctx();
+  for (int32_t i = 0; i < engine_->n_seq(); ++i) slots_.push_back(std::make_unique<Slot>());
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->worker = std::thread([this, i] { worker(i); });
 }
 
@@ -71,6 +81,10 @@ SchedulerStats Scheduler::stats() const {
   st.n_slots = static_cast<int>(slots_.size());
   st.queued = static_cast<int64_t>(queue_.size());
   st.n_ctx = n_ctx_;
+  if (engine_) {
+    st.batched = true;
+    st.batch = engine_->stats();
+  }
   for (const auto& s : slots_) {
     st.slots_busy += s->busy ? 1 : 0;
     st.kv_used += s->kv;
@@ -97,7 +111,11 @@ void Scheduler::worker(size_t i) {
       s.busy = true;
     }
     job->slot = static_cast<int>(i);
-    run_job(s, *job);
+    if (engine_) {
+      run_batched_job(i, *job);
+    } else {
+      run_job(s, *job);
+    }
     {
       std::lock_guard lk(mu_);
       s.job.reset();
@@ -167,6 +185,41 @@ void Scheduler::run_job(Slot& s, Job& job) {
     s.tokens.clear();
   }
   s.kv = session.n_past();
+}
+
+void Scheduler::run_batched_job(size_t i, Job& job) {
+  Slot& s = *slots_[i];
+  auto gone = [&job] { return job.cancel.load() || (job.alive && !job.alive()); };
+  if (gone()) {
+    GenerateResult r;
+    r.reason = StopReason::Cancelled;
+    r.n_prompt = static_cast<int32_t>(job.prompt.size());
+    job.result = std::move(r);
+    return;
+  }
+  job.started = true;
+  const int32_t seq = static_cast<int32_t>(i);
+  GenerateParams p = job.params;
+  p.n_cached = 0;
+  const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
+  s.kv = n_prompt;
+  TokenFn cb = [&](const TokenEvent& ev) {
+    if (ev.token >= 0) s.kv = n_prompt + ev.index;
+    const bool go_on = !job.on_token || job.on_token(ev);
+    return go_on && !gone();
+  };
+  engine_->begin(seq);
+  try {
+    BatchSource src(*engine_, seq);
+    Generator g(src, tok_);
+    GenerateResult r = g.generate(job.prompt, p, cb);
+    r.batch_seqs_max = src.seqs_max();
+    job.result = std::move(r);
+  } catch (const std::exception& e) {
+    job.error = e.what();
+  }
+  engine_->end(seq);  // the cells are free at once (finished or cancelled)
+  s.kv = 0;
 }
 
 }  // namespace rocky::runtime

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/batch.hpp"
 #include "runtime/generator.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/session.hpp"
@@ -60,9 +61,11 @@ struct Job {
 struct SchedulerStats {
   int n_slots = 0;
   int slots_busy = 0;
-  int64_t queued = 0;   // jobs waiting for a slot
-  int64_t kv_used = 0;  // KV cells in use over all slots
-  int32_t n_ctx = 0;    // per slot
+  int64_t queued = 0;    // jobs waiting for a slot
+  int64_t kv_used = 0;   // KV cells in use over all slots
+  int32_t n_ctx = 0;     // per slot
+  bool batched = false;  // [N7] one BatchEngine runs every slot's tokens
+  BatchStats batch;      // its steps (batched only)
 };
 
 class Scheduler {
@@ -71,6 +74,11 @@ class Scheduler {
   // `cache` (may be null: each slot reuses only its own KV) is shared by the slots.
   Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue,
             std::shared_ptr<PrefixCache> cache = nullptr);
+  // [N7] Continuous batching: engine->n_seq() slots, slot i = sequence i of the engine; every
+  // step of the engine carries the next token of each generating slot (batch.hpp). The prefix
+  // cache is not used (each job evaluates its whole prompt); GenerateResult::batch_seqs_max tells
+  // how many sequences shared the job's steps.
+  Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -98,9 +106,11 @@ class Scheduler {
   };
   void worker(size_t i);
   void run_job(Slot& s, Job& job);
+  void run_batched_job(size_t i, Job& job);
 
   const tok::Tokenizer& tok_;
   std::shared_ptr<PrefixCache> cache_;
+  std::shared_ptr<BatchEngine> engine_;  // [N7] set: slots have no session of their own
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t max_queue_;
   int32_t n_ctx_ = 0;

@@ -99,7 +99,8 @@ json timings_json(const runtime::GenerateResult& r) {
           {"predicted_n", static_cast<int64_t>(predicted_n)},
           {"predicted_ms", r.gen_ms},
           {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
-          {"predicted_per_second", per_s(predicted_n, r.gen_ms)}};
+          {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
+          {"batch_seqs_max", r.batch_seqs_max}};
 }
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
@@ -151,7 +152,18 @@ class App {
     bo.env = o_.env;
     const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     std::vector<std::unique_ptr<runtime::Session>> slots;
-    for (int i = 0; i < o_.n_parallel; ++i) {
+    std::shared_ptr<runtime::BatchEngine> engine;
+    if (o_.cont_batching) {  // [N7] one context, n_parallel sequences
+      runtime::BatchOptions bopt;
+      bopt.n_seq = o_.n_parallel;
+      bopt.n_ctx = o_.n_ctx;
+      bopt.n_ubatch = o_.n_ubatch;
+      bopt.prefill_chunk = o_.prefill_chunk;
+      engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
+      fmt::print(stderr, "rocky: continuous batching: {} sequences in one context ({})\n", o_.n_parallel,
+                 engine->backend().name());
+    }
+    for (int i = 0; i < o_.n_parallel && !engine; ++i) {
       slots.push_back(make_slot_session(*model_, be, o_));
       fmt::print(stderr, "rocky: slot {}/{} ready ({})\n", i + 1, o_.n_parallel, slots.back()->backend().name());
     }
@@ -166,14 +178,16 @@ class App {
       co.ram_bytes = o_.cache_ram_mib << 20;
       co.dir = o_.cache_dir;
       co.disk_bytes = o_.cache_disk_mib << 20;
-      cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, slots.front()->context()), co);
+      cache_ = std::make_shared<runtime::PrefixCache>(
+          runtime::cache_identity(*model_, engine ? engine->context() : slots.front()->context()), co);
       fmt::print(
           stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
           co.block, o_.cache_ram_mib,
           cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
           cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
-    sched_ = std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
+    sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue)
+                    : std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, context {} tokens each)\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, sched_->n_ctx());
     ready_ = true;
@@ -299,6 +313,17 @@ class App {
     add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
     add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
     add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
+    if (st.batched) {  // [N7]
+      add("batch_seqs_per_step", "gauge", "Sequences in the last batched step.",
+          static_cast<double>(st.batch.last_seqs));
+      add("batch_seqs_per_step_max", "gauge", "The most sequences one batched step carried.",
+          static_cast<double>(st.batch.max_seqs));
+      add("batch_steps_total", "counter", "Batched steps (ubatches) run.", static_cast<double>(st.batch.steps));
+      add("batch_prefill_tokens_total", "counter", "Prompt tokens evaluated in batched steps.",
+          static_cast<double>(st.batch.prefill_tokens));
+      add("batch_decode_tokens_total", "counter", "Decode tokens evaluated in batched steps.",
+          static_cast<double>(st.batch.decode_tokens));
+    }
     if (cache_) {
       const runtime::PrefixCacheStats cs = cache_->stats();
       auto tiered = [&](const char* name, const char* type, const char* help, auto get) {

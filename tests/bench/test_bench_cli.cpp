@@ -165,6 +165,32 @@ TEST(BenchCli, DepthRows) {
   EXPECT_EQ(bad.rc, 2) << bad.err;
 }
 
+// [N7] -npl: parallel-decode rows after the tg rows, S sequences × N tokens per repetition.
+TEST(BenchCli, ParallelDecodeRows) {
+  for (const std::string dev : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(dev);
+    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "20", "-n", "6", "-npl", "1,3", "-ub",
+                                     "8", "-r", "2", "-o", "json", "--device", dev, "--no-roofline"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 4u);
+    const char* names[] = {"pp20", "tg6", "pp20+tg6 x1", "pp20+tg6 x3"};
+    const int pl[] = {0, 0, 1, 3};
+    for (size_t i = 0; i < 4; ++i) {
+      const json& x = rows[i];
+      SCOPED_TRACE(x.dump());
+      EXPECT_EQ(x["test"].get<std::string>(), names[i]);
+      EXPECT_EQ(x["n_pl"].get<int>(), pl[i]);
+      EXPECT_GT(x["avg_ts"].get<double>(), 0);
+      EXPECT_EQ(x["samples_ts"].size(), 2u);
+    }
+    EXPECT_EQ(rows[3]["n_prompt"].get<int>(), 20);
+    EXPECT_EQ(rows[3]["n_gen"].get<int>(), 6);
+  }
+  auto bad = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-npl", "0", "--device", "cpu"});
+  EXPECT_EQ(bad.rc, 2) << bad.err;
+}
+
 TEST(BenchCli, MatmulPathOnQuantizedModel) {
   const std::string m = shared_path("reference/models/synth/synth-llama-q8_0.gguf");
   for (const std::string path : {"auto", "mm", "basic"}) {

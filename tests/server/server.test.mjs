@@ -235,6 +235,86 @@ test('4 concurrent clients get the same greedy answer', async () => {
   assert.ok(all[0].choices[0].message.content.length > 0);
 });
 
+// [N7] Streams a native /completion request; resolves to {text, timings}. abortAfter > 0: the
+// client leaves after that many content chunks (resolves to {text, aborted: true}).
+async function streamCompletion(url, body, abortAfter = 0) {
+  const ctl = new AbortController();
+  const r = await fetch(`${url}/completion`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ ...body, stream: true }), signal: ctl.signal,
+  });
+  assert.equal(r.status, 200);
+  const dec = new TextDecoder();
+  let buf = '', text = '', n = 0, timings = null;
+  try {
+    for await (const part of r.body) {
+      buf += dec.decode(part, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        if (!line.startsWith('data: ')) continue;
+        const j = JSON.parse(line.slice(6));
+        if (j.stop) timings = j.timings;
+        else if (j.content) {
+          text += j.content;
+          if (abortAfter > 0 && ++n === abortAfter) {
+            ctl.abort();
+            return { text, aborted: true };
+          }
+        }
+      }
+    }
+  } catch (e) {
+    if (abortAfter > 0 && ctl.signal.aborted) return { text, aborted: true };
+    throw e;
+  }
+  return { text, timings };
+}
+
+test('[N7] --cont-batching: 4 concurrent streams give the texts of 4 runs alone; a cancel mid-batch leaves the others right', async () => {
+  // A short token delay keeps the four streams overlapping on lavapipe; prompt chunks of 8 tokens
+  // share steps with the streams already decoding.
+  const B = await startServer(['-np', '4', '--cont-batching', '--prefill-chunk', '8', '--test-token-delay-ms', '5']);
+  try {
+    const prompts = ['Tom had a red ball.', 'Once upon a time', 'The little dog ran to the park and saw a big', 'Lily'];
+    const body = (p) => ({ prompt: p, n_predict: 40, temperature: 0, cache_prompt: false, ignore_eos: true });
+    const alone = [];
+    for (const p of prompts) {
+      const r = await post(B.url, '/completion', body(p));
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.timings.batch_seqs_max, 1, 'alone: one sequence per step');
+      assert.ok(r.json.content.length > 0);
+      alone.push(r.json.content);
+    }
+    // The same four at once (streamed): identical greedy texts, batched.
+    const together = await Promise.all(prompts.map((p) => streamCompletion(B.url, body(p))));
+    for (let i = 0; i < 4; ++i) assert.equal(together[i].text, alone[i], `stream ${i} differs when batched`);
+    const widest = Math.max(...together.map((r) => r.timings.batch_seqs_max));
+    assert.ok(widest > 1, `batch_seqs_max ${widest}: the streams never shared a step`);
+    assert.ok((await metric(B.url, 'batch_seqs_per_step_max')) > 1);
+    assert.ok((await metric(B.url, 'batch_prefill_tokens_total')) > 0);
+    assert.ok((await metric(B.url, 'batch_steps_total')) > 0);
+    // One of four leaves after 5 chunks: the other three still equal their runs alone, and its
+    // sequence is freed at once (the slot is idle again right after the others finish).
+    const mixed = await Promise.all(prompts.map((p, i) => streamCompletion(B.url, body(p), i === 1 ? 5 : 0)));
+    assert.ok(mixed[1].aborted);
+    assert.ok(alone[1].startsWith(mixed[1].text), 'the cancelled stream was right until it left');
+    for (const i of [0, 2, 3]) assert.equal(mixed[i].text, alone[i], `stream ${i} differs after a cancel mid-batch`);
+    const t0 = Date.now();
+    while ((await metric(B.url, 'slots_busy')) !== 0) {
+      assert.ok(Date.now() - t0 < 3000, 'a slot is still busy 3 s after the streams ended');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // A request after all that is served as alone.
+    const again = await post(B.url, '/completion', body(prompts[2]));
+    assert.equal(again.json.content, alone[2]);
+  } finally {
+    B.proc.kill('SIGTERM');
+    await B.exited;
+  }
+});
+
 test('a client that disconnects cancels its generation', async () => {
   // A slow server (50 ms a token) so that the generation is still running when the client leaves.
   const slow = await startServer(['-np', '1', '--queue', '0', '--test-token-delay-ms', '50']);

@@ -43,9 +43,15 @@ void CpuBackend::account(int64_t d_kv, int64_t d_arena) {
 }
 
 CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o.kv) {
-  if (o.n_seq != 1) fail("cpu backend: {} sequences asked for; one sequence per context is implemented", o.n_seq);
+  if (o.n_seq < 1) fail("cpu backend: {} sequences asked for (at least 1)", o.n_seq);
+  if (o.n_seq > 1 && (o.kv.conv_state > 0 || o.kv.ssm_state > 0))
+    fail(
+        "cpu backend: {} sequences asked for, but a hybrid model's recurrent state is held for one sequence ([N9]; "
+        "batched decoding of recurrent layers is not implemented: use -np without --cont-batching)",
+        o.n_seq);
+  n_seq_ = o.n_seq;
   const graph::KvShape& kv = kv_;
-  const size_t n = static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.n_ctx);
+  const size_t n = static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.n_ctx) * static_cast<size_t>(n_seq_);
   try {
     k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
     v_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
@@ -102,9 +108,16 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
       g.kv.conv_state != kv_.conv_state || g.kv.ssm_state != kv_.ssm_state) {
     fail("cpu backend: graph KV shape differs from the context's");
   }
-  if (g.n_past + g.n_tokens > kv_.n_ctx) {
+  const bool multi = g.multi_seq();
+  if (multi) {
+    g.check_seqs(n_seq_);
+  } else if (g.n_past + g.n_tokens > kv_.n_ctx) {
     fail("cpu backend: {} + {} positions exceed the KV cache ({})", g.n_past, g.n_tokens, kv_.n_ctx);
   }
+  // [N7] Multi-sequence: token j's cache cell and its sequence's first cell.
+  std::vector<int64_t> cell0;
+  if (multi)
+    for (int32_t s : g.seq) cell0.push_back(int64_t{s} * kv_.n_ctx);
   const size_t need = (p.arena_bytes + sizeof(float) - 1) / sizeof(float);
   if (arena_.size() < need) {
     arena_.resize(need);
@@ -130,17 +143,35 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
           fail("cpu backend: node {}: rope factors {} must be f32 [n_rot/2 = {}]", n.name, n.weight->name,
                n.rope.n_rot / 2);
         }
+        if (multi) {  // one column per token at its own position
+          for (int64_t j = 0; j < n.ne1; ++j)
+            rope(src(0) + j * n.ne0, n.rope, n.weight ? reinterpret_cast<const float*>(n.weight->data) : nullptr,
+                 g.pos[static_cast<size_t>(j)], 1, at(p, id) + j * n.ne0);
+          break;
+        }
         rope(src(0), n.rope, n.weight ? reinterpret_cast<const float*>(n.weight->data) : nullptr, g.n_past, n.ne1,
              at(p, id));
         break;
       case Op::KV_STORE: {
         const Node& s = g.nodes[static_cast<size_t>(n.src[0])];
         auto& cache = (n.kv == 0 ? k_cache_ : v_cache_)[static_cast<size_t>(n.layer)];
+        if (multi) {
+          for (int64_t j = 0; j < s.ne1; ++j) {
+            const int64_t cell = cell0[static_cast<size_t>(j)] + g.pos[static_cast<size_t>(j)];
+            std::memcpy(cache.data() + cell * s.ne0, src(0) + j * s.ne0, static_cast<size_t>(s.ne0) * sizeof(float));
+          }
+          break;
+        }
         std::memcpy(cache.data() + static_cast<size_t>(g.n_past) * static_cast<size_t>(kv_.n_embd_kv), src(0),
                     static_cast<size_t>(s.ne0 * s.ne1) * sizeof(float));
         break;
       }
       case Op::ATTENTION:
+        if (multi) {
+          attention_seqs(src(0), k_cache_[static_cast<size_t>(n.layer)].data(),
+                         v_cache_[static_cast<size_t>(n.layer)].data(), n.attn, cell0, g.pos, at(p, id));
+          break;
+        }
         attention(src(0), k_cache_[static_cast<size_t>(n.layer)].data(), v_cache_[static_cast<size_t>(n.layer)].data(),
                   n.attn, g.n_past, n.ne1, at(p, id));
         break;

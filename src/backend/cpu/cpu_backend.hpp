@@ -1,7 +1,7 @@
 // The CPU oracle backend: runs a graph::Graph node by node with the ops of ops.hpp.
 // Weights are read straight from the GGUF mapping (f32 used in place; other types dequantized in
 // row chunks per product), so the backend itself holds no copy. Each context: an f32 KV cache, per
-// layer K and V [n_embd_kv, n_ctx], and one host activation arena laid out by the plan
+// layer K and V [n_embd_kv, n_ctx · n_seq] (sequence s: columns s · n_ctx ..), and one host activation arena laid out by the plan
 // (graph/planner.hpp).
 #pragma once
 
@@ -41,7 +41,8 @@ class CpuContext final : public Context {
 
   CpuBackend& be_;
   graph::KvShape kv_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_embd_kv · n_ctx]
+  int32_t n_seq_ = 1;                                  // [N7] sequence s owns cells [s · n_ctx, (s + 1) · n_ctx)
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_embd_kv · n_ctx · n_seq]
   // [N9] recurrent state per layer (hybrid models; empty otherwise), sequence 0: [kv.conv_state]
   // and [kv.ssm_state] floats (graph.hpp SSM_CONV / GATED_DELTA layouts).
   std::vector<std::vector<float>> conv_state_, ssm_state_;

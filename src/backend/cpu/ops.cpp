@@ -123,45 +123,67 @@ void rope(const float* x, const graph::RopeParams& p, const float* freq_factors,
   }
 }
 
+namespace {
+// One (token, head) of causal GQA attention over cache columns c0 + [0, n_kv) (attention()'s body).
+void attend(const float* qh, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t hk,
+            int64_t c0, int64_t n_kv, float* o) {
+  const int64_t hd = p.head_dim, kv_stride = hd * p.n_head_kv;
+  // [N6] sliding window: only the last `window` positions (q − window < p ≤ q).
+  const int64_t t0 = p.window > 0 && n_kv > p.window ? n_kv - p.window : 0;
+  std::vector<double> score(static_cast<size_t>(n_kv));
+  std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+  k_cache += c0 * kv_stride;
+  v_cache += c0 * kv_stride;
+  double mx = -INFINITY;
+  for (int64_t t = t0; t < n_kv; ++t) {
+    const float* kt = k_cache + t * kv_stride + hk * hd;
+    double d = 0;
+    for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
+    d *= static_cast<double>(p.scale);
+    score[static_cast<size_t>(t)] = d;
+    mx = std::max(mx, d);
+  }
+  double sum = 0;
+  for (int64_t t = t0; t < n_kv; ++t) {
+    double e = std::exp(score[static_cast<size_t>(t)] - mx);
+    score[static_cast<size_t>(t)] = e;
+    sum += e;
+  }
+  for (int64_t t = t0; t < n_kv; ++t) {
+    const float* vt = v_cache + t * kv_stride + hk * hd;
+    const double wgt = score[static_cast<size_t>(t)] / sum;
+    for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];
+  }
+  for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+}
+}  // namespace
+
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
                int64_t n_tok, float* out) {
   const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
   const int64_t group = nh / nkv;
-  const int64_t q_stride = hd * nh, kv_stride = hd * nkv;
+  const int64_t q_stride = hd * nh;
   // One task per (token, head); each writes its own output slice.
   const double work = static_cast<double>(n_tok) * static_cast<double>(nh) * static_cast<double>(n_past + n_tok) *
                       static_cast<double>(hd) * 2;
   parallel_for(n_tok * nh, work, [&](int64_t task) {
     const int64_t j = task / nh, h = task % nh;
-    const int64_t n_kv = n_past + j + 1;  // causal: positions 0 .. n_past + j
-    // [N6] sliding window: only the last `window` positions (q − window < p ≤ q).
-    const int64_t t0 = p.window > 0 && n_kv > p.window ? n_kv - p.window : 0;
-    std::vector<double> score(static_cast<size_t>(n_kv));
-    std::vector<double> acc(static_cast<size_t>(hd), 0.0);
-    const float* qh = q + j * q_stride + h * hd;
-    const int64_t hk = h / group;
-    double mx = -INFINITY;
-    for (int64_t t = t0; t < n_kv; ++t) {
-      const float* kt = k_cache + t * kv_stride + hk * hd;
-      double d = 0;
-      for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
-      d *= static_cast<double>(p.scale);
-      score[static_cast<size_t>(t)] = d;
-      mx = std::max(mx, d);
-    }
-    double sum = 0;
-    for (int64_t t = t0; t < n_kv; ++t) {
-      double e = std::exp(score[static_cast<size_t>(t)] - mx);
-      score[static_cast<size_t>(t)] = e;
-      sum += e;
-    }
-    for (int64_t t = t0; t < n_kv; ++t) {
-      const float* vt = v_cache + t * kv_stride + hk * hd;
-      const double wgt = score[static_cast<size_t>(t)] / sum;
-      for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];
-    }
-    float* o = out + j * q_stride + h * hd;
-    for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+    // causal: positions 0 .. n_past + j
+    attend(q + j * q_stride + h * hd, k_cache, v_cache, p, h / group, 0, n_past + j + 1, out + j * q_stride + h * hd);
+  });
+}
+
+void attention_seqs(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
+                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out) {
+  const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
+  const int64_t group = nh / nkv, n_tok = static_cast<int64_t>(pos.size());
+  const int64_t q_stride = hd * nh;
+  double work = 0;
+  for (int32_t x : pos) work += static_cast<double>(nh) * static_cast<double>(x + 1) * static_cast<double>(hd) * 2;
+  parallel_for(n_tok * nh, work, [&](int64_t task) {
+    const int64_t j = task / nh, h = task % nh;
+    attend(q + j * q_stride + h * hd, k_cache, v_cache, p, h / group, cell0[static_cast<size_t>(j)],
+           int64_t{pos[static_cast<size_t>(j)]} + 1, out + j * q_stride + h * hd);
   });
 }
 

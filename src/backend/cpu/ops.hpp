@@ -64,6 +64,10 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
                int64_t n_tok, float* out);
+// [N7] Several sequences in one ubatch: token j attends to cache columns cell0[j] + [0, pos[j]]
+// (its sequence's cells; window as above), everything else as attention().
+void attention_seqs(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
+                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out);
 
 // [N9] SSM_CONV (graph.hpp): x [c, n_tok], w f32 [k, c], state [(k−1)·c] (oldest slot first; read,
 // then updated to the last k−1 inputs); out [c, n_tok] = silu(causal depthwise conv). Sums in f64.

@@ -12,7 +12,7 @@ static_assert(sizeof(MatmulPC) == 9 * 4);
 static_assert(sizeof(BinaryPC) == 5 * 4);
 static_assert(sizeof(RopePC) == 12 * 4);
 static_assert(sizeof(KvStorePC) == 5 * 4);
-static_assert(sizeof(AttnPC) == 12 * 4);
+static_assert(sizeof(AttnPC) == 13 * 4);
 static_assert(sizeof(TakeColsPC) == 5 * 4);
 static_assert(sizeof(RopeKvPC) == 17 * 4);
 static_assert(sizeof(TakeRowsPC) == 6 * 4);

@@ -209,6 +209,8 @@ void VulkanBackend::release_weights() {
 namespace {
 // An ATTENTION node's kernel arguments (record_node, and compute's scratch sizing).
 ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph::KvShape& kv) {
+  uint32_t n_kv_max = 0;  // [N7] a multi-sequence ubatch: its longest key range
+  for (int32_t x : g.pos) n_kv_max = std::max(n_kv_max, static_cast<uint32_t>(x) + 1u);
   return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim),
                        static_cast<uint32_t>(n.attn.n_head),
                        static_cast<uint32_t>(n.attn.n_head_kv),
@@ -216,23 +218,53 @@ ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph
                        static_cast<uint32_t>(g.n_past),
                        static_cast<uint32_t>(kv.n_embd_kv),
                        n.attn.scale,
-                       static_cast<uint32_t>(n.attn.window)};
+                       static_cast<uint32_t>(n.attn.window),
+                       n_kv_max};
+}
+
+// [N7] A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ 8) belong
+// to one sequence at consecutive positions pos0 … — their attention runs as an ordinary
+// single-sequence ubatch (the tiled prefill kernel where it applies) over that sequence's cells,
+// the rest with the per-token table. n = 0: no such run.
+struct LeadRun {
+  int32_t n = 0, pos0 = 0, seq = 0;
+};
+LeadRun lead_run(const graph::Graph& g) {
+  if (!g.multi_seq() || g.n_tokens < 8) return {};
+  int32_t r = 1;
+  while (r < g.n_tokens && g.seq[size_t(r)] == g.seq[0] && g.pos[size_t(r)] == g.pos[0] + r) ++r;
+  if (r < 8) return {};
+  return {r, g.pos[0], g.seq[0]};
 }
 }  // namespace
 
 VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
-  if (o.n_seq != 1) fail("Vulkan context: {} sequences asked for; one sequence per context is implemented", o.n_seq);
+  if (o.n_seq < 1) fail("Vulkan context: {} sequences asked for (at least 1)", o.n_seq);
+  if (o.n_seq > 1 && (o.kv.conv_state > 0 || o.kv.ssm_state > 0))
+    fail(
+        "Vulkan context: {} sequences asked for, but a hybrid model's recurrent state is held for one sequence "
+        "([N9]; batched decoding of recurrent layers is not implemented: use -np without --cont-batching)",
+        o.n_seq);
+  n_seq_ = o.n_seq;
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
   recorder_ =
       std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, parse_timeout_s(be_.opts_.lab.vulkan_timeout_s));
   kv_f16_ = be_.opts_.kv_f16;
   const uint64_t elem = kv_f16_ ? 2 : 4;
-  const uint64_t bytes = uint64_t(kv_.n_embd_kv) * uint64_t(kv_.n_ctx) * elem;
+  const uint64_t cells = uint64_t(kv_.n_ctx) * uint64_t(n_seq_);
+  const uint64_t bytes = uint64_t(kv_.n_embd_kv) * cells * elem;
+  if (cells * uint64_t(kv_.n_embd_kv) > UINT32_MAX)
+    fail(
+        "Vulkan context: a KV cache of {} sequences × {} positions × {} values exceeds 32-bit indexing; lower -c or "
+        "-np",
+        n_seq_, kv_.n_ctx, kv_.n_embd_kv);
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
     for (int kvi = 0; kvi < 2; ++kvi) {
-      kv_buffers_.push_back(
-          be_.memory_->create(fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv_.n_ctx), bytes,
-                              BufferKind::DEVICE, MemUse::KV));
+      kv_buffers_.push_back(be_.memory_->create(
+          n_seq_ == 1 ? fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv_.n_ctx)
+                      : fmt::format("KV cache layer {} {} ({} sequences × {} positions)", l, kvi ? "V" : "K", n_seq_,
+                                    kv_.n_ctx),
+          bytes, BufferKind::DEVICE, MemUse::KV));
     }
   }
   if (kv_.recurrent()) {
@@ -382,10 +414,13 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       const ops::Weight& w = be_.weight(n.weight);
       if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens)
         fail("graph node {}: shape does not match its weight / tokens", n.name);
-      // Decode: word 0 of the token buffer is the step (n_past), the token id follows.
+      // Decode: word 0 of the token buffer is the step (n_past), the token id follows; [N7] a
+      // multi-sequence ubatch: the ids follow the per-token table.
       const Buffer& tb = env.step != nullptr ? *env.step : tokens_;
-      ops::get_rows(env, w, {&tb, g.n_tokens == 1 ? 4u : 0u, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id),
-                    n.name);
+      const uint64_t tok_off = env.tok_pos           ? (abi::k_tok_table + 2u * uint64_t(g.n_tokens)) * 4u
+                               : env.step != nullptr ? 4u
+                                                     : 0u;
+      ops::get_rows(env, w, {&tb, tok_off, uint64_t(g.n_tokens) * 4}, ne1, node_region(g, p, id), n.name);
       break;
     }
     case Op::RMS_NORM:
@@ -495,7 +530,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
     }
     case Op::KV_STORE: {
       if (n.layer < 0 || n.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", n.name, n.layer);
-      if (src(0).ne0 != kv_.n_embd_kv || g.n_past + g.n_tokens > kv_.n_ctx) {
+      if (src(0).ne0 != kv_.n_embd_kv || (!g.multi_seq() && g.n_past + g.n_tokens > kv_.n_ctx)) {
         fail("graph node {}: KV write of [{}, {}] at {} does not fit the cache [{}, {}]", n.name, src(0).ne0,
              g.n_tokens, g.n_past, kv_.n_embd_kv, kv_.n_ctx);
       }
@@ -513,6 +548,29 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       }
       const Buffer& kc = kv_buffers_[size_t(n.layer) * 2];
       const Buffer& vc = kv_buffers_[size_t(n.layer) * 2 + 1];
+      if (const LeadRun run = lead_run(g); run.n > 0) {
+        // [N7] The prompt chunk: n_past = pos0 from the push constant, over its sequence's cells.
+        ops::Env e1 = env;
+        e1.step = nullptr;
+        e1.tok_pos = false;
+        ops::AttnArgs a1 = a;
+        a1.n_tokens = static_cast<uint32_t>(run.n);
+        a1.n_past = static_cast<uint32_t>(run.pos0);
+        a1.n_kv_max = 0;
+        const uint64_t c0 = uint64_t(run.seq) * uint64_t(kv_.n_ctx) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+        const ops::Region q = in(0), out = node_region(g, p, id);
+        const uint64_t col = uint64_t(n.ne0) * 4, n1 = uint64_t(run.n);
+        ops::attention(e1, {q.buf, q.offset, n1 * col}, {&kc, c0, kc.size() - c0}, {&vc, c0, vc.size() - c0}, a1,
+                       {out.buf, out.offset, n1 * col}, n.name);
+        if (run.n < g.n_tokens) {  // the rest (decode tokens, other sequences): the per-token table
+          ops::AttnArgs a2 = a;
+          a2.n_tokens = static_cast<uint32_t>(g.n_tokens - run.n);
+          a2.tok0 = static_cast<uint32_t>(run.n);
+          ops::attention(env, {q.buf, q.offset + n1 * col, q.bytes - n1 * col}, {&kc, 0, kc.size()},
+                         {&vc, 0, vc.size()}, a2, {out.buf, out.offset + n1 * col, out.bytes - n1 * col}, n.name);
+        }
+        break;
+      }
       ops::attention(env, in(0), {&kc, 0, kc.size()}, {&vc, 0, vc.size()}, a, node_region(g, p, id), n.name);
       break;
     }
@@ -591,15 +649,29 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // [N4] Decode (one token): the token buffer holds {n_past, token id} — word 0 is the step the
   // decode kernels read (ops::Env::step), so the recorded commands do not depend on n_past and one
   // 8-byte host write per token updates both.
-  const bool decode = g.n_tokens == 1;
-  const uint64_t tok_bytes = std::max<uint64_t>(decode ? 8 : 4, tokens.size() * 4);
+  // [N7] A multi-sequence ubatch: the token buffer holds the step block {0, per token (position,
+  // sequence's first cache column), the token ids} (abi.h's k_tok_table), read like the decode step
+  // (POS_BUF = 2), so its commands do not depend on the positions either and are replayed too.
+  const bool multi = g.multi_seq();
+  if (multi) g.check_seqs(n_seq_);
+  const bool decode = g.n_tokens == 1 && !multi;
+  const uint64_t step_bytes = multi ? (abi::k_tok_table + 3u * tokens.size()) * 4u : decode ? 8u : 0u;
+  const uint64_t tok_bytes = std::max<uint64_t>({step_bytes, 4, tokens.size() * 4});
   if (!tokens_ || tokens_.size() < tok_bytes) {
     tokens_ = Buffer();
     tokens_ =
         be_.memory_->create("token ids", tok_bytes, host_io ? BufferKind::HOST : BufferKind::DEVICE, MemUse::OTHER);
     ++buffers_gen_;
   }
-  if (decode) {
+  if (multi) {
+    std::vector<uint32_t> block(step_bytes / 4, 0u);
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      block[abi::k_tok_table + 2 * j] = static_cast<uint32_t>(g.pos[j]);
+      block[abi::k_tok_table + 2 * j + 1] = static_cast<uint32_t>(g.seq[j]) * static_cast<uint32_t>(kv_.n_ctx);
+      block[abi::k_tok_table + 2 * tokens.size() + j] = static_cast<uint32_t>(tokens[j]);
+    }
+    be_.memory_->upload(tokens_, 0, block.data(), step_bytes);
+  } else if (decode) {
     if (g.n_past < 0 || (!kv_buffers_.empty() && int64_t(g.n_past) + g.n_tokens > kv_.n_ctx))
       fail("compute: decode at position {} does not fit the KV cache ({} positions)", g.n_past, kv_.n_ctx);
     const uint32_t step[2] = {static_cast<uint32_t>(g.n_past), static_cast<uint32_t>(tokens[0])};
@@ -630,7 +702,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const bool copy_out = out_bytes > 0 && (host_io || !arena_.mapped());
   // [N4] Replay: the same decode graph, plan and buffers as the captured command buffer — submit it
   // again (the host wrote the token id and the step buffer above).
-  const bool replay = decode && be_.opts_.replay_decode && !be_.opts_.profile;
+  const bool replay = (decode || multi) && be_.opts_.replay_decode && !be_.opts_.profile;
   uint64_t key = 0;
   if (replay) {
     key = replay_key_of(g, p, copy_out);
@@ -655,11 +727,14 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   env.lab = &be_.opts_.lab;
   // Discrete GPUs (host_io): the step and token id are copied into device memory first (one 8-byte
   // copy in the command buffer), so the decode kernels do not each read host memory over PCIe.
-  if (decode && host_io && !step_dev_) {
-    step_dev_ = be_.memory_->create("decode step (n_past, token id)", 8, BufferKind::DEVICE, MemUse::OTHER);
+  if ((decode || multi) && host_io && (!step_dev_ || step_dev_.size() < step_bytes)) {
+    step_dev_ = Buffer();
+    step_dev_ = be_.memory_->create(multi ? "ubatch step (positions, token ids)" : "decode step (n_past, token id)",
+                                    std::max<uint64_t>(step_bytes, 8), BufferKind::DEVICE, MemUse::OTHER);
     ++buffers_gen_;
   }
-  if (decode) env.step = host_io ? &step_dev_ : &tokens_;
+  if (decode || multi) env.step = host_io ? &step_dev_ : &tokens_;
+  env.tok_pos = multi;
   q81_ = plan_q8_1(env, g);
   plan_decode_fusion(g, p, env);
   while (q81_slots_.size() < q81_.n_slots) q81_slots_.emplace_back();
@@ -678,9 +753,13 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   }
   // Split decode attention's scratch: the largest any ATTENTION node of this graph needs.
   uint64_t attn_bytes = 0;
+  const LeadRun lead = lead_run(g);
   for (const auto& n : g.nodes)
-    if (n.op == Op::ATTENTION)
-      attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, attn_args(g, n, kv_)));
+    if (n.op == Op::ATTENTION) {
+      ops::AttnArgs a = attn_args(g, n, kv_);
+      if (lead.n > 0) a.n_tokens = uint32_t(g.n_tokens - lead.n);  // [N7] the rest runs on its own
+      attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, a));
+    }
   if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
     attn_scratch_ = Buffer();
     attn_scratch_ = be_.memory_->create("split attention scratch", attn_bytes, BufferKind::DEVICE);
@@ -701,7 +780,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   } else {
     recorder_->begin(be_.opts_.profile);
   }
-  if (decode && host_io) recorder_->copy(tokens_, 0, step_dev_, 0, 8);
+  if ((decode || multi) && host_io) recorder_->copy(tokens_, 0, step_dev_, 0, step_bytes);
   uint32_t flushed = 0;
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
     if (fused_decode_[size_t(i)] == 1) {
@@ -764,6 +843,10 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
   mix(uint64_t(g.n_tokens));
   mix(uint64_t(int64_t(g.output)));
   mix(copy_out ? 1 : 0);
+  mix(g.multi_seq() ? 1 : 0);       // [N7] POS_BUF = 2 kernels, the step block's layout (n_tokens above)
+  const LeadRun run = lead_run(g);  // [N7] a prompt chunk's attention records its n_past and cells
+  mix(uint64_t(uint32_t(run.n)) | uint64_t(uint32_t(run.pos0)) << 32);
+  mix(uint64_t(uint32_t(run.seq)));
   mix(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
@@ -925,7 +1008,8 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g, const graph::Plan&
   const size_t nn = g.nodes.size();
   fused_decode_.assign(nn, 0);
   norm_into_.assign(nn, -1);
-  if (!be_.opts_.fuse_decode || g.n_tokens != 1 || kv_buffers_.empty()) return;
+  // [N7] a multi-sequence ubatch too (rope_kv reads each token's position and column, POS_BUF = 2).
+  if (!be_.opts_.fuse_decode || (g.n_tokens != 1 && !g.multi_seq()) || kv_buffers_.empty()) return;
   std::vector<uint32_t> uses(nn, 0);
   for (const graph::Node& n : g.nodes)
     for (int32_t s : n.src)
@@ -943,7 +1027,7 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g, const graph::Plan&
         vs.src[0] >= int32_t(i))
       continue;
     const graph::Node& vn = g.nodes[size_t(vs.src[0])];
-    if (k.ne0 != kv_.n_embd_kv || vn.ne0 != kv_.n_embd_kv || vn.ne1 != 1 ||
+    if (k.ne0 != kv_.n_embd_kv || vn.ne0 != kv_.n_embd_kv || vn.ne1 != g.n_tokens ||
         int64_t(k.rope.head_dim) * k.rope.n_head != k.ne0)
       continue;
     fused_decode_[i] = 1;
@@ -998,7 +1082,7 @@ void VulkanContext::plan_norm_fold(const graph::Graph& g, const graph::Plan& p, 
 void VulkanContext::record_rope_kv(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id) {
   const graph::Node &q = g.nodes[size_t(id)], &k = g.nodes[size_t(id) + 1], &vs = g.nodes[size_t(id) + 3];
   if (vs.layer < 0 || vs.layer >= kv_.n_layer) fail("graph node {}: layer {} outside the KV cache", vs.name, vs.layer);
-  if (g.n_past + g.n_tokens > kv_.n_ctx)
+  if (!g.multi_seq() && g.n_past + g.n_tokens > kv_.n_ctx)
     fail("graph node {}: KV write at {} past the cache ({})", vs.name, g.n_past, kv_.n_ctx);
   ops::RopeArgs a{static_cast<uint32_t>(q.rope.head_dim),
                   static_cast<uint32_t>(q.rope.n_head),

@@ -140,6 +140,7 @@ class VulkanContext final : public backend::Context {
   Buffer attn_scratch_;  // split decode attention's partial states (ops::attention_scratch_bytes)
   Buffer kv_staging_;    // export_kv / import_kv when the KV buffers are not host-visible
   bool kv_f16_ = false;  // element type of kv_buffers_
+  int32_t n_seq_ = 1;    // [N7] sequences: each layer buffer holds n_seq · n_ctx columns (sequence s from s · n_ctx)
   // Int8 prefill path: planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node
   // outputs get a q8_1 copy in which slot, and which producers write q8_1 only.
   struct Q81Plan {

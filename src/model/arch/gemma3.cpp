@@ -24,6 +24,7 @@ graph::Graph build_gemma3(const HParams& hp, const Weights& w, const UbatchSpec&
   using graph::Op;
   graph::Graph g;
   blocks::Ctx c{g, hp, u.n_tokens};
+  c.n_out = u.n_out;
   int32_t x = blocks::inp_embd(c, w.tok_embd);
   x = blocks::scale(c, x, std::sqrt(static_cast<float>(hp.n_embd)), "inp_scaled");
   for (int il = 0; il < hp.n_layer; ++il) {

@@ -109,8 +109,8 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
     chunk = static_cast<uint32_t>(c);
   }
   if (a.n_tokens > k_split_max_tokens) return {};
-  uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens;              // the longest key range of the ubatch's tokens
-  if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);  // a sliding window bounds it
+  uint64_t n_kv = a.n_kv_max > 0 ? a.n_kv_max : uint64_t{a.n_past} + a.n_tokens;  // the longest key range
+  if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);                    // a sliding window bounds it
   uint64_t n_split = (n_kv + chunk - 1) / chunk;
   if (n_split > k_split_max) {  // longer chunks instead of more of them
     const uint64_t per = (n_kv + k_split_max - 1) / k_split_max;
@@ -121,7 +121,8 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
   return {chunk, static_cast<uint32_t>(n_split)};
 }
 
-bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
+bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a, bool tok_pos) {
+  if (tok_pos) return false;  // [N7] per-token key ranges: the per-(head, token) kernels
   const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
   if (force && std::strcmp(force, "simple") == 0) return false;
   if (force && std::strcmp(force, "flash") == 0) return true;
@@ -156,7 +157,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                  static_cast<uint32_t>(b[1].delta / elem),
                  static_cast<uint32_t>(b[2].delta / elem),
                  a.scale,
-                 a.window};
+                 a.window,
+                 a.tok0};
   // attention.comp's vector q·k (ROCKY_SC_ATTN_HD): K rows and K's offset in 16-byte units. Not
   // with an f32 cache on Mali: 64 work registers there (half occupancy; f16, the GPU default: 32).
   const uint32_t kvec = e.kv_f16 ? 8 : 4;
@@ -164,7 +166,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   const uint32_t attn_hd = vec_ok && a.head_dim % kvec == 0 && pc.k_off % kvec == 0 ? a.head_dim : 0;
   FlashTile scratch{};
   const FlashTile* tile =
-      want_flash(e.lab, e.info, a) ? flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) : nullptr;
+      want_flash(e.lab, e.info, a, e.tok_pos) ? flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) : nullptr;
   if (tile) {
     const FlashTile& t = *tile;
     const Pipeline& p = e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},
@@ -203,10 +205,16 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
     return;
   }
-  const Pipeline& p = e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
-                                                                          {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                                          {ROCKY_SC_HD_MAX, k_hd_max},
-                                                                          {ROCKY_SC_ATTN_HD, attn_hd}});
+  const Pipeline& p = e.tok_pos
+                          ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
+                                                           {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                           {ROCKY_SC_HD_MAX, k_hd_max},
+                                                           {ROCKY_SC_ATTN_HD, attn_hd},
+                                                           {ROCKY_SC_POS_BUF, 2u}})
+                          : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
+                                                                                {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                                                {ROCKY_SC_HD_MAX, k_hd_max},
+                                                                                {ROCKY_SC_ATTN_HD, attn_hd}});
   if (step) {
     e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
   } else {
@@ -217,7 +225,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
   constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
   FlashTile scratch{};
-  if (want_flash(e.lab, e.info, a) && flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) != nullptr) return 0;
+  if (want_flash(e.lab, e.info, a, e.tok_pos) && flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) != nullptr)
+    return 0;
   const SplitPlan sp = split_plan(e.lab, k_wg, a);
   if (sp.n_split < 2) return 0;
   return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;

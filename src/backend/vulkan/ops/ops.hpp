@@ -114,6 +114,11 @@ struct Env {
   // be replayed (VulkanOptions::replay_decode). The n_past arguments are then ignored.
   const Buffer* step = nullptr;
   DeltaTile delta;  // [N9] gated_delta's tile
+  // [N7] A multi-sequence ubatch: `step` (set too) holds the per-token table of abi.h's
+  // k_tok_table (position, sequence's first cache column) and the kernels run with POS_BUF = 2;
+  // attention runs the per-(head, token) kernels (attention_step / attention_split), never the
+  // tiled one (its query rows would need key ranges of their own).
+  bool tok_pos = false;
 };
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).
@@ -159,7 +164,9 @@ void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n
 struct AttnArgs {
   uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
   float scale;
-  uint32_t window = 0;  // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
+  uint32_t window = 0;    // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
+  uint32_t n_kv_max = 0;  // [N7] the longest key range of the ubatch's tokens; 0 = n_past + n_tokens
+  uint32_t tok0 = 0;      // [N7] Env::tok_pos: this call's token j is token tok0 + j of the step's table
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label);
@@ -197,9 +204,9 @@ inline Bound bind(Env& e, Region r, bool write) { return e.rec.bind(*r.buf, r.of
 inline uint32_t f32_off(const Bound& b) { return b.delta / 4; }
 // The step buffer's binding when e.step is set, else `dummy` (read-only; the shader does not read it).
 inline Bound bind_step(Env& e, Region dummy) {
-  return e.step != nullptr ? e.rec.bind(*e.step, 0, 4, false) : bind(e, dummy, false);
+  return e.step != nullptr ? e.rec.bind(*e.step, 0, e.tok_pos ? e.step->size() : 4, false) : bind(e, dummy, false);
 }
-inline uint32_t pos_buf(const Env& e) { return e.step != nullptr ? 1u : 0u; }
+inline uint32_t pos_buf(const Env& e) { return e.tok_pos ? 2u : e.step != nullptr ? 1u : 0u; }
 
 // Decode (N = 1) over the weight's mmq repack (shaders/matvec_mmq.comp, f32 activations, f32
 // accumulation): matmul() takes it for n == 1 when matvec_uses_mmq (w.mmq_buf set, type in

@@ -40,10 +40,15 @@ using uint = uint32_t;
 // before each submit) instead of the push constant, so a recorded decode command buffer can be
 // replayed for every token (rope, kv_store, attention, attention_flash, rope_kv).
 #define ROCKY_SC_POS_BUF 10
+// [N7] POS_BUF = 2: a multi-sequence ubatch (graph::Graph::seq / pos): the step buffer holds, per
+// token j, its position at word k_tok_table + 2j and its sequence's first cache column (seq ·
+// n_ctx) at word k_tok_table + 2j + 1; token j's cache column is their sum (rope, kv_store,
+// rope_kv, attention_step, attention_split).
 
 // ---- Constants ----
 ROCKY_ABI_CONST(k_rope_normal, 0u)
 ROCKY_ABI_CONST(k_rope_neox, 1u)
+ROCKY_ABI_CONST(k_tok_table, 1u)
 
 // ---- Push constants, one struct per shader family ----
 
@@ -132,6 +137,7 @@ struct AttnPC {
   uint v_off;
   float scale;
   uint window;  // [N6] sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
+  uint tok0;    // [N7] POS_BUF = 2: token j of this dispatch is token tok0 + j of the step's table
 };
 
 // [N4] rope_kv: rope of Q [head_dim·n_head, N] → qo, rope of K and V [head_dim·n_head_kv, N] →

@@ -4,7 +4,8 @@
 // rope_freqs divisors of Llama 3.1 scaling; 1 when has_ff = 0). NORMAL rotates (x[2i],
 // x[2i+1]); NEOX rotates (x[i], x[i + n_rot/2]); dims ≥ n_rot pass through.
 // One invocation per pair slot p < head_dim/2 of one (head, token). Grid: (ceil(head_dim/2 / WG),
-// n_head, n_tokens). Bindings: 0 x, 1 out, 2 ff (f32 [n_rot/2]), 3 step (POS_BUF; else a dummy).
+// n_head, n_tokens). Bindings: 0 x, 1 out, 2 ff (f32 [n_rot/2]), 3 step (POS_BUF; else a dummy;
+// POS_BUF = 2: token j at its own position, abi.h's k_tok_table).
 #include "common/header.glsl"
 layout(push_constant) uniform PC { RopePC pc; };
 layout(binding = 0) readonly buffer X { float x[]; };
@@ -29,7 +30,7 @@ void main() {
     outv[pc.out_off + base + 2u * p + 1u] = x[pc.x_off + base + 2u * p + 1u];
     return;
   }
-  float pos = float((POS_BUF != 0u ? step_pos[0] : pc.n_past) + j);
+  float pos = float(POS_BUF == 2u ? step_pos[k_tok_table + 2u * j] : (POS_BUF != 0u ? step_pos[0] : pc.n_past) + j);
   float theta = pos * pc.freq_scale * pow(pc.freq_base, -2.0 * float(p) / float(pc.n_rot));
   if (pc.has_ff != 0u) theta /= ff[pc.ff_off + p];
   float c = cos(theta), s = sin(theta);

@@ -88,13 +88,15 @@ void store_pair(uint kv, uint idx, vec2 r) {  // idx: element index of r.x in th
 void main() {
   const uint p = gl_GlobalInvocationID.x, y = gl_WorkGroupID.y, j = gl_WorkGroupID.z;
   if (p >= pc.head_dim / 2u) return;
-  const uint n_past = POS_BUF != 0u ? step_pos[0] : pc.n_past;
+  const uint n_past = POS_BUF == 1u ? step_pos[0] : pc.n_past;
   const uint e = 2u * p;
   const uint n_embd_kv = pc.head_dim * pc.n_head_kv;
-  const uint col = n_past + j;
+  // [N7] POS_BUF = 2: token j's own position and cache column (abi.h's k_tok_table).
+  const uint tpos = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j] : n_past + j;
+  const uint col = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j + 1u] + tpos : tpos;
   vec2 r;
   if (y < pc.n_head) {
-    const float pos = float(col);
+    const float pos = float(tpos);
     const uint base = pc.q_off + (j * pc.n_head + y) * pc.head_dim;
     ROPE_ELEM(q, base, e, pos, r.x)
     ROPE_ELEM(q, base, e + 1u, pos, r.y)
@@ -102,7 +104,7 @@ void main() {
     qo[o] = r.x;
     qo[o + 1u] = r.y;
   } else if (y < pc.n_head + pc.n_head_kv) {
-    const float pos = float(col);
+    const float pos = float(tpos);
     const uint hk = y - pc.n_head;
     const uint base = pc.k_off + j * n_embd_kv + hk * pc.head_dim;
     ROPE_ELEM(k, base, e, pos, r.x)

@@ -25,10 +25,21 @@ layout(push_constant) uniform PC { AttnPC pc; };
 layout(binding = 3) writeonly buffer Out { float outv[]; };
 #ifdef ROCKY_ATTN_STEP
 layout(binding = 4) readonly buffer Step { uint step_pos[]; };  // [0] = n_past
+// [N7] 2: a multi-sequence ubatch (abi.h's k_tok_table); 1 (the default): n_past at [0].
+layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 1;
 #define ROCKY_ATTN_N_PAST step_pos[0]
 #else
 #define ROCKY_ATTN_N_PAST pc.n_past
 #endif
+#endif
+// Token j's key positions end at ROCKY_ATTN_POS(j) (inclusive) and start at cache column
+// ROCKY_ATTN_CELL0(j): its sequence's first cell with POS_BUF = 2 ([N7]), else 0.
+#if defined(ROCKY_ATTN_SPLIT) || defined(ROCKY_ATTN_STEP)
+#define ROCKY_ATTN_POS(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (pc.tok0 + (j))] : ROCKY_ATTN_N_PAST + (j))
+#define ROCKY_ATTN_CELL0(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (pc.tok0 + (j)) + 1u] : 0u)
+#else
+#define ROCKY_ATTN_POS(j) (ROCKY_ATTN_N_PAST + (j))
+#define ROCKY_ATTN_CELL0(j) 0u
 #endif
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer Kc { uint kc[]; };
@@ -81,7 +92,8 @@ void main() {
   const uint kvh = h / (pc.n_head / pc.n_head_kv);
   const uint qbase = pc.q_off + (j * pc.n_head + h) * D;
   for (uint d = t; d < D; d += WG) qs[d] = q[qbase + d] * pc.scale;
-  const uint n_kv = ROCKY_ATTN_N_PAST + j + 1u;
+  const uint n_kv = ROCKY_ATTN_POS(j) + 1u;
+  const uint c0 = ROCKY_ATTN_CELL0(j);
   float m = k_neg, l = 0.0;
   float o[DPT];
   for (uint i = 0u; i < DPT; ++i) o[i] = 0.0;
@@ -98,7 +110,7 @@ void main() {
     uint p = k0 + t;
     float s = k_neg;
     if (p < k_end) {
-      uint kb = pc.k_off + p * pc.n_embd_kv + kvh * D;
+      uint kb = pc.k_off + (c0 + p) * pc.n_embd_kv + kvh * D;
       if (HD > 0u) {
         s = qk_vec(kb);
       } else {
@@ -129,7 +141,7 @@ void main() {
       uint d = t + i * WG;
       if (d >= D) break;
       float acc = o[i] * alpha;
-      uint vb = pc.v_off + k0 * pc.n_embd_kv + kvh * D + d;
+      uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
       for (uint c = 0u; c < n_blk; ++c) acc += ps[c] * v_at(vb + c * pc.n_embd_kv);
       o[i] = acc;
     }

@@ -1,0 +1,263 @@
+// [N7] Continuous batching (see batch.hpp).
+#include "runtime/batch.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.hpp"
+
+namespace rocky::runtime {
+
+BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend> be, BatchOptions o)
+    : model_(m), be_(std::move(be)) {
+  if (!be_) fail("batch: no backend");
+  if (o.n_seq < 1) fail("batch: {} sequences (-np) asked for, at least 1", o.n_seq);
+  if (o.n_ubatch <= 0) fail("ubatch size -ub must be positive (got {})", o.n_ubatch);
+  if (o.prefill_chunk < 0) fail("--prefill-chunk must be positive (got {})", o.prefill_chunk);
+  if (o.n_ctx < 0) fail("context size -c must be positive (got {})", o.n_ctx);
+  const auto& hp = m.hparams();
+  n_seq_ = o.n_seq;
+  n_ctx_ = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
+  check_finite_ = o.check_finite;
+  graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
+  be_->load_weights(g.weights());
+  ctx_ = be_->make_context(backend::ContextOptions{g.kv, n_seq_});
+  // -ub within the context and what one binding holds (as Session::n_ubatch).
+  n_ubatch_ = std::min(o.n_ubatch, n_ctx_);
+  if (n_ctx_ >= 2) {
+    graph::Graph probe = m.build_graph(model::UbatchSpec{2, 0, n_ctx_, model::Logits::LAST});
+    std::string why;
+    const int64_t cap = std::max<int64_t>(1, be_->max_ubatch_tokens(probe, &why));
+    if (cap < n_ubatch_) {
+      fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, cap, be_->name(), why);
+      n_ubatch_ = static_cast<int32_t>(cap);
+    }
+  }
+  chunk_ = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_ubatch_) : n_ubatch_;
+  n_past_.assign(static_cast<size_t>(n_seq_), 0);
+  active_.assign(static_cast<size_t>(n_seq_), 0);
+  thread_ = std::thread([this] { loop(); });
+}
+
+BatchEngine::~BatchEngine() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BatchEngine::begin(int32_t seq) {
+  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  std::lock_guard lk(mu_);
+  active_[static_cast<size_t>(seq)] = 1;
+  n_past_[static_cast<size_t>(seq)] = 0;
+}
+
+void BatchEngine::end(int32_t seq) {
+  if (seq < 0 || seq >= n_seq_) return;
+  {
+    std::lock_guard lk(mu_);
+    active_[static_cast<size_t>(seq)] = 0;
+    n_past_[static_cast<size_t>(seq)] = 0;  // its cells are free: the next job overwrites them
+  }
+  cv_.notify_all();  // a step waiting for this sequence's next token goes ahead
+}
+
+int32_t BatchEngine::n_past(int32_t seq) const {
+  std::lock_guard lk(mu_);
+  return n_past_.at(static_cast<size_t>(seq));
+}
+
+BatchStats BatchEngine::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits,
+                                     const ProgressFn& progress, int32_t* seqs_max) {
+  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  if (tokens.empty()) fail("eval: no tokens");
+  Request r;
+  r.seq = seq;
+  r.tokens.assign(tokens.begin(), tokens.end());
+  r.all_logits = all_logits;
+  r.progress = progress;
+  std::unique_lock lk(mu_);
+  const int32_t np = n_past_[static_cast<size_t>(seq)];
+  if (np + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", tokens.size(), np, n_ctx_);
+  if (stop_) fail("batch: shutting down");
+  queue_.push_back(&r);
+  cv_.notify_all();
+  done_cv_.wait(lk, [&] { return r.finished; });
+  if (seqs_max) *seqs_max = std::max(*seqs_max, r.seqs_max);
+  if (!r.error.empty()) fail("{}", r.error);
+  return std::move(r.out);
+}
+
+void BatchEngine::loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) {
+      for (Request* r : queue_) {
+        r->error = "batch: shutting down";
+        r->finished = true;
+      }
+      queue_.clear();
+      done_cv_.notify_all();
+      return;
+    }
+    // Every active sequence's next request joins this step, unless one takes longer than 2 ms.
+    auto all_in = [&] {
+      for (int32_t s = 0; s < n_seq_; ++s) {
+        if (!active_[static_cast<size_t>(s)]) continue;
+        if (std::none_of(queue_.begin(), queue_.end(), [s](const Request* r) { return r->seq == s; })) return false;
+      }
+      return true;
+    };
+    cv_.wait_for(lk, std::chrono::milliseconds(2), [&] { return stop_ || all_in(); });
+    if (stop_ || queue_.empty()) continue;
+    step(lk);
+  }
+}
+
+void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
+  // The decode group: every request with one token left (a decode, or a prefill's last token), in
+  // arrival order, at most -ub of them; then the first waiting prefill's next chunk in the room left.
+  std::vector<Request*> dec;
+  Request* pf = nullptr;
+  for (Request* r : queue_) {
+    const size_t left = r->tokens.size() - r->done;
+    if (left == 1 && static_cast<int32_t>(dec.size()) < n_ubatch_) {
+      dec.push_back(r);
+    } else if (left > 1 && pf == nullptr) {
+      pf = r;
+    }
+  }
+  int32_t chunk = 0;
+  if (pf != nullptr) {
+    const int32_t room = n_ubatch_ - static_cast<int32_t>(dec.size());
+    chunk = static_cast<int32_t>(std::min<size_t>(
+        {static_cast<size_t>(std::max(room, 0)), static_cast<size_t>(chunk_), pf->tokens.size() - pf->done}));
+    if (chunk == 0) pf = nullptr;
+  }
+  if (dec.empty() && pf == nullptr) return;
+  // Ubatch layout: [prefill chunk][decode tokens], so the logits wanted are the last n_out columns.
+  std::vector<int32_t> toks, seq, pos;
+  if (pf != nullptr) {
+    const int32_t np = n_past_[static_cast<size_t>(pf->seq)];
+    for (int32_t i = 0; i < chunk; ++i) {
+      toks.push_back(pf->tokens[pf->done + static_cast<size_t>(i)]);
+      seq.push_back(pf->seq);
+      pos.push_back(np + i);
+    }
+  }
+  for (Request* r : dec) {
+    toks.push_back(r->tokens[r->done]);
+    seq.push_back(r->seq);
+    pos.push_back(n_past_[static_cast<size_t>(r->seq)]);
+  }
+  const bool pf_last = pf != nullptr && pf->done + static_cast<size_t>(chunk) == pf->tokens.size();
+  const bool all = pf != nullptr && pf->all_logits;
+  const int32_t n = static_cast<int32_t>(toks.size());
+  const int32_t n_out = all ? n : static_cast<int32_t>(dec.size()) + (pf_last ? 1 : 0);
+  const model::Logits want = all ? model::Logits::ALL : n_out > 0 ? model::Logits::LAST : model::Logits::NONE;
+  const int32_t n_seqs = static_cast<int32_t>(dec.size()) + (pf != nullptr ? 1 : 0);
+  lk.unlock();
+  // Compute outside the lock: callers keep queueing; these requests stay put (their threads wait).
+  std::string error;
+  std::vector<float> logits;
+  const size_t nv = static_cast<size_t>(n_vocab());
+  try {
+    auto key = std::make_tuple(n, static_cast<int>(want), want == model::Logits::LAST ? n_out : 0);
+    auto it = shapes_.find(key);
+    if (it == shapes_.end()) {
+      if (shapes_.size() >= 32) shapes_.clear();
+      model::UbatchSpec u{n, 0, n_ctx_, want};
+      u.n_out = std::max(n_out, 1);
+      it = shapes_.emplace(key, Shape{model_.build_graph(u), {}}).first;
+      it->second.p = graph::plan_arena(it->second.g);
+    }
+    graph::Graph& g = it->second.g;
+    g.seq = seq;
+    g.pos = pos;
+    logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
+    ctx_->compute(g, it->second.p, toks, logits);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (pf != nullptr && pf->progress && error.empty())
+    pf->progress(static_cast<int64_t>(pf->done) + chunk, static_cast<int64_t>(pf->tokens.size()));
+  lk.lock();
+  auto row = [&](int32_t col) {  // logits of ubatch column col
+    const int32_t first = want == model::Logits::ALL ? 0 : n - n_out;
+    return std::span<const float>(logits).subspan(static_cast<size_t>(col - first) * nv, nv);
+  };
+  auto finite = [](std::span<const float> v) {
+    for (float x : v)
+      if (!std::isfinite(x)) return false;
+    return true;
+  };
+  if (pf != nullptr) {
+    pf->seqs_max = std::max(pf->seqs_max, n_seqs);
+    if (!error.empty()) {
+      pf->error = error;
+      pf->finished = true;
+    } else {
+      if (all) {
+        for (int32_t i = 0; i < chunk; ++i) {
+          auto r = row(i);
+          pf->out.insert(pf->out.end(), r.begin(), r.end());
+        }
+      } else if (pf_last) {
+        auto r = row(chunk - 1);
+        pf->out.assign(r.begin(), r.end());
+      }
+      pf->done += static_cast<size_t>(chunk);
+      n_past_[static_cast<size_t>(pf->seq)] += chunk;
+      if (pf_last) pf->finished = true;
+      if (pf_last && check_finite_ && !finite(pf->out))
+        pf->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
+                                n_past_[static_cast<size_t>(pf->seq)] - 1, pf->seq);
+    }
+  }
+  for (size_t i = 0; i < dec.size(); ++i) {
+    Request* r = dec[i];
+    r->seqs_max = std::max(r->seqs_max, n_seqs);
+    r->finished = true;
+    if (!error.empty()) {
+      r->error = error;
+      continue;
+    }
+    auto v = row(chunk + static_cast<int32_t>(i));
+    if (r->all_logits) {
+      r->out.insert(r->out.end(), v.begin(), v.end());
+    } else {
+      r->out.assign(v.begin(), v.end());
+    }
+    r->done += 1;
+    n_past_[static_cast<size_t>(r->seq)] += 1;
+    if (check_finite_ && !finite(v))
+      r->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
+                             n_past_[static_cast<size_t>(r->seq)] - 1, r->seq);
+  }
+  if (error.empty()) {
+    stats_.steps += 1;
+    stats_.prefill_tokens += chunk;
+    stats_.decode_tokens += static_cast<int64_t>(dec.size());
+    stats_.last_seqs = n_seqs;
+    stats_.max_seqs = std::max(stats_.max_seqs, n_seqs);
+  }
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Request* r) { return r->finished; }),
+               queue_.end());
+  done_cv_.notify_all();
+}
+
+}  // namespace rocky::runtime

@@ -1,0 +1,133 @@
+// [N7] Continuous batching: one context holds the KV cells of n_seq sequences
+// (backend::ContextOptions::n_seq); each step is one multi-sequence ubatch (graph::Graph::seq /
+// pos) that packs the next token of every decoding sequence and, within the ubatch budget (-ub), a
+// chunk of one waiting prefill (--prefill-chunk, default -ub), so decode keeps flowing while a long
+// prompt is evaluated.
+//
+// Threads: each sequence is driven by its own thread (a scheduler slot's worker, through
+// BatchSource — a LogitSource, so the Generator, its sampling and stop rules are unchanged); eval()
+// queues the tokens and blocks until the steps that carry them are done. The engine's own thread
+// runs the steps: a step starts once every active sequence (begin() … end()) has a request waiting,
+// or 2 ms after the first one arrived (a slot still streaming its last token does not hold the
+// others up for longer).
+//
+// Fairness: every waiting decode token goes into every step; prefills are admitted first come first
+// served, one chunk per step; end() frees a sequence's cells at once (a cancelled or finished job).
+// Results do not depend on the batch: a token's logits are those of its own sequence's cells
+// (tests/vulkan/test_multi_seq.cpp).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "graph/planner.hpp"
+#include "model/model.hpp"
+#include "runtime/generator.hpp"
+#include "runtime/session.hpp"
+
+namespace rocky::runtime {
+
+struct BatchOptions {
+  int32_t n_seq = 1;          // sequences (the server's -np)
+  int32_t n_ctx = 0;          // positions per sequence (0: the model's, at most 4096)
+  int32_t n_ubatch = 512;     // tokens per step at most (-ub)
+  int32_t prefill_chunk = 0;  // prefill tokens per step at most (--prefill-chunk; 0 = n_ubatch)
+  bool check_finite = true;   // a NaN/inf logit is an error for its sequence
+};
+
+struct BatchStats {
+  int64_t steps = 0;
+  int64_t prefill_tokens = 0;  // over all steps
+  int64_t decode_tokens = 0;
+  int32_t last_seqs = 0;  // sequences in the last step
+  int32_t max_seqs = 0;   // the most sequences one step carried
+};
+
+class BatchEngine {
+ public:
+  BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend> be, BatchOptions o);
+  ~BatchEngine();
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // Sequence `seq` takes part in the steps (its thread will call eval); starts at position 0.
+  void begin(int32_t seq);
+  // Sequence `seq` is done: its cells are free and the steps stop waiting for it.
+  void end(int32_t seq);
+  // Appends `tokens` to sequence `seq` and blocks until they are evaluated: the last token's logits
+  // (all_logits: every token's, row-major). `seqs_max` (optional) is raised to the most sequences
+  // in one step that carried these tokens. rocky::Error when they do not fit the context or the
+  // step failed.
+  std::vector<float> eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
+                          int32_t* seqs_max = nullptr);
+  int32_t n_past(int32_t seq) const;
+  int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_seq() const { return n_seq_; }
+  int32_t n_vocab() const { return model_.hparams().n_vocab; }
+  BatchStats stats() const;
+  backend::Context& context() { return *ctx_; }
+  backend::Backend& backend() { return *be_; }
+
+ private:
+  struct Request {
+    int32_t seq = 0;
+    std::vector<int32_t> tokens;
+    size_t done = 0;  // tokens evaluated
+    bool all_logits = false;
+    ProgressFn progress;
+    std::vector<float> out;
+    int32_t seqs_max = 0;
+    bool finished = false;
+    std::string error;
+  };
+  void loop();
+  void step(std::unique_lock<std::mutex>& lk);
+
+  const model::Model& model_;
+  std::shared_ptr<backend::Backend> be_;
+  std::unique_ptr<backend::Context> ctx_;
+  int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512;
+  bool check_finite_ = true;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // engine: requests arrived / stop
+  std::condition_variable done_cv_;  // callers: a request finished
+  std::vector<int32_t> n_past_;      // per sequence
+  std::vector<uint8_t> active_;      // per sequence: between begin() and end()
+  std::deque<Request*> queue_;       // waiting requests, in arrival order
+  BatchStats stats_;
+  bool stop_ = false;
+  struct Shape {
+    graph::Graph g;
+    graph::Plan p;
+  };
+  std::map<std::tuple<int32_t, int, int32_t>, Shape> shapes_;  // (n_tokens, logits, n_out)
+  std::thread thread_;
+};
+
+// One sequence of a BatchEngine as the Generator's LogitSource.
+class BatchSource final : public LogitSource {
+ public:
+  BatchSource(BatchEngine& e, int32_t seq) : e_(e), seq_(seq) {}
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) override {
+    return e_.eval(seq_, tokens, all_logits, progress, &seqs_max_);
+  }
+  int32_t n_past() const override { return e_.n_past(seq_); }
+  int32_t n_ctx() const override { return e_.n_ctx(); }
+  int32_t n_vocab() const override { return e_.n_vocab(); }
+  int32_t seqs_max() const { return seqs_max_; }
+
+ private:
+  BatchEngine& e_;
+  int32_t seq_;
+  int32_t seqs_max_ = 0;
+};
+
+}  // namespace rocky::runtime
