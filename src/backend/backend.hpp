@@ -67,7 +67,8 @@ struct ContextStats {
   HostTiming host;          // since reset_host_timing()
   std::vector<OpTime> ops;  // per dispatch of the last compute() (only when the backend profiles)
   // Kernels the last compute()'s prefill matmuls used: "mmq" (int8 path: q8_1 activations ×
-  // mul_mmq), "mm", "basic" (f32 kernels), "cpu" (the oracle).
+  // mul_mmq), "mm", "basic" (f32 kernels), "cpu" (the oracle); [N7] "mmv" for a ubatch of 2 … 8
+  // tokens whose matmuls ran as the multi-column decode matvec; mixes joined with "+".
   std::string matmul_path;
   uint32_t int8_matmuls = 0;     // matmuls of the last compute() on the int8 path
   uint32_t fused_epilogues = 0;  // of those, the ones that added their bias / residual themselves

@@ -186,6 +186,73 @@ TEST(MatvecMmq, MatmulN1TakesIt) {
   }
 }
 
+// [N7] The multi-column matvec (fast::matvec_mmq with n columns; ops::matmul with Env::mmv_cols):
+// x [K, n] at an odd offset, y [M, n]; every column within the f64 bound of its own product, for
+// n = 2 … 8, M not a multiple of the rows, both reductions, the residual epilogue per column, and
+// ops::matmul taking it (bit-identical to the direct call).
+TEST(MatvecMmq, MultiColumn) {
+  Harness& h = harness();
+  std::mt19937 rng(4242);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto [t, k, nib] : {std::tuple{DType::Q4_0, 96u, false}, std::tuple{DType::Q8_0, 32u * 33u, false},
+                           std::tuple{DType::Q4_K, 512u, true}, std::tuple{DType::Q4_K, 256u, false},
+                           std::tuple{DType::Q6_K, 768u, true}, std::tuple{DType::Q5_K, 256u, false}}) {
+    for (uint32_t m : {37u, 1001u}) {
+      std::vector<float> deq;
+      auto wbytes = random_weights(t, k, m, rng, deq);
+      for (uint32_t n : {2u, 3u, 5u, 8u})
+        for (bool sg : {true, false})
+          for (bool residual : {false, true}) {
+            DeviceInfo info = h.dev->info();
+            info.subgroup_arith = info.subgroup_arith && sg;
+            ops::Env env{*h.rec, *h.pipes, info, {}, 128, false};
+            env.mmv_cols = 8;
+            std::vector<float> x(size_t{k} * n), r(size_t{m} * n);
+            for (auto& v : x) v = g(rng);
+            for (auto& v : r) v = g(rng);
+            const uint64_t xo = 3 * 4, yo = 5 * 4;
+            Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
+            Buffer xb = h.mem->create("x", xo + x.size() * 4, BufferKind::DEVICE);
+            Buffer yb = h.mem->create("y", yo + size_t{m} * n * 4, BufferKind::DEVICE);
+            Buffer yb2 = h.mem->create("y2", yo + size_t{m} * n * 4, BufferKind::DEVICE);
+            Buffer eb = h.mem->create("e", size_t{m} * n * 4, BufferKind::DEVICE);
+            h.mem->upload(wb, 0, wbytes.data(), wbytes.size());
+            h.mem->upload(xb, xo, x.data(), x.size() * 4);
+            h.mem->upload(eb, 0, r.data(), r.size() * 4);
+            std::vector<float> poison(size_t{m} * n, std::nanf(""));
+            h.mem->upload(yb, yo, poison.data(), poison.size() * 4);
+            h.mem->upload(yb2, yo, poison.data(), poison.size() * 4);
+            ops::Weight w{&wb, t, k, m, row_bytes(t, k), "w"};
+            Buffer rb = fast::upload_for_mmq(*h.mem, w, wbytes.data(), nib);
+            w.mmq_buf = &rb;
+            const ops::Region xr{&xb, xo, x.size() * 4}, yr{&yb, yo, size_t{m} * n * 4},
+                yr2{&yb2, yo, size_t{m} * n * 4};
+            fast::MmqEpilogue e{residual ? fast::Epilogue::RESIDUAL : fast::Epilogue::NONE, {}};
+            if (residual) e.operand = {&eb, 0, size_t{m} * n * 4};
+            h.rec->begin();
+            fast::matvec_mmq(env, w, xr, yr, "matvec_mmq cols", e, nullptr, n);
+            if (!residual) ops::matmul(env, w, xr, n, yr2, "matmul cols");
+            h.rec->submit_and_wait();
+            std::vector<float> y(size_t{m} * n), y2(size_t{m} * n);
+            h.mem->download(yb, yo, y.data(), y.size() * 4);
+            h.mem->download(yb2, yo, y2.data(), y2.size() * 4);
+            for (uint32_t c = 0; c < n; ++c) {
+              std::vector<float> yc(y.begin() + size_t{c} * m, y.begin() + size_t{c + 1} * m);
+              if (residual)
+                for (uint32_t i = 0; i < m; ++i) yc[i] -= r[size_t{c} * m + i];
+              const std::vector<float> xc(x.begin() + size_t{c} * k, x.begin() + size_t{c + 1} * k);
+              EXPECT_LE(nmse(yc, deq, xc, m, k), 1e-10)
+                  << dtype_name(t) << " nib " << nib << " M " << m << " n " << n << " column " << c << " subgroup "
+                  << sg << " residual " << residual;
+            }
+            if (!residual) {
+              EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4)) << "ops::matmul, n " << n;
+            }
+          }
+    }
+  }
+}
+
 // A 4 KiB binding limit: the weight goes in windows of a few rows (q8_0 K = 800: 800-byte rows, 5
 // per window; q4_K nibbles K = 512: 256-byte rows, 15 per window), same values as one window.
 TEST(MatvecMmq, RowWindows) {

@@ -345,7 +345,8 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
       "vs CPU %.3g absolute\n",
       file, int(kv_f16), n_gen, (unsigned long long)replayed.replays, (unsigned long long)recorded.dispatches,
       (unsigned long long)unfused.dispatches, worst_unfused, worst_cpu);
-  EXPECT_LE(worst_unfused, kv_f16 ? 1e-3 : 1e-5) << "fused vs unfused decode";
+  // f32 KV: 2e-5 (the folded norms sum x² per workgroup in another order than rms_norm_vec).
+  EXPECT_LE(worst_unfused, kv_f16 ? 1e-3 : 2e-5) << "fused vs unfused decode";
   // The prompt's KV comes from the int8 prefill path (q8_1 activations): ≤ 0.35 absolute
   // (../shared/reference/README.md), as every q8_1 path is held to; [N9] 1.35 on the hybrid qwen35.
   EXPECT_LE(worst_cpu, m->hparams().full_attn_interval > 0 ? 1.35 : 0.35) << "GPU decode vs the CPU oracle";

@@ -75,6 +75,11 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     if (v != "0" && v != "1") fail("ROCKY_FUSE_DECODE='{}': expected 0 or 1", v);
     opts_.fuse_decode = v == "1";
   }
+  if (!lab.mmv_cols.empty()) {  // ROCKY_MMV_COLS=N overrides matvec_max_cols
+    const std::string& v = lab.mmv_cols;
+    if (v.size() != 1 || v[0] < '1' || v[0] > '8') fail("ROCKY_MMV_COLS='{}': expected 1 … 8", v);
+    opts_.matvec_max_cols = uint32_t(v[0] - '0');
+  }
   if (!lab.fold_norm.empty()) {  // ROCKY_FOLD_NORM=0|1 overrides fold_norm
     const std::string& v = lab.fold_norm;
     if (v != "0" && v != "1") fail("ROCKY_FOLD_NORM='{}': expected 0 or 1", v);
@@ -369,7 +374,11 @@ backend::ContextStats VulkanContext::stats() const {
   // [N6] Some prefill matmuls on the int8 path and some not (a weight type mul_mmq lacks): "mmq+mm" /
   // "mmq+basic", so a partial fallback is visible in `rocky bench` rather than reported as "mmq".
   const char* f32_path = be_.opts_.matmul == ops::MatmulPath::MM ? "mm" : "basic";
-  s.matmul_path = int8_matmuls_ == 0 ? f32_path : f32_prefill_matmuls_ == 0 ? "mmq" : std::string("mmq+") + f32_path;
+  // [N7] "mmv": matmuls of 2 … matvec_max_cols tokens as the multi-column matvec (a short ubatch's).
+  std::string path = int8_matmuls_ > 0 ? "mmq" : "";
+  if (mmv_matmuls_ > 0) path += path.empty() ? "mmv" : "+mmv";
+  if (path.empty() || f32_prefill_matmuls_ > 0) path += path.empty() ? f32_path : std::string("+") + f32_path;
+  s.matmul_path = path;
   s.int8_matmuls = int8_matmuls_;
   s.fused_epilogues = fused_epilogues_;
   s.dispatches = recorder_->dispatches();
@@ -489,7 +498,8 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
           const std::string tail = cn.name.rfind("blk.", 0) == 0 && cn.name.find('.', 4) != std::string::npos
                                        ? cn.name.substr(cn.name.find('.', 4) + 1)
                                        : cn.name;
-          fast::matvec_mmq(env, w, x, out, n.name + "+" + tail, epi, nf >= 0 ? &fold : nullptr);
+          fast::matvec_mmq(env, w, x, out, n.name + "+" + tail, epi, nf >= 0 ? &fold : nullptr, ne1);
+          if (ne1 > 1) ++mmv_matmuls_;
           ++fused_epilogues_;
           break;
         }
@@ -500,7 +510,11 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         fast::matvec_mmq(env, w, x_in, node_region(g, p, id), n.name, {}, &fold);
         break;
       }
-      if (ne1 > 1) ++f32_prefill_matmuls_;
+      if (ne1 > 1 && ne1 <= env.mmv_cols && ops::matvec_uses_mmq(env, w)) {
+        ++mmv_matmuls_;
+      } else if (ne1 > 1) {
+        ++f32_prefill_matmuls_;
+      }
       ops::matmul(env, w, in(0), ne1, node_region(g, p, id), n.name);
       break;
     }
@@ -725,6 +739,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   env.matmul = be_.opts_.matmul;
   env.prof = &be_.mmq_profile_;
   env.lab = &be_.opts_.lab;
+  env.mmv_cols = std::clamp<uint32_t>(be_.opts_.matvec_max_cols, 1, fast::k_matvec_max_cols);
   // Discrete GPUs (host_io): the step and token id are copied into device memory first (one 8-byte
   // copy in the command buffer), so the decode kernels do not each read host memory over PCIe.
   if ((decode || multi) && host_io && (!step_dev_ || step_dev_.size() < step_bytes)) {
@@ -768,6 +783,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   env.attn_scratch = attn_scratch_ ? &attn_scratch_ : nullptr;
   int8_matmuls_ = 0;
   f32_prefill_matmuls_ = 0;
+  mmv_matmuls_ = 0;
   fused_epilogues_ = 0;
   if (copy_out && (!readback_ || readback_.size() < out_bytes)) {
     readback_ = Buffer();
@@ -960,7 +976,7 @@ VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph
     // [N4] or a decode matvec over the repack (N = 1): fast::matvec_mmq's epilogue, same rule;
     // record_node also checks that j's region does not overlap the f32 x the matvec reads.
     bool decode = false;
-    if (!q.mmq[i] && n.op == Op::MATMUL && n.ne1 == 1 && n.weight) {
+    if (!q.mmq[i] && n.op == Op::MATMUL && n.ne1 >= 1 && n.ne1 <= env.mmv_cols && n.weight) {
       auto it = be_.weights_.find(n.weight);
       decode = it != be_.weights_.end() && ops::matvec_uses_mmq(env, it->second);
     }

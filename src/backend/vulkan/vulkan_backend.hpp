@@ -64,6 +64,11 @@ struct VulkanOptions {
   // made ffn_gate / ffn_up / attn_q ≈ 5 µs slower each (every workgroup reads the norm weight too)
   // while the norm it removed costs ≈ 4.8 µs (tuning-log #24). ROCKY_FOLD_NORM=0|1 overrides it.
   bool fold_norm = false;
+  // [N7] Matmuls of 2 … this many tokens (a batched decode step, a short ubatch) run as one
+  // multi-column matvec over the repack (weights read once) instead of mul_mmq, whose 64–128-wide
+  // token tiles sat mostly empty: on the H200 a 2-sequence step cost more than two 1-token steps
+  // (bench -npl: 229 t/s at 1 sequence, 91 at 2). 1 = mul_mmq for every N > 1. ROCKY_MMV_COLS.
+  uint32_t matvec_max_cols = 8;
   // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
   // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
   // environment.
@@ -161,6 +166,7 @@ class VulkanContext final : public backend::Context {
   Q81Plan q81_;
   uint32_t int8_matmuls_ = 0;
   uint32_t f32_prefill_matmuls_ = 0;  // [N6] matmuls with N > 1 on the f32 kernels (last compute)
+  uint32_t mmv_matmuls_ = 0;          // [N7] matmuls with 1 < N ≤ matvec_max_cols as the multi-column matvec
   uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
   // [N4] Decode replay: a counter bumped whenever this context re-creates a buffer that recorded

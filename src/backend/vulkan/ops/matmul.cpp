@@ -39,6 +39,7 @@ bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n) {
   if (e.matmul != MatmulPath::AUTO && e.matmul != MatmulPath::MMQ) return false;
   if (e.prof == nullptr || w.mmq_buf == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0)
     return false;
+  if (n <= e.mmv_cols && matvec_uses_mmq(e, w)) return false;  // [N7] the multi-column matvec
   const uint64_t lim = e.rec.max_binding();
   return fast::q8_1_qs_bytes(w.ne0, n) <= lim && fast::q8_1_ds_bytes(w.ne0, n) <= lim &&
          w.rows * uint64_t{n} * 4 + 256 <= lim && w.ne0 * uint64_t{n} * 4 + 256 <= lim;
@@ -133,25 +134,32 @@ MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof,
 }
 
 void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
-                const MmqEpilogue& epi, const MatvecNorm* norm) {
+                const MmqEpilogue& epi, const MatvecNorm* norm, uint32_t n) {
   if (!ops::matvec_uses_mmq(e, w))
     fail("{}: matvec_mmq needs a weight of a type mul_mmq supports with its mmq repack (K = {})", w.name, w.ne0);
-  if (x.bytes < w.ne0 * 4 || y.bytes < w.rows * 4)
-    fail("{}: matvec_mmq regions too small (x {} bytes for K = {}, y {} bytes for M = {})", label, x.bytes, w.ne0,
-         y.bytes, w.rows);
-  if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < w.rows * 4))
+  if (n < 1 || n > k_matvec_max_cols || (n > 1 && norm != nullptr))
+    fail("{}: matvec_mmq of {} columns (1 … {}, a folded norm only with 1)", label, n, k_matvec_max_cols);
+  if (x.bytes < w.ne0 * 4 * n || y.bytes < w.rows * 4 * n)
+    fail("{}: matvec_mmq regions too small (x {} bytes for K = {}, y {} bytes for M = {}, {} columns)", label, x.bytes,
+         w.ne0, y.bytes, w.rows, n);
+  const uint64_t epi_need = w.rows * 4 * (epi.kind == Epilogue::RESIDUAL ? n : 1);
+  if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < epi_need))
     fail("{}: matvec_mmq {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
-         epi.operand.bytes, w.rows * 4);
+         epi.operand.bytes, epi_need);
   if (norm != nullptr && (!norm->weight.buf || norm->weight.bytes < w.ne0 * 4))
     fail("{}: matvec_mmq norm weight holds {} bytes, {} needed", label, norm->weight.bytes, w.ne0 * 4);
-  const MatvecShape sh =
+  MatvecShape sh =
       e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
-  Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4}, false);
-  Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4}, true);
+  if (n > 1) {  // [N7] fewer x values per step as columns grow (registers), and ROWS·n ≤ WG (stores)
+    sh.split = std::max(sh.split, n <= 2 ? 0u : (n <= 4 ? 1u : 2u));
+    sh.rows = std::max(1u, std::min(sh.rows, sh.wg / n));
+    while (sh.rows > 1 && uint64_t{sh.rows * n + 1} * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;
+  }
+  Bound bx = ops::bind(e, ops::Region{x.buf, x.offset, w.ne0 * 4 * n}, false);
+  Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4 * n}, true);
   // Binding 4: the epilogue operand, or x again as a read-only dummy.
-  Bound be = epi.kind != Epilogue::NONE
-                 ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, w.rows * 4}, false)
-                 : bx;
+  Bound be =
+      epi.kind != Epilogue::NONE ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, epi_need}, false) : bx;
   // Binding 5: the folded norm's weight, or x again.
   Bound bn = norm != nullptr ? ops::bind(e, ops::Region{norm->weight.buf, norm->weight.offset, w.ne0 * 4}, false) : bx;
   const uint32_t xo = ops::f32_off(bx), no = norm != nullptr ? ops::f32_off(bn) : 0;
@@ -164,9 +172,10 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
                                    {ROCKY_SC_MMV_XVEC4, xo % 4 == 0 && no % 4 == 0 ? 1u : 0u},
                                    {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)},
                                    {ROCKY_SC_MMV_UNROLL, sh.unroll},
-                                   {ROCKY_SC_MMV_NORM, norm != nullptr ? 1u : 0u}});
+                                   {ROCKY_SC_MMV_NORM, norm != nullptr ? 1u : 0u},
+                                   {ROCKY_SC_MMV_COLS, n}});
   for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
-    pc.N = 1;
+    pc.N = n;
     pc.x_off = xo;
     pc.y_off = ops::f32_off(by);
     pc.ldy = static_cast<uint32_t>(w.rows);
@@ -188,6 +197,12 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
     fail("{}: weight type {} is not supported by the Vulkan kernels", w.name, dtype_name(w.type));
   if (n == 1 && matvec_uses_mmq(e, w)) {
     matvec_mmq(e, w, x, y, label);
+    return;
+  }
+  // [N7] A few columns (a batched decode step, a short ubatch): one multi-column matvec.
+  if (n > 1 && n <= e.mmv_cols && n <= fast::k_matvec_max_cols && matvec_uses_mmq(e, w) &&
+      uint64_t{w.ne0} * n * 4 + 256 <= e.rec.max_binding() && uint64_t{w.rows} * n * 4 + 256 <= e.rec.max_binding()) {
+    fast::matvec_mmq(e, w, x, y, label, {}, nullptr, n);
     return;
   }
   // Int8 path with matmul()'s own quantization (the backend quantizes in the producer instead).

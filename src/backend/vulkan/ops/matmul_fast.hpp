@@ -123,8 +123,11 @@ struct MatvecNorm {
   ops::Region weight{};
   float eps = 0;
 };
+// [N7] n > 1 (≤ k_matvec_max_cols): n columns in one dispatch, x [K, n], y [M, n] (and a
+// residual operand [M, n]), the weights read once (no norm then).
+constexpr uint32_t k_matvec_max_cols = 8;
 void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
-                const MmqEpilogue& epi, const MatvecNorm* norm = nullptr);
+                const MmqEpilogue& epi, const MatvecNorm* norm = nullptr, uint32_t n = 1);
 
 // Shape of matvec_mmq (data per device class, then fitted to the weight's M and K): invocations per
 // workgroup (a power of two ≥ 4), rows per workgroup, 32 >> split values per step (split 0, 1,

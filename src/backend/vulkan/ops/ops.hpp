@@ -114,6 +114,10 @@ struct Env {
   // be replayed (VulkanOptions::replay_decode). The n_past arguments are then ignored.
   const Buffer* step = nullptr;
   DeltaTile delta;  // [N9] gated_delta's tile
+  // [N7] Matmuls of up to this many columns (tokens) run as one multi-column decode matvec over
+  // the repack (fast::matvec_mmq, weights read once) instead of mul_mmq; 1 = only N = 1. The
+  // backend sets VulkanOptions::matvec_max_cols.
+  uint32_t mmv_cols = 1;
   // [N7] A multi-sequence ubatch: `step` (set too) holds the per-token table of abi.h's
   // k_tok_table (position, sequence's first cache column) and the kernels run with POS_BUF = 2;
   // attention runs the per-(head, token) kernels (attention_step / attention_split), never the

@@ -43,6 +43,9 @@ namespace rocky::vulkan::abi {
 // [N4] matvec_mmq: 1 = x is the raw input of an RMSNorm folded into this matvec (binding 5: the
 // norm's weight [K] at float offset n_off; eps in MatmulMmqPC): y = (W·(x ∘ w_norm)) / rms(x).
 #define ROCKY_SC_MMV_NORM 32
+// [N7] matvec_mmq: columns (tokens) per dispatch, 1 … 8: each weight unit is loaded once for all of
+// them (x [K, n], y / residual [ldy, n]).
+#define ROCKY_SC_MMV_COLS 33
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).

@@ -4,6 +4,9 @@
 // arithmetic in compute shaders).
 //
 //   y[m0 + m] = Σ_k W[k, m] · x[k]  (+ bias[m0 + m] or + residual[m0 + m]: EPILOGUE)
+// [N7] With NCOLS = n > 1, n columns at once (a batched decode step, a short ubatch): x [K, n]
+// (column c at element x_off + c·K), y and the residual [ldy, n] (column c at c·ldy): each weight
+// unit is loaded once and used for the n columns, so a step of n tokens reads the weights once.
 //
 // W in the mmq layout (ops/matmul_fast.hpp; q4_0, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K), x f32 (no q8_1
 // quantization: the error is f32 rounding only). A row of K values is nb = K/32 blocks; a STEP is
@@ -49,6 +52,7 @@ layout(constant_id = ROCKY_SC_MMV_XVEC4) const bool XVEC4 = false;
 layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
 layout(constant_id = ROCKY_SC_MMV_UNROLL) const uint UNROLL = 1;
 layout(constant_id = ROCKY_SC_MMV_NORM) const bool NORM = false;
+layout(constant_id = ROCKY_SC_MMV_COLS) const uint NCOLS = 1;  // columns (tokens), 1 … 8
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
 layout(binding = 0) readonly buffer Wq2 { uvec2 wq2[]; };
@@ -79,12 +83,12 @@ const uint ONE = 0x3F800000u;
 const int S0 = 23 - int(BITS);                      // shift of byte 0's low bits to the mantissa top
 
 #if MMV_SUBGROUP
-shared float red[(ROWS + 1u) * gl_WorkGroupSize.x];  // (ROWS + Σx²) × subgroups (≤ WG)
+shared float red[(ROWS * NCOLS + 1u) * gl_WorkGroupSize.x];  // (ROWS·NCOLS + Σx²) × subgroups (≤ WG)
 #else
-shared float red[(ROWS + 1u) * gl_WorkGroupSize.x];  // (ROWS + Σx²) × invocations
+shared float red[(ROWS * NCOLS + 1u) * gl_WorkGroupSize.x];  // (ROWS·NCOLS + Σx²) × invocations
 #endif
 
-float acc[ROWS];  // this invocation's partial sums (private)
+float acc[ROWS * NCOLS];  // this invocation's partial sums (private), row r column c at r·NCOLS + c
 float ssq = 0.0;  // NORM: Σ x² of this invocation's x values
 
 vec4 load_x4(uint e) {  // x[e .. e + 3] (e a multiple of 4 when XVEC4)
@@ -112,30 +116,33 @@ vec4 f4hi(uint w) { return fbytes(w, 4); }
 // its contribution scaled by k (1, or 0 for the clamped duplicate of the unrolled loop's tail).
 void step(uint st, uint g, uint nb, uint U, float k) {
   const uint b = st >> SPLIT, sub = st & ((1u << SPLIT) - 1u);
-  // x of the step, prescaled; xs[0 .. XN/2) and xs[XN/2 .. XN) are the two halves that one
-  // scale each multiplies (int8) or the low / high nibbles of the same bytes (NIBBLES).
-  vec4 xs[8];  // XN used
-  float sx0 = 0.0, sx1 = 0.0;  // Σ x of the two halves (unscaled)
-  for (uint j = 0u; j < XN; ++j) {
-    uint e;
-    if (NIBBLES) {  // low nibbles: values (16 >> SPLIT)·sub + 4j; high: 16 more
-      e = 32u * b + (16u >> SPLIT) * sub + (j < XN / 2u ? 4u * j : 16u + 4u * (j - XN / 2u));
-    } else {
-      e = 32u * b + (32u >> SPLIT) * sub + 4u * j;
+  // x of the step per column, prescaled; xs[c][0 .. XN/2) and xs[c][XN/2 .. XN) are the two halves
+  // that one scale each multiplies (int8) or the low / high nibbles of the same bytes (NIBBLES).
+  vec4 xs[NCOLS][8];  // XN used
+  float sx0[NCOLS], sx1[NCOLS];  // Σ x of the two halves (unscaled)
+  for (uint c = 0u; c < NCOLS; ++c) {
+    sx0[c] = 0.0;
+    sx1[c] = 0.0;
+    for (uint j = 0u; j < XN; ++j) {
+      uint e;
+      if (NIBBLES) {  // low nibbles: values (16 >> SPLIT)·sub + 4j; high: 16 more
+        e = 32u * b + (16u >> SPLIT) * sub + (j < XN / 2u ? 4u * j : 16u + 4u * (j - XN / 2u));
+      } else {
+        e = 32u * b + (32u >> SPLIT) * sub + 4u * j;
+      }
+      vec4 v = load_x4(pc.x_off + c * pc.K + e);
+      if (NORM) {  // NCOLS = 1 (host-checked)
+        ssq += k * dot(v, v);
+        v *= load_nw4(pc.n_off + e);
+      }
+      if (j < XN / 2u) {
+        sx0[c] += (v.x + v.y) + (v.z + v.w);
+      } else {
+        sx1[c] += (v.x + v.y) + (v.z + v.w);
+      }
+      xs[c][j] = v * XSCALE;
     }
-    vec4 v = load_x4(pc.x_off + e);
-    if (NORM) {
-      ssq += k * dot(v, v);
-      v *= load_nw4(pc.n_off + e);
-    }
-    if (j < XN / 2u) {
-      sx0 += (v.x + v.y) + (v.z + v.w);
-    } else {
-      sx1 += (v.x + v.y) + (v.z + v.w);
-    }
-    xs[j] = v * XSCALE;
   }
-  const float c0 = CSCALE * XSCALE * sx0, c1 = CSCALE * XSCALE * sx1;
   for (uint r = 0u; r < ROWS; ++r) {
     const uint m = min(g * ROWS + r, pc.M - 1u);
     const uint qrow = pc.wq_off + m * U, srow = pc.ws_off + m * mmq_srow_words(nb);
@@ -157,31 +164,49 @@ void step(uint st, uint g, uint nb, uint U, float k) {
       }
     }
     const vec2 s = mmq_scale(srow, b);
-    float d0 = 0.0, d1 = 0.0;  // Σ f·x' over the two halves
+    // The weight values as floats 1 + u/2^BITS, once for every column.
+    vec4 f0[8], f1[8];  // the two halves' words (NW used; int8 types: NW / 2 each)
     if (Q6NIB) {  // nibble pairs + the 2 high bits from the scale group
       const uvec2 hw = mmq_q6_hi(srow, b);
       for (uint j = 0u; j < NW; ++j) {
         const uint h = mmq_q6_h16(hw, NW * sub + j);
-        d0 += dot(fbytes(mmq_q6lo(w[j], h), 0), xs[j]);
-        d1 += dot(fbytes(mmq_q6hi(w[j], h), 0), xs[NW + j]);
+        f0[j] = fbytes(mmq_q6lo(w[j], h), 0);
+        f1[j] = fbytes(mmq_q6hi(w[j], h), 0);
       }
     } else if (NIBBLES) {
       for (uint j = 0u; j < NW; ++j) {
-        d0 += dot(f4lo(w[j]), xs[j]);
-        d1 += dot(f4hi(w[j]), xs[NW + j]);
+        f0[j] = f4lo(w[j]);
+        f1[j] = f4hi(w[j]);
       }
     } else {
       for (uint j = 0u; j < NW / 2u; ++j) {
-        d0 += dot(f8(w[j]), xs[j]);
-        d1 += dot(f8(w[NW / 2u + j]), xs[NW / 2u + j]);
+        f0[j] = f8(w[j]);
+        f1[j] = f8(w[NW / 2u + j]);
       }
     }
-    if (Q4K) {  // s.x · Σ q·x + s.y · Σ x
-      acc[r] += k * (s.x * ((d0 - c0) + (d1 - c1)) + s.y * (sx0 + sx1));
-    } else if (SPLIT > 0u && !NIBBLES) {  // part of one half of the block: that half's scale
-      acc[r] += k * (((sub >> (SPLIT - 1u)) == 0u ? s.x : s.y) * ((d0 - c0) + (d1 - c1)));
-    } else {
-      acc[r] += k * (s.x * (d0 - c0) + s.y * (d1 - c1));
+    for (uint c = 0u; c < NCOLS; ++c) {
+      const float c0 = CSCALE * XSCALE * sx0[c], c1 = CSCALE * XSCALE * sx1[c];
+      float d0 = 0.0, d1 = 0.0;  // Σ f·x' over the two halves
+      if (NIBBLES) {
+        for (uint j = 0u; j < NW; ++j) {
+          d0 += dot(f0[j], xs[c][j]);
+          d1 += dot(f1[j], xs[c][NW + j]);
+        }
+      } else {
+        for (uint j = 0u; j < NW / 2u; ++j) {
+          d0 += dot(f0[j], xs[c][j]);
+          d1 += dot(f1[j], xs[c][NW / 2u + j]);
+        }
+      }
+      float add;
+      if (Q4K) {  // s.x · Σ q·x + s.y · Σ x
+        add = s.x * ((d0 - c0) + (d1 - c1)) + s.y * (sx0[c] + sx1[c]);
+      } else if (SPLIT > 0u && !NIBBLES) {  // part of one half of the block: that half's scale
+        add = ((sub >> (SPLIT - 1u)) == 0u ? s.x : s.y) * ((d0 - c0) + (d1 - c1));
+      } else {
+        add = s.x * (d0 - c0) + s.y * (d1 - c1);
+      }
+      acc[r * NCOLS + c] += k * add;
     }
   }
 }
@@ -193,7 +218,7 @@ void main() {
   const uint nb = pc.K / 32u;                    // blocks (scale pairs) per row
   const uint U = NIBBLES ? nb : 2u * nb;         // uvec4 units per row
   const uint NS = nb << SPLIT;                   // steps per row
-  for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
+  for (uint r = 0u; r < ROWS * NCOLS; ++r) acc[r] = 0.0;
   for (uint st = t; st < NS; st += UNROLL * WG) {
     step(st, g, nb, U, 1.0);
     if (UNROLL == 2u) {  // a second step in the same basic block: its loads issue with the first's
@@ -204,28 +229,31 @@ void main() {
   // Reduction and store.
 #if MMV_SUBGROUP
   const uint nsg = gl_NumSubgroups;
-  for (uint r = 0u; r < ROWS; ++r) {
+  for (uint r = 0u; r < ROWS * NCOLS; ++r) {
     const float v = subgroupAdd(acc[r]);
     if (subgroupElect()) red[r * nsg + gl_SubgroupID] = v;
   }
   if (NORM) {
     const float v = subgroupAdd(ssq);
-    if (subgroupElect()) red[ROWS * nsg + gl_SubgroupID] = v;
+    if (subgroupElect()) red[ROWS * NCOLS * nsg + gl_SubgroupID] = v;
   }
   barrier();
-  if (t < ROWS && g * ROWS + t < pc.M) {
+  // Invocation t < ROWS·NCOLS stores row t / NCOLS of column t % NCOLS.
+  const uint tr = t / NCOLS, tc = t % NCOLS;
+  if (t < ROWS * NCOLS && g * ROWS + tr < pc.M) {
     float v = 0.0;
     for (uint i = 0u; i < nsg; ++i) v += red[t * nsg + i];
     if (NORM) {
       float q = 0.0;
-      for (uint i = 0u; i < nsg; ++i) q += red[ROWS * nsg + i];
+      for (uint i = 0u; i < nsg; ++i) q += red[ROWS * NCOLS * nsg + i];
       v *= inversesqrt(q / float(pc.K) + pc.eps);
     }
 #else
-  for (uint r = 0u; r < ROWS; ++r) red[r * WG + t] = acc[r];
-  if (NORM) red[ROWS * WG + t] = ssq;
+  for (uint r = 0u; r < ROWS * NCOLS; ++r) red[r * WG + t] = acc[r];
+  if (NORM) red[ROWS * NCOLS * WG + t] = ssq;
   barrier();
-  if (t < ROWS && g * ROWS + t < pc.M) {
+  const uint tr = t / NCOLS, tc = t % NCOLS;
+  if (t < ROWS * NCOLS && g * ROWS + tr < pc.M) {
     vec4 p = vec4(0.0);
     for (uint i = 0u; i < WG; i += 4u)  // WG a multiple of 4 (the host checks)
       p += vec4(red[t * WG + i], red[t * WG + i + 1u], red[t * WG + i + 2u], red[t * WG + i + 3u]);
@@ -233,12 +261,14 @@ void main() {
     if (NORM) {
       vec4 q = vec4(0.0);
       for (uint i = 0u; i < WG; i += 4u)
-        q += vec4(red[ROWS * WG + i], red[ROWS * WG + i + 1u], red[ROWS * WG + i + 2u], red[ROWS * WG + i + 3u]);
+        q += vec4(red[ROWS * NCOLS * WG + i], red[ROWS * NCOLS * WG + i + 1u], red[ROWS * NCOLS * WG + i + 2u],
+                  red[ROWS * NCOLS * WG + i + 3u]);
       v *= inversesqrt(((q.x + q.y) + (q.z + q.w)) / float(pc.K) + pc.eps);
     }
 #endif
-    const uint m = pc.m0 + g * ROWS + t;
-    if (EPILOGUE == ROCKY_MMQ_EPI_BIAS || EPILOGUE == ROCKY_MMQ_EPI_RESIDUAL) v += ev[pc.e_off + m];
-    y[pc.y_off + m] = v;
+    const uint m = pc.m0 + g * ROWS + tr;
+    if (EPILOGUE == ROCKY_MMQ_EPI_BIAS) v += ev[pc.e_off + m];
+    if (EPILOGUE == ROCKY_MMQ_EPI_RESIDUAL) v += ev[pc.e_off + tc * pc.ldy + m];
+    y[pc.y_off + tc * pc.ldy + m] = v;
   }
 }
