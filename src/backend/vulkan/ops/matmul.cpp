@@ -103,6 +103,7 @@ MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof,
   s.wg = std::min(c.wg, d.max_workgroup_invocations);
   s.split = c.split;
   s.unroll = c.unroll;
+  s.rows = 0;  // 0: the rule's rows (below)
   if (c.wg_by_k) {
     const uint64_t blocks = k / 32;
     if (blocks <= 64) {
@@ -110,23 +111,14 @@ MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof,
       // rows, 144 → 130 µs; ffn_up (11008) 4 rows × 2 steps per iteration, 15.2 → 13.7 µs;
       // attn_q (2048) 2 rows, 8.3 → 6.9 µs.
       s.wg = 32;
-      if (m >= 65536) {
-        s.rows = 8;
-      } else if (m >= 8192) {
-        s.rows = 4;
-        s.unroll = 2;
-      } else {
-        s.rows = 2;
-      }
-      while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
-      while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
-      return s;
+      s.rows = m >= 65536 ? 8 : (m >= 8192 ? 4 : 2);
+      if (s.rows == 4) s.unroll = 2;
     } else if (blocks >= 256 && d.max_workgroup_invocations >= 128) {
       s.wg = 128;
       s.unroll = 2;
     }
   }
-  s.rows = std::min(c.rows, s.wg);
+  if (s.rows == 0) s.rows = std::min(c.rows, s.wg);
   while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
   // A profile's rule may not fit a smaller device: its shared-memory reduction needs rows · wg floats.
   while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
