@@ -84,16 +84,17 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     v.push_back(prof("adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
     v.push_back(prof("intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
     v.push_back(prof("amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)));
-    // H200 (docs/tuning-log.md #8-#9): 128×128, 8×8 per invocation, BK 64, 256 invocations,
-    // word-by-word shared reads: 75.9 TFLOPS at q4_K 4096×512×14336 (234 registers, no local
-    // memory once the epilogue lost its `continue`). Smaller grids (attn_q/attn_output/ffn_down
-    // with 2048 rows: 64 workgroups; attn_k/attn_v with 256 rows: 8) take 64×128 4×8 (256
-    // invocations) or 32×64 4×4 (128).
-    v.push_back(prof("nvidia", 128, tile(128, 128, 64, 64, 64, 8, 8, 1, 0), tile(128, 64, 32, 64, 32, 8, 4)));
-    v.back().mmq_alt = {tile(64, 128, 64, 32, 64, 4, 8, 1, 0), tile(32, 64, 64, 32, 32, 4, 4, 1, 0)};
+    // H200: the full `rocky tune` from the generic profile (docs/tuning-log.md #26; session 4,
+    // lab/h200-tune.sh STAGE=full): mul_mmq 32×128, BK 64, 4×8 per invocation, 128 invocations,
+    // word-by-word shared reads, no register prefetch — 1.84 against 2.09 ms for the earlier
+    // hand-made 128×128 8×8 (tuning-log #8-#9) at q4_K 11008×512×2048; grids under 33 workgroups
+    // (attn_k/attn_v: 256 rows) take 16×64 8×2 (64 invocations). mul_mm 128×128 BK 32 8×4 (512).
+    // pp512 of qwen2.5-3b q4_K_M 10,321 against 9,209 t/s with the hand-made tiles, same call.
+    v.push_back(prof("nvidia", 128, tile(32, 128, 64, 16, 64, 4, 8, 0, 0), tile(128, 128, 32, 64, 64, 8, 4)));
+    v.back().mmq_alt = {tile(16, 64, 64, 8, 32, 8, 2, 1, 0)};
     // q4_K as nibble pairs (the default): 75.1 against 75.9 TFLOPS with int8 values (−1 %), for
     // 0.5 byte less per weight (pp512 peak memory of qwen2.5-3b q4_K_M: 5.50 GiB with int8).
-    v.back().min_workgroups = 120;
+    v.back().min_workgroups = 33;
     v.push_back(prof("llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)));
     v.push_back(prof("generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
     // Decode matvec_mmq shapes and flash-attention tiles per device class (moved here from
@@ -104,12 +105,18 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     const std::vector<FlashTile> attn_arm{{128, 16, 1, 2, 0}, {64, 8, 1, 1, 0}};
     const std::vector<FlashTile> attn_arm_wide{{128, 8, 1, 1, 0}, {64, 8, 1, 1, 0}};
     const std::vector<FlashTile> attn_gpu{{128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1, 0}};
+    // H200 (the same full tune): 4 query rows per invocation, 0.498 against 0.722 ms at hd128,
+    // 16/2 heads × 512 tokens; at hd 256 it needs 89 KB of shared memory, so the next one is used.
+    const std::vector<FlashTile> attn_nv{{128, 16, 4, 2, 1}, {128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1, 0}};
     for (DeviceProfile& p : v) {
       p.mmv = p.name == "llvmpipe"       ? mmv_cpu
               : p.name == "nvidia"       ? mmv_nv
               : p.name == "mali-valhall" ? mmv_arm
                                          : mmv_gpu;
-      p.attn = p.name == "llvmpipe" ? attn_cpu : p.name == "mali-valhall" ? attn_arm : attn_gpu;
+      p.attn = p.name == "llvmpipe"       ? attn_cpu
+               : p.name == "mali-valhall" ? attn_arm
+               : p.name == "nvidia"       ? attn_nv
+                                          : attn_gpu;
       if (p.name == "mali-valhall") p.attn_wide = attn_arm_wide;
     }
     return v;

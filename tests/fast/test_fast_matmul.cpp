@@ -182,13 +182,13 @@ TEST(FastMatmul, MulMmqOtherTiles) {
   check_type(DType::Q5_K, {{65, 19, 256}}, p);
   check_type(DType::Q5_0, {{65, 19, 96}}, p);
   tune::DeviceProfile nv = tune::builtin_profile("nvidia");
-  check_type(DType::Q4_K, {{131, 70, 256}}, nv);  // 2 workgroups < min_workgroups: the 32×64 alternative
-  nv.min_workgroups = 0;                          // the main 128×128 8×8 tile
+  check_type(DType::Q4_K, {{131, 70, 256}}, nv);  // 5 workgroups < min_workgroups: the 16×64 alternative
+  nv.min_workgroups = 0;                          // the main 32×128 4×8 tile
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);
   check_type(DType::Q6_K, {{131, 70, 256}}, nv);
   check_type(DType::Q5_1, {{131, 70, 96}}, nv);
-  nv.min_workgroups = 3;  // 64×128 4×8: 3 workgroups
-  ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 64u);
+  nv.min_workgroups = 6;  // 32×128: 5 workgroups; 16×64 8×2: 18
+  ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 16u);
   check_type(DType::Q8_0, {{131, 70, 96}}, nv);
 }
 

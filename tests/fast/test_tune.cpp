@@ -110,8 +110,8 @@ TEST(Tune, JsonOverride) {
   EXPECT_EQ(q.mmq_alt[0].wg, 128u);
   EXPECT_EQ(pick_mmq_tile(q, 4096, 512).bm, base.mmq.bm);  // 64×256: 128 workgroups ≥ 64
   EXPECT_EQ(pick_mmq_tile(q, 256, 512).bm, 32u);           // 8 → the alternative: 64
-  EXPECT_EQ(pick_mmq_tile(base, 256, 512).bn, 64u);        // built-in nvidia: 32×64 for attn_k/attn_v
-  EXPECT_EQ(pick_mmq_tile(base, 2048, 512).bn, 128u);      // 64 → 64×128: 128
+  EXPECT_EQ(pick_mmq_tile(base, 256, 512).bn, 64u);        // built-in nvidia: 16×64 for attn_k/attn_v
+  EXPECT_EQ(pick_mmq_tile(base, 2048, 512).bn, 128u);      // 32×128: 256 workgroups
   err(R"({"mmq_alt": {}})", "mmq_alt");
   err(R"({"mmq_alt": [{"bz": 1}]})", "mmq_alt[0]");
   err(R"({"min_workgroups": -3})", "min_workgroups");
@@ -219,7 +219,7 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("mali-valhall").mmv.str(), "wg64 rows1 groups1 split2 unroll1");
   EXPECT_EQ(builtin_profile("amd").mmv.str(), "wg64 rows4 groups512 split0 unroll1");
   EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");
-  EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg128 br16 tr1 tc2 pf1");
+  EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg128 br16 tr4 tc2 pf1");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(128).front().str(), "wg128 br16 tr1 tc2 pf0");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("generic").attn_tiles(256).front().str(), "wg128 br16 tr1 tc2 pf1");
