@@ -958,9 +958,13 @@ int run_tune(const TuneOpts& o) {
       if (hd > 128 && list.empty()) list = start.attn;
       list.erase(std::remove(list.begin(), list.end(), *b), list.end());
       list.insert(list.begin(), *b);
-      const double st_ms = t_attn[start.attn_tiles(hd).front().str()];
-      fmt::print(stderr, "tune: attention {}: {} {:.3f} ms, the starting {} {:.3f} ms\n", as.str(N), b->str(),
-                 t_attn[b->str()], start.attn_tiles(hd).front().str(), st_ms);
+      // The starting list's first tile may not fit this head_dim (then it was never measured).
+      const std::string st = start.attn_tiles(hd).front().str();
+      const auto st_it = t_attn.find(st);
+      fmt::print(stderr, "tune: attention {}: {} {:.3f} ms, the starting {} {}\n", as.str(N), b->str(),
+                 t_attn[b->str()], st,
+                 st_it != t_attn.end() && std::isfinite(st_it->second) ? fmt::format("{:.3f} ms", st_it->second)
+                                                                       : std::string("does not fit"));
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

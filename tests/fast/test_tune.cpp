@@ -221,6 +221,7 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");
   EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg128 br16 tr4 tc2 pf1");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(128).front().str(), "wg128 br16 tr1 tc2 pf0");
+  EXPECT_EQ(builtin_profile("nvidia").attn_tiles(256).front().str(), "wg256 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("generic").attn_tiles(256).front().str(), "wg128 br16 tr1 tc2 pf1");
   EXPECT_EQ(builtin_for_device(0x10DE, "llvmpipe", false).name, "nvidia");
