@@ -226,6 +226,30 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
   unsetenv("ROCKY_ATTN_SPLIT");
 }
 
+// [N3]/[N5] The tiled kernel with split keys (ops/attention.cpp flash_split_plan: a grid of few
+// row blocks over a long cache — an agent's next message at depth): 1, 5, 13 and 50 tokens after
+// 1,100 … 1,500 positions, head_dim 80 / 128 / 64, GQA 7 / 2 / 1, a sliding window of 300, both
+// caches; each split's partial state is merged by attention_merge. ROCKY_ATTN_SPLIT=0 (unsplit) must
+// give the same bound.
+TEST_F(VulkanAttention, FlashSplitKeysAtDepth) {
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    std::mt19937 rng(kv_f16 ? 95 : 94);
+    for (const char* split : {"", "0"}) {
+      setenv("ROCKY_ATTN", "flash", 1);
+      setenv("ROCKY_ATTN_SPLIT", split, 1);
+      be.set_lab(runtime::read_env().lab);
+      for (const Shape& s : {Shape{1, 1100, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{5, 1500, 128, 2, 2, 0.0884f},
+                             Shape{50, 1100, 64, 1, 2, 1.0f}, Shape{13, 1300, 128, 2, 1, 0.0884f, 300}}) {
+        EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
+            << "split=" << split << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
+            << " head_dim=" << s.head_dim << " window=" << s.window;
+      }
+    }
+  }
+  unsetenv("ROCKY_ATTN_SPLIT");
+}
+
 // A malformed ROCKY_ATTN_SPLIT is a clear error, not a silent default.
 TEST_F(VulkanAttention, SplitChunkValidated) {
   auto& be = shared_backend(false);

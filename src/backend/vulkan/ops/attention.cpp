@@ -121,6 +121,34 @@ SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
   return {chunk, static_cast<uint32_t>(n_split)};
 }
 
+// [N3]/[N5] Flash attention with split keys: a ubatch of few query rows over a long cache (an
+// agent's next message at depth 5,000: 50 tokens × 8 heads per KV head = 25 row blocks × 2 KV heads
+// on qwen2.5-3b) gives a grid of a few dozen workgroups, each walking every key — most of a big
+// GPU idles. Below k_fa_split_groups workgroups the key range is cut into chunks (a multiple of
+// the tile's BC, ≥ k_fa_split_min_chunk keys) until the grid reaches it; attention_merge combines
+// the partial states. Not under the replayed decode (n_past is on the device only there).
+constexpr uint32_t k_fa_split_groups = 256, k_fa_split_min_chunk = 512, k_fa_split_max = 64;
+
+SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const AttnArgs& a, bool pos_on_device) {
+  if (pos_on_device) return {};
+  if (lab != nullptr && lab->attn_split == "0") return {};  // ROCKY_ATTN_SPLIT=0: never split
+  const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
+  const uint64_t grid = (rows + t.br - 1) / t.br * a.n_head_kv;
+  if (grid == 0 || grid >= k_fa_split_groups) return {};
+  // Keys any row of the ubatch sees: from the window's first key of token 0 (or 0) to the last token.
+  const uint64_t first = a.window > 0 && uint64_t{a.n_past} + 1 > a.window ? a.n_past + 1 - a.window : 0;
+  const uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens - first;
+  const uint64_t want = std::min<uint64_t>((k_fa_split_groups + grid - 1) / grid, k_fa_split_max);
+  const uint64_t by_len = n_kv / k_fa_split_min_chunk;
+  const uint64_t n = std::min(want, by_len);
+  if (n < 2) return {};
+  const uint64_t bc = t.bc();
+  const uint64_t chunk = ((n_kv + n - 1) / n + bc - 1) / bc * bc;
+  const uint64_t n_split = (n_kv + chunk - 1) / chunk;
+  if (n_split < 2) return {};
+  return {static_cast<uint32_t>(chunk), static_cast<uint32_t>(n_split)};
+}
+
 bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a, bool tok_pos) {
   if (tok_pos) return false;  // [N7] per-token key ranges: the per-(head, token) kernels
   const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
@@ -169,17 +197,39 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
       want_flash(e.lab, e.info, a, e.tok_pos) ? flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) : nullptr;
   if (tile) {
     const FlashTile& t = *tile;
-    const Pipeline& p = e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},
-                                                        {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                        {ROCKY_SC_FA_BR, t.br},
-                                                        {ROCKY_SC_FA_TR, t.tr},
-                                                        {ROCKY_SC_FA_TC, t.tc},
-                                                        {ROCKY_SC_FA_HD, a.head_dim},
-                                                        {ROCKY_SC_FA_PREFETCH, t.prefetch},
-                                                        {ROCKY_SC_POS_BUF, pos_buf(e)}});
+    const SplitPlan sp = flash_split_plan(e.lab, t, a, pos_buf(e) != 0);
+    const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+    // The scratch is sized from the graph before recording (attention_scratch_bytes); a part
+    // recorded without the step buffer ([N7]'s lead run) may plan a split the scratch lacks: unsplit.
+    const bool split = sp.n_split > 1 && e.attn_scratch != nullptr && e.attn_scratch->size() >= need;
+    auto pipe = [&](uint32_t split_sc) -> const Pipeline& {
+      return e.pipes.get("attention_flash", {{ROCKY_SC_WG, t.wg},
+                                             {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                             {ROCKY_SC_FA_BR, t.br},
+                                             {ROCKY_SC_FA_TR, t.tr},
+                                             {ROCKY_SC_FA_TC, t.tc},
+                                             {ROCKY_SC_FA_HD, a.head_dim},
+                                             {ROCKY_SC_FA_PREFETCH, t.prefetch},
+                                             {ROCKY_SC_POS_BUF, pos_buf(e)},
+                                             {ROCKY_SC_FA_SPLIT, split_sc}});
+    };
     const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
     const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);
-    e.rec.dispatch(p, b, &pc, sizeof pc, blocks, a.n_head_kv, 1, label);
+    abi::AttnSplitPC spc{pc, sp.chunk, sp.n_split, 0};
+    if (!split) {
+      spc.n_split = 1;
+      e.rec.dispatch(pipe(0), b, &spc, sizeof spc, blocks, a.n_head_kv, 1, label);
+      return;
+    }
+    const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
+    spc.s_off = f32_off(bs);
+    Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
+    e.rec.dispatch(pipe(1), bsplit, &spc, sizeof spc, blocks, a.n_head_kv, sp.n_split, label);
+    const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
+    const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
+    Bound bmerge[] = {br, b[3]};
+    spc.s_off = f32_off(br);
+    e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
     return;
   }
   // attention_step.comp (and attention_split with POS_BUF): n_past from the step buffer (binding
@@ -225,8 +275,12 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
   constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
   FlashTile scratch{};
-  if (want_flash(e.lab, e.info, a, e.tok_pos) && flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) != nullptr)
-    return 0;
+  if (want_flash(e.lab, e.info, a, e.tok_pos)) {
+    if (const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch)) {
+      const SplitPlan sp = flash_split_plan(e.lab, *t, a, pos_buf(e) != 0);
+      return sp.n_split > 1 ? uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u : 0;
+    }
+  }
   const SplitPlan sp = split_plan(e.lab, k_wg, a);
   if (sp.n_split < 2) return 0;
   return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;

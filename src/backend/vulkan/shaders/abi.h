@@ -183,7 +183,7 @@ struct AttnSplitPC {
   uint s_off;    // element offset of the scratch rows (attention_split binding 3, merge binding 0)
 };
 
-// ---- [M6] attention_flash.comp (tiled prefill attention; push constants: AttnPC) ----
+// ---- [M6] attention_flash.comp (tiled prefill attention; push constants: AttnSplitPC) ----
 // Query rows per workgroup (BR), rows per invocation (TR), keys per invocation (TC; keys per
 // block BC = TC · WG / (BR / TR)), exact head_dim (HD, a multiple of 4).
 #define ROCKY_SC_FA_BR 40
@@ -192,6 +192,9 @@ struct AttnSplitPC {
 #define ROCKY_SC_FA_HD 43
 // 1: K/V blocks are fetched into registers one phase ahead (global loads overlap compute).
 #define ROCKY_SC_FA_PREFETCH 44
+// [N3]/[N5] 1: the workgroup walks one chunk of the key range (grid z = split) and stores a partial
+// state for attention_merge.comp (AttnSplitPC's layout) instead of the output.
+#define ROCKY_SC_FA_SPLIT 46
 // attention.comp / attention_step.comp / attention_split.comp: the exact head_dim when each key's
 // dot product may read K in 16-byte units (head_dim a multiple of 8 with f16 K, of 4 with f32, and
 // K's element offset aligned alike); 0 = one element at a time (any head_dim).

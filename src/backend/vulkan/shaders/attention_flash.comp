@@ -25,9 +25,17 @@
 // pad of one vec4 spreads the CT keys read together over distinct banks), P [BR][BC], and
 // [BR][CT] partial row maxima / sums (each invocation reduces its own TC keys first).
 //
+// Split keys (SPLIT = 1; few query rows over a long cache, e.g. an agent's next message at depth):
+// workgroup z = s walks only keys [f + s·chunk, f + (s + 1)·chunk) of the workgroup's range (f: the
+// window's first key for the ubatch's first token, else 0) and stores its partial softmax state
+// (m, l, unnormalised o) to the scratch rows of attention_split.comp's layout (AttnSplitPC, abi.h),
+// which attention_merge.comp combines — the flash-decoding identity, so a grid of a few dozen row
+// blocks fills the GPU. A row with no visible key in its split stores m = −1e30 (merged as nothing).
+//
 // Requirements (host-checked in ops/attention.cpp): HD % 4 == 0, BR % TR == 0, WG % RG == 0.
-// Bindings and push constants as attention.comp (AttnPC): 0 q [head_dim·n_head, N] f32, 1 K cache,
-// 2 V cache (uint words: f32 bits, or packed f16 pairs when KV_F16 = 1), 3 out like q.
+// Bindings: 0 q [head_dim·n_head, N] f32, 1 K cache, 2 V cache (uint words: f32 bits, or packed
+// f16 pairs when KV_F16 = 1), 3 out like q (SPLIT = 1: the scratch rows). Push constants:
+// AttnSplitPC (its AttnPC `a` as attention.comp's; chunk / n_split / s_off used when SPLIT = 1).
 #include "common/header.glsl"
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_FA_BR) const uint BR = 32;
@@ -35,7 +43,9 @@ layout(constant_id = ROCKY_SC_FA_TR) const uint TR = 2;
 layout(constant_id = ROCKY_SC_FA_TC) const uint TC = 4;
 layout(constant_id = ROCKY_SC_FA_HD) const uint HD = 128;
 layout(constant_id = ROCKY_SC_FA_PREFETCH) const uint PREFETCH = 0;
-layout(push_constant) uniform PC { AttnPC pc; };
+layout(constant_id = ROCKY_SC_FA_SPLIT) const uint SPLIT = 0;
+layout(push_constant) uniform PC { AttnSplitPC spc; };
+#define pc spc.a
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer Kc { uint kc[]; };
 layout(binding = 2) readonly buffer Vc { uint vc[]; };
@@ -117,6 +127,12 @@ void main() {
   const uint W = pc.window;
   const uint kv_begin = W > 0u && full_end > W ? full_end - W : 0u;  // first key of the first row
   const uint win_full = W > 0u && kv_end > W ? kv_end - W : 0u;       // keys from here: in every row's window
+  uint k_lo = kv_begin, k_hi = kv_end;  // this workgroup's keys (SPLIT: one chunk of them)
+  if (SPLIT != 0u) {
+    const uint f = W > 0u && n_past + 1u > W ? n_past + 1u - W : 0u;
+    k_lo = max(kv_begin, f + gl_WorkGroupID.z * spc.chunk);
+    k_hi = min(kv_end, f + (gl_WorkGroupID.z + 1u) * spc.chunk);
+  }
 
   // Q block, pre-scaled; rows past n_rows are zero (their results are never stored).
   for (uint idx = t; idx < BR * D4; idx += WG) {
@@ -141,15 +157,15 @@ void main() {
     for (uint u = 0u; u < DPT4; ++u) o[i][u] = vec4(0.0);
   }
 
-  if (PREFETCH != 0u) fetch(true, kv_begin, kv_end, kvh);
-  for (uint k0 = kv_begin; k0 < kv_end; k0 += BC) {
+  if (PREFETCH != 0u) fetch(true, k_lo, k_hi, kvh);
+  for (uint k0 = k_lo; k0 < k_hi; k0 += BC) {
     if (PREFETCH != 0u) {
       commit();
     } else {
-      load_block(true, k0, kv_end, kvh);
+      load_block(true, k0, k_hi, kvh);
     }
     barrier();
-    if (PREFETCH != 0u) fetch(false, k0, kv_end, kvh);
+    if (PREFETCH != 0u) fetch(false, k0, k_hi, kvh);
 
     float s[TR][TC];
     for (uint i = 0u; i < TR; ++i)
@@ -170,6 +186,11 @@ void main() {
       for (uint i = 0u; i < TR; ++i)
         for (uint k = 0u; k < TC; ++k)
           if (k0 + tc + CT * k + W <= last[i]) s[i][k] = k_neg;
+    }
+    if (SPLIT != 0u && k0 + BC > k_hi) {  // the split's last block: keys of the next split are not ours
+      for (uint i = 0u; i < TR; ++i)
+        for (uint k = 0u; k < TC; ++k)
+          if (k0 + tc + CT * k >= k_hi) s[i][k] = k_neg;
     }
     for (uint i = 0u; i < TR; ++i) {
       float mx = s[i][0];
@@ -197,9 +218,9 @@ void main() {
     }
     if (PREFETCH != 0u) {
       commit();
-      if (k0 + BC < kv_end) fetch(true, k0 + BC, kv_end, kvh);
+      if (k0 + BC < k_hi) fetch(true, k0 + BC, k_hi, kvh);
     } else {
-      load_block(false, k0, kv_end, kvh);
+      load_block(false, k0, k_hi, kvh);
     }
     barrier();
 
@@ -223,6 +244,27 @@ void main() {
     l[i] = sum;
   }
 
+  if (SPLIT != 0u) {  // partial state: m, l, o (not normalised) per row
+    for (uint i = 0u; i < TR; ++i) {
+      const uint row = i0 + rg * TR + i;
+      if (row >= n_rows) continue;
+      const uint j = row / G, h = kvh * G + row % G;
+      const uint r = spc.s_off + ((j * pc.n_head + h) * spc.n_split + gl_WorkGroupID.z) * (HD + 2u);
+      if (tc == 0u) {
+        outv[r] = m[i];
+        outv[r + 1u] = l[i];
+      }
+      for (uint u = 0u; u < DPT4; ++u) {
+        const uint d4 = tc + CT * u;
+        if (d4 >= D4) continue;
+        outv[r + 2u + 4u * d4] = o[i][u].x;
+        outv[r + 3u + 4u * d4] = o[i][u].y;
+        outv[r + 4u + 4u * d4] = o[i][u].z;
+        outv[r + 5u + 4u * d4] = o[i][u].w;
+      }
+    }
+    return;
+  }
   for (uint i = 0u; i < TR; ++i) {
     const uint row = i0 + rg * TR + i;
     if (row >= n_rows) continue;
