@@ -133,8 +133,9 @@ const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& drive
 const DeviceProfile& builtin_for_device(uint32_t vendor_id, const std::string& driver_name, bool cpu);
 
 // The mul_mmq tile for an M × N product: the first of {mmq, mmq_alt...} whose grid
-// ceil(M/BM)·ceil(N/BN) has at least min_workgroups workgroups, else the one with the most
-// workgroups (the first of equals).
+// ceil(M/BM)·ceil(N/BN) has at least min_workgroups workgroups — when N < mmq's BN, the one of
+// those with the least padded work ceil(M/BM)·BM·ceil(N/BN)·BN (the first of equals); when none
+// has enough, the one with the most workgroups (the first of equals).
 const MatmulTile& pick_mmq_tile(const DeviceProfile& p, uint32_t m, uint32_t n);
 
 // Apply a JSON override file (format above) to `base`.

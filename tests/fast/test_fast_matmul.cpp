@@ -183,10 +183,14 @@ TEST(FastMatmul, MulMmqOtherTiles) {
   check_type(DType::Q5_0, {{65, 19, 96}}, p);
   tune::DeviceProfile nv = tune::builtin_profile("nvidia");
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);  // 5 workgroups < min_workgroups: the 16×64 alternative
-  nv.min_workgroups = 0;                          // the main 32×128 4×8 tile
+  nv.min_workgroups = 0;                          // the main 32×128 4×8 tile (alone: 16×64 pads less)
+  const auto alts = nv.mmq_alt;
+  nv.mmq_alt.clear();
+  ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 32u);
   check_type(DType::Q4_K, {{131, 70, 256}}, nv);
   check_type(DType::Q6_K, {{131, 70, 256}}, nv);
   check_type(DType::Q5_1, {{131, 70, 96}}, nv);
+  nv.mmq_alt = alts;
   nv.min_workgroups = 6;  // 32×128: 5 workgroups; 16×64 8×2: 18
   ASSERT_EQ(tune::pick_mmq_tile(nv, 131, 70).bm, 16u);
   check_type(DType::Q8_0, {{131, 70, 96}}, nv);

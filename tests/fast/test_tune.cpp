@@ -112,6 +112,8 @@ TEST(Tune, JsonOverride) {
   EXPECT_EQ(pick_mmq_tile(q, 256, 512).bm, 32u);           // 8 → the alternative: 64
   EXPECT_EQ(pick_mmq_tile(base, 256, 512).bn, 64u);        // built-in nvidia: 16×64 for attn_k/attn_v
   EXPECT_EQ(pick_mmq_tile(base, 2048, 512).bn, 128u);      // 32×128: 256 workgroups
+  EXPECT_EQ(pick_mmq_tile(base, 2048, 50).bn, 64u);        // 50 tokens: 16×64 pads 14 columns, 32×128 78
+  EXPECT_EQ(pick_mmq_tile(base, 11008, 130).bn, 128u);     // N ≥ BN: the main tile (faster per FLOP)
   err(R"({"mmq_alt": {}})", "mmq_alt");
   err(R"({"mmq_alt": [{"bz": 1}]})", "mmq_alt[0]");
   err(R"({"min_workgroups": -3})", "min_workgroups");
