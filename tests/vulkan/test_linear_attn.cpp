@@ -9,8 +9,10 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "core/error.hpp"
 #include "vk_test_util.hpp"
 
 namespace rocky::test {
@@ -239,6 +241,26 @@ TEST(VulkanLinearAttn, GatedDeltaChunkedVsCpu) {
     }
     EXPECT_EQ(be.instance().error_count(), 0u) << "validation errors";
   }
+}
+
+// ROCKY_DELTA_CHUNK (LabOptions::delta_chunk) and VulkanOptions::delta_chunk: 0 or an even 2 … 128;
+// anything else is a rocky::Error naming it.
+TEST(VulkanLinearAttn, DeltaChunkOptionIsChecked) {
+  for (const char* bad : {"7", "130", "x", "-2", "32k"}) {
+    vulkan::VulkanOptions o;
+    o.persist_pipeline_cache = false;
+    o.lab.delta_chunk = bad;
+    try {
+      vulkan::VulkanBackend be(o);
+      ADD_FAILURE() << "ROCKY_DELTA_CHUNK=" << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ROCKY_DELTA_CHUNK"), std::string::npos) << e.what();
+    }
+  }
+  vulkan::VulkanOptions o;
+  o.persist_pipeline_cache = false;
+  o.delta_chunk = 3;
+  EXPECT_THROW(vulkan::VulkanBackend be(o), Error);
 }
 
 }  // namespace
