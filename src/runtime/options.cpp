@@ -26,6 +26,7 @@ EnvOptions read_env() {
   e.lab.decode_replay = var("ROCKY_DECODE_REPLAY");
   e.lab.fuse_decode = var("ROCKY_FUSE_DECODE");
   e.lab.fold_norm = var("ROCKY_FOLD_NORM");
+  e.lab.delta_chunk = var("ROCKY_DELTA_CHUNK");
   e.lab.mmv_cols = var("ROCKY_MMV_COLS");
   e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
   e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");

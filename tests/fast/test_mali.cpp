@@ -65,6 +65,15 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
     vs.push_back({"gated_delta", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(cols * (128 / rows)) +
                                      " -s " + std::to_string(ROCKY_SC_DELTA_COLS) + "=" + std::to_string(cols) +
                                      " -s " + std::to_string(ROCKY_SC_DELTA_ROWS) + "=" + std::to_string(rows)});
+  // [N9] gated_delta_chunk (the chunked prefill kernel) at the same tiles and chunks of 16, 32
+  // (VulkanOptions::delta_chunk's default) and 64 tokens.
+  for (auto [cols, rows] : {std::pair{16, 16}, std::pair{32, 16}, std::pair{16, 8}})
+    for (int chunk : {16, 32, 64})
+      vs.push_back({"gated_delta_chunk", "-s " + std::to_string(ROCKY_SC_WG) + "=" +
+                                             std::to_string(cols * (128 / rows)) + " -s " +
+                                             std::to_string(ROCKY_SC_DELTA_COLS) + "=" + std::to_string(cols) + " -s " +
+                                             std::to_string(ROCKY_SC_DELTA_ROWS) + "=" + std::to_string(rows) + " -s " +
+                                             std::to_string(ROCKY_SC_DELTA_CHUNK) + "=" + std::to_string(chunk)});
   for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
     for (int type : {2, 6, 7, 8, 12, 13, 14}) {  // [N6] q5_0, q5_1, q5_K too
       std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);

@@ -85,6 +85,17 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     if (v != "0" && v != "1") fail("ROCKY_FOLD_NORM='{}': expected 0 or 1", v);
     opts_.fold_norm = v == "1";
   }
+  if (!lab.delta_chunk.empty()) {  // ROCKY_DELTA_CHUNK=N overrides delta_chunk
+    const std::string& v = lab.delta_chunk;
+    const bool digits =
+        !v.empty() && v.size() <= 3 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const int n = digits ? std::stoi(v) : -1;
+    if (n != 0 && (n < 2 || n > 128 || n % 2 != 0))
+      fail("ROCKY_DELTA_CHUNK='{}': expected 0 (serial kernel) or an even chunk size 2 … 128", v);
+    opts_.delta_chunk = uint32_t(n);
+  }
+  if (opts_.delta_chunk != 0 && (opts_.delta_chunk < 2 || opts_.delta_chunk > 128 || opts_.delta_chunk % 2 != 0))
+    fail("VulkanOptions::delta_chunk {}: expected 0 (serial kernel) or an even chunk size 2 … 128", opts_.delta_chunk);
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
   // [N8] A profile `rocky tune` wrote for this device and driver (CACHE_DIR/rocky/profiles; src/tune/store.hpp)
   // replaces the built-in one, said on stderr; no_profile (--no-profile) skips it.
@@ -740,6 +751,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   env.prof = &be_.mmq_profile_;
   env.lab = &be_.opts_.lab;
   env.mmv_cols = std::clamp<uint32_t>(be_.opts_.matvec_max_cols, 1, fast::k_matvec_max_cols);
+  env.delta.chunk = be_.opts_.delta_chunk;
   // Discrete GPUs (host_io): the step and token id are copied into device memory first (one 8-byte
   // copy in the command buffer), so the decode kernels do not each read host memory over PCIe.
   if ((decode || multi) && host_io && (!step_dev_ || step_dev_.size() < step_bytes)) {

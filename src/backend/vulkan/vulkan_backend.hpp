@@ -69,6 +69,11 @@ struct VulkanOptions {
   // token tiles sat mostly empty: on the H200 a 2-sequence step cost more than two 1-token steps
   // (bench -npl: 229 t/s at 1 sequence, 91 at 2). 1 = mul_mmq for every N > 1. ROCKY_MMV_COLS.
   uint32_t matvec_max_cols = 8;
+  // [N9] Tokens per chunk of the chunked gated-delta-rule kernel for ubatches of more than one
+  // token (gated_delta_chunk.comp; even, 2 … 128, lowered to fit the device's shared memory);
+  // 0 = the serial kernel (gated_delta.comp, always the decode kernel) for every ubatch (A/B).
+  // ROCKY_DELTA_CHUNK=N overrides it.
+  uint32_t delta_chunk = 32;
   // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
   // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
   // environment.

@@ -1,5 +1,6 @@
 // [N9] The hybrid linear-attention ops of qwen35 (graph.hpp SSM_CONV, GATED_DELTA, TAKE_ROWS,
-// SIGMOID_MUL): shaders/ssm_conv.comp, gated_delta.comp, take_rows.comp, sigmoid_mul.comp.
+// SIGMOID_MUL): shaders/ssm_conv.comp, gated_delta.comp (decode, serial), gated_delta_chunk.comp
+// (prefill, chunked), take_rows.comp, sigmoid_mul.comp.
 #include <algorithm>
 
 #include "backend/vulkan/ops/ops.hpp"
@@ -35,11 +36,19 @@ void ssm_conv(Env& e, Region x, Region w, uint32_t k, uint32_t c, uint32_t n_tok
   e.rec.dispatch(p, b, &pc, sizeof pc, gx, 1, 1, label + " state");
 }
 
+uint64_t delta_chunk_shared_bytes(const DeltaTile& t, uint32_t d_k) {
+  const uint64_t wg = uint64_t(t.cols) * (d_k / t.rows), parts = d_k / t.rows, ch = t.chunk;
+  return 4 * (ch * ch + ch * t.cols + 2 * parts * wg + 4 * ch);
+}
+
 DeltaTile delta_tile(const Env& e, uint32_t d_k) {
   DeltaTile t = e.delta;
   t.cols = std::max(1u, t.cols);
   t.rows = std::clamp(t.rows, 1u, d_k);
   while (d_k % t.rows != 0) --t.rows;  // rows per invocation divide d_k
+  t.chunk = std::min(t.chunk, 128u) & ~1u;
+  while (t.chunk >= 2 && delta_chunk_shared_bytes(t, d_k) > e.info.shared_memory) t.chunk = (t.chunk / 2) & ~1u;
+  if (t.chunk < 2) t.chunk = 0;
   return t;
 }
 
@@ -53,8 +62,14 @@ void gated_delta(Env& e, Region qkv, Region a, Region b, Region A, const DeltaAr
   if (wg > e.info.max_workgroup_invocations)
     fail("gated_delta {}: tile {} columns × {} parts = {} invocations exceeds the device's {}", label, t.cols,
          d.d_k / t.rows, wg, e.info.max_workgroup_invocations);
+  const bool chunked = d.n_tokens > 1 && t.chunk > 0;
   const Pipeline& p =
-      e.pipes.get("gated_delta", {{ROCKY_SC_WG, wg}, {ROCKY_SC_DELTA_COLS, t.cols}, {ROCKY_SC_DELTA_ROWS, t.rows}});
+      chunked ? e.pipes.get("gated_delta_chunk", {{ROCKY_SC_WG, wg},
+                                                  {ROCKY_SC_DELTA_COLS, t.cols},
+                                                  {ROCKY_SC_DELTA_ROWS, t.rows},
+                                                  {ROCKY_SC_DELTA_CHUNK, t.chunk}})
+              : e.pipes.get("gated_delta",
+                            {{ROCKY_SC_WG, wg}, {ROCKY_SC_DELTA_COLS, t.cols}, {ROCKY_SC_DELTA_ROWS, t.rows}});
   Bound bs[] = {bind(e, qkv, false), bind(e, a, false),    bind(e, b, false),
                 bind(e, A, false),   bind(e, state, true), bind(e, out, true)};
   abi::GatedDeltaPC pc{d.n_k_heads,    d.n_v_heads,    d.d_k,          d.d_v,          d.n_tokens,     f32_off(bs[0]),

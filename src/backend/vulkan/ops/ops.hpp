@@ -82,9 +82,13 @@ const char* matmul_path_name(MatmulPath p);
 
 // [N9] gated_delta.comp's tile: value columns per workgroup, state rows per invocation (d_k / rows
 // parts per column; WG = cols · d_k / rows). 16 × 16 by default: rows 32 put the state in
-// thread-local storage on the Mali-G610 (tests/fast/test_mali.cpp).
+// thread-local storage on the Mali-G610 (tests/fast/test_mali.cpp). `chunk`: tokens per chunk of
+// the chunked prefill kernel (gated_delta_chunk.comp, same cols / rows; even, 2 … 128), used for
+// ubatches of more than one token; 0 = the serial kernel for every ubatch (A/B). Lowered (halved)
+// until its shared memory fits the device (delta_chunk_shared_bytes).
 struct DeltaTile {
   uint32_t cols = 16, rows = 16;
+  uint32_t chunk = 32;
 };
 
 struct Env {
@@ -196,10 +200,15 @@ struct DeltaArgs {
   uint32_t n_k_heads, n_v_heads, d_k, d_v, n_tokens;
   float eps;
 };
-// The tile of Env::delta, rows lowered to a divisor of d_k.
+// The tile of Env::delta, rows lowered to a divisor of d_k, chunk to an even size whose shared
+// memory fits the device (0 when none does: the serial kernel).
 DeltaTile delta_tile(const Env& e, uint32_t d_k);
+// Shared memory of gated_delta_chunk.comp at tile t for d_k, bytes.
+uint64_t delta_chunk_shared_bytes(const DeltaTile& t, uint32_t d_k);
 // The gated delta rule over n_tokens (one dispatch; the state [H_v][d_k][d_v] in registers): qkv
-// the conv output, a / b [H_v, N], A = ssm_a f32 [H_v]; out [H_v·d_v, N].
+// the conv output, a / b [H_v, N], A = ssm_a f32 [H_v]; out [H_v·d_v, N]. N = 1 (decode) or a tile
+// chunk of 0 runs gated_delta.comp (token by token), else gated_delta_chunk.comp (chunks of
+// `chunk` tokens, the last one shorter; the same result within f32 rounding).
 void gated_delta(Env& e, Region qkv, Region a, Region b, Region A, const DeltaArgs& d, Region state, Region out,
                  const std::string& label);
 

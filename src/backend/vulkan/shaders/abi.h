@@ -244,6 +244,8 @@ struct GatedDeltaPC {
 // Value columns per workgroup, state rows per invocation (the tile of gated_delta.comp).
 #define ROCKY_SC_DELTA_COLS 50
 #define ROCKY_SC_DELTA_ROWS 51
+// [N9] gated_delta_chunk.comp: tokens per chunk of the chunkwise-parallel delta rule (even).
+#define ROCKY_SC_DELTA_CHUNK 52
 
 #ifdef __cplusplus
 }  // namespace rocky::vulkan::abi
