@@ -6,7 +6,9 @@
 #     the depth (split attention) from the multi-sequence path in "x1" against "tg128";
 #  3. bench --profile -n 16 -npl 1,4: GPU time per op of the last 1- and 4-sequence step
 #     (timestamps serialize the dispatches; the replay is off while profiling);
-#  4. -npl 1,4 with ROCKY_ATTN_SPLIT=0 (no split attention): the split's share of the step.
+#  4. -npl 1,4 with ROCKY_ATTN_SPLIT=0 (no split attention): the split's share of the step;
+#  5. -npl 2,4,8 with ROCKY_MMV_COL_SPLIT=0 and =2 (the multi-column matvec's whole / quarter-block
+#     steps for every n; the rule takes 0 at n = 2, 1 at 3 … 4, 2 at 5 … 8): its share of the step.
 # Then a python3 table. Usage on the device: bash lab/h200-bstep.sh (writes $OUT/*.json).
 # Locally (lavapipe, a small model): R=./build/rocky M=/tmp/small.gguf P=16 NG=4 DEV="--device vulkan:0" bash lab/h200-bstep.sh
 set -u
@@ -17,6 +19,9 @@ timeout 150 $R bench -m $M -p $P -n $NG -npl 1,2,4,8 $DEV -ub $P -r 2 --no-roofl
 timeout 60 $R bench -m $M -p 0 -n $NG -d $P $DEV -ub $P -r 2 --no-roofline -o json > "$O/d512.json" 2> "$O/d512.err" || echo "bench -d 512 failed (rc $?)"
 timeout 90 $R bench -m $M -p $P -n 16 -npl 1,4 $DEV -ub $P -r 1 --no-roofline --profile -o json > "$O/prof.json" 2> "$O/prof.err" || echo "bench --profile failed (rc $?)"
 ROCKY_ATTN_SPLIT=0 timeout 90 $R bench -m $M -p $P -n 64 -npl 1,4 $DEV -ub $P -r 2 --no-roofline -o json > "$O/nosplit.json" 2> "$O/nosplit.err" || echo "bench ROCKY_ATTN_SPLIT=0 failed (rc $?)"
+for S in 0 2; do
+  ROCKY_MMV_COL_SPLIT=$S timeout 90 $R bench -m $M -p $P -n 64 -npl 2,4,8 $DEV -ub $P -r 2 --no-roofline -o json > "$O/colsplit$S.json" 2> "$O/colsplit$S.err" || echo "bench ROCKY_MMV_COL_SPLIT=$S failed (rc $?)"
+done
 python3 - "$O" <<'EOF'
 import json, os, sys
 o = sys.argv[1]
@@ -28,7 +33,7 @@ def rows(f):
         return []
 print("| run | test | t/s | ms/step | record | submit_wait | setup | readback | dispatches | replayed |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for f in ("npl.json", "d512.json", "nosplit.json"):
+for f in ("npl.json", "d512.json", "nosplit.json", "colsplit0.json", "colsplit2.json"):
     for r in rows(f):
         h = r.get("host_ms_per_ubatch") or {}
         npl = max(1, r.get("n_pl", 0) or 1)
