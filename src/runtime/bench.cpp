@@ -266,9 +266,9 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     if (!base.tiles.empty()) log(fmt::format("bench: ub {} tiles: {}", ub, base.tiles));
     base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
     // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
-    auto profile_by_op = [&] {
+    auto profile_of = [&](const backend::Context& c) {
       std::map<std::string, std::pair<double, int>> by_op;
-      for (const auto& t : s.context().stats().ops) {
+      for (const auto& t : c.stats().ops) {
         std::string key = t.label;
         if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
         by_op[key].first += t.ms;
@@ -278,6 +278,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
       for (auto& [k, v] : by_op) prof.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
       return prof;
     };
+    auto profile_by_op = [&] { return profile_of(s.context()); };
     std::vector<BenchRow> ub_rows;
     // s.reset(), then the depth's tokens (untimed): the KV state a timed run starts from.
     auto reset_to = [&](int32_t d) {
@@ -395,6 +396,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
           return it->second;
         };
         std::vector<float> logits(static_cast<size_t>(hp.n_vocab) * static_cast<size_t>(npl));
+        backend::HostTiming steps;  // host split of the timed decode steps (not the prefills)
+        double steps_wall_ms = 0;
         auto run_once = [&] {  // returns the decode steps' wall ns
           ctx->reset();
           for (int32_t sq = 0; sq < npl; ++sq)
@@ -410,6 +413,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
           g.seq.resize(static_cast<size_t>(npl));
           g.pos.resize(static_cast<size_t>(npl));
           std::vector<int32_t> step(static_cast<size_t>(npl));
+          const backend::HostTiming h0 = ctx->stats().host;
           Timer t;
           for (int32_t i = 0; i < ng; ++i) {
             for (int32_t sq = 0; sq < npl; ++sq) {
@@ -419,19 +423,47 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
             }
             ctx->compute(g, pl, step, logits);
           }
-          return t.ns();
+          const double wall_ns = t.ns();
+          const backend::HostTiming h1 = ctx->stats().host;  // the decode steps' share (no prefill)
+          steps.computes += h1.computes - h0.computes;
+          steps.dispatches += h1.dispatches - h0.dispatches;
+          steps.replays += h1.replays - h0.replays;
+          steps.setup_ms += h1.setup_ms - h0.setup_ms;
+          steps.record_ms += h1.record_ms - h0.record_ms;
+          steps.submit_wait_ms += h1.submit_wait_ms - h0.submit_wait_ms;
+          steps.readback_ms += h1.readback_ms - h0.readback_ms;
+          steps_wall_ms += wall_ns * 1e-6;
+          return wall_ns;
         };
         if (p.warmup) {
           log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
           run_once();
         }
+        steps = {};
+        steps_wall_ms = 0;
         std::vector<double> ns;
         for (int32_t i = 0; i < p.reps; ++i) {
           log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
           ns.push_back(run_once());
         }
         stats(r, ns, int64_t{ng} * npl);
+        // Per decode step (one token of each of the npl sequences), as host_split's per token.
         r.host_ms_per_ubatch = nlohmann::json::object();
+        if (steps.computes > 0 && s.backend().stats().kind != "cpu") {
+          const double u = double(steps.computes);
+          nlohmann::json& j = r.host_ms_per_ubatch;
+          j["step"] = steps_wall_ms / u;
+          j["setup"] = steps.setup_ms / u;
+          j["record"] = steps.record_ms / u;
+          j["submit_wait"] = steps.submit_wait_ms / u;
+          j["readback"] = steps.readback_ms / u;
+          j["dispatches"] = double(steps.dispatches) / u;
+          j["replayed"] = double(steps.replays) / u;
+          j["other"] =
+              (steps_wall_ms - steps.setup_ms - steps.record_ms - steps.submit_wait_ms - steps.readback_ms) / u;
+        }
+        log(fmt::format("bench: ub {} {} host ms per step: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
+        if (p.profile) r.profile = profile_of(*ctx);  // GPU time per op of the last step
         r.flops_per_token = flops_per_token(*model, npp + ng / 2.0);
         r.tflops = r.avg_ts * r.flops_per_token / 1e12;
         r.bytes_per_token = bytes_per_token(*model);

@@ -55,7 +55,8 @@ struct BenchParams {
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
-  bool profile = false;         // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run)
+  bool profile =
+      false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run; -npl: the last step)
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   bool kv_f16 = true;           // [N4] the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
   uint64_t seed = 1234;
@@ -90,7 +91,8 @@ struct BenchRow {
   double roof_pct = 0;           // % of that peak; 0 when roof_kind is ""
   std::string matmul_path;       // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
   std::string tiles;             // [N8] the tuning profile and the tiles of its kernels ("" on the CPU)
-  nlohmann::json profile;        // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token)
+  nlohmann::json
+      profile;  // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token; -npl: last step)
   // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
   // plan (plan_arena), setup / record / submit_wait / readback (Context::stats().host; zero
   // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.

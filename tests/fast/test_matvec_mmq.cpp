@@ -189,24 +189,32 @@ TEST(MatvecMmq, MatmulN1TakesIt) {
 // [N7] The multi-column matvec (fast::matvec_mmq with n columns; ops::matmul with Env::mmv_cols):
 // x [K, n] at an odd offset, y [M, n]; every column within the f64 bound of its own product, for
 // n = 2 … 8, M not a multiple of the rows, both reductions, the residual epilogue per column, and
-// ops::matmul taking it (bit-identical to the direct call).
-TEST(MatvecMmq, MultiColumn) {
+// ops::matmul taking it (bit-identical to the direct call). col_split: ROCKY_MMV_COL_SPLIT ("" = the rule).
+// quick: q4_K and q6_K (nibbles), M = 37, n = 3 and 8, with subgroups, no residual.
+void multi_column(const std::string& col_split, bool quick = false) {
+  SCOPED_TRACE("ROCKY_MMV_COL_SPLIT='" + col_split + "'");
+  LabOptions lab;
+  lab.mmv_col_split = col_split;
   Harness& h = harness();
   std::mt19937 rng(4242);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (auto [t, k, nib] : {std::tuple{DType::Q4_0, 96u, false}, std::tuple{DType::Q8_0, 32u * 33u, false},
                            std::tuple{DType::Q4_K, 512u, true}, std::tuple{DType::Q4_K, 256u, false},
                            std::tuple{DType::Q6_K, 768u, true}, std::tuple{DType::Q5_K, 256u, false}}) {
+    if (quick && !(nib && (t == DType::Q4_K || t == DType::Q6_K))) continue;
     for (uint32_t m : {37u, 1001u}) {
+      if (quick && m != 37u) continue;
       std::vector<float> deq;
       auto wbytes = random_weights(t, k, m, rng, deq);
       for (uint32_t n : {2u, 3u, 5u, 8u})
         for (bool sg : {true, false})
           for (bool residual : {false, true}) {
+            if (quick && (n == 2u || n == 5u || !sg || residual)) continue;
             DeviceInfo info = h.dev->info();
             info.subgroup_arith = info.subgroup_arith && sg;
             ops::Env env{*h.rec, *h.pipes, info, {}, 128, false};
             env.mmv_cols = 8;
+            env.lab = &lab;
             std::vector<float> x(size_t{k} * n), r(size_t{m} * n);
             for (auto& v : x) v = g(rng);
             for (auto& v : r) v = g(rng);
@@ -251,6 +259,30 @@ TEST(MatvecMmq, MultiColumn) {
           }
     }
   }
+}
+
+TEST(MatvecMmq, MultiColumn) { multi_column(""); }
+// [N7] ROCKY_MMV_COL_SPLIT: whole, half and quarter blocks per step for every n (the rule takes
+// 0 / 1 / 2 by n), same bound; a bad value is an error.
+TEST(MatvecMmq, MultiColumnForcedSplit) {
+  for (const char* v : {"0", "1", "2"}) multi_column(v, true);
+  Harness& h = harness();
+  LabOptions lab;
+  lab.mmv_col_split = "3";
+  ops::Env env{*h.rec, *h.pipes, h.dev->info(), {}, 128, false};
+  env.lab = &lab;
+  std::mt19937 rng(5);
+  std::vector<float> deq;
+  auto wbytes = random_weights(DType::Q4_0, 64, 8, rng, deq);
+  Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
+  Buffer xb = h.mem->create("x", 64 * 2 * 4, BufferKind::DEVICE),
+         yb = h.mem->create("y", 8 * 2 * 4, BufferKind::DEVICE);
+  ops::Weight w{&wb, DType::Q4_0, 64, 8, row_bytes(DType::Q4_0, 64), "w"};
+  Buffer rb = fast::upload_for_mmq(*h.mem, w, wbytes.data(), false);
+  w.mmq_buf = &rb;
+  h.rec->begin();
+  EXPECT_THROW(fast::matvec_mmq(env, w, {&xb, 0, 64 * 2 * 4}, {&yb, 0, 8 * 2 * 4}, "bad split", {}, nullptr, 2), Error);
+  h.rec->submit_and_wait();
 }
 
 // A 4 KiB binding limit: the weight goes in windows of a few rows (q8_0 K = 800: 800-byte rows, 5

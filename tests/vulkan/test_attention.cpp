@@ -250,6 +250,111 @@ TEST_F(VulkanAttention, FlashSplitKeysAtDepth) {
   unsetenv("ROCKY_ATTN_SPLIT");
 }
 
+// [N7] One batched decode step over sequences of different lengths: a 4-sequence context whose
+// sequences hold 37, 2,049, 1 and 300 positions after the step (each filled by its own
+// multi-sequence prefill ubatch, the tiled kernel), then one ubatch of one token per sequence (in
+// the order 3, 1, 2, 0) — one ATTENTION dispatch over all four tokens with their own (seq, pos)
+// from the step table — against the CPU oracle per sequence: the default split (chunks of 128),
+// chunks of 64 and no split, recorded and replayed; f32 and f16 KV.
+TEST_F(VulkanAttention, MultiSeqStepMixedLengths) {
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    be.set_lab(runtime::read_env().lab);
+    std::mt19937 rng(kv_f16 ? 95 : 94);
+    // (head_dim, group, n_head_kv): the f16 case is qwen2.5's head_dim with 2 KV heads.
+    const int32_t hd = kv_f16 ? 128 : 64, group = kv_f16 ? 2 : 4, n_kv = kv_f16 ? 2 : 1, n_head = n_kv * group;
+    const float scale = kv_f16 ? 0.0884f : 1.0f;
+    const int32_t len[4] = {37, 2049, 1, 300}, order[4] = {3, 1, 2, 0};
+    const int32_t n_ctx = 2049 + 3;
+    int32_t base[4], rows = 0;  // weight row of (seq s, pos p): base[s] + p
+    for (int32_t sq = 0; sq < 4; ++sq) {
+      base[sq] = rows;
+      rows += len[sq];
+    }
+    auto eq = make_weight(DType::F32, int64_t(hd) * n_head, rows, rng, "q");
+    auto ek = make_weight(DType::F32, int64_t(hd) * n_kv, rows, rng, "k");
+    auto ev = make_weight(DType::F32, int64_t(hd) * n_kv, rows, rng, "v");
+    const gguf::TensorInfo* ws[] = {&eq->info, &ek->info, &ev->info};
+    be.load_weights(ws);
+    const graph::KvShape kv{1, hd * n_kv, n_ctx};
+    auto ctx = be.make_context(backend::ContextOptions{kv, 4});
+    auto graph_of = [&](int32_t n) {
+      Graph g;
+      g.n_tokens = n;
+      g.kv = kv;
+      const int32_t q = g.add(get_rows_node(*eq, n, "q"));
+      const int32_t k = g.add(get_rows_node(*ek, n, "k"));
+      const int32_t v = g.add(get_rows_node(*ev, n, "v"));
+      g.output = add_kv_store_attention(g, q, k, v, hd, n_head, n_kv, scale);
+      return g;
+    };
+    for (int32_t sq = 0; sq < 4; ++sq) {  // prefill: positions 0 … len − 2 of each sequence
+      const int32_t n = len[sq] - 1;
+      if (n == 0) continue;
+      Graph g = graph_of(n);
+      g.output = -1;
+      std::vector<int32_t> tok(static_cast<size_t>(n));
+      for (int32_t j = 0; j < n; ++j) {
+        tok[size_t(j)] = base[sq] + j;
+        g.seq.push_back(sq);
+        g.pos.push_back(j);
+      }
+      ctx->compute(g, own_plan(g), tok, {});
+    }
+    // The oracle: each sequence's last token over its own len positions.
+    auto cache = [&](const HostWeight& w, int32_t sq) {
+      const size_t ne = size_t(hd) * size_t(n_kv);
+      std::vector<float> c(w.deq.begin() + ptrdiff_t(ne * size_t(base[sq])),
+                           w.deq.begin() + ptrdiff_t(ne * size_t(base[sq] + len[sq])));
+      if (kv_f16)
+        for (auto& x : c) x = quant::f16_to_f32(quant::f32_to_f16(x));
+      return c;
+    };
+    const size_t qn = size_t(hd) * size_t(n_head);
+    std::vector<double> ref;  // [qn, 4] in the step's token order
+    for (int32_t sq : order) {
+      const std::vector<float> kc = cache(*ek, sq), vc = cache(*ev, sq);
+      std::vector<float> qv(eq->deq.begin() + ptrdiff_t(qn * size_t(base[sq] + len[sq] - 1)),
+                            eq->deq.begin() + ptrdiff_t(qn * size_t(base[sq] + len[sq])));
+      std::vector<float> o(qn);
+      backend::cpu::attention(qv.data(), kc.data(), vc.data(), graph::AttnParams{hd, n_head, n_kv, scale}, len[sq] - 1,
+                              1, o.data());
+      ref.insert(ref.end(), o.begin(), o.end());
+    }
+    Graph g = graph_of(4);
+    std::vector<int32_t> tok;
+    for (int32_t sq : order) {
+      tok.push_back(base[sq] + len[sq] - 1);
+      g.seq.push_back(sq);
+      g.pos.push_back(len[sq] - 1);
+    }
+    const graph::Plan plan = own_plan(g);
+    for (const char* split : {"", "64", "0"}) {
+      setenv("ROCKY_ATTN_SPLIT", split, 1);
+      be.set_lab(runtime::read_env().lab);
+      const backend::HostTiming h0 = ctx->stats().host;
+      for (int rep = 0; rep < 2; ++rep) {  // recorded, then replayed (the step writes K/V it holds already)
+        std::vector<float> out(qn * 4);
+        ctx->compute(g, plan, tok, out);
+        const double e = nmse(out, ref);
+        EXPECT_LE(e, k_tol) << "kv_f16=" << kv_f16 << " split='" << split << "' rep " << rep;
+        std::printf("multi-seq step (1, 37, 300, 2049 positions) kv_f16=%d split '%s' rep %d: NMSE %.3g\n", kv_f16,
+                    split, rep, e);
+      }
+      const backend::HostTiming h1 = ctx->stats().host;
+      EXPECT_EQ(h1.computes - h0.computes, 2u);
+      EXPECT_EQ(h1.replays - h0.replays, 1u) << "the second step is a replay";
+      // One dispatch for q, k, v each, one rope-less KV store pair, one attention (+ one merge when split).
+      const uint64_t per = (h1.dispatches - h0.dispatches) / 2;
+      EXPECT_EQ(per, std::string(split) == "0" ? 6u : 7u) << "split '" << split << "'";
+    }
+    unsetenv("ROCKY_ATTN_SPLIT");
+    be.set_lab(runtime::read_env().lab);
+    ctx.reset();
+    be.release_weights();
+  }
+}
+
 // A malformed ROCKY_ATTN_SPLIT is a clear error, not a silent default.
 TEST_F(VulkanAttention, SplitChunkValidated) {
   auto& be = shared_backend(false);

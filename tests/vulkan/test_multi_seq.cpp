@@ -278,6 +278,71 @@ TEST(MultiSeq, VulkanLastNOut) {
   EXPECT_EQ(vk->instance().error_count(), 0u);
 }
 
+// A batched decode step costs the dispatches of one decode token: one token of each of 4
+// sequences runs exactly as many dispatches as a 1-token decode in a single-sequence context (the
+// matmuls as multi-column matvecs, rope + KV stores fused (rope_kv), one attention per layer over
+// all the step's tokens) and as a 1-token multi-sequence step, and both are replayed after the
+// first step (nothing recorded). Dispatch counts are ContextStats::host.dispatches per compute.
+TEST(MultiSeq, BatchedStepDispatchesEqualOneToken) {
+  for (const char* f : {"synth-qwen2-q4_k_m.gguf", "synth-gemma3-q4_k_m.gguf"}) {
+    SCOPED_TRACE(f);
+    auto m = load(f);
+    auto vk = make_vk(false, true, true, false);  // the GPU defaults: int8 path, f16 KV, replay
+    graph::Graph g0 = m->build_graph({1, 0, k_n_ctx, model::Logits::LAST});
+    vk->load_weights(g0.weights());
+    const int32_t nv = m->hparams().n_vocab, n_prompt = 5;
+    std::vector<int32_t> prompt{3, 1, 4, 1, 5};
+    // dispatches and replays of `steps` computes of graph g (tokens: tok, the same each time)
+    auto per_step = [&](backend::Context& ctx, graph::Graph& g, std::vector<int32_t> tok, int32_t steps,
+                        bool advance_n_past) {
+      const backend::HostTiming h0 = ctx.stats().host;
+      std::vector<float> lg(size_t(nv) * size_t(g.n_tokens));
+      for (int32_t i = 0; i < steps; ++i) {
+        ctx.compute(g, graph::plan_arena(g), tok, lg);
+        if (advance_n_past) {
+          ++g.n_past;
+        } else {
+          for (auto& x : g.pos) ++x;
+        }
+      }
+      const backend::HostTiming h1 = ctx.stats().host;
+      return std::make_pair((h1.dispatches - h0.dispatches) / uint64_t(steps), h1.replays - h0.replays);
+    };
+    // One sequence, the ordinary decode (n_past in the step buffer).
+    auto c1 = vk->make_context(backend::ContextOptions{g0.kv, 1});
+    graph::Graph gp = m->build_graph({n_prompt, 0, k_n_ctx, model::Logits::NONE});
+    c1->compute(gp, graph::plan_arena(gp), prompt, {});
+    graph::Graph gd = m->build_graph({1, n_prompt, k_n_ctx, model::Logits::LAST});
+    const auto [d1, r1] = per_step(*c1, gd, {7}, 3, true);
+    // Four sequences: each one's prompt, then steps of one token of each (and of one sequence).
+    auto c4 = vk->make_context(backend::ContextOptions{g0.kv, 4});
+    for (int32_t sq = 0; sq < 4; ++sq) {
+      graph::Graph g = m->build_graph({n_prompt, 0, k_n_ctx, model::Logits::NONE});
+      g.seq.assign(size_t(n_prompt), sq);
+      for (int32_t j = 0; j < n_prompt; ++j) g.pos.push_back(j);
+      c4->compute(g, graph::plan_arena(g), prompt, {});
+    }
+    model::UbatchSpec u4{4, 0, k_n_ctx, model::Logits::LAST};
+    u4.n_out = 4;
+    graph::Graph g4 = m->build_graph(u4);
+    g4.seq = {2, 0, 3, 1};
+    g4.pos.assign(4, n_prompt);
+    const auto [d4, r4] = per_step(*c4, g4, {7, 8, 9, 10}, 3, false);
+    graph::Graph gm = m->build_graph({1, 0, k_n_ctx, model::Logits::LAST});
+    gm.seq = {1};
+    gm.pos = {n_prompt + 3};
+    const auto [dm, rm] = per_step(*c4, gm, {11}, 3, false);
+    std::printf("%s: dispatches per step: decode %llu, 4-sequence step %llu, 1-sequence step %llu\n", f,
+                (unsigned long long)d1, (unsigned long long)d4, (unsigned long long)dm);
+    EXPECT_EQ(d4, d1) << "a 4-sequence step runs the dispatches of a 1-token decode";
+    EXPECT_EQ(dm, d1);
+    EXPECT_EQ(r1, 2u);
+    EXPECT_EQ(r4, 2u) << "the 4-sequence step is replayed after its first recording";
+    EXPECT_EQ(rm, 2u);
+    EXPECT_EQ(vk->instance().error_count(), 0u);
+  }
+}
+
 TEST(MultiSeq, BadTablesAreErrors) {
   auto m = load("synth-qwen2-q4_k_m.gguf");
   auto cpu = backend::cpu::make_cpu_backend();

@@ -23,6 +23,7 @@ struct LabOptions {
   std::string fold_norm;            // ROCKY_FOLD_NORM=0|1 (wins over VulkanOptions::fold_norm)
   std::string mmv_cols;             // ROCKY_MMV_COLS=1…8 (wins over VulkanOptions::matvec_max_cols)
   std::string delta_chunk;          // ROCKY_DELTA_CHUNK=0|2…128 even (wins over VulkanOptions::delta_chunk)
+  std::string mmv_col_split;        // ROCKY_MMV_COL_SPLIT=0|1|2: the multi-column matvec's step (ops/matmul.cpp)
   std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)
   std::string vulkan_timeout_s;     // ROCKY_VULKAN_TIMEOUT_S=S (fence waits; default 1800)
 };

@@ -144,6 +144,13 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
       e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
   if (n > 1) {  // [N7] fewer x values per step as columns grow (registers), and ROWS·n ≤ WG (stores)
     sh.split = std::max(sh.split, n <= 2 ? 0u : (n <= 4 ? 1u : 2u));
+    // ROCKY_MMV_COL_SPLIT=0|1|2 replaces that rule (whole / half / quarter blocks per step for every
+    // n > 1): the experiment of lab/h200-bstep.sh (wider loads and fewer loop rounds against the x
+    // registers, n · 32 >> SPLIT floats per step).
+    if (const std::string& v = e.lab != nullptr ? e.lab->mmv_col_split : std::string(); !v.empty()) {
+      if (v.size() != 1 || v[0] < '0' || v[0] > '2') fail("ROCKY_MMV_COL_SPLIT='{}': expected 0, 1 or 2", v);
+      sh.split = uint32_t(v[0] - '0');
+    }
     sh.rows = std::max(1u, std::min(sh.rows, sh.wg / n));
     while (sh.rows > 1 && uint64_t{sh.rows * n + 1} * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;
   }
