@@ -58,11 +58,34 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
   if (!be_) fail("session: no backend");
   be_->load_weights(w);
   ctx_ = be_->make_context(backend::ContextOptions{g.kv, 1});
+  for (const graph::Node& n : g.nodes)
+    if ((n.op == graph::Op::SSM_CONV || n.op == graph::Op::GATED_DELTA) && n.layer >= 0)
+      state_layers_.push_back(n.layer);
+  std::sort(state_layers_.begin(), state_layers_.end());
+  state_layers_.erase(std::unique(state_layers_.begin(), state_layers_.end()), state_layers_.end());
 }
 
 void Session::reset() {
   ctx_->reset();
   n_past_ = 0;
+  ckpts_.clear();
+}
+
+std::vector<uint8_t> Session::export_state() {
+  if (!recurrent()) fail("export_state: the model has no recurrent state");
+  std::vector<uint8_t> out(static_cast<size_t>(state_bytes()));
+  ctx_->export_state(state_layers_, out);
+  return out;
+}
+
+void Session::import_state(int32_t pos, std::span<const uint8_t> bytes) {
+  if (!recurrent()) fail("import_state: the model has no recurrent state");
+  if (pos < 0 || pos > n_ctx_) fail("import_state: position {} outside the context ({})", pos, n_ctx_);
+  if (bytes.size() != state_bytes())
+    fail("import_state: a checkpoint of {} bytes given, this model's state has {}", bytes.size(), state_bytes());
+  ctx_->import_state(state_layers_, bytes);
+  n_past_ = pos;
+  while (!ckpts_.empty() && ckpts_.back().pos > pos) ckpts_.pop_back();
 }
 
 int32_t Session::n_ubatch(bool all_logits) {
@@ -149,8 +172,17 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, n_ub, be_->name(), ub_cap_why_);
     ub_cap_said_ = true;
   }
-  for (int64_t i0 = 0; i0 < n; i0 += n_ub) {
-    const int32_t nt = static_cast<int32_t>(std::min<int64_t>(n_ub, n - i0));
+  // [N9] The last block boundary this eval reaches (relative to its first token), where a
+  // ubatch ends and the state is kept; -1 = none.
+  int64_t ckpt_at = -1;
+  if (ckpt_stride_ > 0 && recurrent()) {
+    const int64_t b = (static_cast<int64_t>(n_past_) + n) / ckpt_stride_ * ckpt_stride_;
+    if (b > n_past_) ckpt_at = b - n_past_;
+  }
+  for (int64_t i0 = 0, nt_i = 0; i0 < n; i0 += nt_i) {
+    nt_i = std::min<int64_t>(n_ub, n - i0);
+    if (ckpt_at > i0 && ckpt_at < i0 + nt_i) nt_i = ckpt_at - i0;
+    const int32_t nt = static_cast<int32_t>(nt_i);
     const bool last = i0 + nt == n;
     // Only the last ubatch's last token is needed unless all logits are asked for.
     const model::Logits want = all_logits ? model::Logits::ALL : last ? model::Logits::LAST : model::Logits::NONE;
@@ -185,6 +217,10 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     timing_.compute_ms += ms(t2, t3);
     timing_.ubatches += 1;
     n_past_ += nt;
+    if (i0 + nt == ckpt_at) {
+      if (ckpts_.size() >= k_max_checkpoints) ckpts_.erase(ckpts_.begin());
+      ckpts_.push_back(StateCheckpoint{n_past_, export_state()});
+    }
     if (progress) progress(i0 + nt, n);
   }
   return out;
