@@ -606,6 +606,7 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
   std::vector<BlockPtr> past;  // cached blocks after the device's, up to the deepest checkpoint
   std::vector<int> past_tier;
   int32_t dev_blocks = 0;
+  int32_t shared_at = 0;  // a boundary where this eval should keep the state too (0 = none)
   if (cache) {
     const int32_t B = cache->block();
     const std::vector<uint64_t> keys = cache->chain(prompt);
@@ -623,6 +624,11 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
       found.push_back(std::move(blk));
       tiers.push_back(tier);
     }
+    // The chain this prompt shares with the cache ends at a boundary without a checkpoint (another
+    // prompt with the same head, e.g. a shared system prompt, went on past it): keep the state
+    // there this time, so the next prompt with that head resumes from it.
+    const int32_t shared = (dev_blocks + static_cast<int32_t>(found.size())) * B;
+    if (shared > pos && (found.empty() || found.back()->state.size() != s.state_bytes())) shared_at = shared;
     size_t deepest = found.size();
     while (deepest > 0 && found[deepest - 1]->state.size() != s.state_bytes()) --deepest;
     if (deepest > 0) {
@@ -649,6 +655,7 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
   }
   if (pos == 0) {
     s.reset();
+    if (shared_at > 0) s.checkpoint_at(shared_at);
     return hit;
   }
   const int32_t B = cache ? cache->block() : 1;
@@ -659,6 +666,7 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
   }
   hit.from_device = std::min(keep, pos);
   if (!state.empty()) s.import_state(pos, state);  // else pos == keep == n_past: the context's own state
+  if (shared_at > pos) s.checkpoint_at(shared_at);
   hit.n_cached = pos;
   return hit;
 }

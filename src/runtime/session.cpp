@@ -69,6 +69,7 @@ void Session::reset() {
   ctx_->reset();
   n_past_ = 0;
   ckpts_.clear();
+  ckpt_extra_.clear();
 }
 
 std::vector<uint8_t> Session::export_state() {
@@ -172,16 +173,21 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, n_ub, be_->name(), ub_cap_why_);
     ub_cap_said_ = true;
   }
-  // [N9] The last block boundary this eval reaches (relative to its first token), where a
-  // ubatch ends and the state is kept; -1 = none.
-  int64_t ckpt_at = -1;
+  // [N9] Where a ubatch ends and the state is kept (relative to the eval's first token): the last
+  // block boundary this eval reaches, and the positions asked for with checkpoint_at().
+  std::vector<int64_t> cuts;
   if (ckpt_stride_ > 0 && recurrent()) {
     const int64_t b = (static_cast<int64_t>(n_past_) + n) / ckpt_stride_ * ckpt_stride_;
-    if (b > n_past_) ckpt_at = b - n_past_;
+    if (b > n_past_) cuts.push_back(b - n_past_);
+    for (int32_t x : ckpt_extra_)
+      if (x > n_past_ && x <= n_past_ + n) cuts.push_back(x - n_past_);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   }
+  size_t next_cut = 0;
   for (int64_t i0 = 0, nt_i = 0; i0 < n; i0 += nt_i) {
     nt_i = std::min<int64_t>(n_ub, n - i0);
-    if (ckpt_at > i0 && ckpt_at < i0 + nt_i) nt_i = ckpt_at - i0;
+    if (next_cut < cuts.size() && cuts[next_cut] < i0 + nt_i) nt_i = cuts[next_cut] - i0;
     const int32_t nt = static_cast<int32_t>(nt_i);
     const bool last = i0 + nt == n;
     // Only the last ubatch's last token is needed unless all logits are asked for.
@@ -217,7 +223,8 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     timing_.compute_ms += ms(t2, t3);
     timing_.ubatches += 1;
     n_past_ += nt;
-    if (i0 + nt == ckpt_at) {
+    if (next_cut < cuts.size() && i0 + nt == cuts[next_cut]) {
+      ++next_cut;
       if (ckpts_.size() >= k_max_checkpoints) ckpts_.erase(ckpts_.begin());
       ckpts_.push_back(StateCheckpoint{n_past_, export_state()});
     }

@@ -89,9 +89,15 @@ class Session {
   // their blocks), reset() drops them. Stride 0 (default) or a pure-attention model: nothing.
   static constexpr size_t k_max_checkpoints = 4;
   void set_checkpoint_stride(int32_t b) { ckpt_stride_ = b; }
+  // Also keep the state at `pos` (a block boundary another prompt shares, prefix_cache.hpp) when
+  // an eval() reaches it with a stride set; forgotten by reset() and take_checkpoints().
+  void checkpoint_at(int32_t pos) { ckpt_extra_.push_back(pos); }
   int32_t checkpoint_stride() const { return ckpt_stride_; }
   const std::vector<StateCheckpoint>& checkpoints() const { return ckpts_; }
-  std::vector<StateCheckpoint> take_checkpoints() { return std::exchange(ckpts_, {}); }
+  std::vector<StateCheckpoint> take_checkpoints() {
+    ckpt_extra_.clear();
+    return std::exchange(ckpts_, {});
+  }
   int32_t n_past() const { return n_past_; }
   int32_t n_ctx() const { return n_ctx_; }
   // Tokens per prefill ubatch: -ub, capped to what the backend holds (all_logits: every column of
@@ -120,6 +126,7 @@ class Session {
   std::vector<int32_t> state_layers_;   // [N9]
   int32_t ckpt_stride_ = 0;             // [N9] 0 = no checkpoints
   std::vector<StateCheckpoint> ckpts_;  // [N9] ascending pos, all ≤ n_past_
+  std::vector<int32_t> ckpt_extra_;     // [N9] checkpoint_at() positions
   // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
   // naming the position and the first non-finite node (that ubatch re-run unshared).
   [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,
