@@ -39,12 +39,15 @@
 // still holds), imports that state and recomputes the rest; with no usable checkpoint it starts
 // from 0 (never a wrong answer). Where checkpoints come from: restore_prefix sets the session's
 // checkpoint stride to the block size, so eval() stops a ubatch at the last block boundary of each
-// prompt and at each boundary reached while decoding and snapshots the state there (at most
+// prompt, at each boundary reached while decoding, and at the boundary where the prompt leaves a
+// cached chain whose block there has no checkpoint (another prompt with the same head went on: a
+// shared system prompt; Session::checkpoint_at), and snapshots the state there (at most
 // Session::k_max_checkpoints per generation, oldest dropped); save_prefix stores each with its
 // block and, on a hybrid model, saves only blocks up to the deepest checkpoint (deeper K/V alone
 // could never be restored). Policy, for an agent's turns: the latest boundary of the prompt and of
 // the completion are kept, so the next turn (history + completion + a new message) resumes at the
-// last whole block it shares with this one. Memory: a checkpoint counts in Block::bytes(), so the
+// last whole block it shares with this one; of clients sharing a system prompt, the second keeps
+// the state where they diverge and the third and later ones resume there. Memory: a checkpoint counts in Block::bytes(), so the
 // RAM tier's `ram_bytes` and the disk tier's `disk_bytes` (--cache-ram / --cache-disk MiB) bound
 // K/V and checkpoints together; on disk it is the payload's last state_bytes bytes (covered by the
 // payload checksum; a length other than 0 or this identity's state_bytes is a damaged entry).
