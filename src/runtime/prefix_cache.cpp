@@ -274,7 +274,7 @@ void PrefixCache::ram_evict_to(uint64_t limit) {
 
 void PrefixCache::ram_insert(BlockPtr b) {
   if (auto it = ram_.find(b->key); it != ram_.end()) {
-    if (b->state.empty() || !it->second.b->state.empty()) {
+    if (b->state.empty() || !it->second.b->state.empty() || b->bytes() > o_.ram_bytes) {
       ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
       return;
     }
