@@ -254,7 +254,10 @@ def damage(kind, path):
 def test_damaged_entries_fall_back_to_recompute():
     prompt = SYSTEM + "\nUser: the end.\nAssistant:"
     ref = None
-    for kind in ["truncate", "header", "payload", "zero", "wrong-model"]:
+    # (On a hybrid model the kinds that reach its checkpoint, the payload's tail: the header and
+    # zero-length checks do not depend on the model and run on the pure-attention one.)
+    kinds = ["truncate", "payload", "wrong-model"] if HYBRID else ["truncate", "header", "payload", "zero", "wrong-model"]
+    for kind in kinds:
         d = fresh_dir("damage-" + kind)
         s = Server("--cache-dir", d)
         try:
@@ -347,9 +350,10 @@ def main():
     for t in TESTS:
         if ONLY and t.__name__ not in ONLY:
             continue
+        t0 = time.time()
         try:
             t()
-            print(f"ok   {t.__name__}", flush=True)
+            print(f"ok   {t.__name__} ({time.time() - t0:.0f} s)", flush=True)
         except Exception:
             failed += 1
             print(f"FAIL {t.__name__}\n{traceback.format_exc()}", flush=True)
