@@ -5,19 +5,21 @@
 #   warm     same process, same slot (-np 1): the prefix stays in the slot's KV (device tier)
 #   ram      same process after the slot's KV was replaced by another prompt: from the RAM tier
 #   restart  a new server on the same --cache-dir (page cache dropped when allowed): disk tier
-# Goal ([N3]): warm ≤ cold/20, restart ≤ cold/10. Writes $OUT/prefix-cache.json; prints a table.
+# Goal ([N3]): warm ≤ cold/20, restart ≤ cold/10. Writes $OUT/prefix-cache-PRESET.json; prints a table.
 # Usage from the repository root on the device (after ../shared/device/pack.sh .devpack build/rocky,
 # copying this script to .devpack/): .devpack/h200-prefix-cache.sh
 # Environment: SERVE_FLAGS (extra `rocky serve` flags, e.g. an f16 KV flag once [N4] has one),
-# PREFIX (5000), NEW (50), REPS (3: each figure is the median of REPS requests).
+# PREFIX (5000), NEW (50), REPS (3: each figure is the median of REPS requests), PRESET (the synth
+# preset, default qwen2.5-3b; [N9] PRESET=qwen3.5-4b: the hybrid model, resumed from state
+# checkpoints at block boundaries, so "warm"/"ram" recompute the prefix's tail past its last block).
 set -u
 D=$(cd "$(dirname "$0")" && pwd); R="$D/run rocky"; O=${OUT:-/tmp/out}; mkdir -p "$O"
-M=/tmp/q3b.gguf; C=/tmp/rocky-prefix-cache
-[[ -f $M ]] || timeout 200 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M 2>&1 | tail -2
+P=${PRESET:-qwen2.5-3b}; M=/tmp/$P-q4_k_m.gguf; C=/tmp/rocky-prefix-cache
+[[ -f $M ]] || timeout 300 $R synth --preset "$P" --type q4_k_m -q -o $M 2>&1 | tail -2
 rm -rf "$C"; mkdir -p "$C"
-python3 - "$R" "$M" "$C" "$O" "${SERVE_FLAGS:-}" "${PREFIX:-5000}" "${NEW:-50}" "${REPS:-3}" <<'PY'
+python3 - "$R" "$M" "$C" "$O" "${SERVE_FLAGS:-}" "${PREFIX:-5000}" "${NEW:-50}" "${REPS:-3}" "$P" <<'PY'
 import json, os, random, re, signal, statistics, subprocess, sys, threading, time, urllib.request
-run, model, cdir, out, flags, n_prefix, n_new, reps = sys.argv[1:9]
+run, model, cdir, out, flags, n_prefix, n_new, reps, preset = sys.argv[1:10]
 n_prefix, n_new, reps = int(n_prefix), int(n_new), int(reps)
 
 def start():
@@ -82,9 +84,10 @@ res["restart_ms"], res["restart_cached"] = ttft(url, prefix + tail())
 res["cache_after_restart"] = json.load(urllib.request.urlopen(url + "/cache"))
 p.send_signal(signal.SIGTERM); p.wait(120)
 res["server_log_tail"] = "".join(log[-8:])
-json.dump(res, open(os.path.join(out, "prefix-cache.json"), "w"), indent=1)
+res["preset"] = preset
+json.dump(res, open(os.path.join(out, f"prefix-cache-{preset}.json"), "w"), indent=1)
 cold = res["cold_ms"]
-print(f"prefix {n_prefix} + {n_new} new tokens (qwen2.5-3b q4_k_m synth, -np 1, {flags or 'default flags'})")
+print(f"prefix {n_prefix} + {n_new} new tokens ({preset} q4_k_m synth, -np 1, {flags or 'default flags'})")
 for k in ["cold", "warm", "ram", "restart"]:
     ms = res[k + "_ms"]; cached = res.get(k + "_cached", 0)
     print(f"{k:8} TTFT {ms:9.1f} ms  cached {cached:5}  cold/this {cold / ms:6.1f}x")

@@ -136,6 +136,19 @@ class Context {
   virtual uint64_t kv_export_bytes(int32_t n) const = 0;
   virtual void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) = 0;
   virtual void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) = 0;
+
+  // --- [N9] Sequence 0's recurrent state (hybrid models: the prefix cache's state checkpoints) ---
+  // For each layer of `layers` (ascending, < n_layer) in order: its conv window (kv().conv_state
+  // f32, graph.hpp's SSM_CONV layout), then its delta-rule state (kv().ssm_state f32, GATED_DELTA
+  // layout), as the context holds them: state_export_bytes(k) = k · (conv_state + ssm_state) · 4
+  // bytes. import_state writes the very bits back (a following compute() continues exactly as
+  // the exporting context would). A context without recurrent state, a layer out of range or a
+  // span of another length is a rocky::Error; both wait for completion.
+  uint64_t state_export_bytes(size_t n_layers) const {
+    return kv().recurrent() ? uint64_t(n_layers) * uint64_t(kv().conv_state + kv().ssm_state) * 4 : 0;
+  }
+  virtual void export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) = 0;
+  virtual void import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) = 0;
 };
 
 class Backend {

@@ -138,7 +138,10 @@ uint64_t CacheIdentity::hash() const {
   h = hash_pod(kv_type, h);
   h = hash_pod(n_layer, h);
   h = hash_pod(n_embd_kv, h);
-  return hash_pod(kv_bytes_per_pos, h);
+  h = hash_pod(kv_bytes_per_pos, h);
+  // [N9] Only for hybrid models, so every pure-attention identity (and its disk files) is unchanged.
+  if (state_bytes > 0) h = hash_pod(state_bytes, h);
+  return h;
 }
 
 CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx) {
@@ -155,6 +158,15 @@ CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx)
   id.n_layer = hp.n_layer;
   id.n_embd_kv = hp.n_embd_kv();
   id.kv_bytes_per_pos = ctx.kv_export_bytes(1);
+  if (ctx.kv().recurrent()) {  // [N9] the layers whose state a graph reads (as Session::state_layers)
+    const graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, ctx.kv().n_ctx, model::Logits::LAST});
+    std::vector<int32_t> layers;
+    for (const graph::Node& n : g.nodes)
+      if ((n.op == graph::Op::SSM_CONV || n.op == graph::Op::GATED_DELTA) && n.layer >= 0) layers.push_back(n.layer);
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    id.state_bytes = ctx.state_export_bytes(layers.size());
+  }
   return id;
 }
 
@@ -243,6 +255,12 @@ bool PrefixCache::contains(uint64_t key) const {
   return ram_.count(key) != 0;
 }
 
+BlockPtr PrefixCache::peek(uint64_t key) const {
+  std::lock_guard lk(mu_);
+  auto it = ram_.find(key);
+  return it == ram_.end() ? nullptr : it->second.b;
+}
+
 void PrefixCache::ram_evict_to(uint64_t limit) {
   while (ram_bytes_ > limit && !ram_lru_.empty()) {
     const uint64_t k = ram_lru_.back();
@@ -256,8 +274,14 @@ void PrefixCache::ram_evict_to(uint64_t limit) {
 
 void PrefixCache::ram_insert(BlockPtr b) {
   if (auto it = ram_.find(b->key); it != ram_.end()) {
-    ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
-    return;
+    if (b->state.empty() || !it->second.b->state.empty() || b->bytes() > o_.ram_bytes) {
+      ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
+      return;
+    }
+    // [N9] The same block with a state checkpoint replaces the one without.
+    ram_bytes_ -= it->second.b->bytes();
+    ram_lru_.erase(it->second.lru);
+    ram_.erase(it);
   }
   const uint64_t need = b->bytes();
   if (need > o_.ram_bytes) return;  // larger than the whole tier (or the tier is off: 0)
@@ -268,16 +292,17 @@ void PrefixCache::ram_insert(BlockPtr b) {
   ram_.emplace(key, RamEntry{std::move(b), ram_lru_.begin()});
 }
 
-void PrefixCache::disk_touch(uint64_t key, uint64_t bytes, bool verified) {
+void PrefixCache::disk_touch(uint64_t key, uint64_t bytes, bool verified, bool state) {
   if (auto it = disk_.find(key); it != disk_.end()) {
     disk_lru_.splice(disk_lru_.begin(), disk_lru_, it->second.lru);
     disk_bytes_ = disk_bytes_ - it->second.bytes + bytes;
     it->second.bytes = bytes;
+    if (verified) it->second.state = state;
     it->second.verified = it->second.verified || verified;
     return;
   }
   disk_lru_.push_front(key);
-  disk_.emplace(key, DiskEntry{bytes, verified, disk_lru_.begin()});
+  disk_.emplace(key, DiskEntry{bytes, verified, verified && state, disk_lru_.begin()});
   disk_bytes_ += bytes;
 }
 
@@ -386,6 +411,9 @@ BlockPtr PrefixCache::disk_read(uint64_t key, uint64_t parent, int32_t p0, std::
     return bad("block key, position or size differs from its file name");
   const uint64_t want_kv = id_.kv_bytes_per_pos * static_cast<uint64_t>(h.n_tokens);
   if (h.kv_bytes != want_kv) return bad(fmt::format("K/V length {} (expected {})", h.kv_bytes, want_kv));
+  if (h.state_bytes != 0 && h.state_bytes != id_.state_bytes)
+    return bad(
+        fmt::format("state checkpoint length {} (this model's state has {} bytes)", h.state_bytes, id_.state_bytes));
   if (h.state_bytes > (1ull << 40) || h.payload_bytes != uint64_t(h.n_tokens) * 4 + h.kv_bytes + h.state_bytes)
     return bad("payload length does not add up");
   if (bytes.size() - sizeof(DiskHeader) != h.payload_bytes)
@@ -406,7 +434,7 @@ BlockPtr PrefixCache::disk_read(uint64_t key, uint64_t parent, int32_t p0, std::
   pl += h.kv_bytes;
   b->state.assign(pl, pl + h.state_bytes);
   std::lock_guard lk(mu_);
-  disk_touch(key, bytes.size(), true);
+  disk_touch(key, bytes.size(), true, !b->state.empty());
   return b;
 }
 
@@ -467,7 +495,7 @@ bool PrefixCache::disk_write(const Block& b) {
     return false;
   }
   std::lock_guard lk(mu_);
-  disk_touch(b.key, buf.size(), true);
+  disk_touch(b.key, buf.size(), true, !b.state.empty());
   ++st_.disk_writes;
   return true;
 }
@@ -495,7 +523,8 @@ void PrefixCache::put(BlockPtr b) {
   // Written through unless this process has seen the file whole (a scanned entry may be damaged:
   // rewriting it repairs it).
   if (!disk_on_) return;
-  if (auto it = disk_.find(b->key); it != disk_.end() && it->second.verified) return;
+  if (auto it = disk_.find(b->key); it != disk_.end() && it->second.verified && (it->second.state || b->state.empty()))
+    return;
   // Write-through, bounded: wait while the queue holds more than a quarter of the RAM tier (at
   // least one block).
   const uint64_t bound = std::max<uint64_t>(o_.ram_bytes / 4, 1);
@@ -551,16 +580,109 @@ PrefixCacheStats PrefixCache::stats() const {
 }
 
 // ---------------------------------------------------------------------------------------------
+namespace {
+// [N9] restore_prefix on a hybrid model (see prefix_cache.hpp): the deepest position ≤ the prompt's
+// last token whose state is at hand, with the K/V of every position before it.
+PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t> held,
+                         std::span<const int32_t> prompt) {
+  PrefixHit hit;
+  const int32_t np = static_cast<int32_t>(prompt.size());
+  const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
+  int32_t keep = 0;  // positions whose K/V the context holds for this prompt
+  while (static_cast<size_t>(keep) < n_held && keep < np - 1 &&
+         held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
+    ++keep;
+  // Candidates, deepest wins: the context's own state (it holds exactly the common prefix), a
+  // checkpoint the session holds, a checkpoint of a block whose K/V the context holds, a
+  // checkpoint of a cached block past them (its K/V and its parents' imported).
+  int32_t pos = keep == s.n_past() ? keep : 0;
+  std::span<const uint8_t> state;  // empty: the context's own (pos == n_past) or none (pos == 0)
+  for (const Session::StateCheckpoint& c : s.checkpoints())
+    if (c.pos <= keep && c.pos > pos) {
+      pos = c.pos;
+      state = c.state;
+    }
+  BlockPtr state_block;        // holds `state` when it comes from the cache
+  std::vector<BlockPtr> past;  // cached blocks after the device's, up to the deepest checkpoint
+  std::vector<int> past_tier;
+  int32_t dev_blocks = 0;
+  int32_t shared_at = 0;  // a boundary where this eval should keep the state too (0 = none)
+  if (cache) {
+    const int32_t B = cache->block();
+    const std::vector<uint64_t> keys = cache->chain(prompt);
+    dev_blocks = keep / B;
+    auto parent = [&](size_t b) { return b ? keys[b - 1] : cache->seed(); };
+    std::vector<BlockPtr> found;
+    std::vector<int> tiers;
+    for (size_t b = static_cast<size_t>(dev_blocks); b < keys.size(); ++b) {
+      const int32_t p0 = static_cast<int32_t>(b) * B;
+      if (p0 + B > np - 1) break;  // a checkpoint past the last prompt token is of no use
+      int tier = 0;
+      BlockPtr blk =
+          cache->find(keys[b], parent(b), p0, prompt.subspan(static_cast<size_t>(p0), static_cast<size_t>(B)), &tier);
+      if (!blk) break;
+      found.push_back(std::move(blk));
+      tiers.push_back(tier);
+    }
+    // The chain this prompt shares with the cache ends at a boundary without a checkpoint (another
+    // prompt with the same head, e.g. a shared system prompt, went on past it): keep the state
+    // there this time, so the next prompt with that head resumes from it.
+    const int32_t shared = (dev_blocks + static_cast<int32_t>(found.size())) * B;
+    if (shared > pos && (found.empty() || found.back()->state.size() != s.state_bytes())) shared_at = shared;
+    size_t deepest = found.size();
+    while (deepest > 0 && found[deepest - 1]->state.size() != s.state_bytes()) --deepest;
+    if (deepest > 0) {
+      past.assign(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(deepest));
+      past_tier.assign(tiers.begin(), tiers.begin() + static_cast<std::ptrdiff_t>(deepest));
+      state_block = past.back();
+      pos = (dev_blocks + static_cast<int32_t>(deepest)) * B;
+      state = state_block->state;
+    } else {
+      // A checkpoint of a block the context holds (deepest first; only those deeper than pos).
+      for (int32_t b = dev_blocks - 1; b >= 0 && (b + 1) * B > pos; --b) {
+        const size_t ub = static_cast<size_t>(b);
+        BlockPtr blk = cache->find(keys[ub], parent(ub), b * B,
+                                   prompt.subspan(static_cast<size_t>(b * B), static_cast<size_t>(B)));
+        if (blk && blk->state.size() == s.state_bytes()) {
+          state_block = std::move(blk);
+          pos = (b + 1) * B;
+          state = state_block->state;
+          break;
+        }
+      }
+    }
+    cache->note_device(std::min(dev_blocks, pos / B), static_cast<int64_t>(keys.size()) * B > pos ? 1 : 0);
+  }
+  if (pos == 0) {
+    s.reset();
+    if (shared_at > 0) s.checkpoint_at(shared_at);
+    return hit;
+  }
+  const int32_t B = cache ? cache->block() : 1;
+  for (size_t i = 0; i < past.size(); ++i) {
+    const int32_t p0 = (dev_blocks + static_cast<int32_t>(i)) * B;
+    s.context().import_kv(p0, B, past[i]->kv);  // positions below n_past: the Session's check does not apply
+    (past_tier[i] == 2 ? hit.from_disk : hit.from_ram) += p0 + B - std::max(p0, keep);
+  }
+  hit.from_device = std::min(keep, pos);
+  if (!state.empty()) s.import_state(pos, state);  // else pos == keep == n_past: the context's own state
+  if (shared_at > pos) s.checkpoint_at(shared_at);
+  hit.n_cached = pos;
+  return hit;
+}
+}  // namespace
+
 PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
                          bool use) {
   PrefixHit hit;
   const int32_t np = static_cast<int32_t>(prompt.size());
-  // [N9] A hybrid model's recurrent state cannot be cut back to a common prefix, and the cache's
-  // blocks hold KV cells only (no state checkpoints yet): such a model always starts over.
-  if (!use || np <= 1 || s.context().kv().recurrent()) {
+  // [N9] On a hybrid model every evaluation snapshots the state at block boundaries (prefix_cache.hpp).
+  s.set_checkpoint_stride(cache && s.recurrent() ? cache->block() : 0);
+  if (!use || np <= 1) {
     s.reset();
     return hit;
   }
+  if (s.recurrent()) return restore_hybrid(s, cache, held, prompt);
   // Device tier: the common prefix of what the context holds and the prompt.
   const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
   int32_t keep = 0;
@@ -597,21 +719,36 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
 }
 
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens) {
-  if (s.context().kv().recurrent()) return;  // [N9] KV blocks alone cannot restore a hybrid model
   const auto n = std::min(tokens.size(), static_cast<size_t>(s.n_past()));
   const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
   const int32_t B = cache.block();
-  for (size_t b = keys.size(); b-- > 0;) {
-    if (cache.contains(keys[b])) continue;
+  // [N9] The session's checkpoints go with their blocks; on a hybrid model only blocks up to the
+  // deepest checkpoint are worth their K/V (nothing can resume past it).
+  std::vector<Session::StateCheckpoint> ckpts = s.take_checkpoints();
+  size_t n_blocks = keys.size();
+  if (s.recurrent()) {
+    int32_t deepest = 0;
+    for (const auto& c : ckpts)
+      if (c.pos % B == 0 && static_cast<size_t>(c.pos) <= n) deepest = std::max(deepest, c.pos);
+    n_blocks = std::min(n_blocks, static_cast<size_t>(deepest / B));
+  }
+  for (size_t b = n_blocks; b-- > 0;) {
+    const int32_t p0 = static_cast<int32_t>(b) * B;
+    Session::StateCheckpoint* ck = nullptr;
+    for (auto& c : ckpts)
+      if (c.pos == p0 + B && c.state.size() == s.state_bytes()) ck = &c;
+    const BlockPtr held = cache.peek(keys[b]);
+    if (held && (!ck || !held->state.empty())) continue;
     auto blk = std::make_shared<Block>();
     blk->key = keys[b];
     blk->parent = b ? keys[b - 1] : cache.seed();
-    blk->p0 = static_cast<int32_t>(b) * B;
+    blk->p0 = p0;
     blk->tokens.assign(tokens.begin() + blk->p0, tokens.begin() + blk->p0 + B);
-    blk->kv = s.export_kv(blk->p0, B);
+    blk->kv = held ? held->kv : s.export_kv(blk->p0, B);
+    if (ck) blk->state = std::move(ck->state);
     cache.put(std::move(blk));
   }
-  cache.touch_chain(keys);
+  cache.touch_chain(std::span<const uint64_t>(keys).first(n_blocks));
 }
 
 }  // namespace rocky::runtime

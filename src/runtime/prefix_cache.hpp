@@ -28,6 +28,29 @@
 // are renamed into place, so readers (this server or another one sharing the directory) see
 // whole entries or none. A directory that cannot be written (read-only, missing and not
 // creatable) or a full disk turns the disk tier off with one warning.
+//
+// [N9] State checkpoints (hybrid models, e.g. qwen35's Gated DeltaNet layers). A recurrent state
+// cannot be cut back to a shorter prefix, so on such a model a block may carry `state`: the state
+// of every recurrent layer after the block's last token (Session::export_state: for each layer of
+// Session::state_layers() ascending, its conv window then its delta-rule state, f32, exactly as the
+// context holds them; CacheIdentity::state_bytes bytes, part of the identity). Restoring a hybrid
+// prompt keeps or imports the K/V of the chain up to the deepest block that has a checkpoint (or
+// the context's own state when it holds exactly the common prefix, or a checkpoint the session
+// still holds), imports that state and recomputes the rest; with no usable checkpoint it starts
+// from 0 (never a wrong answer). Where checkpoints come from: restore_prefix sets the session's
+// checkpoint stride to the block size, so eval() stops a ubatch at the last block boundary of each
+// prompt, at each boundary reached while decoding, and at the boundary where the prompt leaves a
+// cached chain whose block there has no checkpoint (another prompt with the same head went on: a
+// shared system prompt; Session::checkpoint_at), and snapshots the state there (at most
+// Session::k_max_checkpoints per generation, oldest dropped); save_prefix stores each with its
+// block and, on a hybrid model, saves only blocks up to the deepest checkpoint (deeper K/V alone
+// could never be restored). Policy, for an agent's turns: the latest boundary of the prompt and of
+// the completion are kept, so the next turn (history + completion + a new message) resumes at the
+// last whole block it shares with this one; of clients sharing a system prompt, the second keeps
+// the state where they diverge and the third and later ones resume there. Memory: a checkpoint counts in Block::bytes(), so the
+// RAM tier's `ram_bytes` and the disk tier's `disk_bytes` (--cache-ram / --cache-disk MiB) bound
+// K/V and checkpoints together; on disk it is the payload's last state_bytes bytes (covered by the
+// payload checksum; a length other than 0 or this identity's state_bytes is a damaged entry).
 #pragma once
 
 #include <condition_variable>
@@ -62,7 +85,8 @@ struct CacheIdentity {
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;
   uint64_t kv_bytes_per_pos = 0;  // Context::kv_export_bytes(1)
-  uint64_t hash() const;          // everything above in one key
+  uint64_t state_bytes = 0;       // [N9] one state checkpoint (Session::state_bytes()); 0 = none
+  uint64_t hash() const;          // everything above in one key (state_bytes only when > 0)
 };
 // The identity of `m` on a backend with KV type `kv` (hashes the whole file: ~1 s per 2-3 GiB).
 CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx);
@@ -72,7 +96,7 @@ struct Block {
   int32_t p0 = 0;                // first position
   std::vector<int32_t> tokens;   // the block's token ids (checked on every hit)
   std::vector<uint8_t> kv;       // Context::export_kv(p0, tokens.size())
-  std::vector<uint8_t> state;    // state checkpoint at p0 + tokens.size() (empty for pure attention)
+  std::vector<uint8_t> state;    // [N9] state checkpoint after position p0 + tokens.size() - 1 (or empty)
   uint64_t bytes() const { return kv.size() + state.size() + tokens.size() * sizeof(int32_t) + sizeof(Block); }
 };
 using BlockPtr = std::shared_ptr<const Block>;
@@ -119,7 +143,9 @@ class PrefixCache {
   // `tier` (optional) gets 1 for RAM, 2 for disk.
   BlockPtr find(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens, int* tier = nullptr);
   bool contains(uint64_t key) const;  // in RAM (no counting, no disk access)
-  // Adds a block (RAM, and written through to disk when enabled). A key already held is kept.
+  BlockPtr peek(uint64_t key) const;  // the RAM tier's block (no counting, no disk access), or nullptr
+  // Adds a block (RAM, and written through to disk when enabled). A key already held is kept,
+  // unless `b` carries a state checkpoint the held one lacks: then `b` replaces it.
   void put(BlockPtr b);
   // Makes these keys (a chain, root first) most recently used, the root last of all.
   void touch_chain(std::span<const uint64_t> keys);
@@ -138,17 +164,18 @@ class PrefixCache {
   struct DiskEntry {
     uint64_t bytes = 0;
     bool verified = false;  // written or read back whole by this process (scanned entries: not yet)
+    bool state = false;     // [N9] the verified entry carries a state checkpoint
     std::list<uint64_t>::iterator lru;
   };
   std::string path_of(uint64_t key) const;
   void ram_insert(BlockPtr b);        // mu_ held
   void ram_evict_to(uint64_t limit);  // mu_ held
   BlockPtr disk_read(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens);
-  bool disk_write(const Block& b);                               // writer thread
-  void disk_forget(uint64_t key);                                // mu_ held
-  void disk_touch(uint64_t key, uint64_t bytes, bool verified);  // mu_ held
-  void disk_evict_to(uint64_t limit);                            // mu_ held; unlinks files
-  void disable_disk(const std::string& why);                     // mu_ held
+  bool disk_write(const Block& b);                                                   // writer thread
+  void disk_forget(uint64_t key);                                                    // mu_ held
+  void disk_touch(uint64_t key, uint64_t bytes, bool verified, bool state = false);  // mu_ held
+  void disk_evict_to(uint64_t limit);                                                // mu_ held; unlinks files
+  void disable_disk(const std::string& why);                                         // mu_ held
   void scan_dir();
   void writer();
 

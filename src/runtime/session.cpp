@@ -58,11 +58,35 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
   if (!be_) fail("session: no backend");
   be_->load_weights(w);
   ctx_ = be_->make_context(backend::ContextOptions{g.kv, 1});
+  for (const graph::Node& n : g.nodes)
+    if ((n.op == graph::Op::SSM_CONV || n.op == graph::Op::GATED_DELTA) && n.layer >= 0)
+      state_layers_.push_back(n.layer);
+  std::sort(state_layers_.begin(), state_layers_.end());
+  state_layers_.erase(std::unique(state_layers_.begin(), state_layers_.end()), state_layers_.end());
 }
 
 void Session::reset() {
   ctx_->reset();
   n_past_ = 0;
+  ckpts_.clear();
+  ckpt_extra_.clear();
+}
+
+std::vector<uint8_t> Session::export_state() {
+  if (!recurrent()) fail("export_state: the model has no recurrent state");
+  std::vector<uint8_t> out(static_cast<size_t>(state_bytes()));
+  ctx_->export_state(state_layers_, out);
+  return out;
+}
+
+void Session::import_state(int32_t pos, std::span<const uint8_t> bytes) {
+  if (!recurrent()) fail("import_state: the model has no recurrent state");
+  if (pos < 0 || pos > n_ctx_) fail("import_state: position {} outside the context ({})", pos, n_ctx_);
+  if (bytes.size() != state_bytes())
+    fail("import_state: a checkpoint of {} bytes given, this model's state has {}", bytes.size(), state_bytes());
+  ctx_->import_state(state_layers_, bytes);
+  n_past_ = pos;
+  while (!ckpts_.empty() && ckpts_.back().pos > pos) ckpts_.pop_back();
 }
 
 int32_t Session::n_ubatch(bool all_logits) {
@@ -149,8 +173,22 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, n_ub, be_->name(), ub_cap_why_);
     ub_cap_said_ = true;
   }
-  for (int64_t i0 = 0; i0 < n; i0 += n_ub) {
-    const int32_t nt = static_cast<int32_t>(std::min<int64_t>(n_ub, n - i0));
+  // [N9] Where a ubatch ends and the state is kept (relative to the eval's first token): the last
+  // block boundary this eval reaches, and the positions asked for with checkpoint_at().
+  std::vector<int64_t> cuts;
+  if (ckpt_stride_ > 0 && recurrent()) {
+    const int64_t b = (static_cast<int64_t>(n_past_) + n) / ckpt_stride_ * ckpt_stride_;
+    if (b > n_past_) cuts.push_back(b - n_past_);
+    for (int32_t x : ckpt_extra_)
+      if (x > n_past_ && x <= n_past_ + n) cuts.push_back(x - n_past_);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  }
+  size_t next_cut = 0;
+  for (int64_t i0 = 0, nt_i = 0; i0 < n; i0 += nt_i) {
+    nt_i = std::min<int64_t>(n_ub, n - i0);
+    if (next_cut < cuts.size() && cuts[next_cut] < i0 + nt_i) nt_i = cuts[next_cut] - i0;
+    const int32_t nt = static_cast<int32_t>(nt_i);
     const bool last = i0 + nt == n;
     // Only the last ubatch's last token is needed unless all logits are asked for.
     const model::Logits want = all_logits ? model::Logits::ALL : last ? model::Logits::LAST : model::Logits::NONE;
@@ -185,6 +223,11 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     timing_.compute_ms += ms(t2, t3);
     timing_.ubatches += 1;
     n_past_ += nt;
+    if (next_cut < cuts.size() && i0 + nt == cuts[next_cut]) {
+      ++next_cut;
+      if (ckpts_.size() >= k_max_checkpoints) ckpts_.erase(ckpts_.begin());
+      ckpts_.push_back(StateCheckpoint{n_past_, export_state()});
+    }
     if (progress) progress(i0 + nt, n);
   }
   return out;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -63,6 +64,40 @@ class Session {
   // Appends n positions from host bytes made by export_kv of the same model and KV type at the
   // same positions: needs p0 == n_past; afterwards n_past = p0 + n.
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes);
+  // --- [N9] Recurrent-state checkpoints (hybrid models; runtime/prefix_cache.hpp) ---
+  // A recurrent state cannot be cut back (truncate), so a hybrid context returns to an earlier
+  // position only through a checkpoint: the state of every recurrent layer (state_layers(), as
+  // Context::export_state lays it out) right after position pos − 1.
+  struct StateCheckpoint {
+    int32_t pos = 0;
+    std::vector<uint8_t> state;  // Context::export_state(state_layers()) bytes
+  };
+  // Layers whose state the graph reads (SSM_CONV / GATED_DELTA nodes), ascending; empty for a
+  // pure-attention model.
+  const std::vector<int32_t>& state_layers() const { return state_layers_; }
+  bool recurrent() const { return !state_layers_.empty(); }
+  uint64_t state_bytes() const { return ctx_->state_export_bytes(state_layers_.size()); }
+  std::vector<uint8_t> export_state();  // the state after position n_past − 1
+  // Sets the state to `bytes` (export_state of the same model) taken after position pos − 1, and
+  // n_past = pos: positions [0, pos) of the KV cache must hold that prefix already (kept or
+  // imported); 0 ≤ pos ≤ n_ctx. Checkpoints after pos are dropped.
+  void import_state(int32_t pos, std::span<const uint8_t> bytes);
+  // With stride B > 0 on a hybrid model, eval() ends a ubatch at the last multiple of B it reaches
+  // (prompt: the last block boundary ≤ its end; decode: each token that completes a block) and
+  // keeps the state there as a checkpoint. Policy (memory): at most k_max_checkpoints are held, the
+  // oldest dropped first; take_checkpoints() hands them over (the prefix cache stores them with
+  // their blocks), reset() drops them. Stride 0 (default) or a pure-attention model: nothing.
+  static constexpr size_t k_max_checkpoints = 4;
+  void set_checkpoint_stride(int32_t b) { ckpt_stride_ = b; }
+  // Also keep the state at `pos` (a block boundary another prompt shares, prefix_cache.hpp) when
+  // an eval() reaches it with a stride set; forgotten by reset() and take_checkpoints().
+  void checkpoint_at(int32_t pos) { ckpt_extra_.push_back(pos); }
+  int32_t checkpoint_stride() const { return ckpt_stride_; }
+  const std::vector<StateCheckpoint>& checkpoints() const { return ckpts_; }
+  std::vector<StateCheckpoint> take_checkpoints() {
+    ckpt_extra_.clear();
+    return std::exchange(ckpts_, {});
+  }
   int32_t n_past() const { return n_past_; }
   int32_t n_ctx() const { return n_ctx_; }
   // Tokens per prefill ubatch: -ub, capped to what the backend holds (all_logits: every column of
@@ -88,6 +123,10 @@ class Session {
   std::string ub_cap_why_;
   bool ub_cap_said_ = false;
   EvalTiming timing_;
+  std::vector<int32_t> state_layers_;   // [N9]
+  int32_t ckpt_stride_ = 0;             // [N9] 0 = no checkpoints
+  std::vector<StateCheckpoint> ckpts_;  // [N9] ascending pos, all ≤ n_past_
+  std::vector<int32_t> ckpt_extra_;     // [N9] checkpoint_at() positions
   // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
   // naming the position and the first non-finite node (that ubatch re-run unshared).
   [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,

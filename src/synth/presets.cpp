@@ -112,6 +112,10 @@ constexpr std::array k_presets = {
          true),
     make("llama-test", "llama test shape (rocky synth)", Arch::LLAMA, 256, 320, 4, 4, 2, 1000, 2048, 1e4f, 1e-5f, false,
          true),
+    // [N9] Two qwen35 layer patterns (6 Gated DeltaNet + 2 gated attention layers) at small widths.
+    qwen35(make("qwen35-test", "qwen35 test shape (rocky synth)", Arch::QWEN35, 256, 320, 8, 4, 2, 1024, 4096, 1e7f,
+                1e-6f, true, true),
+           2, 4),
 };
 
 std::string lower(std::string_view s) {

@@ -49,7 +49,7 @@
 //   qwen3.5-4b     Qwen/Qwen3.5-4B: hidden 2560, intermediate 9216, 32 layers, 16 / 4 heads,
 //                  linear 16 key / 32 value heads.
 //   The vocab is generated as Qwen2's kind (pre "qwen2"; real files say "qwen35").
-// Test presets (not real models; small, for CI): qwen2-test, llama-test. Their n_ff is not a
+// Test presets (not real models; small, for CI): qwen2-test, llama-test, qwen35-test ([N9]). Their n_ff is not a
 // multiple of 256, so the quantizer's fallback types (q5_0, q8_0) are exercised too.
 #pragma once
 

@@ -1,5 +1,6 @@
 // The prefix KV cache (runtime/prefix_cache.hpp) and the backends' KV export/import.
-// Counts tokens and bytes, never time. Models: stories260K (../shared), CPU and Vulkan (lavapipe).
+// Counts tokens and bytes, never time. Models: stories260K (../shared), and [N9] rocky synth's
+// qwen35-test (a hybrid model: recurrent-state checkpoints), CPU and Vulkan (lavapipe).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "runtime/generator.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/session.hpp"
+#include "synth/synth.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky {
@@ -32,6 +34,22 @@ using runtime::PrefixCache;
 using runtime::PrefixCacheOptions;
 
 std::string stories() { return test::shared_path("reference/models/stories260K.gguf"); }
+
+// [N9] rocky synth --preset qwen35-test (two qwen35 layer patterns: 6 Gated DeltaNet + 2 gated
+// attention layers), made once per test process in the scratch directory.
+std::string qwen35() {
+  static const std::string path = [] {
+    const std::string p = test::scratch_dir("prefix-cache-models") + "/qwen35-test.gguf";
+    fs::create_directories(fs::path(p).parent_path());
+    synth::SynthOptions o;
+    o.preset = "qwen35-test";
+    o.out = p;
+    o.progress = false;
+    synth::synth_model(o);
+    return p;
+  }();
+  return path;
+}
 
 // "cpu", "vulkan", or "vulkan-f16" (f16 KV cache).
 std::unique_ptr<runtime::Session> session(const model::Model& m, const std::string& dev, int32_t n_ctx = 256,
@@ -108,6 +126,74 @@ void kv_round_trip(const std::string& dev) {
 TEST(KvExportImport, RoundTripCpu) { kv_round_trip("cpu"); }
 TEST(KvExportImport, RoundTripVulkan) { kv_round_trip("vulkan"); }
 TEST(KvExportImport, RoundTripVulkanF16) { kv_round_trip("vulkan-f16"); }
+
+// [N9] A hybrid context resumes from K/V + a state checkpoint: the logits of the following tokens
+// equal (bit for bit) those of the context that computed the prefix; eval() with a checkpoint
+// stride ends a ubatch at the last block boundary and keeps exactly that state.
+void state_round_trip(const std::string& dev) {
+  auto m = model::Model::load(qwen35());
+  const int32_t nv = m->hparams().n_vocab;
+  const auto toks = random_tokens(70, 11, nv);
+  const int32_t k = 48;
+  std::span<const int32_t> all(toks);
+  auto a = session(*m, dev);
+  ASSERT_TRUE(a->recurrent());
+  EXPECT_EQ(a->state_layers(), (std::vector<int32_t>{0, 1, 2, 4, 5, 6}));
+  EXPECT_EQ(a->state_bytes(), a->context().state_export_bytes(6));
+  a->eval(all.first(k));
+  const std::vector<uint8_t> kv = a->export_kv(0, k);
+  const std::vector<uint8_t> st = a->export_state();
+  ASSERT_EQ(st.size(), a->state_bytes());
+  size_t nonzero = 0;
+  for (uint8_t x : st) nonzero += x != 0;
+  EXPECT_GT(nonzero, st.size() / 2) << "the exported state is mostly zeros";
+  const std::vector<float> want = a->eval(all.subspan(k), true);
+
+  auto b = session(*m, dev);
+  b->eval(random_tokens(30, 99, nv));  // other contents first: the import must overwrite them
+  b->context().import_kv(0, k, kv);
+  b->import_state(k, st);
+  EXPECT_EQ(b->n_past(), k);
+  EXPECT_EQ(b->export_state(), st);
+  EXPECT_TRUE(same_bits(b->eval(all.subspan(k), true), want)) << dev << ": logits after the checkpoint differ";
+
+  // eval() with stride 16 over 50 tokens: one checkpoint at 48, the state a 48-token eval leaves.
+  auto c = session(*m, dev);
+  c->set_checkpoint_stride(16);
+  c->eval(all.first(50));
+  ASSERT_EQ(c->checkpoints().size(), 1u);
+  EXPECT_EQ(c->checkpoints()[0].pos, 48);
+  EXPECT_TRUE(c->checkpoints()[0].state == st) << dev;
+  for (int32_t i = 50; i < 66; ++i) c->eval(all.subspan(static_cast<size_t>(i), 1));  // decode crosses 64
+  ASSERT_EQ(c->checkpoints().size(), 2u);
+  EXPECT_EQ(c->checkpoints()[1].pos, 64);
+  EXPECT_EQ(c->take_checkpoints().size(), 2u);
+  EXPECT_TRUE(c->checkpoints().empty());
+  // checkpoint_at: a shared boundary inside the prompt is kept too, with the same state.
+  auto e = session(*m, dev);
+  e->set_checkpoint_stride(16);
+  e->checkpoint_at(32);
+  e->eval(all.first(50));
+  ASSERT_EQ(e->checkpoints().size(), 2u);
+  EXPECT_EQ(e->checkpoints()[0].pos, 32);
+  EXPECT_EQ(e->checkpoints()[1].pos, 48);
+  // (Each is the state a context evaluating the same ubatches holds there; the CPU oracle's
+  // sgemm may round a 48-token ubatch differently from 32 + 16, so compare like with like.)
+  auto f = session(*m, dev);
+  f->eval(all.first(32));
+  EXPECT_TRUE(e->checkpoints()[0].state == f->export_state()) << dev;
+  f->eval(all.subspan(32, 16));
+  EXPECT_TRUE(e->checkpoints()[1].state == f->export_state()) << dev;
+  // Bad input is an error, not a crash.
+  EXPECT_THROW(c->import_state(10, std::span<const uint8_t>(st).first(100)), Error);
+  EXPECT_THROW(c->context().import_state(std::vector<int32_t>{9}, st), Error);
+  auto plain = session(*model::Model::load(stories()), dev);
+  EXPECT_FALSE(plain->recurrent());
+  EXPECT_THROW(plain->export_state(), Error);
+}
+
+TEST(StateExportImport, RoundTripCpu) { state_round_trip("cpu"); }
+TEST(StateExportImport, RoundTripVulkan) { state_round_trip("vulkan"); }
 
 // A synthetic identity for the cache unit tests (no model needed).
 runtime::CacheIdentity fake_id(uint64_t model = 42) {
@@ -346,6 +432,61 @@ TEST_F(DiskFixture, DamagedEntriesAreSkipped) {
   }
 }
 
+// [N9] A block with a state checkpoint replaces the same block without one (RAM and disk, bytes
+// counted), and an entry whose checkpoint length is not this identity's is a damaged entry.
+TEST_F(DiskFixture, StateCheckpointsReplaceAndAreChecked) {
+  auto id = fake_id();
+  id.state_bytes = 96;
+  EXPECT_NE(id.hash(), fake_id().hash());
+  const auto t = seq(32, 5);
+  auto with_state = [&](const PrefixCache& c, size_t b, size_t n) {
+    auto blk = std::make_shared<Block>(*make_block(c, t, b, 9));
+    blk->state.resize(n);
+    for (size_t i = 0; i < n; ++i) blk->state[i] = static_cast<uint8_t>(i * 7 + 1);
+    return BlockPtr(blk);
+  };
+  {
+    PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    c.put(make_block(c, t, 1, 9));
+    c.flush();
+    const uint64_t plain = c.stats().ram.bytes;
+    c.put(make_block(c, t, 1, 9));  // the same again: kept
+    c.flush();
+    EXPECT_EQ(c.stats().disk_writes, 1);
+    c.put(with_state(c, 1, 96));
+    c.flush();
+    EXPECT_EQ(c.stats().disk_writes, 2) << "the checkpoint is written through";
+    EXPECT_EQ(c.stats().ram.blocks, 1);
+    EXPECT_EQ(c.stats().ram.bytes, plain + 96);
+    ASSERT_TRUE(c.peek(c.chain(t)[1]));
+    EXPECT_EQ(c.peek(c.chain(t)[1])->state.size(), 96u);
+    c.put(make_block(c, t, 1, 9));  // without a checkpoint: does not replace it
+    c.flush();
+    EXPECT_EQ(c.peek(c.chain(t)[1])->state.size(), 96u);
+    EXPECT_EQ(c.stats().disk_writes, 2);
+    c.put(with_state(c, 0, 95));  // a checkpoint of the wrong length (written as given)
+    c.flush();
+  }
+  PrefixCache c(id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  BlockPtr got = find_block(c, t, 1);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->state, with_state(c, 1, 96)->state);
+  EXPECT_FALSE(find_block(c, t, 0)) << "a 95-byte checkpoint for a 96-byte state";
+  EXPECT_EQ(c.stats().disk_errors, 1);
+  // A pure-attention identity reads no entry that carries a state.
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto plain_id = fake_id();
+  {
+    PrefixCache w(plain_id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+    w.put(with_state(w, 0, 96));
+    w.flush();
+  }
+  PrefixCache r(plain_id, PrefixCacheOptions{16, 1 << 20, dir, 1 << 20});
+  EXPECT_FALSE(find_block(r, t, 0));
+  EXPECT_EQ(r.stats().disk_errors, 1);
+}
+
 TEST_F(DiskFixture, UnwritableDirectoryMeansNoDiskTier) {
   if (::geteuid() == 0) {
     // root ignores permissions: use a path under a regular file instead (cannot be created).
@@ -417,8 +558,10 @@ TEST_F(DiskFixture, TwoWritersShareOneDirectory) {
 
 // End to end on a Session: greedy output with reuse equals greedy output without, and the
 // counts of cached tokens are what the blocks give.
-void greedy_with_and_without_reuse(const std::string& dev, const std::string& dir) {
-  auto m = model::Model::load(stories());
+// [N9] On a hybrid model (qwen35()) the hits end at a block boundary with a state checkpoint.
+void greedy_with_and_without_reuse(const std::string& dev, const std::string& dir,
+                                   const std::string& model_path = stories()) {
+  auto m = model::Model::load(model_path);
   auto tok = tok::Tokenizer::from_gguf(m->file());
   const int32_t nv = m->hparams().n_vocab;
   const std::vector<int32_t> sys = random_tokens(50, 5, nv);
@@ -467,7 +610,16 @@ void greedy_with_and_without_reuse(const std::string& dev, const std::string& di
   std::vector<int32_t> p3 = p2;
   p3.push_back(7);
   auto [r4, h4] = run(*s2, cache.get(), held2, p3, true);
-  EXPECT_GE(h4.from_device, static_cast<int32_t>(p2.size()));
+  // (A hybrid context holds its state after all of held2, past the common prefix: it resumes from
+  // the last checkpoint at or below p2's end, still keeping the K/V on the device.)
+  const bool hybrid = s->recurrent();
+  EXPECT_GE(h4.from_device, static_cast<int32_t>(hybrid ? p2.size() / 16 * 16 : p2.size()));
+  EXPECT_EQ(h4.n_cached, h4.from_device);
+  EXPECT_EQ(r4.tokens.size(), 12u);
+  if (hybrid) {
+    EXPECT_EQ(h2.n_cached % 16, 0);
+    EXPECT_GT(cache->stats().ram.blocks, 0);
+  }
   // A restart (new cache object, same directory): the hits come from disk.
   cache.reset();
   auto cache2 = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->context()), co);
@@ -482,6 +634,107 @@ void greedy_with_and_without_reuse(const std::string& dev, const std::string& di
 
 TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutCpu) { greedy_with_and_without_reuse("cpu", dir); }
 TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutVulkan) { greedy_with_and_without_reuse("vulkan", dir); }
+TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutHybridCpu) { greedy_with_and_without_reuse("cpu", dir, qwen35()); }
+TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutHybridVulkan) {
+  greedy_with_and_without_reuse("vulkan", dir, qwen35());
+}
+
+// [N9] A damaged checkpoint on disk (a flipped byte, cut short, a header that names another state
+// length): skipped with a warning, the prompt recomputed with the same greedy output, the entry
+// rewritten (the next restore hits again).
+void damaged_checkpoint_falls_back(const std::string& dev, const std::string& dir) {
+  auto m = model::Model::load(qwen35());
+  auto tok = tok::Tokenizer::from_gguf(m->file());
+  const std::vector<int32_t> prompt = random_tokens(60, 21, m->hparams().n_vocab);
+  const runtime::PrefixCacheOptions co{16, 64 << 20, dir, 64 << 20};
+  runtime::GenerateParams gp;
+  gp.sampling.temp = 0;
+  gp.max_tokens = 4;
+  gp.ignore_eos = true;
+  auto turn = [&](PrefixCache* c, bool use, runtime::PrefixHit* hit_out) {
+    auto s = session(*m, dev);
+    const runtime::PrefixHit hit = runtime::restore_prefix(*s, c, {}, prompt, use);
+    if (hit_out) *hit_out = hit;
+    runtime::GenerateParams p = gp;
+    p.n_cached = hit.n_cached;
+    runtime::SessionSource src(*s);
+    runtime::Generator g(src, tok);
+    auto r = g.generate(prompt, p);
+    std::vector<int32_t> held = prompt;
+    held.insert(held.end(), r.tokens.begin(), r.tokens.end() - 1);
+    if (c) runtime::save_prefix(*s, *c, held);
+    if (c) c->flush();
+    return r.tokens;
+  };
+  const auto ref = turn(nullptr, false, nullptr);
+  auto state_entry = [&] {  // the one entry with a checkpoint: the largest file
+    fs::path best;
+    for (auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".rkv" && (best.empty() || e.file_size() > fs::file_size(best))) best = e.path();
+    return best;
+  };
+  auto rewrite = [](const fs::path& p, const std::vector<uint8_t>& b) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  };
+  struct Damage {
+    const char* name;
+    std::function<void(const fs::path&)> apply;
+  };
+  const std::vector<Damage> cases = {
+      {"state byte",
+       [&](const fs::path& p) {
+         std::vector<uint8_t> b = test::read_file_bytes(p.string());
+         b[b.size() - 33] ^= 0x04;
+         rewrite(p, b);
+       }},
+      {"state cut short", [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) - 1000); }},
+      {"state shape",
+       [&](const fs::path& p) {
+         // A well-formed entry whose checkpoint is 4 bytes shorter than this model's state: the
+         // lengths (header offsets 80, 88) and both checksums redone.
+         std::vector<uint8_t> b = test::read_file_bytes(p.string());
+         b.resize(b.size() - 4);
+         for (size_t off : {size_t{80}, size_t{88}}) {
+           uint64_t v;
+           std::memcpy(&v, b.data() + off, 8);
+           v -= 4;
+           std::memcpy(b.data() + off, &v, 8);
+         }
+         const uint64_t pc = runtime::hash64(b.data() + 112, b.size() - 112);
+         std::memcpy(b.data() + 96, &pc, 8);
+         const uint64_t hc = runtime::hash64(b.data(), 104);
+         std::memcpy(b.data() + 104, &hc, 8);
+         rewrite(p, b);
+       }},
+  };
+  for (const Damage& d : cases) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    {
+      PrefixCache c(runtime::cache_identity(*m, session(*m, dev)->context()), co);
+      EXPECT_EQ(turn(&c, true, nullptr), ref) << d.name;
+    }
+    const fs::path e = state_entry();
+    ASSERT_FALSE(e.empty()) << d.name;
+    d.apply(e);
+    PrefixCache c(runtime::cache_identity(*m, session(*m, dev)->context()), co);
+    runtime::PrefixHit hit;
+    EXPECT_EQ(turn(&c, true, &hit), ref) << d.name;
+    EXPECT_EQ(hit.n_cached, 0) << d.name << ": the only checkpoint is damaged";
+    EXPECT_EQ(c.stats().disk_errors, 1) << d.name;
+    EXPECT_EQ(turn(&c, true, &hit), ref) << d.name;
+    EXPECT_EQ(hit.n_cached, 48) << d.name << ": recomputed and saved again";
+    PrefixCache again(runtime::cache_identity(*m, session(*m, dev)->context()), co);
+    EXPECT_EQ(turn(&again, true, &hit), ref) << d.name;
+    EXPECT_EQ(hit.n_cached, 48) << d.name;
+    EXPECT_EQ(hit.from_disk, 48) << d.name;
+    EXPECT_EQ(again.stats().disk_errors, 0) << d.name;
+  }
+}
+
+TEST_F(DiskFixture, DamagedCheckpointFallsBackCpu) { damaged_checkpoint_falls_back("cpu", dir); }
+TEST_F(DiskFixture, DamagedCheckpointFallsBackVulkan) { damaged_checkpoint_falls_back("vulkan", dir); }
 
 }  // namespace
 }  // namespace rocky

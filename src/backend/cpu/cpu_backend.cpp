@@ -265,6 +265,40 @@ void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) 
   }
 }
 
+void CpuContext::check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const {
+  if (!kv_.recurrent()) fail("cpu backend: {}: this model has no recurrent state", what);
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i] < 0 || layers[i] >= kv_.n_layer || (i > 0 && layers[i] <= layers[i - 1]))
+      fail("cpu backend: {}: layer {} out of range or order (0 .. {}, ascending)", what, layers[i], kv_.n_layer - 1);
+  if (bytes != state_export_bytes(layers.size()))
+    fail("cpu backend: {} of {} layers needs {} bytes, got {}", what, layers.size(), state_export_bytes(layers.size()),
+         bytes);
+}
+
+void CpuContext::export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) {
+  check_state_layers("export_state", layers, dst.size());
+  uint8_t* o = dst.data();
+  for (int32_t l : layers) {
+    for (const auto* st : {&conv_state_, &ssm_state_}) {
+      const auto& v = (*st)[static_cast<size_t>(l)];
+      std::memcpy(o, v.data(), v.size() * sizeof(float));
+      o += v.size() * sizeof(float);
+    }
+  }
+}
+
+void CpuContext::import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) {
+  check_state_layers("import_state", layers, src.size());
+  const uint8_t* in = src.data();
+  for (int32_t l : layers) {
+    for (auto* st : {&conv_state_, &ssm_state_}) {
+      auto& v = (*st)[static_cast<size_t>(l)];
+      std::memcpy(v.data(), in, v.size() * sizeof(float));
+      in += v.size() * sizeof(float);
+    }
+  }
+}
+
 std::vector<float> CpuContext::read_node(const graph::Graph& g, const graph::Plan& p, int32_t node) {
   const Node& n = g.nodes[static_cast<size_t>(node)];
   if (p.offset[static_cast<size_t>(node)] == graph::k_no_offset) return {};

@@ -366,6 +366,65 @@ void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> sr
   recorder_->submit_and_wait();
 }
 
+void VulkanContext::check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const {
+  if (!kv_.recurrent() || state_buffers_.empty()) fail("vulkan backend: {}: this model has no recurrent state", what);
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i] < 0 || layers[i] >= kv_.n_layer || (i > 0 && layers[i] <= layers[i - 1]))
+      fail("vulkan backend: {}: layer {} out of range or order (0 .. {}, ascending)", what, layers[i], kv_.n_layer - 1);
+  if (bytes != state_export_bytes(layers.size()))
+    fail("vulkan backend: {} of {} layers needs {} bytes, got {}", what, layers.size(),
+         state_export_bytes(layers.size()), bytes);
+}
+
+void VulkanContext::export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) {
+  check_state_layers("export_state", layers, dst.size());
+  if (layers.empty()) return;
+  const uint64_t part[2] = {uint64_t(kv_.conv_state) * 4, uint64_t(kv_.ssm_state) * 4};
+  const bool mapped =
+      std::all_of(state_buffers_.begin(), state_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  Buffer* st = mapped ? nullptr : &kv_staging(dst.size());
+  if (st) recorder_->begin(false);
+  uint64_t o = 0;
+  for (int32_t l : layers) {
+    for (size_t k = 0; k < 2; ++k) {
+      const Buffer& b = state_buffers_[size_t(l) * 2 + k];
+      if (st)
+        recorder_->copy(b, 0, *st, o, part[k]);
+      else
+        std::memcpy(dst.data() + o, b.mapped(), part[k]);
+      o += part[k];
+    }
+  }
+  if (!st) return;
+  recorder_->submit_and_wait();
+  std::memcpy(dst.data(), st->mapped(), dst.size());
+}
+
+void VulkanContext::import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) {
+  check_state_layers("import_state", layers, src.size());
+  if (layers.empty()) return;
+  const uint64_t part[2] = {uint64_t(kv_.conv_state) * 4, uint64_t(kv_.ssm_state) * 4};
+  const bool mapped =
+      std::all_of(state_buffers_.begin(), state_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
+  Buffer* st = mapped ? nullptr : &kv_staging(src.size());
+  if (st) {
+    std::memcpy(st->mapped(), src.data(), src.size());
+    recorder_->begin(false);
+  }
+  uint64_t o = 0;
+  for (int32_t l : layers) {
+    for (size_t k = 0; k < 2; ++k) {
+      Buffer& b = state_buffers_[size_t(l) * 2 + k];
+      if (st)
+        recorder_->copy(*st, o, b, 0, part[k]);
+      else
+        std::memcpy(b.mapped(), src.data() + o, part[k]);
+      o += part[k];
+    }
+  }
+  if (st) recorder_->submit_and_wait();
+}
+
 uint64_t VulkanContext::kv_bytes() const {
   uint64_t kv = 0;
   for (const auto& b : kv_buffers_) kv += b.size();

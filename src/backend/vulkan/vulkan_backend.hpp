@@ -120,6 +120,9 @@ class VulkanContext final : public backend::Context {
   uint64_t kv_export_bytes(int32_t n) const override;
   void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
+  // [N9] Recurrent state ↔ host bytes (backend.hpp), the same way as the KV cells.
+  void export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) override;
+  void import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) override;
 
   const Recorder& recorder() const { return *recorder_; }
   // Matmuls of the last compute() that ran on the int8 path (q8_1 activations + mul_mmq).
@@ -135,6 +138,7 @@ class VulkanContext final : public backend::Context {
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
   void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
   void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
+  void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
   Buffer& kv_staging(uint64_t bytes);
 
   VulkanBackend& be_;
