@@ -94,6 +94,8 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
       fail("ROCKY_DELTA_CHUNK='{}': expected 0 (serial kernel) or an even chunk size 2 … 128", v);
     opts_.delta_chunk = uint32_t(n);
   }
+  if (opts_.delta_chunk == VulkanOptions::k_delta_chunk_auto)
+    opts_.delta_chunk = device_->info().vendor_id == 0x10DE ? 0 : 32;
   if (opts_.delta_chunk != 0 && (opts_.delta_chunk < 2 || opts_.delta_chunk > 128 || opts_.delta_chunk % 2 != 0))
     fail("VulkanOptions::delta_chunk {}: expected 0 (serial kernel) or an even chunk size 2 … 128", opts_.delta_chunk);
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).

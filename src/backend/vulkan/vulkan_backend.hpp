@@ -72,8 +72,11 @@ struct VulkanOptions {
   // [N9] Tokens per chunk of the chunked gated-delta-rule kernel for ubatches of more than one
   // token (gated_delta_chunk.comp; even, 2 … 128, lowered to fit the device's shared memory);
   // 0 = the serial kernel (gated_delta.comp, always the decode kernel) for every ubatch (A/B).
+  // k_delta_chunk_auto (the default): 32, except on NVIDIA, where the serial kernel is faster
+  // (H200, qwen3.5-4b pp512: 6,167 against 5,908 t/s with chunks of 32; docs/PERF.md session 4).
   // ROCKY_DELTA_CHUNK=N overrides it.
-  uint32_t delta_chunk = 32;
+  static constexpr uint32_t k_delta_chunk_auto = ~0u;
+  uint32_t delta_chunk = k_delta_chunk_auto;
   // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
   // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
   // environment.
