@@ -24,7 +24,15 @@ ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& t
     source = chat::chatml_fallback_source();
     fallback = true;
   }
-  ChatTemplate t(chat::Template::parse(std::move(source)));
+  auto parse = [&]() {
+    try {
+      return chat::Template::parse(std::move(source));
+    } catch (const std::exception& e) {
+      if (override_file.empty()) throw;
+      fail("{}: {}", override_file, e.what());  // name the file: the message gives line:column only
+    }
+  };
+  ChatTemplate t(parse());
   t.fallback_ = fallback;
   const auto& v = tok.vocab();
   if (v.valid(v.bos())) t.bos_ = v.token(v.bos()).text;

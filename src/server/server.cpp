@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -255,7 +256,12 @@ class App {
       } done{in_flight_};
       try {
         if (!o_.api_key.empty() && req.path != "/health" && req.path != "/v1/health") {
-          if (req.get_header_value("Authorization") != "Bearer " + o_.api_key)
+          // The auth scheme is case-insensitive (RFC 9110 §11.1); the key is not.
+          const std::string auth = req.get_header_value("Authorization");
+          bool bearer = auth.size() > 7 && auth[6] == ' ';
+          for (size_t i = 0; bearer && i < 6; ++i)
+            bearer = std::tolower(static_cast<unsigned char>(auth[i])) == "bearer"[i];
+          if (!bearer || auth.substr(7) != o_.api_key)
             throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key",
                            "authentication_error");
         }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "backend/cpu/ops.hpp"
 #include "core/error.hpp"
@@ -42,6 +44,21 @@ void CpuBackend::account(int64_t d_kv, int64_t d_arena) {
   while (now > p && !peak_.compare_exchange_weak(p, now)) {}
 }
 
+namespace {
+// MemAvailable of /proc/meminfo in bytes (0 when it cannot be read: no check).
+uint64_t available_ram_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+}  // namespace
+
 CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o.kv) {
   if (o.n_seq < 1) fail("cpu backend: {} sequences asked for (at least 1)", o.n_seq);
   if (o.n_seq > 1 && (o.kv.conv_state > 0 || o.kv.ssm_state > 0))
@@ -52,6 +69,14 @@ CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o
   n_seq_ = o.n_seq;
   const graph::KvShape& kv = kv_;
   const size_t n = static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.n_ctx) * static_cast<size_t>(n_seq_);
+  // Linux overcommits: a KV cache larger than the RAM would be granted and then fill memory page by
+  // page (a hang, then the OOM killer) instead of failing here.
+  const uint64_t want = 2ull * n * static_cast<uint64_t>(kv.n_layer) * sizeof(float);
+  if (const uint64_t avail = available_ram_bytes(); avail > 0 && want > avail)
+    throw OutOfMemoryError(
+        fmt::format("cpu backend: the f32 KV cache needs {} MiB, more than the {} MiB of RAM "
+                    "available (/proc/meminfo MemAvailable); lower -c",
+                    want >> 20, avail >> 20));
   try {
     k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
     v_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
