@@ -121,6 +121,13 @@ SamplingFields parse_sampling(const json& o, bool native) {
   s.repeat_last_n = get_int(o, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
   s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.cache_prompt = get_bool(o, "cache_prompt", true);
+  // Token log-probabilities are not computed: asking for them is an error, not a silent null
+  // (chat: logprobs true / top_logprobs > 0; completions: logprobs N > 0). false / 0 / null pass.
+  if (const json* l = field(o, "logprobs");
+      l && !l->is_null() && !(l->is_boolean() && !l->get<bool>()) && !(l->is_number() && l->get<double>() == 0))
+    bad_value("logprobs", "is not supported (token log-probabilities are not computed)");
+  if (const json* t = field(o, "top_logprobs"); t && !t->is_null() && !(t->is_number() && t->get<double>() == 0))
+    bad_value("top_logprobs", "is not supported (token log-probabilities are not computed)");
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
   if (field(o, "max_completion_tokens"))
     s.max_tokens = parse_max_tokens(o, "max_completion_tokens");

@@ -124,6 +124,21 @@ TEST(ServerRequest, CompletionPromptForms) {
                           R"({"prompt":"x","echo":true})", R"({})"}) {
     EXPECT_THROW(parse_completion(parse_body(bad), false), ApiError) << bad;
   }
+  // Log-probabilities are not computed: asking for them is a 400 naming the field; off passes.
+  for (const char* bad : {R"({"prompt":"x","logprobs":3})", R"({"prompt":"x","logprobs":true})"}) {
+    try {
+      parse_completion(parse_body(bad), false);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, "logprobs") << bad;
+    }
+  }
+  EXPECT_NO_THROW(parse_completion(parse_body(R"({"prompt":"x","logprobs":0})"), false));
+  EXPECT_NO_THROW(parse_completion(parse_body(R"({"prompt":"x","logprobs":null})"), false));
+  EXPECT_NO_THROW(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})")));
+  EXPECT_THROW(
+      parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3})")),
+      ApiError);
   EXPECT_EQ(parse_detokenize(parse_body(R"({"tokens":[1,2]})")), (std::vector<int32_t>{1, 2}));
   EXPECT_THROW(parse_detokenize(parse_body(R"({"tokens":[1,"a"]})")), ApiError);
   const ApplyTemplateRequest a =
