@@ -248,9 +248,9 @@ TEST(FastMatmul, MulMmqNibblesAndAltTiles) {
   EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bn, 32u);   // 3, 5, 5: the first of equals
   check_type(DType::Q4_K, {{67, 5, 256}}, p);
   check_type(DType::Q6_K, {{67, 37, 256}}, p);
-  p.min_workgroups = 4;  // 67×5: 32×32 gives 3, 16×32 gives 5: the first reaching it
+  p.min_workgroups = 4;  // 67×5: 32×32 gives 3, 16×32 and 16×16 give 5; N 5 < BN 32: the least padding
   EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bm, 16u);
-  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bn, 32u);
+  EXPECT_EQ(tune::pick_mmq_tile(p, 67, 5).bn, 16u);   // 80×16 computed against 16×32's 80×32
   EXPECT_EQ(tune::pick_mmq_tile(p, 67, 64).bm, 32u);  // 3 × 2 = 6: the main tile
   check_type(DType::Q8_0, {{67, 5, 96}}, p);
   p.mmq_alt[1].tm = 8;  // an alternative over the device's limits is refused even when unused
