@@ -1,6 +1,7 @@
-// rms_norm — shaders/rms_norm.comp: one workgroup per column; [N4] a single column (the decode
-// token) whose ne0 and offsets are multiples of 4 goes to shaders/rms_norm_vec.comp (x in registers,
-// vec4 loads, a two-pass shared reduction: one short dispatch instead of a barrier tree).
+// rms_norm — shaders/rms_norm.comp: one workgroup per column; [N4] up to k_vec_cols columns (the
+// decode token, [N7] a multi-sequence step's decode tokens) whose ne0 and offsets are multiples of 4
+// go to shaders/rms_norm_vec.comp (x in registers, vec4 loads, a two-pass shared reduction: one
+// short workgroup per column instead of a barrier tree).
 #include <algorithm>
 
 #include "backend/vulkan/ops/ops.hpp"
@@ -18,10 +19,11 @@ void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float e
   uint32_t wg = 32;
   while (wg < n4 && wg * 2 <= max_wg) wg *= 2;
   const uint32_t per = (n4 + wg - 1) / wg;
-  if (n_cols == 1 && ne0 % 4 == 0 && pc.x_off % 4 == 0 && pc.w_off % 4 == 0 && pc.out_off % 4 == 0 && max_wg >= 32 &&
-      per >= 1 && per <= 8) {
+  constexpr uint32_t k_vec_cols = 8;  // a decode step's rows; prefill ubatches keep rms_norm.comp
+  if (n_cols <= k_vec_cols && ne0 % 4 == 0 && pc.x_off % 4 == 0 && pc.w_off % 4 == 0 && pc.out_off % 4 == 0 &&
+      max_wg >= 32 && per >= 1 && per <= 8) {
     const Pipeline& p = e.pipes.get("rms_norm_vec", {{ROCKY_SC_WG, wg}, {ROCKY_SC_RMS_PER, per}});
-    e.rec.dispatch(p, b, &pc, sizeof pc, 1, 1, 1, label);
+    e.rec.dispatch(p, b, &pc, sizeof pc, n_cols, 1, 1, label);
     return;
   }
   const Pipeline& p = e.pipes.get("rms_norm", {{ROCKY_SC_WG, e.wg}});
