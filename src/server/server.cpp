@@ -616,6 +616,18 @@ class App {
     }
   }
 
+  // A generation cancelled while its client is still connected was cut by the shutdown (a client
+  // that leaves cancels its own, and nobody reads that answer): a 503 error naming how far it got,
+  // never a finish_reason "stop" that would pass the cut text off as complete.
+  std::optional<ApiError> shutdown_cut(const runtime::GenerateResult& r) const {
+    if (r.reason != runtime::StopReason::Cancelled) return std::nullopt;
+    return ApiError(503,
+                    fmt::format("the server is shutting down: the generation was cancelled after {} token(s) "
+                                "(--shutdown-grace {} s); the text so far is not complete",
+                                r.tokens.size(), o_.shutdown_grace_s),
+                    "", "shutting_down", "unavailable_error");
+  }
+
   void generate(const httplib::Request& req, httplib::Response& res, std::vector<int32_t> ids,
                 runtime::GenerateParams p, Kind kind, bool stream, bool include_usage,
                 const chat::ReplySyntax& syntax) {
@@ -629,6 +641,7 @@ class App {
       probe->release();
       if (!job->error.empty()) throw ApiError(500, job->error, "", "", "server_error");
       metrics_.record(*job->result);
+      if (const auto cut = shutdown_cut(*job->result)) throw *cut;
       send_json(res, 200, final_json(kind, id, *job->result, job->slot, syntax));
       return;
     }
@@ -706,6 +719,11 @@ class App {
           }
           const runtime::GenerateResult& r = *job->result;
           metrics_.record(r);
+          if (const auto cut = shutdown_cut(r)) {  // an error event, not a finish_reason: the text is cut
+            write(sse(cut->to_json()));
+            sink.done();
+            return true;
+          }
           bool tool_calls = false;
           if (kind == Kind::Chat) {
             const auto d = reply.finish();

@@ -3,7 +3,8 @@
 // run_server() binds the port first (so /health can answer 503 {"status":"loading model"} while
 // the model loads), loads the model and one Session per slot, then serves until SIGINT/SIGTERM:
 // it stops accepting, lets in-flight requests finish for up to shutdown_grace_s seconds, cancels
-// what is left, and returns 0. Endpoints and shapes: README.md "Server".
+// what is left (each cut request gets a 503 "shutting_down" error, an error event when streamed),
+// and returns 0. Endpoints and shapes: README.md "Server".
 #pragma once
 
 #include <cstddef>

@@ -376,7 +376,7 @@ test('a client that disconnects cancels its generation', async () => {
 });
 
 test('--api-key: 401 without it, served with it; SIGTERM cancels after --shutdown-grace', async () => {
-  const k = await startServer(['--api-key', 'sekrit', '--shutdown-grace', '0.5', '--test-token-delay-ms', '20']);
+  const k = await startServer(['-np', '2', '--api-key', 'sekrit', '--shutdown-grace', '0.5', '--test-token-delay-ms', '20']);
   try {
     const none = await post(k.url, '/v1/completions', { prompt: USER, max_tokens: 2 });
     assert.equal(none.status, 401);
@@ -387,14 +387,37 @@ test('--api-key: 401 without it, served with it; SIGTERM cancels after --shutdow
     const c = new OpenAI({ baseURL: `${k.url}/v1`, apiKey: 'sekrit', maxRetries: 0 });
     const r = await c.completions.create({ model: 'x', prompt: USER, max_tokens: 2 });
     assert.equal(r.choices.length, 1);
-    // A long request, then SIGTERM: cancelled after 0.5 s, the process exits 0 soon after.
+    // Two long requests (one streamed), then SIGTERM: cancelled after 0.5 s, the process exits 0
+    // soon after. A cut generation is a 503 "shutting_down" error (an error event when streamed),
+    // never a finish_reason that would pass the cut text off as complete.
     const long = post(k.url, '/v1/completions', { prompt: USER, max_tokens: 200, ignore_eos: true }, { Authorization: 'Bearer sekrit' });
+    const streamed = (async () => {
+      const s = await c.chat.completions.create({
+        model: 'x', messages: [{ role: 'user', content: USER }], max_tokens: 200, ignore_eos: true, stream: true,
+      });
+      let n = 0;
+      try {
+        for await (const chunk of s) {
+          assert.equal(chunk.choices[0]?.finish_reason ?? null, null, 'a finish_reason on a cut stream');
+          n += 1;
+        }
+      } catch (e) {
+        if (e instanceof assert.AssertionError) throw e;
+        return { n, error: e };
+      }
+      return { n, error: null };
+    })();
     await new Promise((r) => setTimeout(r, 200));
     const t0 = Date.now();
     k.proc.kill('SIGTERM');
     const res = await long;
-    assert.equal(res.status, 200, res.text);
-    assert.ok(res.json.usage.completion_tokens < 200);
+    assert.equal(res.status, 503, res.text);
+    assert.equal(res.json.error.code, 'shutting_down');
+    assert.match(res.json.error.message, /cancelled after \d+ token\(s\)/);
+    const st = await streamed;
+    assert.ok(st.n > 1, `only ${st.n} chunks before the shutdown`);
+    assert.ok(st.error instanceof OpenAI.APIError, `the cut stream ended without an error: ${st.error}`);
+    assert.match(st.error.message, /shutting down/);
     const { code } = await k.exited;
     assert.equal(code, 0, k.stderr());
     assert.ok(Date.now() - t0 < 3000, `exit took ${Date.now() - t0} ms`);
