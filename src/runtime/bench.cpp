@@ -27,22 +27,46 @@ constexpr int k_warmup_max_runs = 20;
 
 // llama.cpp's llama_ftype names (llama_model_ftype_name) for the types rocky writes.
 std::string ftype_name(uint64_t ft) {
-  switch (ft) {
+  switch (ft) {  // llama.cpp's names of the llama_ftype values (llama-bench's model column)
     case 0: return "all F32";
     case 1: return "F16";
     case 2: return "Q4_0";
+    case 3: return "Q4_1";
     case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K - Medium";
+    case 11: return "Q3_K - Small";
+    case 12: return "Q3_K - Medium";
+    case 13: return "Q3_K - Large";
+    case 14: return "Q4_K - Small";
     case 15: return "Q4_K - Medium";
+    case 16: return "Q5_K - Small";
+    case 17: return "Q5_K - Medium";
     case 18: return "Q6_K";
     case 32: return "BF16";
     default: return fmt::format("ftype {}", ft);
   }
 }
 
+// A file without general.file_type: the type of most weight bytes (llama.cpp guesses the same way).
+std::string guessed_ftype(const gguf::GgufFile& f) {
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& t : f.tensors()) bytes[std::string(dtype_name(t.type))] += t.n_bytes;
+  if (bytes.empty()) return "?";
+  const auto best = std::max_element(bytes.begin(), bytes.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  return best->first == "f32" ? "all F32" : "guessed " + best->first;
+}
+
+// llama-bench's model column: arch, size, file type. Sizes below 1 B parameters in M (0.00B said
+// nothing for the test models).
 std::string model_label(const model::Model& m, uint64_t n_params) {
   const auto& f = m.file();
-  std::string t = f.get_uint("general.file_type") ? ftype_name(*f.get_uint("general.file_type")) : "?";
-  return fmt::format("{} {:.2f}B {}", m.hparams().arch_str, double(n_params) / 1e9, t);
+  const std::string t =
+      f.get_uint("general.file_type") ? ftype_name(*f.get_uint("general.file_type")) : guessed_ftype(f);
+  const std::string size = n_params >= 1'000'000'000 ? fmt::format("{:.2f}B", double(n_params) / 1e9)
+                                                     : fmt::format("{:.1f}M", double(n_params) / 1e6);
+  return fmt::format("{} {} {}", m.hparams().arch_str, size, t);
 }
 
 struct Timer {
@@ -490,9 +514,12 @@ std::string bench_markdown(const std::vector<BenchRow>& rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
     const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
     const std::string gbs = r.n_gen > 0 ? fmt::format("{:.1f}", r.gbs) : "-";  // tg rows: weight bytes read per second
-    out += fmt::format("| {} | {} | {:.2f} B | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n", r.model,
-                       human_bytes(r.model_size), double(r.model_n_params) / 1e9, r.backend, r.n_ubatch, r.test,
-                       r.avg_ts, r.stddev_ts, human_bytes(r.peak_device_memory), tf, gbs, roof);
+    // params as llama-bench prints them: M below a billion, B from there.
+    const double np = double(r.model_n_params);
+    const std::string params = np < 1e9 ? fmt::format("{:.2f} M", np / 1e6) : fmt::format("{:.2f} B", np / 1e9);
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n", r.model,
+                       human_bytes(r.model_size), params, r.backend, r.n_ubatch, r.test, r.avg_ts, r.stddev_ts,
+                       human_bytes(r.peak_device_memory), tf, gbs, roof);
   }
   return out;
 }

@@ -227,7 +227,8 @@ TEST(BenchCli, MarkdownAndCsvShape) {
   EXPECT_NE(l[3].find("| 8 | tg3 |"), std::string::npos) << l[3];
   EXPECT_NE(l[4].find("| 16 | pp16 |"), std::string::npos) << l[4];
   EXPECT_NE(l[2].find(" ± "), std::string::npos);
-  EXPECT_NE(l[2].find("| 0.00 B |"), std::string::npos) << "params in billions (292,800), llama-bench style";
+  EXPECT_NE(l[2].find("| 0.29 M |"), std::string::npos) << "params in millions below 1 B (292,800), as llama-bench";
+  EXPECT_EQ(l[2].rfind("| llama 0.3M all F32 |", 0), 0u) << "model column: arch, size, type guessed from the tensors";
   EXPECT_NE(l[2].find("MiB"), std::string::npos) << "size under 1 GiB in MiB";
 
   auto csv = run_rocky("bench_cli", {"bench", "-m", m, "-p", "16", "-n", "0", "-ub", "8,16", "-r", "1", "-o", "csv",
