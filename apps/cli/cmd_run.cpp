@@ -320,9 +320,8 @@ void add_run(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
-  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 = greedy)")
-      ->check(finite_number())
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 or below = greedy, as llama.cpp's --temp)")
+      ->check(finite_number());
   sub->add_option("--top-k", o->sp.top_k, "Top-k (default 40; 0 = off)");
   sub->add_option("--top-p", o->sp.top_p, "Top-p (default 0.95; 1 = off)")->check(finite_number());
   sub->add_option("--min-p", o->sp.min_p, "Min-p (default 0.05; 0 = off)")->check(finite_number());
