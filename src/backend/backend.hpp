@@ -93,7 +93,7 @@ struct ContextOptions {
   // Sequences whose KV caches this context holds ([N7]): the cache has n_seq · n_ctx cells,
   // sequence s owns [s · n_ctx, (s + 1) · n_ctx); a graph with per-token graph::Graph::seq / pos
   // runs tokens of several of them in one ubatch (without: sequence 0 at n_past). export_kv /
-  // import_kv address sequence 0's cells.
+  // import_kv address one sequence's cells (`seq`, default 0).
   int32_t n_seq = 1;
 };
 
@@ -130,12 +130,13 @@ class Context {
   // elements as the cache holds them: kv_export_bytes(n) = n_layer · 2 · n · n_embd_kv · element
   // size. export_kv copies them to host memory, import_kv writes them back at the same positions
   // (the very bits: a following compute() gives the logits the original cells gave). p0 + n must
-  // be ≤ n_ctx and the span exactly kv_export_bytes(n) long (else rocky::Error); both wait for
-  // completion.
+  // be ≤ n_ctx, seq in [0, n_seq) and the span exactly kv_export_bytes(n) long (else rocky::Error);
+  // both wait for completion. The positions are those of sequence `seq` ([N7]: its cells start at
+  // seq · n_ctx), so a block exported from one sequence imports into any other.
   virtual KvType kv_type() const = 0;
   virtual uint64_t kv_export_bytes(int32_t n) const = 0;
-  virtual void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) = 0;
-  virtual void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) = 0;
+  virtual void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq = 0) = 0;
+  virtual void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq = 0) = 0;
 
   // --- [N9] Sequence 0's recurrent state (hybrid models: the prefix cache's state checkpoints) ---
   // For each layer of `layers` (ascending, < n_layer) in order: its conv window (kv().conv_state

@@ -74,6 +74,34 @@ int32_t BatchEngine::n_past(int32_t seq) const {
   return n_past_.at(static_cast<size_t>(seq));
 }
 
+void BatchEngine::truncate(int32_t seq, int32_t n) {
+  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  if (n < 0 || n > n_ctx_) fail("batch: truncate sequence {} to {} positions (context {})", seq, n, n_ctx_);
+  std::lock_guard lk(mu_);
+  n_past_[static_cast<size_t>(seq)] = n;
+}
+
+void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
+  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  if (p0 < 0 || p0 > n_past(seq))
+    fail("import_kv: position {} of sequence {} leaves a gap after its {} positions", p0, seq, n_past(seq));
+  {
+    std::lock_guard c(ctx_mu_);
+    ctx_->import_kv(p0, n, bytes, seq);
+  }
+  truncate(seq, p0 + n);
+}
+
+std::vector<uint8_t> BatchEngine::export_kv(int32_t seq, int32_t p0, int32_t n) {
+  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  if (p0 < 0 || n < 0 || p0 + n > n_past(seq))
+    fail("export_kv: positions [{}, {}) not all in sequence {} ({} held)", p0, p0 + n, seq, n_past(seq));
+  std::vector<uint8_t> out(ctx_->kv_export_bytes(n));
+  std::lock_guard c(ctx_mu_);
+  ctx_->export_kv(p0, n, out, seq);
+  return out;
+}
+
 BatchStats BatchEngine::stats() const {
   std::lock_guard lk(mu_);
   return stats_;
@@ -189,6 +217,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     g.seq = seq;
     g.pos = pos;
     logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
+    std::lock_guard c(ctx_mu_);
     ctx_->compute(g, it->second.p, toks, logits);
   } catch (const std::exception& e) {
     error = e.what();

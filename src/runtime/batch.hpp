@@ -69,6 +69,16 @@ class BatchEngine {
   std::vector<float> eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
                           int32_t* seqs_max = nullptr);
   int32_t n_past(int32_t seq) const;
+  // [N3] under batching: the prefix cache moves one sequence's cells (backend::Context::export_kv
+  // layout). Only the sequence's own thread calls these, between its evals (no request of `seq`
+  // is queued); they wait for a step in flight (the context is not shared while it computes).
+  // truncate: the first n positions stay (n ≤ what the cells hold: the caller knows — end() does
+  // not erase them); import_kv writes positions [p0, p0 + n) with p0 ≤ n_past and sets n_past to
+  // p0 + n; export_kv reads positions below n_past.
+  void truncate(int32_t seq, int32_t n);
+  void import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const uint8_t> bytes);
+  std::vector<uint8_t> export_kv(int32_t seq, int32_t p0, int32_t n);
+  bool recurrent() const { return ctx_->kv().recurrent(); }
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_seq() const { return n_seq_; }
   int32_t n_vocab() const { return model_.hparams().n_vocab; }
@@ -97,6 +107,7 @@ class BatchEngine {
   int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512;
   bool check_finite_ = true;
   mutable std::mutex mu_;
+  std::mutex ctx_mu_;                // held while ctx_ computes or moves KV cells (never while waiting on mu_)
   std::condition_variable cv_;       // engine: requests arrived / stop
   std::condition_variable done_cv_;  // callers: a request finished
   std::vector<int32_t> n_past_;      // per sequence

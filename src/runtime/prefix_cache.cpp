@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "runtime/batch.hpp"
 #include "runtime/session.hpp"
 
 namespace rocky::runtime {
@@ -672,17 +673,32 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
 }
 }  // namespace
 
-PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
-                         bool use) {
+namespace {
+// The cells restore_prefix / save_prefix move: a Session's, or one sequence's of a BatchEngine
+// ([N7]; attention models only: a batched context refuses recurrent state).
+struct SessionCells {
+  Session& s;
+  int32_t n_past() const { return s.n_past(); }
+  void reset() { s.reset(); }
+  void truncate(int32_t n) { s.truncate(n); }
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> b) { s.import_kv(p0, n, b); }
+  std::vector<uint8_t> export_kv(int32_t p0, int32_t n) { return s.export_kv(p0, n); }
+};
+struct BatchCells {
+  BatchEngine& e;
+  int32_t seq;
+  int32_t n_past() const { return e.n_past(seq); }
+  void reset() { e.truncate(seq, 0); }
+  void truncate(int32_t n) { e.truncate(seq, n); }
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> b) { e.import_kv(seq, p0, n, b); }
+  std::vector<uint8_t> export_kv(int32_t p0, int32_t n) { return e.export_kv(seq, p0, n); }
+};
+
+// An attention model's prefix: the cells' own (device tier), then cached blocks.
+template <class Cells>
+PrefixHit restore_cells(Cells& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt) {
   PrefixHit hit;
   const int32_t np = static_cast<int32_t>(prompt.size());
-  // [N9] On a hybrid model every evaluation snapshots the state at block boundaries (prefix_cache.hpp).
-  s.set_checkpoint_stride(cache && s.recurrent() ? cache->block() : 0);
-  if (!use || np <= 1) {
-    s.reset();
-    return hit;
-  }
-  if (s.recurrent()) return restore_hybrid(s, cache, held, prompt);
   // Device tier: the common prefix of what the context holds and the prompt.
   const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
   int32_t keep = 0;
@@ -718,6 +734,57 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
   return hit;
 }
 
+// Every full block of `tokens` (the cells' first positions) the cache does not have yet, with its
+// checkpoint where one was taken; blocks up to `n_blocks` only.
+template <class Cells>
+void save_cells(Cells& s, PrefixCache& cache, std::span<const int32_t> tokens, const std::vector<uint64_t>& keys,
+                size_t n_blocks, std::vector<Session::StateCheckpoint>& ckpts, uint64_t state_bytes) {
+  const int32_t B = cache.block();
+  for (size_t b = n_blocks; b-- > 0;) {
+    const int32_t p0 = static_cast<int32_t>(b) * B;
+    Session::StateCheckpoint* ck = nullptr;
+    for (auto& c : ckpts)
+      if (c.pos == p0 + B && c.state.size() == state_bytes) ck = &c;
+    const BlockPtr held = cache.peek(keys[b]);
+    if (held && (!ck || !held->state.empty())) continue;
+    auto blk = std::make_shared<Block>();
+    blk->key = keys[b];
+    blk->parent = b ? keys[b - 1] : cache.seed();
+    blk->p0 = p0;
+    blk->tokens.assign(tokens.begin() + blk->p0, tokens.begin() + blk->p0 + B);
+    blk->kv = held ? held->kv : s.export_kv(blk->p0, B);
+    if (ck) blk->state = std::move(ck->state);
+    cache.put(std::move(blk));
+  }
+  cache.touch_chain(std::span<const uint64_t>(keys).first(n_blocks));
+}
+}  // namespace
+
+PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
+                         bool use) {
+  const int32_t np = static_cast<int32_t>(prompt.size());
+  // [N9] On a hybrid model every evaluation snapshots the state at block boundaries (prefix_cache.hpp).
+  s.set_checkpoint_stride(cache && s.recurrent() ? cache->block() : 0);
+  if (!use || np <= 1) {
+    s.reset();
+    return {};
+  }
+  if (s.recurrent()) return restore_hybrid(s, cache, held, prompt);
+  SessionCells c{s};
+  return restore_cells(c, cache, held, prompt);
+}
+
+PrefixHit restore_prefix(BatchEngine& e, int32_t seq, PrefixCache* cache, std::span<const int32_t> held,
+                         std::span<const int32_t> prompt, bool use) {
+  if (e.recurrent()) fail("prefix cache: a batched context holds no recurrent state");
+  BatchCells c{e, seq};
+  if (!use || prompt.size() <= 1) {
+    c.reset();
+    return {};
+  }
+  return restore_cells(c, cache, held, prompt);
+}
+
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens) {
   const auto n = std::min(tokens.size(), static_cast<size_t>(s.n_past()));
   const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
@@ -732,23 +799,16 @@ void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens
       if (c.pos % B == 0 && static_cast<size_t>(c.pos) <= n) deepest = std::max(deepest, c.pos);
     n_blocks = std::min(n_blocks, static_cast<size_t>(deepest / B));
   }
-  for (size_t b = n_blocks; b-- > 0;) {
-    const int32_t p0 = static_cast<int32_t>(b) * B;
-    Session::StateCheckpoint* ck = nullptr;
-    for (auto& c : ckpts)
-      if (c.pos == p0 + B && c.state.size() == s.state_bytes()) ck = &c;
-    const BlockPtr held = cache.peek(keys[b]);
-    if (held && (!ck || !held->state.empty())) continue;
-    auto blk = std::make_shared<Block>();
-    blk->key = keys[b];
-    blk->parent = b ? keys[b - 1] : cache.seed();
-    blk->p0 = p0;
-    blk->tokens.assign(tokens.begin() + blk->p0, tokens.begin() + blk->p0 + B);
-    blk->kv = held ? held->kv : s.export_kv(blk->p0, B);
-    if (ck) blk->state = std::move(ck->state);
-    cache.put(std::move(blk));
-  }
-  cache.touch_chain(std::span<const uint64_t>(keys).first(n_blocks));
+  SessionCells c{s};
+  save_cells(c, cache, tokens, keys, n_blocks, ckpts, s.state_bytes());
+}
+
+void save_prefix(BatchEngine& e, int32_t seq, PrefixCache& cache, std::span<const int32_t> tokens) {
+  const auto n = std::min(tokens.size(), static_cast<size_t>(e.n_past(seq)));
+  const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
+  std::vector<Session::StateCheckpoint> none;
+  BatchCells c{e, seq};
+  save_cells(c, cache, tokens, keys, keys.size(), none, 0);
 }
 
 }  // namespace rocky::runtime

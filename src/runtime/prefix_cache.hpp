@@ -74,6 +74,7 @@ class Model;
 namespace rocky::runtime {
 
 class Session;
+class BatchEngine;
 
 // 64-bit hash (XXH64's construction, our own code): keys and checksums.
 uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
@@ -213,5 +214,11 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
 // After a generation: `tokens` are what `s` holds (its first n_past positions); every full block
 // of them the cache does not have yet is exported and added; the whole chain is touched.
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens);
+// [N7] The same for sequence `seq` of a batched context (continuous batching): `held` are the
+// tokens its cells hold from position 0 (end() leaves them; the engine's n_past of the sequence
+// must be set to their count before the call). Attention models only (rocky::Error otherwise).
+PrefixHit restore_prefix(BatchEngine& e, int32_t seq, PrefixCache* cache, std::span<const int32_t> held,
+                         std::span<const int32_t> prompt, bool use = true);
+void save_prefix(BatchEngine& e, int32_t seq, PrefixCache& cache, std::span<const int32_t> tokens);
 
 }  // namespace rocky::runtime

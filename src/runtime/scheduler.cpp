@@ -36,8 +36,9 @@ Scheduler::Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Sess
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->worker = std::thread([this, i] { worker(i); });
 }
 
-Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue)
-    : tok_(tok), engine_(std::move(engine)), max_queue_(max_queue) {
+Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue,
+                     std::shared_ptr<PrefixCache> cache)
+    : tok_(tok), cache_(std::move(cache)), engine_(std::move(engine)), max_queue_(max_queue) {
   if (!engine_) fail("scheduler: no batch engine");
   n_ctx_ = engine_->n_ctx();
   for (int32_t i = 0; i < engine_->n_seq(); ++i) slots_.push_back(std::make_unique<Slot>());
@@ -209,16 +210,44 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     return go_on && !gone();
   };
   engine_->begin(seq);
+  if (s.forget.exchange(false)) s.tokens.clear();
+  const bool cached = cache_ && !engine_->recurrent();
+  if (cached) {
+    try {
+      // [N3] The sequence's cells still hold the slot's last tokens (end() does not erase them).
+      engine_->truncate(seq, static_cast<int32_t>(std::min<size_t>(s.tokens.size(), size_t(engine_->n_ctx()))));
+      job.cache_hit = restore_prefix(*engine_, seq, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
+      engine_->truncate(seq, 0);
+      job.cache_hit = {};
+    }
+    p.n_cached = job.cache_hit.n_cached;
+  }
+  s.tokens.assign(job.prompt.begin(), job.prompt.begin() + p.n_cached);
   try {
     BatchSource src(*engine_, seq);
     Generator g(src, tok_);
     GenerateResult r = g.generate(job.prompt, p, cb);
     r.batch_seqs_max = src.seqs_max();
+    // What the cells hold now (as run_job): the prompt and every generated token fed back.
+    s.tokens = job.prompt;
+    const size_t fed = r.reason == StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
+    s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
+    if (static_cast<int32_t>(s.tokens.size()) != engine_->n_past(seq)) s.tokens.clear();  // (not expected)
     job.result = std::move(r);
+    if (cached && !s.tokens.empty()) {
+      try {
+        save_prefix(*engine_, seq, *cache_, s.tokens);
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "rocky: warning: prefix cache: could not save the prompt's blocks: {}\n", e.what());
+      }
+    }
   } catch (const std::exception& e) {
     job.error = e.what();
+    s.tokens.clear();
   }
-  engine_->end(seq);  // the cells are free at once (finished or cancelled)
+  engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job
   s.kv = 0;
 }
 

@@ -76,9 +76,12 @@ class Scheduler {
             std::shared_ptr<PrefixCache> cache = nullptr);
   // [N7] Continuous batching: engine->n_seq() slots, slot i = sequence i of the engine; every
   // step of the engine carries the next token of each generating slot (batch.hpp). The prefix
-  // cache is not used (each job evaluates its whole prompt); GenerateResult::batch_seqs_max tells
+  // cache works as with sessions: a slot's sequence keeps its cells between jobs (device tier),
+  // cached blocks are imported into them, every full block is saved after the job (attention
+  // models; a batched context holds no recurrent state). GenerateResult::batch_seqs_max tells
   // how many sequences shared the job's steps.
-  Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue);
+  Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue,
+            std::shared_ptr<PrefixCache> cache = nullptr);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

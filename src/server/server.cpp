@@ -187,7 +187,7 @@ class App {
           cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
           cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
-    sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue)
+    sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_)
                     : std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, context {} tokens each)\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, sched_->n_ctx());

@@ -204,6 +204,62 @@ def test_greedy_reuse_equals_no_reuse():
         s.kill()
 
 
+def test_cont_batching_reuses_and_equals_no_reuse():
+    """[N7] + [N3]: under --cont-batching each slot's sequence keeps its cells and imports cached
+    blocks; concurrent clients sharing a system prompt reuse it; greedy texts equal no reuse."""
+    if HYBRID:
+        # A batched context holds no recurrent state: one sequence, and the cache is not used.
+        s = Server("-np", "1", "--cont-batching")
+        try:
+            p = SYSTEM + "\nUser: a story about a cat.\nAssistant:"
+            s.complete(p)
+            again = s.complete(p)
+            assert cached(again) == 0, again
+        finally:
+            s.kill()
+        return
+    s = Server("-np", "2", "--cont-batching")
+    try:
+        n_sys = len(s.post("/tokenize", {"content": SYSTEM, "add_special": True})["tokens"])
+        history = SYSTEM
+        prev = None
+        for turn in range(3):
+            history += f"\nUser: tell me part {turn} of the story.\nAssistant:"
+            r = s.complete(history, n=12)
+            check_counts(r)
+            if prev is not None:
+                want = prev["usage"]["prompt_tokens"] + prev["usage"]["completion_tokens"] - B
+                assert cached(r) >= want, f"turn {turn}: cached {cached(r)} < {want}"
+            cold = s.complete(history, n=12, cache_prompt=False)
+            assert cached(cold) == 0, cold
+            assert r["choices"][0]["text"] == cold["choices"][0]["text"], (turn, r, cold)
+            prev = r
+            history += r["choices"][0]["text"]
+        out = {}
+
+        def client(name, q, **kw):
+            out[name] = s.complete(SYSTEM + f"\nUser: {q}\nAssistant:", n=16, **kw)
+
+        qs = {"a": "what does the dog do?", "b": "what does mom make?"}
+        for cache_prompt in (True, False):
+            ts = [threading.Thread(target=client, args=(k + str(cache_prompt), q), kwargs={"cache_prompt": cache_prompt})
+                  for k, q in qs.items()]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+        for k in qs:
+            warm, cold = out[k + "True"], out[k + "False"]
+            check_counts(warm)
+            assert cached(warm) >= n_sys - B, f"client {k}: cached {cached(warm)} of a {n_sys}-token system prompt"
+            assert cached(cold) == 0, cold
+            assert warm["choices"][0]["text"] == cold["choices"][0]["text"], (k, warm, cold)
+        m = s.get("/metrics")
+        assert re.search(r"rocky:batch_steps_total [1-9]", m), m
+    finally:
+        s.kill()
+
+
 def test_restart_hits_from_disk():
     d = fresh_dir("restart")
     prompt = SYSTEM + "\nUser: once more.\nAssistant:"

@@ -253,7 +253,8 @@ uint64_t CpuContext::kv_export_bytes(int32_t n) const {
   return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * sizeof(float);
 }
 
-void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
+void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const {
+  if (seq < 0 || seq >= n_seq_) fail("cpu backend: {} of sequence {}: the context holds {}", what, seq, n_seq_);
   if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
     fail("cpu backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n,
          kv_.n_ctx);
@@ -261,8 +262,9 @@ void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t 
     fail("cpu backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
 }
 
-void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
-  check_kv_range("export_kv", p0, n, dst.size());
+void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq) {
+  check_kv_range("export_kv", p0, n, dst.size(), seq);
+  p0 += seq * kv_.n_ctx;
   const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
   const size_t len = row * static_cast<size_t>(n);
   uint8_t* o = dst.data();
@@ -276,8 +278,9 @@ void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
   }
 }
 
-void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
-  check_kv_range("import_kv", p0, n, src.size());
+void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq) {
+  check_kv_range("import_kv", p0, n, src.size(), seq);
+  p0 += seq * kv_.n_ctx;
   const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
   const size_t len = row * static_cast<size_t>(n);
   const uint8_t* in = src.data();

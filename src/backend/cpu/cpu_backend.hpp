@@ -31,15 +31,15 @@ class CpuContext final : public Context {
   const graph::KvShape& kv() const override { return kv_; }
   KvType kv_type() const override { return KvType::F32; }
   uint64_t kv_export_bytes(int32_t n) const override;
-  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
-  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq = 0) override;
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq = 0) override;
   void export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) override;
   void import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) override;
 
  private:
   float* at(const graph::Plan& p, int32_t node);
   void note_memory();
-  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
+  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const;
   void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
 
   CpuBackend& be_;

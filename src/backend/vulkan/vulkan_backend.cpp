@@ -314,7 +314,8 @@ uint64_t VulkanContext::kv_export_bytes(int32_t n) const {
   return uint64_t(kv_.n_layer) * 2 * uint64_t(n) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
 }
 
-void VulkanContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const {
+void VulkanContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const {
+  if (seq < 0 || seq >= n_seq_) fail("vulkan backend: {} of sequence {}: the context holds {}", what, seq, n_seq_);
   if (p0 < 0 || n < 0 || int64_t(p0) + n > kv_.n_ctx)
     fail("vulkan backend: {} of positions [{}, {}) outside the KV cache ({} positions)", what, p0, int64_t(p0) + n,
          kv_.n_ctx);
@@ -330,10 +331,11 @@ Buffer& VulkanContext::kv_staging(uint64_t bytes) {
   return kv_staging_;
 }
 
-void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
-  check_kv_range("export_kv", p0, n, dst.size());
+void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq) {
+  check_kv_range("export_kv", p0, n, dst.size(), seq);
   if (n == 0 || kv_buffers_.empty()) return;
-  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t off =
+      (uint64_t(seq) * uint64_t(kv_.n_ctx) + uint64_t(p0)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
   const uint64_t len = dst.size() / kv_buffers_.size();
   const bool mapped =
       std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
@@ -349,10 +351,11 @@ void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) {
   std::memcpy(dst.data(), st.mapped(), dst.size());
 }
 
-void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) {
-  check_kv_range("import_kv", p0, n, src.size());
+void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq) {
+  check_kv_range("import_kv", p0, n, src.size(), seq);
   if (n == 0 || kv_buffers_.empty()) return;
-  const uint64_t off = uint64_t(p0) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t off =
+      (uint64_t(seq) * uint64_t(kv_.n_ctx) + uint64_t(p0)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
   const uint64_t len = src.size() / kv_buffers_.size();
   const bool mapped =
       std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });

@@ -121,8 +121,8 @@ class VulkanContext final : public backend::Context {
   // else every layer's K and V range copied through one host staging buffer in one submit.
   backend::KvType kv_type() const override { return kv_f16_ ? backend::KvType::F16 : backend::KvType::F32; }
   uint64_t kv_export_bytes(int32_t n) const override;
-  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst) override;
-  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src) override;
+  void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq = 0) override;
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq = 0) override;
   // [N9] Recurrent state ↔ host bytes (backend.hpp), the same way as the KV cells.
   void export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) override;
   void import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) override;
@@ -140,7 +140,7 @@ class VulkanContext final : public backend::Context {
  private:
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
   void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
-  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes) const;
+  void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const;
   void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
   Buffer& kv_staging(uint64_t bytes);
 
