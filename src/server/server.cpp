@@ -233,6 +233,26 @@ class App {
     svr.Post("/tokenize", wrap(true, [this](auto& req, auto& res) { tokenize(req, res); }));
     svr.Post("/detokenize", wrap(true, [this](auto& req, auto& res) { detokenize(req, res); }));
     svr.Post("/apply-template", wrap(true, [this](auto& req, auto& res) { apply_template(req, res); }));
+    // A declared body over --max-body is refused from its headers: cpp-httplib 0.11 would first
+    // read (skip) all of it, so a client that declares 20 MB and sends less waited --timeout.
+    svr.set_pre_routing_handler([max = o_.max_body](const httplib::Request& req, httplib::Response& res) {
+      if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string v = req.get_header_value("Content-Length");
+      bool digits = !v.empty();
+      for (char c : v) digits = digits && c >= '0' && c <= '9';
+      const bool huge = digits && v.size() > 19;  // past 2^63: larger than any --max-body
+      if (digits && !huge && std::stoull(v) <= max) return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("Connection", "close");
+      if (!digits)
+        send_error(res, ApiError(400, fmt::format("Content-Length '{}' is not a byte count", v.substr(0, 40)), "",
+                                 "invalid_content_length"));
+      else
+        send_error(res, ApiError(413,
+                                 fmt::format("the request body ({} bytes) is larger than --max-body ({} bytes)",
+                                             v.substr(0, 40), max),
+                                 "", "payload_too_large"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
     svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413)

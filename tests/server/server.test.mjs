@@ -428,6 +428,34 @@ test('--api-key: 401 without it, served with it; SIGTERM cancels after --shutdow
   }
 });
 
+// A declared Content-Length over --max-body (or not a number) is answered from the headers: the
+// client that sends no body does not wait for --timeout.
+test('a Content-Length over --max-body is a 413 at once; a non-number a 400', async () => {
+  const { createConnection } = await import('node:net');
+  const u = new URL(S.url);
+  for (const [cl, status] of [['20000000', 413], ['99999999999999999999', 413], ['-5', 400], ['abc', 400]]) {
+    const t0 = Date.now();
+    const head = await new Promise((resolve, reject) => {
+      const sock = createConnection({ host: u.hostname, port: Number(u.port) }, () =>
+        sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${cl}\r\n\r\n`));
+      let got = '';
+      sock.on('data', (d) => {
+        got += d;
+        if (got.includes('}}')) {
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on('error', reject);
+      setTimeout(() => { sock.destroy(); reject(new Error(`no answer for Content-Length ${cl}: ${got}`)); }, 5000);
+    });
+    assert.match(head, new RegExp(`^HTTP/1.1 ${status} `), head);
+    assert.match(head, status === 413 ? /payload_too_large/ : /invalid_content_length/, head);
+    assert.ok(Date.now() - t0 < 5000);
+  }
+  assert.equal((await fetch(`${S.url}/health`)).status, 200);
+});
+
 test('bad input gets a 4xx OpenAI error naming the field; the next request is served', async () => {
   const msgs = [{ role: 'user', content: 'hi' }];
   const long = 'the cat sat on the mat and '.repeat(80);
