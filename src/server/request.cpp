@@ -128,6 +128,32 @@ SamplingFields parse_sampling(const json& o, bool native) {
     bad_value("logprobs", "is not supported (token log-probabilities are not computed)");
   if (const json* t = field(o, "top_logprobs"); t && !t->is_null() && !(t->is_number() && t->get<double>() == 0))
     bad_value("top_logprobs", "is not supported (token log-probabilities are not computed)");
+  // Fields that would change what is generated but are not implemented: their neutral values pass
+  // (SDKs and agent frameworks send presence_penalty 0, logit_bias {}), anything else is an error
+  // naming the field — never a 200 that silently ignored it.
+  auto neutral_number = [&](const char* name, double neutral) {
+    const json* v = field(o, name);
+    if (!v || v->is_null()) return;
+    if (!v->is_number()) bad_type(name, "a number", *v);
+    if (v->get<double>() != neutral) bad_value(name, fmt::format("is not supported (only {} is accepted)", neutral));
+  };
+  neutral_number("presence_penalty", 0);
+  neutral_number("frequency_penalty", 0);
+  neutral_number("best_of", 1);
+  neutral_number("n_probs", 0);
+  neutral_number("mirostat", 0);
+  neutral_number("typical_p", 1);
+  if (const json* v = field(o, "logit_bias"); v && !v->is_null()) {
+    if (!v->is_object()) bad_type("logit_bias", "an object of token id → bias", *v);
+    if (!v->empty()) bad_value("logit_bias", "is not supported (only {} is accepted)");
+  }
+  if (const json* v = field(o, "grammar"); v && !v->is_null()) {
+    if (!v->is_string()) bad_type("grammar", "a string", *v);
+    if (!v->get<std::string>().empty())
+      bad_value("grammar", "is not supported (constrained decoding is not implemented)");
+  }
+  if (const json* v = field(o, "json_schema"); v && !v->is_null())
+    bad_value("json_schema", "is not supported (constrained decoding is not implemented)");
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
   if (field(o, "max_completion_tokens"))
     s.max_tokens = parse_max_tokens(o, "max_completion_tokens");

@@ -139,6 +139,39 @@ TEST(ServerRequest, CompletionPromptForms) {
   EXPECT_THROW(
       parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3})")),
       ApiError);
+  // Fields that change the output but are not implemented: a 400 naming each; neutral values pass
+  // (what SDKs send by default). Native /completion (grammar, json_schema, n_probs) and chat alike.
+  const std::pair<const char*, const char*> unsupported[] = {{"presence_penalty", "0.5"},
+                                                             {"presence_penalty", "\"x\""},
+                                                             {"frequency_penalty", "1e9"},
+                                                             {"logit_bias", "{\"5\":100}"},
+                                                             {"logit_bias", "\"x\""},
+                                                             {"best_of", "3"},
+                                                             {"n_probs", "5"},
+                                                             {"grammar", "\"root ::= x\""},
+                                                             {"grammar", "7"},
+                                                             {"json_schema", "{\"type\":\"object\"}"},
+                                                             {"mirostat", "2"},
+                                                             {"typical_p", "0.5"}};
+  for (const auto& [name, value] : unsupported) {
+    const std::string body = std::string(R"({"prompt":"x",")") + name + "\":" + value + "}";
+    for (bool native : {false, true}) {
+      try {
+        parse_completion(parse_body(body), native);
+        ADD_FAILURE() << "accepted " << body;
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400) << body;
+        EXPECT_EQ(e.param, name) << body;
+      }
+    }
+    const std::string chat =
+        std::string(R"({"messages":[{"role":"user","content":"x"}],")") + name + "\":" + value + "}";
+    EXPECT_THROW(parse_chat(parse_body(chat)), ApiError) << chat;
+  }
+  EXPECT_NO_THROW(parse_chat(parse_body(
+      R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":0,"frequency_penalty":0,"logit_bias":{},"best_of":1})")));
+  EXPECT_NO_THROW(
+      parse_completion(parse_body(R"({"prompt":"x","grammar":"","json_schema":null,"n_probs":0,"mirostat":0})"), true));
   EXPECT_EQ(parse_detokenize(parse_body(R"({"tokens":[1,2]})")), (std::vector<int32_t>{1, 2}));
   EXPECT_THROW(parse_detokenize(parse_body(R"({"tokens":[1,"a"]})")), ApiError);
   const ApplyTemplateRequest a =
