@@ -15,7 +15,22 @@ namespace rocky {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(printable(what)) {}
+
+  // Control bytes of a message (a GGUF string with a NUL in it, an escape sequence) as \xNN: what()
+  // is a C string, so a NUL would cut the message where the bad value starts. Newlines and tabs stay.
+  static std::string printable(const std::string& s) {
+    std::string o;
+    o.reserve(s.size());
+    for (const char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
+        o += fmt::format("\\x{:02x}", u);
+      else
+        o += c;
+    }
+    return o;
+  }
 };
 
 // Out of device or host memory; the message names the allocation and suggests a fix.

@@ -124,6 +124,17 @@ TEST(ModelErrors, UnsupportedArchitecture) {
   EXPECT_NE(msg.find("unsupported architecture 'llamb'"), std::string::npos) << msg;
 }
 
+// A NUL inside the value does not cut the message (what() is a C string): it shows as \x00 and
+// the rest of the message (the key, what is supported) follows.
+TEST(ModelErrors, ArchitectureWithANulIsQuotedWhole) {
+  std::string key = "general.architecture";
+  auto path = patched_copy("arch_nul.gguf", key, key, 4 + 8, {'l', 'l', '\0', 'm', 'a'});
+  auto msg = load_error(path);
+  EXPECT_NE(msg.find("unsupported architecture 'll\\x00ma' (general.architecture); rocky supports: "),
+            std::string::npos)
+      << msg;
+}
+
 TEST(ModelErrors, MissingTensor) {
   auto path = patched_copy("missing.gguf", "blk.3.ffn_up.weight", "blk.3.ffn_uX.weight");
   auto msg = load_error(path);
