@@ -833,14 +833,16 @@ int run_server(const ServerOptions& o) {
     svr.listen_after_bind();
     http_done = true;
   });
-  fmt::print(stderr, "rocky: listening on http://{}:{}\n", o.host, port);
+  // An IPv6 literal goes in brackets in a URL (RFC 3986 §3.2.2): http://[::1]:8080.
+  const std::string url_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  fmt::print(stderr, "rocky: listening on http://{}:{}\n", url_host, port);
 
   std::atomic<bool> loaded{false}, load_failed{false};
   std::string load_error;
   std::thread loader([&] {
     try {
       app.load();
-      fmt::print(stderr, "rocky: ready: http://{}:{}/v1 (model '{}')\n", o.host, port,
+      fmt::print(stderr, "rocky: ready: http://{}:{}/v1 (model '{}')\n", url_host, port,
                  o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias);
       loaded = true;
     } catch (const std::exception& e) {
