@@ -42,7 +42,7 @@ struct RunOpts {
   bool json = false;
   bool ignore_eos = false;
   bool chat = false;         // -cnv: a conversation through the chat template
-  bool single_turn = false;  // -st: only the -p/-f turn
+  bool single_turn = false;  // -st: one turn (-p/-f, else the first stdin line)
   std::string system, chat_template_file;
   runtime::SamplerParams sp;
   // Prefix cache (runtime/prefix_cache.hpp): with --cache-dir, a prompt whose leading blocks an
@@ -76,7 +76,7 @@ std::string read_text(const std::string& path) {
 }
 
 int run_run(const RunOpts& o) {
-  if (o.n_predict < 0) fail("-n must be ≥ 0 (got {})", o.n_predict);
+  if (o.n_predict < -1) fail("-n must be ≥ -1 (got {})", o.n_predict);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text(o.prompt_file);
   auto t_load = Clock::now();
   auto model = model::Model::load(o.model);
@@ -211,7 +211,7 @@ int run_run(const RunOpts& o) {
 // context does not hold yet, and generates until end-of-generation or -n tokens. stdout gets the
 // replies, one line each (--json: one object per turn).
 int run_chat(const RunOpts& o) {
-  if (o.n_predict < 0) fail("-n must be ≥ 0 (got {})", o.n_predict);
+  if (o.n_predict < -1) fail("-n must be ≥ -1 (got {})", o.n_predict);
   auto model = model::Model::load(o.model);
   auto tok = tok::Tokenizer::from_gguf(model->file());
   if (tok.vocab().size() > static_cast<size_t>(model->hparams().n_vocab)) {
@@ -284,8 +284,9 @@ int run_chat(const RunOpts& o) {
       fmt::print(stderr, "rocky: context full ({} tokens)\n", session.n_ctx());
   };
 
-  if (!o.prompt.empty() || !o.prompt_file.empty()) turn(o.prompt_file.empty() ? o.prompt : read_text(o.prompt_file));
-  if (o.single_turn) return 0;
+  const bool first = !o.prompt.empty() || !o.prompt_file.empty();
+  if (first) turn(o.prompt_file.empty() ? o.prompt : read_text(o.prompt_file));
+  if (o.single_turn && first) return 0;  // -st without -p/-f: the one turn is stdin's first line
   std::string line;
   for (;;) {
     if (tty) {
@@ -295,6 +296,7 @@ int run_chat(const RunOpts& o) {
     if (!std::getline(std::cin, line)) break;
     if (line.empty()) continue;
     turn(line);
+    if (o.single_turn) break;
   }
   return 0;
 }
@@ -309,7 +311,9 @@ void add_run(CLI::App& app, Runner& run) {
   auto* f = sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   p->excludes(f);
   f->excludes(p);
-  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 32)")->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("-n,--n-predict", o->n_predict,
+                  "Tokens to generate (default 32; -1 = until end-of-generation or a full context, as llama.cpp)")
+      ->check(CLI::Range(-1, INT32_MAX));
   sub->add_option("--device", o->device,
                   "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("--matmul", o->matmul,
@@ -328,7 +332,10 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (default 1 = off)")
       ->check(finite_number(0.0));
   sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "Tokens the penalty looks back (default 64)");
-  sub->add_option("-s,--seed", o->sp.seed, "RNG seed (default: random)");
+  sub->add_option_function<int64_t>(
+         "-s,--seed", [o](int64_t v) { o->sp.seed = v < 0 ? runtime::k_default_seed : static_cast<uint32_t>(v); },
+         "RNG seed (default: random; -1 = random, as llama.cpp)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{UINT32_MAX}));
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
   sub->add_flag("--json", o->json, "Print one JSON object (prompt_ids, generated_ids, text, timings)");
   sub->add_option("--dump-logits", o->dump_logits, "Write the last prompt position's logits (f32 LE)");
@@ -345,7 +352,8 @@ void add_run(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, 256));
   sub->add_option("--cache-disk", o->cache_disk_mib, "Prefix cache: disk budget in MiB (default 8192)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
-  sub->add_flag("--st,--single-turn", o->single_turn, "With -cnv: only the -p/-f turn (-st also works)");
+  sub->add_flag("--st,--single-turn", o->single_turn,
+                "With -cnv: one turn only: -p/-f, else stdin's first line (-st also works)");
   add_kv_cache_flags(sub, o->kv);
   sub->callback([&run, o, p, f] {
     if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "model/ref.hpp"
@@ -125,11 +127,33 @@ TEST(CliRun, NonFiniteSamplerSettingsAreUsageErrors) {
 // Negative counts are usage errors (exit 2, naming the option), like non-numbers; they used to exit 1.
 TEST(CliRun, NegativeCountsAreUsageErrors) {
   const std::string base = "run --device cpu -m " + model("stories260K.gguf") + " -p hi ";
-  for (const char* opt : {"-n -1", "-c -5", "-ub 0", "-ub -3"}) {
+  for (const char* opt : {"-n -2", "-c -5", "-ub 0", "-ub -3", "--seed -2"}) {
     auto res = rocky(base + opt);
     EXPECT_EQ(res.rc, 2) << opt << ": " << res.out;
     EXPECT_NE(res.out.find("not in range"), std::string::npos) << opt << ": " << res.out;
   }
+}
+
+// llama.cpp's -1s: -n -1 generates until end-of-generation or a full context, --seed -1 is random.
+TEST(CliRun, MinusOneMeansUnlimitedAndRandom) {
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -c 24 -n -1 --ignore-eos --seed -1");
+  ASSERT_EQ(res.rc, 0) << res.out;
+  EXPECT_NE(res.out.find("context full (24 tokens)"), std::string::npos) << res.out;
+}
+
+// -cnv -st without -p answers stdin's first line (one turn), and stops there.
+TEST(CliRun, SingleTurnWithoutPromptTakesTheFirstStdinLine) {
+  const std::string in = ::testing::TempDir() + "/rocky-st-stdin.txt";
+  {
+    std::ofstream f(in);
+    f << "Once upon a time\nand then?\n";
+  }
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -cnv -st -n 4 --temp 0 --json < " + in);
+  ASSERT_EQ(res.rc, 0) << res.out;
+  size_t turns = 0;  // --json: one object per turn, each on its own line
+  std::istringstream lines(res.out);
+  for (std::string l; std::getline(lines, l);) turns += !l.empty() && l[0] == '{';
+  EXPECT_EQ(turns, 1u) << res.out;
 }
 
 // The default device is auto: the first Vulkan GPU, else the CPU — which it says. This machine
