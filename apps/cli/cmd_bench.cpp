@@ -133,7 +133,11 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   add_kv_cache_flags(sub, o->kv);
-  sub->callback([&run, o] {
+  add_ignored(sub, {"--ngl,--n-gpu-layers", "-t,--threads", "--fa,--flash-attn", "--mmp,--mmap", "--numa"}, {},
+              "llama-bench");
+  sub->callback([&run, o, sub] {
+    const std::vector<std::string> notes = ignored_given(sub);
+    print_ignored(notes);
     const auto positive = [](const std::vector<int32_t>& v) {
       return std::any_of(v.begin(), v.end(), [](int32_t x) { return x > 0; });
     };

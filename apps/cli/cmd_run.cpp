@@ -355,9 +355,17 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_flag("--st,--single-turn", o->single_turn,
                 "With -cnv: one turn only: -p/-f, else stdin's first line (-st also works)");
   add_kv_cache_flags(sub, o->kv);
-  sub->callback([&run, o, p, f] {
+  add_ignored(sub,
+              {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
+               "--fa,--flash-attn", "--numa"},
+              {"--mlock", "--no-mmap", "--mmap", "--jinja"}, "llama-cli");
+  sub->callback([&run, o, p, f, sub] {
     if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
-    run = [o] { return o->chat ? run_chat(*o) : run_run(*o); };
+    const std::vector<std::string> notes = ignored_given(sub);
+    run = [o, notes] {
+      print_ignored(notes);
+      return o->chat ? run_chat(*o) : run_run(*o);
+    };
   });
 }
 

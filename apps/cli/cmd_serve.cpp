@@ -7,8 +7,6 @@
 // ignored with a note on stderr.
 #include <fmt/format.h>
 
-#include <set>
-
 #include "commands.hpp"
 #include "server/server.hpp"
 
@@ -16,7 +14,6 @@ namespace rocky::cli {
 
 void add_serve(CLI::App& app, Runner& run) {
   auto o = std::make_shared<server::ServerOptions>();
-  auto ignored = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this machine only)");
@@ -68,23 +65,17 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0, 10000))
       ->group("");  // hidden from --help
   // llama-server flags without a meaning here: accepted, ignored with a note.
-  for (const char* f : {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
-                        "--fa,--flash-attn", "--mlock", "--numa", "--keep", "--slot-save-path", "--n-predict,-n",
-                        "-s,--seed", "--log-format"})
-    sub->add_option(f, *ignored, "(llama-server flag; ignored)")
-        ->expected(0, 1)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  for (const char* f : {"--jinja", "--no-mmap", "--mmap", "--metrics", "--no-webui", "--embedding"})
-    sub->add_flag(std::string(f))->description("(llama-server flag; ignored)");
-  sub->callback([&run, o, ignored, sub, kv] {
-    std::set<std::string> notes;
-    for (const auto* opt : sub->get_options())
-      if (opt->count() > 0 && opt->get_description().find("ignored") != std::string::npos)
-        notes.insert(opt->get_name());
+  add_ignored(sub,
+              {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
+               "--fa,--flash-attn", "--mlock", "--numa", "--keep", "--slot-save-path", "--n-predict,-n", "-s,--seed",
+               "--log-format"},
+              {"--jinja", "--no-mmap", "--mmap", "--metrics", "--no-webui", "--embedding"}, "llama-server");
+  sub->callback([&run, o, sub, kv] {
+    const std::vector<std::string> notes = ignored_given(sub);
     run = [o, notes, kv] {
       o->env = process_env();
       o->kv_f16 = kv_cache_f16(*kv);
-      for (const auto& n : notes) fmt::print(stderr, "rocky: note: {} does not apply to rocky; ignored\n", n);
+      print_ignored(notes);
       return server::run_server(*o);
     };
   });

@@ -8,8 +8,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fmt/format.h>
+
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "runtime/options.hpp"
@@ -32,6 +36,29 @@ void add_synth(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 void add_serve(CLI::App& app, Runner& run);
+
+// llama.cpp flags without a meaning in rocky (-ngl: the whole model is on the device; -t: the GPU
+// does the work): accepted so that a llama.cpp command line runs, and named in a note on stderr
+// by print_ignored(). `whose` says which tool's flag it is ("llama-server", "llama-bench", ...).
+inline void add_ignored(CLI::App* sub, std::initializer_list<const char*> options,
+                        std::initializer_list<const char*> flags, const std::string& whose) {
+  static std::vector<std::string> values;  // parsed and dropped (CLI11 options need a target)
+  for (const char* f : options)
+    sub->add_option(f, values, "(" + whose + " flag; ignored)")
+        ->expected(0, 1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  for (const char* f : flags) sub->add_flag(std::string(f))->description("(" + whose + " flag; ignored)");
+}
+inline std::vector<std::string> ignored_given(const CLI::App* sub) {
+  std::vector<std::string> notes;
+  for (const auto* opt : sub->get_options())
+    if (opt->count() > 0 && opt->get_description().find("flag; ignored)") != std::string::npos)
+      notes.push_back(opt->get_name());
+  return notes;
+}
+inline void print_ignored(const std::vector<std::string>& notes) {
+  for (const auto& n : notes) fmt::print(stderr, "rocky: note: {} does not apply to rocky; ignored\n", n);
+}
 
 // [N4] The GPU's KV cache element type, as llama.cpp names the flags: -ctk/--cache-type-k and
 // -ctv/--cache-type-v f32|f16 (default f16, llama.cpp's default; the CPU oracle keeps f32 whatever

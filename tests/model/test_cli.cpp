@@ -141,6 +141,15 @@ TEST(CliRun, MinusOneMeansUnlimitedAndRandom) {
   EXPECT_NE(res.out.find("context full (24 tokens)"), std::string::npos) << res.out;
 }
 
+// A llama-cli command line runs: -ngl, -t, -b … are accepted and named in a note.
+TEST(CliRun, LlamaCliFlagsWithoutAMeaningAreNoted) {
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p Once -n 2 -t 4 -ngl 99 -b 32 -fa on");
+  ASSERT_EQ(res.rc, 0) << res.out;
+  for (const char* f : {"--ngl", "--threads", "--batch-size", "--fa"})
+    EXPECT_NE(res.out.find(std::string("note: ") + f + " does not apply to rocky; ignored"), std::string::npos)
+        << f << ": " << res.out;
+}
+
 // -cnv -st without -p answers stdin's first line (one turn), and stops there.
 TEST(CliRun, SingleTurnWithoutPromptTakesTheFirstStdinLine) {
   const std::string in = ::testing::TempDir() + "/rocky-st-stdin.txt";
