@@ -90,21 +90,21 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("-m,--model", o->p.model, "GGUF model")->required()->check(CLI::ExistingFile);
   sub->add_option("-p,--n-prompt", o->p.n_prompt, "Prompt lengths (pp tests), comma-separated")
       ->delimiter(',')
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_at_least(0))
       ->capture_default_str();
   sub->add_option("-n,--n-gen", o->p.n_gen, "Generated tokens (tg tests), comma-separated")
       ->delimiter(',')
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_at_least(0))
       ->capture_default_str();
   sub->add_option("-d,--n-depth", o->p.n_depth,
                   "KV depths: tokens in the cache before each test (llama-bench's -d), comma-separated")
       ->delimiter(',')
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_at_least(0))
       ->capture_default_str();
   sub->add_option("--npl", o->p.n_pl,
                   "[N7] Parallel decode: sequences per step, comma-separated (llama-batched-bench's -npl; -npl works)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(whole_at_least(1));
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
       ->delimiter(',')
       ->check(finite_number(0))
@@ -112,7 +112,7 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("-b,--batch-size", o->n_batch,
                   "Accepted for llama-bench compatibility (ignored: rocky's batch is the ubatch)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(whole_at_least(1));
   sub->add_option("-r,--repetitions", o->p.reps, "Timed repetitions per test")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

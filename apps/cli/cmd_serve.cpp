@@ -52,7 +52,7 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, 86400));
   sub->add_option("--shutdown-grace", o->shutdown_grace_s,
                   "Seconds in-flight requests may finish after SIGINT/SIGTERM before they are cancelled (default 10)")
-      ->check(finite_number(-1e-9));
+      ->check(finite_at_least(0));
   sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per cached block (1 .. 256, default 256)")
       ->check(CLI::Range(1, 256));
   sub->add_option("--cache-ram,--cram", o->cache_ram_mib, "Prefix cache: host-RAM tier in MiB (default 2048; 0 = off)")

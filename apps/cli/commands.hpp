@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -112,6 +113,36 @@ inline CLI::Validator finite_number(double above = -HUGE_VAL) {
         return {};
       },
       "finite" + desc);
+}
+
+// A CLI11 check: a finite number ≥ lo (finite_number(lo) is > lo).
+inline CLI::Validator finite_at_least(double lo) {
+  const std::string desc = " ≥ " + CLI::detail::to_string(lo);
+  return CLI::Validator(
+      [lo, desc](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || !(v >= lo))
+          return "value " + s + " is not a finite number" + desc;
+        return {};
+      },
+      "finite" + desc);
+}
+
+// A CLI11 check: a whole number ≥ lo. CLI::NonNegativeNumber / PositiveNumber say "Value 0 not in
+// range 0.000000 to 1797…" (DBL_MAX written out) and call a word "not in range".
+inline CLI::Validator whole_at_least(long long lo) {
+  const std::string desc = " ≥ " + std::to_string(lo);
+  return CLI::Validator(
+      [lo, desc](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) return "value " + s + " is not a whole number";
+        if (v < lo) return "value " + s + " is not" + desc;
+        return {};
+      },
+      "whole" + desc);
 }
 
 }  // namespace rocky::cli

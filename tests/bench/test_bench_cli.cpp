@@ -163,6 +163,13 @@ TEST(BenchCli, DepthRows) {
   }
   auto bad = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-d", "-3", "--device", "cpu"});
   EXPECT_EQ(bad.rc, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--n-depth: value -3 is not ≥ 0"), std::string::npos) << bad.err;
+  auto word = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "abc", "--device", "cpu"});
+  EXPECT_EQ(word.rc, 2) << word.err;
+  EXPECT_NE(word.err.find("--n-prompt: value abc is not a whole number"), std::string::npos) << word.err;
+  auto zero = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-npl", "0", "--device", "cpu"});
+  EXPECT_EQ(zero.rc, 2) << zero.err;
+  EXPECT_NE(zero.err.find("--npl: value 0 is not ≥ 1"), std::string::npos) << zero.err;
 }
 
 // [N7] -npl: parallel-decode rows after the tg rows, S sequences × N tokens per repetition.
