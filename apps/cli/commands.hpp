@@ -100,34 +100,24 @@ inline CLI::Validator vulkan_device_index() {
       "N or vulkan:N");
 }
 
-// A CLI11 check: a finite number, and > `above` when that is finite. CLI::Range/PositiveNumber let
-// NaN through (every comparison with NaN is false) and print an unbounded side as a 300-digit number.
-inline CLI::Validator finite_number(double above = -HUGE_VAL) {
-  const std::string desc = std::isfinite(above) ? " > " + CLI::detail::to_string(above) : std::string();
+// A CLI11 check: a finite number, > `bound` (or ≥ it, `inclusive`) when that is finite.
+// CLI::Range/PositiveNumber let NaN through (every comparison with NaN is false) and print an
+// unbounded side as a 300-digit number.
+inline CLI::Validator finite_bounded(double bound, bool inclusive) {
+  const std::string desc =
+      std::isfinite(bound) ? (inclusive ? " ≥ " : " > ") + CLI::detail::to_string(bound) : std::string();
   return CLI::Validator(
-      [above, desc](std::string& s) -> std::string {
+      [bound, inclusive, desc](std::string& s) -> std::string {
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || !(v > above))
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || !(inclusive ? v >= bound : v > bound))
           return "value " + s + " is not a finite number" + desc;
         return {};
       },
       "finite" + desc);
 }
-
-// A CLI11 check: a finite number ≥ lo (finite_number(lo) is > lo).
-inline CLI::Validator finite_at_least(double lo) {
-  const std::string desc = " ≥ " + CLI::detail::to_string(lo);
-  return CLI::Validator(
-      [lo, desc](std::string& s) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || !(v >= lo))
-          return "value " + s + " is not a finite number" + desc;
-        return {};
-      },
-      "finite" + desc);
-}
+inline CLI::Validator finite_number(double above = -HUGE_VAL) { return finite_bounded(above, false); }
+inline CLI::Validator finite_at_least(double lo) { return finite_bounded(lo, true); }
 
 // A CLI11 check: a whole number ≥ lo. CLI::NonNegativeNumber / PositiveNumber say "Value 0 not in
 // range 0.000000 to 1797…" (DBL_MAX written out) and call a word "not in range".

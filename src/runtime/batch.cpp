@@ -53,7 +53,7 @@ BatchEngine::~BatchEngine() {
 }
 
 void BatchEngine::begin(int32_t seq) {
-  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  check_seq(seq);
   std::lock_guard lk(mu_);
   active_[static_cast<size_t>(seq)] = 1;
   n_past_[static_cast<size_t>(seq)] = 0;
@@ -75,14 +75,14 @@ int32_t BatchEngine::n_past(int32_t seq) const {
 }
 
 void BatchEngine::truncate(int32_t seq, int32_t n) {
-  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  check_seq(seq);
   if (n < 0 || n > n_ctx_) fail("batch: truncate sequence {} to {} positions (context {})", seq, n, n_ctx_);
   std::lock_guard lk(mu_);
   n_past_[static_cast<size_t>(seq)] = n;
 }
 
 void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
-  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  check_seq(seq);
   if (p0 < 0 || p0 > n_past(seq))
     fail("import_kv: position {} of sequence {} leaves a gap after its {} positions", p0, seq, n_past(seq));
   {
@@ -93,7 +93,7 @@ void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const 
 }
 
 std::vector<uint8_t> BatchEngine::export_kv(int32_t seq, int32_t p0, int32_t n) {
-  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  check_seq(seq);
   if (p0 < 0 || n < 0 || p0 + n > n_past(seq))
     fail("export_kv: positions [{}, {}) not all in sequence {} ({} held)", p0, p0 + n, seq, n_past(seq));
   std::vector<uint8_t> out(ctx_->kv_export_bytes(n));
@@ -109,7 +109,7 @@ BatchStats BatchEngine::stats() const {
 
 std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits,
                                      const ProgressFn& progress, int32_t* seqs_max) {
-  if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  check_seq(seq);
   if (tokens.empty()) fail("eval: no tokens");
   Request r;
   r.seq = seq;

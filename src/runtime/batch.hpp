@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/error.hpp"
 #include "graph/planner.hpp"
 #include "model/model.hpp"
 #include "runtime/generator.hpp"
@@ -99,6 +100,9 @@ class BatchEngine {
     std::string error;
   };
   void loop();
+  void check_seq(int32_t seq) const {
+    if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
+  }
   void step(std::unique_lock<std::mutex>& lk);
 
   const model::Model& model_;

@@ -9,6 +9,19 @@
 
 namespace rocky::runtime {
 
+namespace {
+// What a context holds after a generation: the prompt and every generated token that was fed back
+// (all kept tokens after an end-of-generation id, all but the last otherwise). Empty when that
+// does not match the context's n_past (not expected): the slot then starts over.
+std::vector<int32_t> tokens_held(std::span<const int32_t> prompt, const GenerateResult& r, int32_t n_past) {
+  std::vector<int32_t> t(prompt.begin(), prompt.end());
+  const size_t fed = r.reason == StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
+  t.insert(t.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
+  if (static_cast<int32_t>(t.size()) != n_past) t.clear();
+  return t;
+}
+}  // namespace
+
 void Job::wait() {
   std::unique_lock lk(m_);
   cv_.wait(lk, [&] { return done_; });
@@ -166,12 +179,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
     SessionSource src(session);
     Generator g(src, tok_);
     GenerateResult r = g.generate(job.prompt, p, cb);
-    // What the KV holds now: the prompt and every generated token that was fed back (all kept
-    // tokens after an end-of-generation id, all but the last otherwise).
-    s.tokens = job.prompt;
-    const size_t fed = r.reason == StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
-    s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
-    if (static_cast<int32_t>(s.tokens.size()) != session.n_past()) s.tokens.clear();  // (not expected) start over
+    s.tokens = tokens_held(job.prompt, r, session.n_past());
     job.result = std::move(r);
     if (cache_ && !s.tokens.empty()) {
       try {
@@ -230,11 +238,7 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     Generator g(src, tok_);
     GenerateResult r = g.generate(job.prompt, p, cb);
     r.batch_seqs_max = src.seqs_max();
-    // What the cells hold now (as run_job): the prompt and every generated token fed back.
-    s.tokens = job.prompt;
-    const size_t fed = r.reason == StopReason::Eog || r.tokens.empty() ? r.tokens.size() : r.tokens.size() - 1;
-    s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(fed));
-    if (static_cast<int32_t>(s.tokens.size()) != engine_->n_past(seq)) s.tokens.clear();  // (not expected)
+    s.tokens = tokens_held(job.prompt, r, engine_->n_past(seq));
     job.result = std::move(r);
     if (cached && !s.tokens.empty()) {
       try {

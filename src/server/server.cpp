@@ -636,10 +636,15 @@ class App {
     }
   }
 
-  // A generation cancelled while its client is still connected was cut by the shutdown (a client
-  // that leaves cancels its own, and nobody reads that answer): a 503 error naming how far it got,
-  // never a finish_reason "stop" that would pass the cut text off as complete.
-  std::optional<ApiError> shutdown_cut(const runtime::GenerateResult& r) const {
+  // A finished job: records the metrics of one that ran, and returns its answer when that is an
+  // error — the generation failed (500), or it was cancelled while its client is still connected,
+  // i.e. cut by the shutdown (a client that leaves cancels its own, and nobody reads that answer):
+  // a 503 naming how far it got, never a finish_reason "stop" that would pass the cut text off as
+  // complete.
+  std::optional<ApiError> settle(const runtime::Job& job) {
+    if (!job.error.empty()) return ApiError(500, job.error, "", "", "server_error");
+    const runtime::GenerateResult& r = *job.result;
+    metrics_.record(r);
     if (r.reason != runtime::StopReason::Cancelled) return std::nullopt;
     return ApiError(503,
                     fmt::format("the server is shutting down: the generation was cancelled after {} token(s) "
@@ -659,9 +664,7 @@ class App {
       while (!job->wait_for_ms(20))
         if (!probe->alive()) job->cancel = true;
       probe->release();
-      if (!job->error.empty()) throw ApiError(500, job->error, "", "", "server_error");
-      metrics_.record(*job->result);
-      if (const auto cut = shutdown_cut(*job->result)) throw *cut;
+      if (const auto e = settle(*job)) throw *e;
       send_json(res, 200, final_json(kind, id, *job->result, job->slot, syntax));
       return;
     }
@@ -732,18 +735,12 @@ class App {
             }
             if (got.empty() && !probe->alive()) job->cancel = true;
           }
-          if (!job->error.empty()) {
-            write(sse(ApiError(500, job->error, "", "", "server_error").to_json()));
+          if (const auto e = settle(*job)) {  // an error event, never a finish_reason
+            write(sse(e->to_json()));
             sink.done();
             return true;
           }
           const runtime::GenerateResult& r = *job->result;
-          metrics_.record(r);
-          if (const auto cut = shutdown_cut(r)) {  // an error event, not a finish_reason: the text is cut
-            write(sse(cut->to_json()));
-            sink.done();
-            return true;
-          }
           bool tool_calls = false;
           if (kind == Kind::Chat) {
             const auto d = reply.finish();

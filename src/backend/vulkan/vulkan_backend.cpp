@@ -334,8 +334,7 @@ Buffer& VulkanContext::kv_staging(uint64_t bytes) {
 void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq) {
   check_kv_range("export_kv", p0, n, dst.size(), seq);
   if (n == 0 || kv_buffers_.empty()) return;
-  const uint64_t off =
-      (uint64_t(seq) * uint64_t(kv_.n_ctx) + uint64_t(p0)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t off = kv_cell_offset(seq, p0);
   const uint64_t len = dst.size() / kv_buffers_.size();
   const bool mapped =
       std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
@@ -354,8 +353,7 @@ void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int
 void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq) {
   check_kv_range("import_kv", p0, n, src.size(), seq);
   if (n == 0 || kv_buffers_.empty()) return;
-  const uint64_t off =
-      (uint64_t(seq) * uint64_t(kv_.n_ctx) + uint64_t(p0)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t off = kv_cell_offset(seq, p0);
   const uint64_t len = src.size() / kv_buffers_.size();
   const bool mapped =
       std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });

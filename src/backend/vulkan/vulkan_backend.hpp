@@ -143,6 +143,10 @@ class VulkanContext final : public backend::Context {
   void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const;
   void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
   Buffer& kv_staging(uint64_t bytes);
+  // Byte offset of sequence seq's position p0 in each layer's K or V buffer.
+  uint64_t kv_cell_offset(int32_t seq, int32_t p0) const {
+    return (uint64_t(seq) * uint64_t(kv_.n_ctx) + uint64_t(p0)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  }
 
   VulkanBackend& be_;
   std::unique_ptr<Recorder> recorder_;
