@@ -1,14 +1,16 @@
-// rocky bench-op --type q4_K --shape M,N,K [--kernel mmq|mmq-nodot] [--reps R] [--tune FILE]
+// rocky bench-op --type q4_K --shape M,N,K [--kernel mmq|mmq-nodot|mmv|mmv-q8] [--reps R] [--tune FILE]
 //                [--no-roofline] [--pipeline-stats [--allow-spills]] [--json] [--device N]
 // Times one prefill matrix product y[M, N] = W[K, M]ᵀ · x[K, N] (M = weight rows / output features,
 // N = tokens, K = inner dimension; FLOP = 2·M·N·K) on random weights and activations, after a
 // warm-up, best of R; checks 64 sampled outputs against a CPU f64 product of the same q8_1
 // activations; prints GFLOPS and the % of the measured roofline (int8-dot and FP32 peaks).
-// [N4] N = 1 times the decode matvec instead (ops::matvec_mmq over the same repack, f32 x; the
-// kernel `rocky run` decodes with): checks 64 sampled outputs against a CPU f64 product with the
-// f32 x and prints the bytes it reads (repack values + scales + x + y), GB/s and the % of the
-// measured copy bandwidth, plus the GB/s of the weight's GGUF bytes (what a decode token moves in
-// the model file's terms). It times the matvec as decode meets it: after ≥ 0.3 s of back-to-back
+// [N4] N = 1 (or --kernel mmv / mmv-q8) times a decode matvec instead: mmv = fast::matvec_mmq over
+// the same repack with f32 x (N ≤ 8 columns; the default for N = 1), mmv-q8 = fast::matvec_q8 with
+// q8_1 x (N ≤ 64; its quantize_q8_1 runs once per command buffer and is not timed). It checks 64
+// sampled outputs against a CPU f64 product with the same x (f32, or the q8_1 values read back) and
+// prints the bytes it reads (repack values + scales + x + y), GB/s and the % of the measured copy
+// bandwidth, plus the GB/s of the weight's GGUF bytes (what a decode token moves in the model
+// file's terms). It times the matvec as decode meets it: after ≥ 0.3 s of back-to-back
 // dispatches (clocks up), 8 dispatches per command buffer, each reading another copy of the
 // weight (copies ≥ 256 MiB in all, so the weights come from memory, not the L2 cache).
 #include <fmt/format.h>
@@ -89,13 +91,19 @@ std::vector<int> f16_fields(DType t) {
   }
 }
 
-// N = 1: the decode matvec (see the top of the file).
+// The decode matvecs (see the top of the file): N columns, q8 = matvec_q8 (q8_1 x) else matvec_mmq.
 int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulkan::Roofline& roof,
                  vulkan::ops::Env& env, vulkan::Recorder& rec, vulkan::Memory& mem, const vulkan::ops::Weight& w,
-                 const std::vector<uint8_t>& wbytes, const std::vector<float>& x, vulkan::ops::Region xr,
-                 vulkan::ops::Region yr, vulkan::Buffer& ybuf) {
+                 const std::vector<uint8_t>& wbytes, const std::vector<float>& x, uint32_t N, bool q8,
+                 vulkan::ops::Region xr, vulkan::ops::Region qr, vulkan::ops::Region dr, vulkan::ops::Region yr,
+                 vulkan::Buffer& ybuf, vulkan::Buffer& qbuf, vulkan::Buffer& dbuf) {
   const uint32_t M = static_cast<uint32_t>(w.rows), K = static_cast<uint32_t>(w.ne0);
+  if (q8 && !info.int8_dot) fail("bench-op --kernel mmv-q8: the device has no shaderIntegerDotProduct");
+  if (N > (q8 ? vulkan::fast::k_matvec_q8_max_cols : vulkan::fast::k_matvec_max_cols))
+    fail("bench-op --kernel {}: N = {} columns (at most {})", q8 ? "mmv-q8" : "mmv", N,
+         q8 ? vulkan::fast::k_matvec_q8_max_cols : vulkan::fast::k_matvec_max_cols);
   const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(env.lab, info, M, K);
+  const std::string kname = q8 ? "matvec_q8" : "matvec_mmq";
   // As in a decode step, the weights come from device memory, not the last-level cache: the repack
   // is copied until the copies hold ≥ 256 MiB (at most 32), and consecutive dispatches read
   // different copies. Warm-up: back-to-back dispatches for ≥ 0.3 s (a GPU that idles between
@@ -117,8 +125,16 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
     }
   }
   size_t next = 0;
+  // One command buffer: (q8: quantize_q8_1 first) then n matvecs.
   auto record = [&](uint32_t n) {
-    for (uint32_t i = 0; i < n; ++i) vulkan::ops::matvec_mmq(env, ws[next++ % ws.size()], xr, yr, "matvec_mmq");
+    if (q8) vulkan::fast::quantize_q8_1(env, xr, K, N, qr, dr, "quantize_q8_1");
+    for (uint32_t i = 0; i < n; ++i) {
+      const vulkan::ops::Weight& wi = ws[next++ % ws.size()];
+      if (q8)
+        vulkan::fast::matvec_q8(env, wi, qr, dr, N, yr, kname);
+      else
+        vulkan::fast::matvec_mmq(env, wi, xr, yr, kname, {}, nullptr, N);
+    }
   };
   const auto t0 = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300)) {
@@ -132,30 +148,43 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
     rec.begin(true);
     record(k_per_rep);
     rec.submit_and_wait();
-    if (rec.timings().empty()) fail("bench-op: the device returned no timestamps");
+    if (rec.timings().size() < k_per_rep) fail("bench-op: the device returned no timestamps");
     double ms = 0;
-    for (const auto& t : rec.timings()) ms += t.ms;
+    for (const auto& t : rec.timings())
+      if (t.label == kname) ms += t.ms;
     all.push_back(ms / k_per_rep);
   }
   std::sort(all.begin(), all.end());
   const double best = all.front(), median = all[all.size() / 2];
-  std::vector<float> y(M);
-  mem.download(ybuf, 0, y.data(), uint64_t{M} * 4);
+  std::vector<float> y(size_t{M} * N);
+  mem.download(ybuf, 0, y.data(), uint64_t{M} * N * 4);
+  // The x the kernel multiplied: f32, or the q8_1 values it read.
+  std::vector<double> xv(x.begin(), x.end());
+  if (q8) {
+    std::vector<uint32_t> qs(qbuf.size() / 4);
+    std::vector<float> ds(dbuf.size() / 4);
+    mem.download(qbuf, 0, qs.data(), qbuf.size());
+    mem.download(dbuf, 0, ds.data(), dbuf.size());
+    for (size_t b = 0; b < size_t{K} / 32 * N; ++b)
+      for (uint32_t i = 0; i < 32; ++i)
+        xv[b * 32 + i] = double(ds[2 * b]) * static_cast<int8_t>((qs[b * 8 + i / 4] >> (8 * (i % 4))) & 0xFF);
+  }
   std::mt19937 rng(99);
   std::vector<float> wrow(K);
   double num = 0, den = 0;
   for (int s = 0; s < 64; ++s) {
-    const uint32_t m = static_cast<uint32_t>(rng() % M);
+    const uint32_t m = static_cast<uint32_t>(rng() % M), n = static_cast<uint32_t>(rng() % N);
     quant::dequantize_row(w.type, wbytes.data() + w.row_bytes * m, wrow.data(), K);
     double ref = 0;
-    for (uint32_t k = 0; k < K; ++k) ref += static_cast<double>(wrow[k]) * x[k];
-    const double got = y[m];
-    if (!std::isfinite(got)) fail("bench-op: output {} was not written or is not finite", m);
+    for (uint32_t k = 0; k < K; ++k) ref += static_cast<double>(wrow[k]) * xv[size_t{n} * K + k];
+    const double got = y[size_t{n} * M + m];
+    if (!std::isfinite(got)) fail("bench-op: output ({}, {}) was not written or is not finite", m, n);
     num += (got - ref) * (got - ref);
     den += ref * ref;
   }
   const double nmse = den > 0 ? num / den : num;
-  const uint64_t bytes = w.mmq_buf->size() + uint64_t{K} * 4 + uint64_t{M} * 4;  // repack + x + y
+  const uint64_t x_bytes = q8 ? uint64_t{K} / 32 * N * 40 : uint64_t{K} * N * 4;  // q8_1: 32 + 8 per block
+  const uint64_t bytes = w.mmq_buf->size() + x_bytes + uint64_t{M} * N * 4;       // repack + x + y
   const uint64_t gguf = w.row_bytes * M;
   const double gbs = double(bytes) / (best * 1e-3) / 1e9, gbs_gguf = double(gguf) / (best * 1e-3) / 1e9;
   const double pct = roof.copy_gbs > 0 ? 100.0 * gbs / roof.copy_gbs : 0;
@@ -167,9 +196,9 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
     nlohmann::json j{{"device", info.name},
                      {"type", o.type},
                      {"M", M},
-                     {"N", 1},
+                     {"N", N},
                      {"K", K},
-                     {"kernel", "matvec_mmq"},
+                     {"kernel", kname},
                      {"shape", shape},
                      {"q4k_nibbles", w.mmq_nibbles},
                      {"matvec_ms", best},
@@ -183,13 +212,14 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
                      {"roofline", {{"copy_gbs", roof.copy_gbs}}}};
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("bench-op {} M={} N=1 K={} on {} — decode matvec_mmq ({}{})\n", o.type, M, K, info.name, shape,
+    fmt::print("bench-op {} M={} N={} K={} on {} — decode {} ({}{})\n", o.type, M, N, K, info.name, kname, shape,
                w.mmq_nibbles ? ", q4_K nibbles" : "");
-    fmt::print("  matvec_mmq     {:9.4f} ms (median {:.4f})  {:8.1f} GB/s of {:.1f} MB read", best, median, gbs,
+    fmt::print("  {:<14} {:9.4f} ms (median {:.4f})  {:8.1f} GB/s of {:.1f} MB read", kname, best, median, gbs,
                double(bytes) / 1e6);
     if (!o.no_roofline) fmt::print("  = {:.1f} % of copy bandwidth ({:.0f} GB/s)", pct, roof.copy_gbs);
     fmt::print("\n  GGUF bytes     {:.1f} MB: {:.1f} GB/s\n", double(gguf) / 1e6, gbs_gguf);
-    fmt::print("  check          NMSE {:.2e} on 64 sampled outputs vs CPU f64 with the same f32 x\n", nmse);
+    fmt::print("  check          NMSE {:.2e} on 64 sampled outputs vs CPU f64 with the same {} x\n", nmse,
+               q8 ? "q8_1" : "f32");
   }
   if (!(nmse <= 1e-8)) fail("bench-op: sampled outputs differ from the CPU reference (NMSE {:.3e} > 1e-8)", nmse);
   return 0;
@@ -200,7 +230,8 @@ int run_bench_op(const BenchOpts& o) {
   const auto [M, N, K] = parse_shape(o.shape);
   const DTypeInfo& di = dtype_info(type);
   if (K % di.block_elems) fail("--shape: K = {} is not a multiple of {}'s block of {}", K, o.type, di.block_elems);
-  if (o.kernel != "mmq" && o.kernel != "mmq-nodot") fail("--kernel {}: expected mmq or mmq-nodot", o.kernel);
+  if (o.kernel != "mmq" && o.kernel != "mmq-nodot" && o.kernel != "mmv" && o.kernel != "mmv-q8")
+    fail("--kernel {}: expected mmq, mmq-nodot, mmv or mmv-q8", o.kernel);
 
   const runtime::EnvOptions& penv = process_env();
   auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(penv));
@@ -263,7 +294,9 @@ int run_bench_op(const BenchOpts& o) {
   vulkan::ops::Region xr{&xbuf, 0, xbuf.size()}, qr{&qbuf, 0, qbuf.size()}, dr{&dbuf, 0, dbuf.size()},
       yr{&ybuf, 0, ybuf.size()};
 
-  if (N == 1) return bench_matvec(o, info, roof, env, rec, mem, w, wbytes, x, xr, yr, ybuf);
+  if (o.kernel == "mmv" || o.kernel == "mmv-q8" || (N == 1 && o.kernel == "mmq"))
+    return bench_matvec(o, info, roof, env, rec, mem, w, wbytes, x, N, o.kernel == "mmv-q8", xr, qr, dr, yr, ybuf, qbuf,
+                        dbuf);
 
   double best_q = 1e30, best_mm = 1e30;
   std::vector<double> all_mm;
@@ -369,7 +402,10 @@ void add_bench_op(CLI::App& app, Runner& run) {
                                  "decode matvec in GB/s against the copy bandwidth");
   sub->add_option("--type", o->type, "Weight type: q4_0, q8_0, q4_K, q6_K")->capture_default_str();
   sub->add_option("--shape", o->shape, "M,N,K: weight rows, tokens, inner dimension")->capture_default_str();
-  sub->add_option("--kernel", o->kernel, "mmq (packed int8 dot) or mmq-nodot (fallback)")->capture_default_str();
+  sub->add_option("--kernel", o->kernel,
+                  "mmq (packed int8 dot), mmq-nodot (fallback), mmv (decode matvec, f32 x, N ≤ 8; N = 1's default) "
+                  "or mmv-q8 (int8-dot decode matvec, q8_1 x, N ≤ 64)")
+      ->capture_default_str();
   sub->add_option("--tune", o->tune, "JSON tuning-profile override (src/tune/tile.hpp)");
   sub->add_option("--device", o->device, "Vulkan device: N or vulkan:N")->transform(vulkan_device_index());
   sub->add_option("--reps", o->reps, "Timed repetitions (best and median reported)")->check(CLI::Range(1, 1000));

@@ -29,6 +29,7 @@ EnvOptions read_env() {
   e.lab.delta_chunk = var("ROCKY_DELTA_CHUNK");
   e.lab.mmv_cols = var("ROCKY_MMV_COLS");
   e.lab.mmv_col_split = var("ROCKY_MMV_COL_SPLIT");
+  e.lab.mmv_q8 = var("ROCKY_MMV_Q8");
   e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
   e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");
   e.vulkan_loader = var("ROCKY_VULKAN_LOADER");

@@ -30,8 +30,8 @@ std::string MatmulTile::str() const {
 }
 
 std::string MatvecRule::str() const {
-  return fmt::format("wg{} rows{} groups{} split{} unroll{}{}", wg, rows, min_groups, split, unroll,
-                     wg_by_k ? " byk" : "");
+  return fmt::format("wg{} rows{} groups{} split{} unroll{}{}{}", wg, rows, min_groups, split, unroll,
+                     wg_by_k ? " byk" : "", q8 ? fmt::format(" q8≤{}", q8) : std::string());
 }
 
 std::string FlashTile::str() const { return fmt::format("wg{} br{} tr{} tc{} pf{}", wg, br, tr, tc, prefetch); }
@@ -216,8 +216,10 @@ MatvecRule mmv_from_json(const nlohmann::json& j, const MatvecRule& base, const 
       r.unroll = json_uint(it.value(), 1, 2, w);
     } else if (k == "wg_by_k") {
       r.wg_by_k = json_uint(it.value(), 0, 1, w);
+    } else if (k == "q8") {
+      r.q8 = json_uint(it.value(), 0, 64, w);
     } else {
-      fail("{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k)", where, k);
+      fail("{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k, q8)", where, k);
     }
   }
   if (r.rows > r.wg) fail("{}: rows {} > wg {}", where, r.rows, r.wg);

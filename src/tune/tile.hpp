@@ -63,7 +63,10 @@ struct MatmulTile {
 // with unroll 2; NVIDIA, docs/tuning-log.md #16).
 struct MatvecRule {
   uint32_t wg = 64, rows = 4, min_groups = 512, split = 0, unroll = 1, wg_by_k = 0;
-  std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk")
+  // [N4] Matmuls of 1 … q8 tokens take the int8-dot matvec (q8_1 activations; fast::matvec_q8)
+  // instead of the f32-activation matvec; 0 = never (the wg / rows above serve both kernels).
+  uint32_t q8 = 0;
+  std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk", " q8≤N")
   bool operator==(const MatvecRule&) const = default;
 };
 

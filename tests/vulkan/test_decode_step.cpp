@@ -11,6 +11,7 @@
 //    tolerance of a path with q8_1 activations (≤ 0.35 absolute, ../shared/reference/README.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -351,6 +352,44 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
   // (../shared/reference/README.md), as every q8_1 path is held to; [N9] 1.35 on the hybrid qwen35.
   EXPECT_LE(worst_cpu, m->hparams().full_attn_interval > 0 ? 1.35 : 0.35) << "GPU decode vs the CPU oracle";
 }
+
+// [N4] The int8-dot decode matvec (VulkanOptions::matvec_q8 via ROCKY_MMV_Q8; fast::matvec_q8 fed
+// by the q8_1 producers): replayed = recorded bit for bit, the CPU oracle within the q8_1 paths'
+// bound (0.35 absolute; 1.35 on the hybrid qwen35), and close to the f32-activation matvec's decode.
+void check_q8_decode(const char* file, bool kv_f16, int n_gen) {
+  SCOPED_TRACE(std::string(file) + " matvec_q8" + (kv_f16 ? " f16 KV" : ""));
+  auto m = model::Model::load(shared_path(std::string("reference/models/synth/") + file));
+  std::mt19937 rng(6);
+  std::uniform_int_distribution<int32_t> tok(0, m->hparams().n_vocab - 1);
+  std::vector<int32_t> prompt(9), gen(static_cast<size_t>(n_gen));
+  for (auto& t : prompt) t = tok(rng);
+  for (auto& t : gen) t = tok(rng);
+  vulkan::LabOptions on, off;
+  on.mmv_q8 = "8";
+  off.mmv_q8 = "0";
+  const Decode replayed = run_decode(*m, prompt, gen, true, false, kv_f16, false, on);
+  const Decode recorded = run_decode(*m, prompt, gen, false, false, kv_f16, false, on);
+  const Decode f32x = run_decode(*m, prompt, gen, false, false, kv_f16, false, off);
+  const auto cpu = cpu_decode(*m, prompt, gen);
+  EXPECT_EQ(replayed.replays, uint64_t(n_gen - 1));
+  const double bound = m->hparams().full_attn_interval > 0 ? 1.35 : 0.35;
+  double worst_cpu = 0, worst_f32x = 0;
+  for (int i = 0; i < n_gen; ++i) {
+    ASSERT_EQ(replayed.logits[size_t(i)], recorded.logits[size_t(i)]) << "token " << i << ": replay is not bit-exact";
+    worst_cpu = std::max(worst_cpu, max_abs(recorded.logits[size_t(i)], cpu[size_t(i)]));
+    worst_f32x = std::max(worst_f32x, max_abs(recorded.logits[size_t(i)], f32x.logits[size_t(i)]));
+  }
+  std::printf("%s matvec_q8: %d tokens, %llu dispatches per token (f32 x: %llu); vs CPU %.3g, vs f32 x %.3g absolute\n",
+              file, n_gen, (unsigned long long)recorded.dispatches, (unsigned long long)f32x.dispatches, worst_cpu,
+              worst_f32x);
+  EXPECT_LE(worst_cpu, bound) << "GPU decode with q8_1 activations vs the CPU oracle";
+  EXPECT_LE(worst_f32x, bound) << "q8_1 vs f32 activations";
+  EXPECT_GT(worst_f32x, 0.0) << "ROCKY_MMV_Q8 changed nothing: the int8-dot matvec did not run";
+}
+
+TEST(DecodeStep, Q8MatvecDecodeQwen2) { check_q8_decode("synth-qwen2-q4_k_m.gguf", true, 16); }
+TEST(DecodeStep, Q8MatvecDecodeLlama) { check_q8_decode("synth-llama-q4_k_m.gguf", false, 12); }
+TEST(DecodeStep, Q8MatvecDecodeQwen35) { check_q8_decode("synth-qwen35-q4_k_m.gguf", false, 8); }
 
 TEST(DecodeStep, ReplayedDecodeQwen2) { check_model("synth-qwen2-q4_k_m.gguf", false, 40); }
 TEST(DecodeStep, ReplayedDecodeQwen2F16) { check_model("synth-qwen2-q4_k_m.gguf", true, 24); }

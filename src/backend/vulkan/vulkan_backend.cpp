@@ -80,6 +80,15 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     if (v.size() != 1 || v[0] < '1' || v[0] > '8') fail("ROCKY_MMV_COLS='{}': expected 1 … 8", v);
     opts_.matvec_max_cols = uint32_t(v[0] - '0');
   }
+  if (!lab.mmv_q8.empty()) {  // ROCKY_MMV_Q8=N overrides matvec_q8
+    const std::string& v = lab.mmv_q8;
+    const bool digits =
+        !v.empty() && v.size() <= 2 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const int n = digits ? std::stoi(v) : -1;
+    if (n < 0 || n > int(fast::k_matvec_q8_max_cols))
+      fail("ROCKY_MMV_Q8='{}': expected 0 (off) … {} columns", v, fast::k_matvec_q8_max_cols);
+    opts_.matvec_q8 = uint32_t(n);
+  }
   if (!lab.fold_norm.empty()) {  // ROCKY_FOLD_NORM=0|1 overrides fold_norm
     const std::string& v = lab.fold_norm;
     if (v != "0" && v != "1") fail("ROCKY_FOLD_NORM='{}': expected 0 or 1", v);
@@ -115,6 +124,10 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
     }
   }
   if (!lab.tune.empty()) mmq_profile_ = tune::load_profile_override(lab.tune, mmq_profile_);
+  if (opts_.matvec_q8 == VulkanOptions::k_matvec_q8_auto) opts_.matvec_q8 = mmq_profile_.mmv.q8;
+  if (opts_.matvec_q8 > fast::k_matvec_q8_max_cols)
+    fail("VulkanOptions::matvec_q8 {}: expected 0 (off) … {} columns", opts_.matvec_q8, fast::k_matvec_q8_max_cols);
+  if (!device_->info().int8_dot) opts_.matvec_q8 = 0;
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -813,6 +826,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   env.prof = &be_.mmq_profile_;
   env.lab = &be_.opts_.lab;
   env.mmv_cols = std::clamp<uint32_t>(be_.opts_.matvec_max_cols, 1, fast::k_matvec_max_cols);
+  env.mmv_q8 = be_.opts_.matvec_q8;
   env.delta.chunk = be_.opts_.delta_chunk;
   // Discrete GPUs (host_io): the step and token id are copied into device memory first (one 8-byte
   // copy in the command buffer), so the decode kernels do not each read host memory over PCIe.

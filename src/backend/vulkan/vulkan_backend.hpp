@@ -69,6 +69,13 @@ struct VulkanOptions {
   // token tiles sat mostly empty: on the H200 a 2-sequence step cost more than two 1-token steps
   // (bench -npl: 229 t/s at 1 sequence, 91 at 2). 1 = mul_mmq for every N > 1. ROCKY_MMV_COLS.
   uint32_t matvec_max_cols = 8;
+  // [N4] Matmuls of 1 … this many tokens over a repacked weight run as the int8-dot matvec
+  // (fast::matvec_q8: the q8_1 producers feed it, as they feed mul_mmq) instead of the f32-activation
+  // matvec and mul_mmq; 0 = off; at most fast::k_matvec_q8_max_cols. k_matvec_q8_auto (the
+  // default): the tuning profile's mmv.q8. Needs shaderIntegerDotProduct (else off). ROCKY_MMV_Q8=N
+  // overrides it.
+  static constexpr uint32_t k_matvec_q8_auto = ~0u;
+  uint32_t matvec_q8 = k_matvec_q8_auto;
   // [N9] Tokens per chunk of the chunked gated-delta-rule kernel for ubatches of more than one
   // token (gated_delta_chunk.comp; even, 2 … 128, lowered to fit the device's shared memory);
   // 0 = the serial kernel (gated_delta.comp, always the decode kernel) for every ubatch (A/B).

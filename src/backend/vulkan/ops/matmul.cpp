@@ -37,9 +37,10 @@ const char* matmul_path_name(MatmulPath p) {
 
 bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n) {
   if (e.matmul != MatmulPath::AUTO && e.matmul != MatmulPath::MMQ) return false;
-  if (e.prof == nullptr || w.mmq_buf == nullptr || n <= 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0)
+  if (e.prof == nullptr || w.mmq_buf == nullptr || n < 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0)
     return false;
-  if (n <= e.mmv_cols && matvec_uses_mmq(e, w)) return false;  // [N7] the multi-column matvec
+  const bool q8 = n <= e.mmv_q8 && e.info.int8_dot && matvec_uses_mmq(e, w);        // [N4] the int8-dot matvec
+  if (!q8 && (n == 1 || (n <= e.mmv_cols && matvec_uses_mmq(e, w)))) return false;  // matvec_mmq, f32 x
   const uint64_t lim = e.rec.max_binding();
   return fast::q8_1_qs_bytes(w.ne0, n) <= lim && fast::q8_1_ds_bytes(w.ne0, n) <= lim &&
          w.rows * uint64_t{n} * 4 + 256 <= lim && w.ne0 * uint64_t{n} * 4 + 256 <= lim;
@@ -184,6 +185,52 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
     Bound b[] = {bw, bs, bx, by, be, bn};
     auto g = e.rec.grid_1d((pc.M + sh.rows - 1) / sh.rows);
     e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], 1, label);
+  });
+}
+
+void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds, uint32_t n, ops::Region y,
+               const std::string& label, const MmqEpilogue& epi) {
+  if (!ops::matvec_uses_mmq(e, w))
+    fail("{}: matvec_q8 needs a weight of a type mul_mmq supports with its mmq repack (K = {})", w.name, w.ne0);
+  if (!e.info.int8_dot) fail("{}: matvec_q8 needs shaderIntegerDotProduct, which the device lacks", label);
+  if (n < 1 || n > k_matvec_q8_max_cols) fail("{}: matvec_q8 of {} columns (1 … {})", label, n, k_matvec_q8_max_cols);
+  if (qs.bytes < q8_1_qs_bytes(w.ne0, n) || ds.bytes < q8_1_ds_bytes(w.ne0, n) || y.bytes < w.rows * 4 * n)
+    fail("{}: matvec_q8 regions too small (q8_1 {} + {} bytes for K = {}, y {} bytes for M = {}, {} columns)", label,
+         qs.bytes, ds.bytes, w.ne0, y.bytes, w.rows, n);
+  const uint64_t epi_need = w.rows * 4 * (epi.kind == Epilogue::RESIDUAL ? n : 1);
+  if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < epi_need))
+    fail("{}: matvec_q8 {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
+         epi.operand.bytes, epi_need);
+  MatvecShape sh =
+      e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
+  // Columns per workgroup: groups of ≤ 8, as even as possible (12 columns: 2 × 6).
+  const uint32_t groups = (n + k_matvec_max_cols - 1) / k_matvec_max_cols, cols = (n + groups - 1) / groups;
+  sh.wg = std::max<uint32_t>(sh.wg, 4);                     // the shared-memory reduction reads 4 at a time
+  sh.rows = std::max(1u, std::min(sh.rows, sh.wg / cols));  // ≤ one output per invocation where it can
+  while (sh.rows > 1 && uint64_t{sh.rows} * cols * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;
+  Bound bq = ops::bind(e, ops::Region{qs.buf, qs.offset, q8_1_qs_bytes(w.ne0, n)}, false);
+  Bound bd = ops::bind(e, ops::Region{ds.buf, ds.offset, q8_1_ds_bytes(w.ne0, n)}, false);
+  if (bq.delta || bd.delta) fail("{}: matvec_q8: q8_1 regions must be aligned to the storage offset alignment", label);
+  Bound by = ops::bind(e, ops::Region{y.buf, y.offset, w.rows * 4 * n}, true);
+  Bound be =
+      epi.kind != Epilogue::NONE ? ops::bind(e, ops::Region{epi.operand.buf, epi.operand.offset, epi_need}, false) : bd;
+  const Pipeline& p =
+      e.pipes.get(sh.subgroup ? "matvec_q8" : "matvec_q8_shared", {{ROCKY_SC_WG, sh.wg},
+                                                                   {ROCKY_SC_WTYPE, static_cast<uint32_t>(w.type)},
+                                                                   {ROCKY_SC_BM, sh.rows},
+                                                                   {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
+                                                                   {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)},
+                                                                   {ROCKY_SC_MMV_UNROLL, sh.unroll},
+                                                                   {ROCKY_SC_MMV_COLS, cols}});
+  for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
+    pc.N = n;
+    pc.x_off = 0;
+    pc.y_off = ops::f32_off(by);
+    pc.ldy = static_cast<uint32_t>(w.rows);
+    pc.e_off = epi.kind == Epilogue::NONE ? 0 : ops::f32_off(be);
+    Bound b[] = {bw, bs, bq, bd, by, be};
+    auto g = e.rec.grid_1d((pc.M + sh.rows - 1) / sh.rows);
+    e.rec.dispatch(p, b, &pc, sizeof pc, g[0], g[1], groups, label);
   });
 }
 

@@ -310,6 +310,10 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
     fail("{}: mul_mmq does not support weight type {} (supported: {})", w.name, dtype_name(w.type),
          mmq_supported_types());
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
+  if (use_dot && n <= e.mmv_q8 && ops::matvec_uses_mmq(e, w)) {  // [N4] few columns: the int8-dot matvec
+    matvec_q8(e, w, qs, ds, n, y, label, epi);
+    return;
+  }
   for (size_t i = 0; i <= prof.mmq_alt.size(); ++i) {
     const tune::MatmulTile& c = i == 0 ? prof.mmq : prof.mmq_alt[i - 1];
     std::string why = tune::check_tile(c, c.mmq_accumulators(), c.mmq_shared_bytes(), prof.max_accumulators,

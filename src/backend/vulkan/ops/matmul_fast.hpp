@@ -129,6 +129,18 @@ constexpr uint32_t k_matvec_max_cols = 8;
 void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
                 const MmqEpilogue& epi, const MatvecNorm* norm = nullptr, uint32_t n = 1);
 
+// [N4][N7] The int8-dot matvec (shaders/common/matvec_q8.glsl): y [M, n] = W · x for n ≤ 64
+// columns with x in q8_1 (qs, ds as quantize_q8_1 / rms_norm_q8_1 / silu_mul_q8_1 write them,
+// mul_mmq's input), packed int8 dots per 16-value half, scales per block, f32 accumulation — the
+// products of mul_mmq, computed as a matvec: a workgroup takes a few rows for up to 8 columns and
+// reads each weight unit once for them (columns in groups of ≤ 8: grid z). Epilogue as mul_mmq's.
+// Needs the weight's mmq repack and shaderIntegerDotProduct; rocky::Error otherwise, or when the
+// regions are too small. Taken by mul_mmq itself for n ≤ Env::mmv_q8 (ops::matmul_uses_q8_1 then
+// routes decode and batched steps through the q8_1 producers).
+constexpr uint32_t k_matvec_q8_max_cols = 64;
+void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds, uint32_t n, ops::Region y,
+               const std::string& label, const MmqEpilogue& epi = {});
+
 // Shape of matvec_mmq (data per device class, then fitted to the weight's M and K): invocations per
 // workgroup (a power of two ≥ 4), rows per workgroup, 32 >> split values per step (split 0, 1,
 // 2), steps per loop iteration (1 or 2), and whether the subgroup-reduction variant runs.

@@ -122,6 +122,11 @@ struct Env {
   // the repack (fast::matvec_mmq, weights read once) instead of mul_mmq; 1 = only N = 1. The
   // backend sets VulkanOptions::matvec_max_cols.
   uint32_t mmv_cols = 1;
+  // [N4][N7] Matmuls of 1 … this many tokens over a repacked weight take the int8-dot matvec
+  // (fast::matvec_q8: q8_1 activations from the producers, packed dots) instead of matvec_mmq (f32
+  // x, ≤ mmv_cols) and mul_mmq; 0 = off. Needs shaderIntegerDotProduct. The backend sets it from
+  // VulkanOptions::matvec_q8 (the profile's mmv.q8; ROCKY_MMV_Q8).
+  uint32_t mmv_q8 = 0;
   // [N7] A multi-sequence ubatch: `step` (set too) holds the per-token table of abi.h's
   // k_tok_table (position, sequence's first cache column) and the kernels run with POS_BUF = 2;
   // attention runs the per-(head, token) kernels (attention_step / attention_split), never the
@@ -138,7 +143,8 @@ void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float e
 // y[M, N] = W · x[K, N]; N == 1 uses the mat-vec kernel, N > 1 the kernel e.matmul selects.
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
 // True when a prefill matmul of `w` over N = n tokens runs on the int8 path under e.matmul and
-// e.prof (w carries its mmq repack; the q8_1 activations [K, n] and y [M, n] each fit one binding).
+// e.prof (w carries its mmq repack; the q8_1 activations [K, n] and y [M, n] each fit one binding);
+// [N4] also for 1 ≤ n ≤ e.mmv_q8 (the int8-dot matvec, fast::matvec_q8) on a device with int8 dot.
 bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n);
 // The int8 path's product from activations already in q8_1 (fast::q8_1_qs_bytes / ds_bytes of
 // [K, n] at offset 0 of qs / ds): mul_mmq, OpSDot where the device has it. Needs e.prof.
