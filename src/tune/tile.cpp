@@ -99,7 +99,10 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     v.push_back(prof("generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
     // Decode matvec_mmq shapes and flash-attention tiles per device class (moved here from
     // ops/matmul.cpp and ops/attention.cpp, where the reasons are written down; same values).
-    const MatvecRule mmv_cpu{32, 8, 1, 0, 1, 0}, mmv_nv{64, 4, 256, 0, 1, 1}, mmv_arm{64, 1, 1, 2, 1, 0},
+    // NVIDIA takes the int8-dot matvec (q8 ≤ 64 tokens, fast::matvec_q8): on the H200 (qwen2.5-3b
+    // q4_K_M, docs/PERF.md session 6) tg128 277.3 → 343.3 t/s, 4 streams 598 → 830 t/s, pp16 @
+    // d5000 589 → 885 t/s, pp50 @ d5000 1,165 → 1,207 t/s (tuning-log #30). Elsewhere unmeasured: 0.
+    const MatvecRule mmv_cpu{32, 8, 1, 0, 1, 0}, mmv_nv{64, 4, 256, 0, 1, 1, 64}, mmv_arm{64, 1, 1, 2, 1, 0},
         mmv_gpu{64, 4, 512, 0, 1, 0};
     const std::vector<FlashTile> attn_cpu{{64, 32, 4, 4, 0}, {64, 32, 4, 1, 0}, {64, 16, 2, 2, 0}, {64, 8, 1, 1, 0}};
     const std::vector<FlashTile> attn_arm{{128, 16, 1, 2, 0}, {64, 8, 1, 1, 0}};

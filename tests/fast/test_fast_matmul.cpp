@@ -395,7 +395,7 @@ TEST(FastMatmul, ProducersWriteQ81) {
 }
 
 // The producers' q8_1 is bit-identical to the f32 op (rms_norm at the same workgroup size, so the
-// same Σx² order; silu_mul) followed by quantize_q8_1, on awkward shapes: ne0 = 32·odd, odd and
+// same Σx² order — for more than 8 columns; silu_mul) followed by quantize_q8_1, on awkward shapes: ne0 = 32·odd, odd and
 // single columns, and inputs at f32 offsets that are not 16-byte aligned (the producers' scalar
 // load path) as well as aligned ones (vec4 loads). Also against the CPU (check_q81) on the same data.
 TEST(FastMatmul, ProducersEqualQuantizeOfTheF32Op) {
@@ -449,6 +449,9 @@ TEST(FastMatmul, ProducersEqualQuantizeOfTheF32Op) {
     }
     const std::string what = "ne0 " + std::to_string(ne0) + " n " + std::to_string(n) + " off " + std::to_string(c.off);
     for (int p : {0, 2}) {
+      // [N4] ≤ 8 columns: rms_norm_q8_1 sums Σx² in two flat passes (FLAT), another order than
+      // rms_norm.comp's tree — held to the CPU oracle below instead.
+      if (p == 0 && n <= fast::k_matvec_max_cols) continue;
       EXPECT_EQ(r[p].qs, r[p + 1].qs) << (p ? "silu_mul_q8_1 " : "rms_norm_q8_1 ") << what;
       EXPECT_EQ(0, std::memcmp(r[p].ds.data(), r[p + 1].ds.data(), r[p].ds.size() * 4))
           << (p ? "silu_mul_q8_1 " : "rms_norm_q8_1 ") << what;

@@ -58,15 +58,14 @@ struct Variant {
 };
 
 struct Result {
-  std::vector<float> y;              // [M, n]
-  std::vector<uint32_t> qs;          // the q8_1 activations the GPU made
-  std::vector<float> ds;             // (d, d·Σq) pairs
+  std::vector<float> y;      // [M, n]
+  std::vector<uint32_t> qs;  // the q8_1 activations the GPU made
+  std::vector<float> ds;     // (d, d·Σq) pairs
 };
 
 // quantize_q8_1(x) then the product; y at an odd float offset. epi RESIDUAL: y holds the operand.
 Result run(Recorder& rec, const Case& c, const std::vector<uint8_t>& wbytes, const std::vector<float>& x, Kernel kern,
-           const Variant& var = {}, fast::Epilogue epi = fast::Epilogue::NONE,
-           const std::vector<float>& operand = {}) {
+           const Variant& var = {}, fast::Epilogue epi = fast::Epilogue::NONE, const std::vector<float>& operand = {}) {
   Harness& h = harness();
   DeviceInfo info = h.dev->info();
   info.subgroup_arith = info.subgroup_arith && var.subgroup;

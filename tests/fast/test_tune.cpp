@@ -134,7 +134,7 @@ TEST(Tune, ProfileFileRoundTrip) {
   DeviceProfile p = builtin_profile("nvidia");
   p.mmq.bm = 64;
   p.mmq.wg = p.mmq.derived_invocations();
-  p.mmv = {128, 2, 64, 1, 2, 0};
+  p.mmv = {128, 2, 64, 1, 2, 0, 12};  // [N4] q8: the int8-dot matvec up to 12 tokens
   p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}};
   p.attn_wide = {{64, 8, 1, 1, 0}};
   p.modeled = true;
@@ -174,6 +174,7 @@ TEST(Tune, ProfileFileRoundTrip) {
   };
   err(R"({"mmv": {"wg": 48}})", "mmv.wg: expected a power of two");
   err(R"({"mmv": {"rows": 8, "wg": 4}})", "rows 8 > wg 4");
+  err(R"({"mmv": {"q8": 65}})", "mmv.q8: expected an integer in 0..64");
   err(R"({"attn": [{"wg": 100, "br": 16, "tr": 1, "tc": 2}]})", "attn[0]: want BR % TR == 0 and WG % (BR / TR) == 0");
   err(R"({"attn": {"wg": 1}})", "attn: expected an array");
   err(R"({"deny": [{"kernel": 1}]})", "deny[0]");
@@ -217,7 +218,7 @@ TEST(Tune, FindProfileByDeviceKey) {
 // [N8] The matvec rule and the flash-attention tiles moved into the profiles keep their values.
 TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("llvmpipe").mmv.str(), "wg32 rows8 groups1 split0 unroll1");
-  EXPECT_EQ(builtin_profile("nvidia").mmv.str(), "wg64 rows4 groups256 split0 unroll1 byk");
+  EXPECT_EQ(builtin_profile("nvidia").mmv.str(), "wg64 rows4 groups256 split0 unroll1 byk q8≤64");
   EXPECT_EQ(builtin_profile("mali-valhall").mmv.str(), "wg64 rows1 groups1 split2 unroll1");
   EXPECT_EQ(builtin_profile("amd").mmv.str(), "wg64 rows4 groups512 split0 unroll1");
   EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");

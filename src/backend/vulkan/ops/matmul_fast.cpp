@@ -281,7 +281,9 @@ void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint
                    ops::Region ds, const std::string& label) {
   if (ne0 % 32) fail("rms_norm_q8_1: ne0 = {} is not a multiple of 32", ne0);
   const uint32_t wg = rms_norm_q8_1_wg(e.info);
-  const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}});
+  // [N4] ≤ 8 columns (decode, a batched step): Σx² in two flat passes instead of the tree.
+  const uint32_t flat = n_cols <= k_matvec_max_cols && wg % 32 == 0 ? 1u : 0u;
+  const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}, {ROCKY_SC_RMS_FLAT, flat}});
   Bound bx = ops::bind(e, x, false), bw = ops::bind(e, w, false), bq = ops::bind(e, qs, true),
         bd = ops::bind(e, ds, true);
   if (bq.delta || bd.delta) fail("rms_norm_q8_1: q8_1 regions must be aligned to the storage offset alignment");

@@ -46,6 +46,9 @@ namespace rocky::vulkan::abi {
 // [N7] matvec_mmq: columns (tokens) per dispatch, 1 … 8: each weight unit is loaded once for all of
 // them (x [K, n], y / residual [ldy, n]).
 #define ROCKY_SC_MMV_COLS 33
+// [N4] rms_norm_q8_1: 1 = Σx² reduced in two shared-memory passes (two barriers, as rms_norm_vec)
+// instead of the barrier tree; the host sets it for the few columns of a decode step.
+#define ROCKY_SC_RMS_FLAT 53
 
 // roofline_{fp32,fp16,dot}: every invocation runs `iters` iterations of CHAINS independent chains;
 // `seed` keeps the compiler from folding. roofline_copy: dst[i] = src[i], i < n_vec4 (uvec4).

@@ -1,8 +1,9 @@
 #version 450
 // rms_norm_q8_1: rms_norm whose output is written as q8_1 for the next mul_mmq (fast_abi.h,
-// ProducerQ81PC). One workgroup per column (WG a multiple of 8). Σx² is summed in the same order as
+// ProducerQ81PC). One workgroup per column (WG a multiple of 32). Σx² is summed in the same order as
 // rms_norm.comp at the same WG (invocation t: x[t], x[t+WG], ... sequentially, then the tree), with
-// four loads in flight per step. The q8_1 pass: 8 invocations per 32-block
+// four loads in flight per step; [N4] FLAT (a decode step's few columns, where the dispatch's
+// latency is its cost): the tree's log2(WG) barriers become two shared-memory passes. The q8_1 pass: 8 invocations per 32-block
 // (common/q8_1_store.glsl), each reading 4 consecutive values of x and w (vec4 when the offsets are
 // 16-byte aligned); WG/8 blocks per round, the next round's loads issued before this round's
 // reductions. Bindings: 0 x, 1 weight (f32), 2 qs, 3 ds.
@@ -17,7 +18,9 @@ layout(binding = 1) readonly buffer Wt4 { vec4 w4[]; };
 layout(binding = 2) writeonly buffer Q { uint qs[]; };
 layout(binding = 3) writeonly buffer D { vec2 ds[]; };
 #include "common/q8_1_store.glsl"
+layout(constant_id = ROCKY_SC_RMS_FLAT) const bool FLAT = false;
 shared float partial[gl_WorkGroupSize.x];
+shared float partial2[32];
 
 // x · w values 4q..4q+3 of the column (x at element `base`); 0 past the end.
 void load4(uint base, uint q, bool vec, out vec4 xv, out vec4 wv) {
@@ -50,11 +53,25 @@ void main() {
   for (; i < pc.ne0; i += WG) s += x[base + i] * x[base + i];
   partial[t] = s;
   barrier();
-  for (uint h = WG / 2u; h > 0u; h >>= 1) {
-    if (t < h) partial[t] += partial[t + h];
+  float ss;
+  if (FLAT) {  // the first 32 invocations sum WG/32 partials each, then every invocation the 32
+    if (t < 32u) {
+      float p = 0.0;
+      for (uint i = t; i < WG; i += 32u) p += partial[i];
+      partial2[t] = p;
+    }
     barrier();
+    vec4 q = vec4(0.0);
+    for (uint i = 0u; i < 32u; i += 4u) q += vec4(partial2[i], partial2[i + 1u], partial2[i + 2u], partial2[i + 3u]);
+    ss = (q.x + q.y) + (q.z + q.w);
+  } else {
+    for (uint h = WG / 2u; h > 0u; h >>= 1) {
+      if (t < h) partial[t] += partial[t + h];
+      barrier();
+    }
+    ss = partial[0];
   }
-  const float inv = inversesqrt(partial[0] / float(pc.ne0) + pc.eps);
+  const float inv = inversesqrt(ss / float(pc.ne0) + pc.eps);
   const uint nb = pc.ne0 / 32u;
   const bool vec = ((base | pc.b_off) & 3u) == 0u;
   // Round r covers blocks r·WG/8 .. (r+1)·WG/8 - 1; invocation t holds values 4q..4q+3, q = r·WG + t.
