@@ -163,6 +163,9 @@ bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a, b
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label) {
   constexpr uint32_t k_wg = 64, k_dpt = 8, k_hd_max = k_wg * k_dpt;  // DPT in attention.comp
+  // [N5] Dim pairs per invocation (one 32-bit load per two f16 V values; tuning-log #32) except on
+  // Mali, where they double the work registers (64: half occupancy on the G610).
+  const uint32_t pairs = e.info.vendor_id == 0x13B5 ? 0u : 1u;
   if (a.head_dim > k_hd_max) fail("{}: head_dim {} > {} supported by attention.comp", label, a.head_dim, k_hd_max);
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv) {
     fail("{}: n_head {} is not a multiple of n_head_kv {}", label, a.n_head, a.n_head_kv);
@@ -245,7 +248,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                          {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
                                                          {ROCKY_SC_HD_MAX, k_hd_max},
                                                          {ROCKY_SC_POS_BUF, pos_buf(e)},
-                                                         {ROCKY_SC_ATTN_HD, attn_hd}});
+                                                         {ROCKY_SC_ATTN_HD, attn_hd},
+                                                         {ROCKY_SC_ATTN_PAIRS, pairs}});
     Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
     e.rec.dispatch(ps, bsplit, &spc, sizeof spc, a.n_head, a.n_tokens, sp.n_split, label);
     const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
@@ -260,11 +264,13 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                            {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
                                                            {ROCKY_SC_HD_MAX, k_hd_max},
                                                            {ROCKY_SC_ATTN_HD, attn_hd},
+                                                           {ROCKY_SC_ATTN_PAIRS, pairs},
                                                            {ROCKY_SC_POS_BUF, 2u}})
                           : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
                                                                                 {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
                                                                                 {ROCKY_SC_HD_MAX, k_hd_max},
-                                                                                {ROCKY_SC_ATTN_HD, attn_hd}});
+                                                                                {ROCKY_SC_ATTN_HD, attn_hd},
+                                                                                {ROCKY_SC_ATTN_PAIRS, pairs}});
   if (step) {
     e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
   } else {

@@ -199,6 +199,9 @@ struct AttnSplitPC {
 // dot product may read K in 16-byte units (head_dim a multiple of 8 with f16 K, of 4 with f32, and
 // K's element offset aligned alike); 0 = one element at a time (any head_dim).
 #define ROCKY_SC_ATTN_HD 45
+// [N5] attention / attention_step / attention_split: 1 = each invocation owns dim pairs (one 32-bit
+// load per two f16 V values); 0 (the Mali-G610's register budget) = single dims.
+#define ROCKY_SC_ATTN_PAIRS 54
 
 // ---- [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS) ----
 // take_rows: out[i, j] = x[first_row + i, j], i < ne0 (out rows), x columns of in_ne0 rows.

@@ -5,13 +5,16 @@
 // (running max m, running sum l, rescaled output o), so no n_ctx × n_ctx scratch exists.
 // Query head h reads KV head h / (n_head / n_head_kv); token j sees positions p ≤ n_past + j (with
 // a sliding window W = pc.window > 0 only p > n_past + j − W: the loop starts there).
-// Each invocation owns the output dim pairs (2·(t + i·WG), +1) (i < DPT/2), so head_dim ≤ DPT·WG
-// (host-checked; an odd head_dim's last pair has one dim).
+// Each invocation owns output dims d = t + i·WG (i < DPT), or with PAIRS the dim pairs
+// (2·(t + i·WG), +1) (i < DPT/2), so head_dim ≤ DPT·WG (host-checked; an odd head_dim's last pair
+// has one dim). PAIRS reads two f16 V values per 32-bit load (H200 decode: tg128 339 → 371 t/s,
+// tuning-log #32) but takes 64 work registers on the Mali-G610 (half occupancy), so it is off there.
 // Grid: (n_head, n_tokens). Bindings: 0 q [head_dim·n_head, N], 1 K cache, 2 V cache (uint
 // words: f32 bits, or packed f16 pairs when KV_F16 = 1), 3 out [head_dim·n_head, N];
 // attention_step.comp (ROCKY_ATTN_STEP, [N4] decode replay): 4 step (n_past at [0]).
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_HD_MAX) const uint HD_MAX = 256;
+layout(constant_id = ROCKY_SC_ATTN_PAIRS) const uint PAIRS = 0;
 #ifdef ROCKY_ATTN_SPLIT
 // attention_split.comp: one chunk of the key range per workgroup z (AttnSplitPC), its partial
 // state to binding 3; n_past from the push constant, or binding 4 when POS_BUF = 1.
@@ -138,28 +141,39 @@ void main() {
     float alpha = exp(m - m_new);
     l = l * alpha + red[0];
     uint n_blk = min(WG, k_end - k0);
-    // [N5] Invocation t owns the dim pairs (2·(t + i·WG), +1): one 32-bit load gives both values of
-    // an f16 V (when v_off, D and n_embd_kv are even), half the loads of one dim per load.
-    for (uint i = 0u; i < DPT / 2u; ++i) {
-      uint d = 2u * (t + i * WG);
-      if (d >= D) break;
-      float a0 = o[2u * i] * alpha, a1 = o[2u * i + 1u] * alpha;
-      uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
-      const bool two = d + 1u < D;  // an odd head_dim's last pair has one dim
-      if (KV_F16 != 0u && ((pc.v_off | D | pc.n_embd_kv) & 1u) == 0u) {
-        for (uint c = 0u; c < n_blk; ++c) {
-          const vec2 v = unpackHalf2x16(vc[(vb + c * pc.n_embd_kv) >> 1]);
-          a0 += ps[c] * v.x;
-          a1 += ps[c] * v.y;
+    if (PAIRS != 0u) {
+      // [N5] Invocation t owns the dim pairs (2·(t + i·WG), +1): one 32-bit load gives both values of
+      // an f16 V (when v_off, D and n_embd_kv are even), half the loads of one dim per load.
+      for (uint i = 0u; i < DPT / 2u; ++i) {
+        uint d = 2u * (t + i * WG);
+        if (d >= D) break;
+        float a0 = o[2u * i] * alpha, a1 = o[2u * i + 1u] * alpha;
+        uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
+        const bool two = d + 1u < D;  // an odd head_dim's last pair has one dim
+        if (KV_F16 != 0u && ((pc.v_off | D | pc.n_embd_kv) & 1u) == 0u) {
+          for (uint c = 0u; c < n_blk; ++c) {
+            const vec2 v = unpackHalf2x16(vc[(vb + c * pc.n_embd_kv) >> 1]);
+            a0 += ps[c] * v.x;
+            a1 += ps[c] * v.y;
+          }
+        } else {
+          for (uint c = 0u; c < n_blk; ++c) {
+            a0 += ps[c] * v_at(vb + c * pc.n_embd_kv);
+            if (two) a1 += ps[c] * v_at(vb + c * pc.n_embd_kv + 1u);
+          }
         }
-      } else {
-        for (uint c = 0u; c < n_blk; ++c) {
-          a0 += ps[c] * v_at(vb + c * pc.n_embd_kv);
-          if (two) a1 += ps[c] * v_at(vb + c * pc.n_embd_kv + 1u);
-        }
+        o[2u * i] = a0;
+        o[2u * i + 1u] = a1;
       }
-      o[2u * i] = a0;
-      o[2u * i + 1u] = a1;
+    } else {
+      for (uint i = 0u; i < DPT; ++i) {
+        uint d = t + i * WG;
+        if (d >= D) break;
+        float acc = o[i] * alpha;
+        uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
+        for (uint c = 0u; c < n_blk; ++c) acc += ps[c] * v_at(vb + c * pc.n_embd_kv);
+        o[i] = acc;
+      }
     }
     m = m_new;
     barrier();
@@ -171,18 +185,34 @@ void main() {
     sc[row] = m;
     sc[row + 1u] = l;
   }
-  for (uint i = 0u; i < DPT / 2u; ++i) {
-    uint d = 2u * (t + i * WG);
-    if (d >= D) break;
-    sc[row + 2u + d] = o[2u * i];
-    if (d + 1u < D) sc[row + 3u + d] = o[2u * i + 1u];
+  if (PAIRS != 0u) {
+    for (uint i = 0u; i < DPT / 2u; ++i) {
+      uint d = 2u * (t + i * WG);
+      if (d >= D) break;
+      sc[row + 2u + d] = o[2u * i];
+      if (d + 1u < D) sc[row + 3u + d] = o[2u * i + 1u];
+    }
+  } else {
+    for (uint i = 0u; i < DPT; ++i) {
+      uint d = t + i * WG;
+      if (d >= D) break;
+      sc[row + 2u + d] = o[i];
+    }
   }
 #else
-  for (uint i = 0u; i < DPT / 2u; ++i) {
-    uint d = 2u * (t + i * WG);
-    if (d >= D) break;
-    outv[pc.out_off + (j * pc.n_head + h) * D + d] = o[2u * i] / l;
-    if (d + 1u < D) outv[pc.out_off + (j * pc.n_head + h) * D + d + 1u] = o[2u * i + 1u] / l;
+  if (PAIRS != 0u) {
+    for (uint i = 0u; i < DPT / 2u; ++i) {
+      uint d = 2u * (t + i * WG);
+      if (d >= D) break;
+      outv[pc.out_off + (j * pc.n_head + h) * D + d] = o[2u * i] / l;
+      if (d + 1u < D) outv[pc.out_off + (j * pc.n_head + h) * D + d + 1u] = o[2u * i + 1u] / l;
+    }
+  } else {
+    for (uint i = 0u; i < DPT; ++i) {
+      uint d = t + i * WG;
+      if (d >= D) break;
+      outv[pc.out_off + (j * pc.n_head + h) * D + d] = o[i] / l;
+    }
   }
 #endif
 }
