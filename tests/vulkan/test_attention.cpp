@@ -187,6 +187,12 @@ TEST_F(VulkanAttention, FlashSlidingWindow) {
 }
 TEST_F(VulkanAttention, SimpleSlidingWindow) { sweep_window("simple", true); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
+// [N4][N5][N7] attention_decode.comp (the GPUs' decode kernel) for n_tokens 1 and 3 (37 and 130 take
+// the per-(head, token) kernel): 1, 2 and 7 query heads per KV head, head_dim 64, 80 (three key
+// groups of 40 dim pairs, 8 invocations idle in the V phase) and 128.
+TEST_F(VulkanAttention, DecodeF32Kv) { sweep("decode", false, nullptr, {64, 80, 128}); }
+TEST_F(VulkanAttention, DecodeF16Kv) { sweep("decode", true, nullptr, {64, 80, 128}); }
+TEST_F(VulkanAttention, DecodeSlidingWindow) { sweep_window("decode", true); }
 
 // Deep caches ([N5]): decode after 2,049 and 2,300 positions and 3 tokens after 700 — the split
 // path (attention_split + attention_merge; ROCKY_ATTN_SPLIT chunks of 64 positions and the default
@@ -197,26 +203,27 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
   for (const bool kv_f16 : {false, true}) {
     auto& be = shared_backend(kv_f16);
     std::mt19937 rng(kv_f16 ? 91 : 90);
-    for (const char* split : {"", "64", "0"}) {
-      // The cache is filled by the tiled kernel (the per-(head, token) one is O(N²) on lavapipe),
-      // the decode ubatch runs the per-(head, token) kernel with this split.
-      auto decode_kernel = [&] {
-        setenv("ROCKY_ATTN", "simple", 1);
-        setenv("ROCKY_ATTN_SPLIT", split, 1);
-        be.set_lab(runtime::read_env().lab);
-      };
-      // (n_tokens, n_past, head_dim, group, n_head_kv): the fills cost heads · head_dim · n_past².
-      for (const Shape& s : {Shape{1, 2049, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{1, 2300, 128, 2, 2, 0.0884f},
-                             Shape{3, 700, 128, 1, 2, 1.0f},
-                             // [N6] sliding windows: chunks count from the window's first position
-                             Shape{1, 2049, 128, 2, 1, 0.0884f, 300}, Shape{3, 700, 64, 2, 1, 1.0f, 200}}) {
-        setenv("ROCKY_ATTN", "flash", 1);
-        be.set_lab(runtime::read_env().lab);
-        EXPECT_LE(run_shape(be, kv_f16, s, rng, decode_kernel), k_tol)
-            << "split=" << split << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
-            << " head_dim=" << s.head_dim;
+    for (const char* kernel : {"simple", "decode"})
+      for (const char* split : {"", "64", "0"}) {
+        // The cache is filled by the tiled kernel (the per-(head, token) one is O(N²) on lavapipe),
+        // the decode ubatch runs the per-(head, token) kernel or attention_decode with this split.
+        auto decode_kernel = [&] {
+          setenv("ROCKY_ATTN", kernel, 1);
+          setenv("ROCKY_ATTN_SPLIT", split, 1);
+          be.set_lab(runtime::read_env().lab);
+        };
+        // (n_tokens, n_past, head_dim, group, n_head_kv): the fills cost heads · head_dim · n_past².
+        for (const Shape& s : {Shape{1, 2049, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{1, 2300, 128, 2, 2, 0.0884f},
+                               Shape{3, 700, 128, 1, 2, 1.0f},
+                               // [N6] sliding windows: chunks count from the window's first position
+                               Shape{1, 2049, 128, 2, 1, 0.0884f, 300}, Shape{3, 700, 64, 2, 1, 1.0f, 200}}) {
+          setenv("ROCKY_ATTN", "flash", 1);
+          be.set_lab(runtime::read_env().lab);
+          EXPECT_LE(run_shape(be, kv_f16, s, rng, decode_kernel), k_tol)
+              << kernel << " split=" << split << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
+              << " head_dim=" << s.head_dim;
+        }
       }
-    }
     setenv("ROCKY_ATTN", "flash", 1);
     unsetenv("ROCKY_ATTN_SPLIT");
     be.set_lab(runtime::read_env().lab);
@@ -329,25 +336,31 @@ TEST_F(VulkanAttention, MultiSeqStepMixedLengths) {
       g.pos.push_back(len[sq] - 1);
     }
     const graph::Plan plan = own_plan(g);
-    for (const char* split : {"", "64", "0"}) {
-      setenv("ROCKY_ATTN_SPLIT", split, 1);
-      be.set_lab(runtime::read_env().lab);
-      const backend::HostTiming h0 = ctx->stats().host;
-      for (int rep = 0; rep < 2; ++rep) {  // recorded, then replayed (the step writes K/V it holds already)
-        std::vector<float> out(qn * 4);
-        ctx->compute(g, plan, tok, out);
-        const double e = nmse(out, ref);
-        EXPECT_LE(e, k_tol) << "kv_f16=" << kv_f16 << " split='" << split << "' rep " << rep;
-        std::printf("multi-seq step (1, 37, 300, 2049 positions) kv_f16=%d split '%s' rep %d: NMSE %.3g\n", kv_f16,
-                    split, rep, e);
+    // "" = the per-(head, token) step kernel (lavapipe's default), "decode" = attention_decode.comp.
+    for (const char* kernel : {"", "decode"})
+      for (const char* split : {"", "64", "0"}) {
+        setenv("ROCKY_ATTN", kernel, 1);
+        setenv("ROCKY_ATTN_SPLIT", split, 1);
+        be.set_lab(runtime::read_env().lab);
+        const backend::HostTiming h0 = ctx->stats().host;
+        for (int rep = 0; rep < 2; ++rep) {  // recorded, then replayed (the step writes K/V it holds already)
+          std::vector<float> out(qn * 4);
+          ctx->compute(g, plan, tok, out);
+          const double e = nmse(out, ref);
+          EXPECT_LE(e, k_tol) << "kernel '" << kernel << "' kv_f16=" << kv_f16 << " split='" << split << "' rep "
+                              << rep;
+          std::printf(
+              "multi-seq step (1, 37, 300, 2049 positions) kernel '%s' kv_f16=%d split '%s' rep %d: NMSE %.3g\n",
+              kernel, kv_f16, split, rep, e);
+        }
+        const backend::HostTiming h1 = ctx->stats().host;
+        EXPECT_EQ(h1.computes - h0.computes, 2u);
+        EXPECT_EQ(h1.replays - h0.replays, 1u) << "the second step is a replay";
+        // One dispatch for q, k, v each, one rope-less KV store pair, one attention (+ one merge when split).
+        const uint64_t per = (h1.dispatches - h0.dispatches) / 2;
+        EXPECT_EQ(per, std::string(split) == "0" ? 6u : 7u) << "kernel '" << kernel << "' split '" << split << "'";
       }
-      const backend::HostTiming h1 = ctx->stats().host;
-      EXPECT_EQ(h1.computes - h0.computes, 2u);
-      EXPECT_EQ(h1.replays - h0.replays, 1u) << "the second step is a replay";
-      // One dispatch for q, k, v each, one rope-less KV store pair, one attention (+ one merge when split).
-      const uint64_t per = (h1.dispatches - h0.dispatches) / 2;
-      EXPECT_EQ(per, std::string(split) == "0" ? 6u : 7u) << "split '" << split << "'";
-    }
+    unsetenv("ROCKY_ATTN");
     unsetenv("ROCKY_ATTN_SPLIT");
     be.set_lab(runtime::read_env().lab);
     ctx.reset();

@@ -399,11 +399,12 @@ TEST(DecodeStep, ReplayedDecodeQwen3) { check_model("synth-qwen3-q4_k_m.gguf", f
 // [N9] the recurrent states (conv window, delta-rule state) advance under replay too.
 TEST(DecodeStep, ReplayedDecodeQwen35) { check_model("synth-qwen35-q4_k_m.gguf", false, 16); }
 
-// The split decode attention under replay (ROCKY_ATTN=simple, chunks of 64 positions, as a GPU
-// decodes at depth): its (chunk, n_split) is in the replay key, so the step is recorded again when
-// a token's key range crosses into a new chunk (n_kv 65 and 129 here) and replayed in between —
-// bit-exact against re-recording every token, and within the q8_1 bound of the CPU oracle.
-TEST(DecodeStep, ReplayedSplitAttentionCrossesChunks) {
+// The split decode attention under replay (chunks of 64 positions, as a GPU decodes at depth; the
+// per-(head, token) kernel, ROCKY_ATTN=simple, and the GPUs' GQA kernel, ROCKY_ATTN=decode): its
+// (chunk, n_split) is in the replay key, so the step is recorded again when a token's key range
+// crosses into a new chunk (n_kv 65 and 129 here) and replayed in between — bit-exact against
+// re-recording every token, and within the q8_1 bound of the CPU oracle.
+void check_split_replay(const char* kernel) {
   auto m = model::Model::load(shared_path("reference/models/synth/synth-llama-q4_k_m.gguf"));
   std::mt19937 rng(9);
   std::uniform_int_distribution<int32_t> tok(0, m->hparams().n_vocab - 1);
@@ -411,7 +412,7 @@ TEST(DecodeStep, ReplayedSplitAttentionCrossesChunks) {
   for (auto& t : prompt) t = tok(rng);
   for (auto& t : gen) t = tok(rng);
   vulkan::LabOptions lab;
-  lab.attn = "simple";
+  lab.attn = kernel;
   lab.attn_split = "64";
   const Decode replayed = run_decode(*m, prompt, gen, true, true, false, false, lab);
   const Decode recorded = run_decode(*m, prompt, gen, false, true, false, false, lab);
@@ -422,8 +423,10 @@ TEST(DecodeStep, ReplayedSplitAttentionCrossesChunks) {
     ASSERT_EQ(replayed.logits[i], recorded.logits[i]) << "token " << i << ": replay is not bit-exact";
     worst_cpu = std::max(worst_cpu, max_abs(recorded.logits[i], cpu[i]));
   }
-  EXPECT_LE(worst_cpu, 0.35) << "GPU decode vs the CPU oracle";
+  EXPECT_LE(worst_cpu, 0.35) << kernel << ": GPU decode vs the CPU oracle";
 }
+TEST(DecodeStep, ReplayedSplitAttentionCrossesChunks) { check_split_replay("simple"); }
+TEST(DecodeStep, ReplayedGqaAttentionCrossesChunks) { check_split_replay("decode"); }
 
 // The captured command buffer goes stale when what it binds changes: a larger prefill in between
 // (a larger arena and q8_1 slots) means one more recording, and the result stays exact.

@@ -967,7 +967,8 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
     mix(uint64_t(uint32_t(n.attn.head_dim)) | uint64_t(uint32_t(n.attn.n_head)) << 20 |
         uint64_t(uint32_t(n.attn.n_head_kv)) << 40);
     mix(i < p.offset.size() ? p.offset[i] : ~0ull);
-    if (n.op == Op::ATTENTION) mix(ops::attention_split_signature(&be_.opts_.lab, attn_args(g, n, kv_)));
+    if (n.op == Op::ATTENTION)
+      mix(ops::attention_split_signature(&be_.opts_.lab, be_.device_->info(), attn_args(g, n, kv_)));
   }
   return h;
 }

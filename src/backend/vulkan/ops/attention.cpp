@@ -4,7 +4,9 @@
 //     == 0 (≤ 256) and, on GPUs, n_tokens ≥ k_flash_min_tokens_gpu;
 //   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
 //     the shapes the tiled kernel does not take (odd head_dim).
-// ROCKY_ATTN=flash|simple forces one (tests, benchmarks); anything else or unset = the rule above.
+//   shaders/attention_decode.comp: decode and batched decode (≤ 8 tokens) on GPUs, one workgroup per
+//     (KV head, token, key chunk) for all its query heads (want_decode);
+// ROCKY_ATTN=flash|simple|decode forces one (tests, benchmarks); anything else or unset = the rule above.
 // Decode at depth splits the key range (attention_split.comp + attention_merge.comp; see
 // split_plan); ROCKY_ATTN_SPLIT=CHUNK sets the chunk (0 = never split).
 // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH] replaces the tile table (tuning; rocky::Error when it is malformed or
@@ -89,6 +91,25 @@ const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* pr
 // n_head · n_tokens workgroups, and its scratch would grow with n_tokens.
 constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 8;
 
+// [N4][N5][N7] attention_decode.comp serves few-token ubatches (≤ k_split_max_tokens, as the split)
+// on GPUs with subgroup arithmetic, except Mali (its register budget: the per-(head, token)
+// kernels stay there until the G610 variant is measured), when the shape fits its layout: head_dim
+// a multiple of 8 up to 2·WG, ≤ 8 query heads per KV head (and, at dispatch, K 16-byte aligned, V
+// pairs aligned). ROCKY_ATTN=simple keeps the per-(head, token) kernels; ROCKY_ATTN=decode uses
+// this one wherever it fits (CPU drivers included: the tests). Its blocks are k_decode_bk keys,
+// and so are its chunks: a decode token at depth 512 gets 16 chunks per KV head (the GPU's
+// latency is hidden by workgroups, not by long loops).
+constexpr uint32_t k_decode_wg = 128, k_decode_gqa_max = 8, k_decode_bk = 32;
+
+bool decode_capable(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
+  const char* force = lab != nullptr ? lab->attn.c_str() : "";
+  if (std::strcmp(force, "simple") == 0) return false;
+  const bool forced = std::strcmp(force, "decode") == 0;
+  if (!forced && (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || d.vendor_id == 0x13B5)) return false;
+  return d.subgroup_arith && a.n_tokens <= k_split_max_tokens && a.head_dim % 8 == 0 && a.head_dim <= 2 * k_decode_wg &&
+         a.n_head_kv > 0 && a.n_head / a.n_head_kv <= k_decode_gqa_max && k_decode_wg <= d.max_workgroup_invocations;
+}
+
 struct SplitPlan {
   uint32_t chunk = 0, n_split = 1;
 };
@@ -97,14 +118,17 @@ struct SplitPlan {
 // at: its (chunk, n_split) is part of the replay key (attention_split_signature), so the step is
 // recorded again when a token crosses into the next chunk; in between, splits past a token's
 // range write the empty state.
-SplitPlan split_plan(const LabOptions* lab, uint32_t wg, const AttnArgs& a) {
-  uint32_t chunk = k_split_chunk;
+// Chunks: k_decode_bk positions for attention_decode, else k_split_chunk (either kernel takes any
+// chunk; ROCKY_ATTN_SPLIT must be a multiple of k_decode_bk).
+SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
+  const uint32_t wg = decode_capable(lab, d, a) ? k_decode_bk : 64;  // the rounding of longer chunks
+  uint32_t chunk = wg == k_decode_bk ? k_decode_bk : k_split_chunk;
   if (lab != nullptr && !lab->attn_split.empty()) {
     const std::string& v = lab->attn_split;
     char* end = nullptr;
     const unsigned long c = std::strtoul(v.c_str(), &end, 10);
-    if (end == v.c_str() || *end != '\0' || (c != 0 && (c % wg != 0 || c > (1u << 24))))
-      fail("ROCKY_ATTN_SPLIT='{}': expected 0 (off) or a multiple of {} key positions", v, wg);
+    if (end == v.c_str() || *end != '\0' || (c != 0 && (c % k_decode_bk != 0 || c > (1u << 24))))
+      fail("ROCKY_ATTN_SPLIT='{}': expected 0 (off) or a multiple of {} key positions", v, k_decode_bk);
     if (c == 0) return {};
     chunk = static_cast<uint32_t>(c);
   }
@@ -152,10 +176,15 @@ SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const Attn
 bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a, bool tok_pos) {
   if (tok_pos) return false;  // [N7] per-token key ranges: the per-(head, token) kernels
   const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
-  if (force && std::strcmp(force, "simple") == 0) return false;
+  if (force && (std::strcmp(force, "simple") == 0 || std::strcmp(force, "decode") == 0)) return false;
   if (force && std::strcmp(force, "flash") == 0) return true;
-  if (force && *force) fail("ROCKY_ATTN='{}': expected flash or simple (or unset)", force);
+  if (force && *force) fail("ROCKY_ATTN='{}': expected flash, simple or decode (or unset)", force);
   return d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || a.n_tokens >= k_flash_min_tokens_gpu;
+}
+
+// decode_capable, and K / V aligned for the kernel's 16-byte K and 32/64-bit V loads.
+bool want_decode(const Env& e, const AttnArgs& a, const abi::AttnPC& pc) {
+  return decode_capable(e.lab, e.info, a) && pc.k_off % (e.kv_f16 ? 8 : 4) == 0 && pc.v_off % 2 == 0;
 }
 
 }  // namespace
@@ -235,10 +264,41 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
     return;
   }
+  // attention_decode.comp: decode and batched decode with the GQA heads of a KV head in one
+  // workgroup (each K/V value read once per token), split like attention_split.comp.
+  const SplitPlan sp = split_plan(e.lab, e.info, a);
+  if (want_decode(e, a, pc)) {
+    const uint32_t gqa = a.n_head / a.n_head_kv;
+    const Pipeline& pd = e.pipes.get("attention_decode", {{ROCKY_SC_WG, k_decode_wg},
+                                                          {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                          {ROCKY_SC_ATTN_HD, a.head_dim},
+                                                          {ROCKY_SC_ATTN_GQA, gqa},
+                                                          {ROCKY_SC_POS_BUF, pos_buf(e)}});
+    abi::AttnSplitPC spc{pc, sp.chunk, sp.n_split, 0};
+    if (sp.n_split < 2) {
+      spc.n_split = 1;
+      e.rec.dispatch(pd, b, &spc, sizeof spc, a.n_head_kv, a.n_tokens, 1, label);
+      return;
+    }
+    const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+    if (e.attn_scratch == nullptr || e.attn_scratch->size() < need)
+      fail("{}: split attention needs {} bytes of scratch, {} given", label, need,
+           e.attn_scratch != nullptr ? e.attn_scratch->size() : 0);
+    const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
+    spc.s_off = f32_off(bs);
+    Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
+    e.rec.dispatch(pd, bsplit, &spc, sizeof spc, a.n_head_kv, a.n_tokens, sp.n_split, label);
+    const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
+    const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
+    Bound bmerge[] = {br, b[3]};
+    spc.s_off = f32_off(br);
+    e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
+    return;
+  }
   // attention_step.comp (and attention_split with POS_BUF): n_past from the step buffer (binding
   // 4), for the replayed decode.
   const bool step = e.step != nullptr;
-  if (const SplitPlan sp = split_plan(e.lab, k_wg, a); sp.n_split > 1 && e.attn_scratch != nullptr) {
+  if (sp.n_split > 1 && e.attn_scratch != nullptr) {
     const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
     if (e.attn_scratch->size() < need)
       fail("{}: split attention needs {} bytes of scratch, {} given", label, need, e.attn_scratch->size());
@@ -279,7 +339,6 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 }
 
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
-  constexpr uint32_t k_wg = 64;  // attention.comp's workgroup (see attention())
   FlashTile scratch{};
   if (want_flash(e.lab, e.info, a, e.tok_pos)) {
     if (const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch)) {
@@ -287,13 +346,13 @@ uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
       return sp.n_split > 1 ? uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u : 0;
     }
   }
-  const SplitPlan sp = split_plan(e.lab, k_wg, a);
+  const SplitPlan sp = split_plan(e.lab, e.info, a);
   if (sp.n_split < 2) return 0;
   return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
 }
 
-uint64_t attention_split_signature(const LabOptions* lab, const AttnArgs& a) {
-  const SplitPlan sp = split_plan(lab, 64, a);  // attention.comp's workgroup (see attention())
+uint64_t attention_split_signature(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
+  const SplitPlan sp = split_plan(lab, d, a);
   return uint64_t{sp.chunk} << 32 | sp.n_split;
 }
 

@@ -185,12 +185,12 @@ struct AttnArgs {
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label);
 // Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:
-// the per-(head, token) kernel with the key range cut into chunks of ROCKY_ATTN_SPLIT or 128
-// positions, at most 128 of them, then attention_merge), else 0.
+// attention_decode (GPUs) or the per-(head, token) kernel with the key range cut into chunks of
+// ROCKY_ATTN_SPLIT or 32 / 128 positions, at most 128 of them, then attention_merge), else 0.
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
 // (chunk, n_split) of that split as one word (0 chunks: no split): part of the replayed decode's
 // key, so that a token crossing into the next chunk records the step again.
-uint64_t attention_split_signature(const LabOptions* lab, const AttnArgs& a);
+uint64_t attention_split_signature(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a);
 
 // [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS / SIGMOID_MUL).
 // out[i, j] = x[first_row + i, j] for i < ne0 (x has in_ne0 rows).

@@ -202,6 +202,9 @@ struct AttnSplitPC {
 // [N5] attention / attention_step / attention_split: 1 = each invocation owns dim pairs (one 32-bit
 // load per two f16 V values); 0 (the Mali-G610's register budget) = single dims.
 #define ROCKY_SC_ATTN_PAIRS 54
+// [N4][N5][N7] attention_decode.comp: query heads per KV head (n_head / n_head_kv, ≤ 8) that one
+// workgroup serves from each K/V read.
+#define ROCKY_SC_ATTN_GQA 55
 
 // ---- [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS) ----
 // take_rows: out[i, j] = x[first_row + i, j], i < ne0 (out rows), x columns of in_ne0 rows.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 7, call 2: attention_decode with blocks and chunks of 32 keys, all loads of a phase issued
+# first — against the per-(head, token) kernels (ROCKY_ATTN=simple) and other chunks, one binary.
+# Usage on the device: bash lab/h200-s7b.sh (prints a table last).
+set -u
+O=${OUT:-/tmp/out}; mkdir -p "$O"; R=".devpack/run rocky"; M=/tmp/q3b.gguf
+[ -s $M ] || timeout 150 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M > /dev/null 2>&1 || echo synth failed
+b() { local name=$1; shift; timeout 150 env "$@" $R bench -m $M -ub 512 --no-roofline -o json ${BARGS} > "$O/$name.json" 2> "$O/$name.err" || echo "$name failed"; }
+BARGS="-p 0 -n 128 -r 2" b warm
+BARGS="-p 0 -n 128 -d 0,512,8192 -r 2" b depth
+BARGS="-p 0 -n 128 -d 0,512,8192 -r 2" b depth_simple ROCKY_ATTN=simple
+BARGS="-p 0 -n 128 -d 512,8192 -r 2" b split64 ROCKY_ATTN_SPLIT=64
+BARGS="-p 0 -n 128 -d 512,8192 -r 2" b split128 ROCKY_ATTN_SPLIT=128
+BARGS="-p 512 -n 64 -npl 1,4 -r 2" b npl
+BARGS="-p 0 -n 16 -d 512 -r 1 --profile" b prof
+python3 - "$O" <<'PY'
+import json, os, sys
+o = sys.argv[1]
+def load(f):
+    try: return json.load(open(os.path.join(o, f)))
+    except Exception as e: print(f"{f}: {e}"); return []
+print("| run | test | t/s | ± |")
+print("| --- | --- | ---: | ---: |")
+for f in ("depth", "depth_simple", "split64", "split128", "npl"):
+    for r in load(f + ".json"):
+        print(f"| {f} | {r['test']} | {r['avg_ts']:.1f} | {r.get('stddev_ts',0):.1f} |")
+for f in ("prof",):
+    for r in load(f + ".json"):
+        ps = r.get("profile") or []
+        if ps:
+            tot = sum(p["ms"] for p in ps)
+            print(f"\n{f} {r['test']}: GPU {tot:.3f} ms: " + ", ".join(f"{p['op']} {p['ms']:.3f}/{p['dispatches']}" for p in sorted(ps, key=lambda p: -p["ms"])[:8]))
+PY
