@@ -22,7 +22,10 @@ srv=$!
 for i in $(seq 1 600); do curl -sf http://127.0.0.1:8080/health 2>/dev/null | grep -q '"ok"' && break; sleep 0.2; done
 sleep 1
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits > "$O/smi-idle.txt"
+nvidia-smi --query-gpu=clocks.sm --format=csv,noheader,nounits -lms 50 > "$O/smi-clk.txt" 2>/dev/null &
+clk=$!
 python3 lab/ttft.py --url http://127.0.0.1:8080 --prompt-tokens 512 --runs 10 --gen 128 > "$O/ttft.txt" 2>&1
+kill $clk 2>/dev/null
 kill -TERM $srv; wait $srv
 python3 - "$O" <<'PY'
 import json, sys, os
@@ -39,8 +42,10 @@ for row in rows:
     if row['test'].startswith('pp'): pp_ms = 1000 * row['n_prompt'] / row['avg_ts']
     if row['test'].startswith('tg'): tg_ms = 1000 / row['avg_ts']
 t = open(os.path.join(o, "ttft.txt")).read()
-print(t.strip().splitlines()[0] if t.strip() else "ttft: no output")
-print(t.strip().splitlines()[1] if len(t.strip().splitlines()) > 1 else "")
+print("\n".join(t.strip().splitlines()[:-1]) if t.strip() else "ttft: no output")
+clk = sorted(int(x) for x in open(os.path.join(o, "smi-clk.txt")).read().split() if x.isdigit())
+if clk:
+    print(f"SM clock during ttft.py: median {clk[len(clk) // 2]} MHz, max {clk[-1]}, {100 * sum(c < 1500 for c in clk) / len(clk):.0f} % of samples < 1500")
 try:
     j = json.loads(t.strip().splitlines()[-1])
     print(f"N2: TTFT {j['ttft_median_ms']:.2f} ms vs bench pp512 {pp_ms:.2f} ms ({100 * (j['ttft_median_ms'] / pp_ms - 1):+.1f} %, bar ±5 %); "

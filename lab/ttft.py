@@ -77,6 +77,25 @@ def stream(host, port, ids, max_tokens, ignore_eos=False):
     return t_send, times, timings
 
 
+def batch_metrics(host, port):
+    """rocky:batch_* counters of /metrics as {name: value} ({} when the server has none)."""
+    try:
+        c = http.client.HTTPConnection(host, port, timeout=60)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("rocky:batch_"):
+            name, _, v = line.partition(" ")
+            try:
+                out[name[len("rocky:"):]] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8080")
@@ -100,15 +119,24 @@ def main():
         ttft.append((times[0] - t_send) * 1000)
         if timings:
             server_prompt_ms.append(timings["prompt_ms"])
+    m0 = batch_metrics(host, port)
     _, times, timings = stream(host, port, prompts[0][:32], a.gen, ignore_eos=True)
+    m1 = batch_metrics(host, port)
     gaps = [(b - x) * 1000 for x, b in zip(times, times[1:])]
+    steps = m1.get("batch_steps_total", 0) - m0.get("batch_steps_total", 0)
+    if steps > 0:  # [N2] where the gap's steps spent their time (ms per step)
+        per = {k[len("batch_"):-len("_seconds_total")]: 1000 * (m1[k] - m0.get(k, 0)) / steps
+               for k in m1 if k.endswith("_seconds_total")}
+        print(f"gap steps: {steps:.0f}, replays {m1.get('batch_replays_total', 0) - m0.get('batch_replays_total', 0):.0f}; "
+              "ms per step: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
     print(f"ttft: median {statistics.median(ttft):.2f} ms over {len(ttft)} requests of {a.prompt_tokens} tokens "
           f"(min {min(ttft):.2f}, max {max(ttft):.2f}); server prompt_ms median "
           f"{statistics.median(server_prompt_ms):.2f} ms" if server_prompt_ms else "")
     if gaps:
         print(f"gap: mean {statistics.mean(gaps):.3f} ms between {len(times)} streamed tokens "
               f"(median {statistics.median(gaps):.3f}); server predicted_per_token_ms "
-              f"{timings['predicted_per_token_ms']:.3f}" if timings else "")
+              f"{timings['predicted_per_token_ms']:.3f}, of it in eval "
+              f"{timings.get('predicted_eval_ms', 0) / max(1, timings.get('predicted_n', 1)):.3f}" if timings else "")
     print(json.dumps({"prompt_tokens": a.prompt_tokens, "ttft_ms": ttft, "server_prompt_ms": server_prompt_ms, "ttft_median_ms": statistics.median(ttft),
                       "gap_mean_ms": statistics.mean(gaps) if gaps else None, "n_gen_events": len(times)}))
 

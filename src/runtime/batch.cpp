@@ -152,7 +152,17 @@ void BatchEngine::loop() {
     };
     cv_.wait_for(lk, std::chrono::milliseconds(2), [&] { return stop_ || all_in(); });
     if (stop_ || queue_.empty()) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (last_step_end_) stats_.gather_s += std::chrono::duration<double>(t0 - *last_step_end_).count();
     step(lk);
+    const auto t1 = std::chrono::steady_clock::now();
+    stats_.step_s += std::chrono::duration<double>(t1 - t0).count();
+    // The gap to the next step counts only while a sequence is active (an idle server is not gathering).
+    if (std::any_of(active_.begin(), active_.end(), [](uint8_t a) { return a != 0; })) {
+      last_step_end_ = t1;
+    } else {
+      last_step_end_.reset();
+    }
   }
 }
 
@@ -202,6 +212,9 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   // Compute outside the lock: callers keep queueing; these requests stay put (their threads wait).
   std::string error;
   std::vector<float> logits;
+  double compute_s = 0;
+  backend::HostTiming host_d;
+  bool replayed = false;
   const size_t nv = static_cast<size_t>(n_vocab());
   try {
     auto key = std::make_tuple(n, static_cast<int>(want), want == model::Logits::LAST ? n_out : 0);
@@ -218,7 +231,14 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     g.pos = pos;
     logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
     std::lock_guard c(ctx_mu_);
+    const backend::HostTiming h0 = ctx_->stats().host;
+    const auto t0 = std::chrono::steady_clock::now();
     ctx_->compute(g, it->second.p, toks, logits);
+    compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const backend::HostTiming h1 = ctx_->stats().host;
+    host_d = {h1.setup_ms - h0.setup_ms, h1.record_ms - h0.record_ms, h1.submit_wait_ms - h0.submit_wait_ms,
+              h1.readback_ms - h0.readback_ms};
+    replayed = h1.replays > h0.replays;
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -283,6 +303,11 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     stats_.decode_tokens += static_cast<int64_t>(dec.size());
     stats_.last_seqs = n_seqs;
     stats_.max_seqs = std::max(stats_.max_seqs, n_seqs);
+    stats_.compute_s += compute_s;
+    stats_.record_s += host_d.record_ms / 1e3;
+    stats_.submit_wait_s += host_d.submit_wait_ms / 1e3;
+    stats_.readback_s += host_d.readback_ms / 1e3;
+    stats_.replays += replayed ? 1 : 0;
   }
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Request* r) { return r->finished; }),
                queue_.end());

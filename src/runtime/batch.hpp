@@ -17,12 +17,14 @@
 // (tests/vulkan/test_multi_seq.cpp).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -50,6 +52,15 @@ struct BatchStats {
   int64_t decode_tokens = 0;
   int32_t last_seqs = 0;  // sequences in the last step
   int32_t max_seqs = 0;   // the most sequences one step carried
+  // [N2][N7] Where a step's wall time goes (seconds, summed over steps): the step from taking its
+  // requests to handing back their logits (step_s), of it ctx->compute (compute_s) and, inside
+  // that, the context's own split (HostTiming: recording, fence waits = GPU time, logits
+  // readback); gather_s: from a step's end to the next step's start while requests were queued or
+  // expected (the callers' sampling and streaming, the 2 ms join window). replays: steps that
+  // re-submitted a kept command buffer.
+  double step_s = 0, compute_s = 0, gather_s = 0;
+  double record_s = 0, submit_wait_s = 0, readback_s = 0;
+  int64_t replays = 0;
 };
 
 class BatchEngine {
@@ -116,7 +127,8 @@ class BatchEngine {
   std::condition_variable done_cv_;  // callers: a request finished
   std::vector<int32_t> n_past_;      // per sequence
   std::vector<uint8_t> active_;      // per sequence: between begin() and end()
-  std::deque<Request*> queue_;       // waiting requests, in arrival order
+  std::optional<std::chrono::steady_clock::time_point> last_step_end_;  // BatchStats::gather_s
+  std::deque<Request*> queue_;                                          // waiting requests, in arrival order
   BatchStats stats_;
   bool stop_ = false;
   struct Shape {

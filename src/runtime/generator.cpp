@@ -138,7 +138,9 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       res.reason = StopReason::ContextFull;
       break;
     }
+    const auto t_eval = Clock::now();
     logits = src_.eval(std::span<const int32_t>(&t, 1), false, {});
+    res.gen_eval_ms += ms_since(t_eval);
   }
   if (res.reason != StopReason::StopString) {
     // The decoder's held-back bytes may still complete a stop string.

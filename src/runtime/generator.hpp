@@ -92,6 +92,7 @@ struct GenerateResult {
   int32_t n_cached = 0;        // of which were already in the context
   double prompt_ms = 0;        // prefill wall time
   double gen_ms = 0;           // from the first sample to the final flush
+  double gen_eval_ms = 0;      // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
   uint32_t seed = 0;           // the sampler's seed (drawn at random when none was given)
   int32_t batch_seqs_max = 1;  // [N7] the most sequences in one step that carried this job's tokens
 };

@@ -101,6 +101,9 @@ json timings_json(const runtime::GenerateResult& r) {
           {"predicted_ms", r.gen_ms},
           {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
           {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
+          // rocky's own: of predicted_ms, the time inside the model's evaluation ([N2]: the rest is
+          // sampling, detokenizing and streaming)
+          {"predicted_eval_ms", r.gen_eval_ms},
           {"batch_seqs_max", r.batch_seqs_max}};
 }
 
@@ -349,6 +352,19 @@ class App {
           static_cast<double>(st.batch.prefill_tokens));
       add("batch_decode_tokens_total", "counter", "Decode tokens evaluated in batched steps.",
           static_cast<double>(st.batch.decode_tokens));
+      // [N2][N7] where the steps' wall time goes (runtime::BatchStats).
+      add("batch_step_seconds_total", "counter", "Wall time of the batched steps.", st.batch.step_s);
+      add("batch_compute_seconds_total", "counter", "Of it, the context's compute (record, submit, GPU, readback).",
+          st.batch.compute_s);
+      add("batch_record_seconds_total", "counter", "Of the compute, recording command buffers.", st.batch.record_s);
+      add("batch_submit_wait_seconds_total", "counter", "Of the compute, waiting for the GPU's fences.",
+          st.batch.submit_wait_s);
+      add("batch_readback_seconds_total", "counter", "Of the compute, copying logits to the host.",
+          st.batch.readback_s);
+      add("batch_gather_seconds_total", "counter",
+          "Between steps while a sequence was active (sampling, streaming, the join window).", st.batch.gather_s);
+      add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
+          static_cast<double>(st.batch.replays));
     }
     if (cache_) {
       const runtime::PrefixCacheStats cs = cache_->stats();
