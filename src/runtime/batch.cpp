@@ -108,10 +108,12 @@ BatchStats BatchEngine::stats() const {
 }
 
 std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits,
-                                     const ProgressFn& progress, int32_t* seqs_max) {
+                                     const ProgressFn& progress, int32_t* seqs_max, std::vector<float> reuse) {
   check_seq(seq);
   if (tokens.empty()) fail("eval: no tokens");
   Request r;
+  r.out = std::move(reuse);
+  r.out.clear();
   r.seq = seq;
   r.tokens.assign(tokens.begin(), tokens.end());
   r.all_logits = all_logits;
@@ -211,7 +213,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   // Compute outside the lock: callers keep queueing; these requests stay put (their threads wait).
   std::string error;
-  std::vector<float> logits;
+  std::vector<float>& logits = step_logits_;
   double compute_s = 0;
   backend::HostTiming host_d;
   bool replayed = false;

@@ -78,8 +78,12 @@ class BatchEngine {
   // (all_logits: every token's, row-major). `seqs_max` (optional) is raised to the most sequences
   // in one step that carried these tokens. rocky::Error when they do not fit the context or the
   // step failed.
-  std::vector<float> eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
-                          int32_t* seqs_max = nullptr);
+  std::vector<float> eval(
+      int32_t seq, std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
+      int32_t* seqs_max = nullptr,
+      std::vector<float> reuse =
+          {});  // (reuse: a vector whose capacity the result takes over — the decode loop's last logits.)
+
   int32_t n_past(int32_t seq) const;
   // [N3] under batching: the prefix cache moves one sequence's cells (backend::Context::export_kv
   // layout). Only the sequence's own thread calls these, between its evals (no request of `seq`
@@ -128,7 +132,8 @@ class BatchEngine {
   std::vector<int32_t> n_past_;      // per sequence
   std::vector<uint8_t> active_;      // per sequence: between begin() and end()
   std::optional<std::chrono::steady_clock::time_point> last_step_end_;  // BatchStats::gather_s
-  std::deque<Request*> queue_;                                          // waiting requests, in arrival order
+  std::vector<float> step_logits_;  // step()'s logits, kept between steps (loop thread only)
+  std::deque<Request*> queue_;      // waiting requests, in arrival order
   BatchStats stats_;
   bool stop_ = false;
   struct Shape {
@@ -145,6 +150,10 @@ class BatchSource final : public LogitSource {
   BatchSource(BatchEngine& e, int32_t seq) : e_(e), seq_(seq) {}
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) override {
     return e_.eval(seq_, tokens, all_logits, progress, &seqs_max_);
+  }
+  void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
+                 std::vector<float>& out) override {
+    out = e_.eval(seq_, tokens, all_logits, progress, &seqs_max_, std::move(out));
   }
   int32_t n_past() const override { return e_.n_past(seq_); }
   int32_t n_ctx() const override { return e_.n_ctx(); }

@@ -139,7 +139,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       break;
     }
     const auto t_eval = Clock::now();
-    logits = src_.eval(std::span<const int32_t>(&t, 1), false, {});
+    src_.eval_into(std::span<const int32_t>(&t, 1), false, {}, logits);
     res.gen_eval_ms += ms_since(t_eval);
   }
   if (res.reason != StopReason::StopString) {

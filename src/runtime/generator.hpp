@@ -35,6 +35,12 @@ class LogitSource {
   // Appends `tokens` to the context; the last token's logits (or every token's with all_logits,
   // row-major [tokens.size()][n_vocab]).
   virtual std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) = 0;
+  // The same into `out`; a source that can fill it in place keeps its capacity (the decode loop
+  // then allocates its logits once).
+  virtual void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
+                         std::vector<float>& out) {
+    out = eval(tokens, all_logits, progress);
+  }
   virtual int32_t n_past() const = 0;
   virtual int32_t n_ctx() const = 0;
   virtual int32_t n_vocab() const = 0;
@@ -45,6 +51,10 @@ class SessionSource final : public LogitSource {
   explicit SessionSource(Session& s) : s_(s) {}
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) override {
     return s_.eval(tokens, all_logits, progress);
+  }
+  void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
+                 std::vector<float>& out) override {
+    s_.eval_into(tokens, all_logits, progress, out);
   }
   int32_t n_past() const override { return s_.n_past(); }
   int32_t n_ctx() const override { return s_.n_ctx(); }

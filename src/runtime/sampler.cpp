@@ -31,6 +31,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
   // Padded tables: rows past the vocabulary are not tokens (SamplerParams::n_vocab).
   if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size())
     logits = logits.first(static_cast<size_t>(p_.n_vocab));
+  // Greedy without a penalty reads the logits where they are ([N2]: no copy of n_vocab floats per token).
+  if (p_.temp <= 0.0f && (p_.repeat_penalty == 1.0f || recent_.empty())) return argmax(logits);
   std::vector<float> l(logits.begin(), logits.end());
   if (p_.repeat_penalty != 1.0f && !recent_.empty()) {
     std::unordered_set<int32_t> seen(recent_.begin(), recent_.end());

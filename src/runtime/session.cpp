@@ -161,13 +161,20 @@ void Session::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) {
+  std::vector<float> out;
+  eval_into(tokens, all_logits, progress, out);
+  return out;
+}
+
+void Session::eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
+                        std::vector<float>& out) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("eval: no tokens");
   if (n_past_ + n > n_ctx_) {
     fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", n, n_past_, n_ctx_);
   }
   const int64_t n_vocab = model_.hparams().n_vocab;
-  std::vector<float> out(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
+  out.resize(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
   const int32_t n_ub = n > 1 ? n_ubatch(all_logits) : n_ubatch_;
   if (n_ub < n_ubatch_ && n > n_ub && !ub_cap_said_) {
     fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, n_ub, be_->name(), ub_cap_why_);
@@ -230,7 +237,6 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
     }
     if (progress) progress(i0 + nt, n);
   }
-  return out;
 }
 
 }  // namespace rocky::runtime
