@@ -11,11 +11,33 @@ namespace rocky::runtime {
 
 int32_t argmax(std::span<const float> logits, int32_t n_vocab) {
   if (n_vocab > 0 && static_cast<size_t>(n_vocab) < logits.size()) logits = logits.first(static_cast<size_t>(n_vocab));
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  // The first index of the largest value. Eight independent lanes, then the lanes' best: one
+  // compare chain through `best` made a 151,936-token argmax 0.40 ms, the lanes 0.06 ms ([N2]: it
+  // runs once per generated token).
+  constexpr size_t k_lanes = 8;
+  const size_t n = logits.size();
+  size_t best = 0;
+  size_t i = 1;
+  if (n >= 2 * k_lanes) {
+    float bv[k_lanes];
+    size_t bi[k_lanes];
+    for (size_t k = 0; k < k_lanes; ++k) {
+      bv[k] = logits[k];
+      bi[k] = k;
+    }
+    for (i = k_lanes; i + k_lanes <= n; i += k_lanes)
+      for (size_t k = 0; k < k_lanes; ++k)
+        if (logits[i + k] > bv[k]) {
+          bv[k] = logits[i + k];
+          bi[k] = i + k;
+        }
+    best = bi[0];
+    for (size_t k = 1; k < k_lanes; ++k)
+      if (bv[k] > logits[best] || (bv[k] == logits[best] && bi[k] < best)) best = bi[k];
   }
-  return best;
+  for (; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
 }
 
 Sampler::Sampler(const SamplerParams& p)

@@ -38,6 +38,44 @@ TEST(Sampler, GreedyTiesToLowestId) {
   EXPECT_EQ(s.sample(l), 1);
 }
 
+// argmax's eight lanes against the one-chain definition: every length 1 … 40 and a vocabulary's,
+// the maximum at every position, and ties (the lowest id wins wherever the copies sit).
+TEST(Sampler, ArgmaxLanesMatchTheDefinition) {
+  auto naive = [](const std::vector<float>& v) {
+    size_t b = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[b]) b = i;
+    return static_cast<int32_t>(b);
+  };
+  uint32_t x = 12345;
+  auto rnd = [&] {
+    x = x * 1664525u + 1013904223u;
+    return static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
+  };
+  for (size_t n :
+       {size_t{1}, size_t{2}, size_t{7}, size_t{15}, size_t{16}, size_t{17}, size_t{23}, size_t{40}, size_t{151936}}) {
+    std::vector<float> v(n);
+    for (auto& f : v) f = rnd();
+    EXPECT_EQ(argmax(v), naive(v)) << "n " << n;
+    for (size_t at = 0; at < std::min<size_t>(n, 40); ++at) {
+      std::vector<float> w = v;
+      w[at] = 2.0f;
+      EXPECT_EQ(argmax(w), static_cast<int32_t>(at)) << "n " << n << " max at " << at;
+      for (size_t also = at + 1; also < std::min<size_t>(n, 48); also += 3) {
+        std::vector<float> t = w;
+        t[also] = 2.0f;
+        t[n - 1] = 2.0f;
+        EXPECT_EQ(argmax(t), static_cast<int32_t>(at)) << "n " << n << " ties at " << at << ", " << also;
+      }
+    }
+  }
+  std::vector<float> v(100, 1.0f);
+  EXPECT_EQ(argmax(v, 50), 0);
+  v[60] = 5.0f;
+  EXPECT_EQ(argmax(v, 50), 0) << "ids past n_vocab are not tokens";
+  EXPECT_EQ(argmax(v), 60);
+}
+
 TEST(Sampler, SameSeedSameTokens) {
   std::vector<float> l = {1.0f, 1.2f, 0.9f, 1.1f, 0.3f, 1.05f};
   Sampler a(plain(1.0f)), b(plain(1.0f));
