@@ -126,6 +126,7 @@ nlohmann::json profile_to_json(const DeviceProfile& p, const std::string& base_n
               {"q8", p.mmv.q8}};
   j["attn"] = flash_json(p.attn);
   j["attn_wide"] = flash_json(p.attn_wide);
+  j["attn_split"] = flash_json(p.attn_split);
   j["deny"] = nlohmann::json::array();
   for (const DenyEntry& d : p.deny) j["deny"].push_back({{"kernel", d.kernel}, {"tile", d.tile}, {"reason", d.reason}});
   return j;

@@ -14,7 +14,7 @@
 //    "modeled": 0,                              // 1: ranked by an offline compiler (rocky tune --offline)
 //    "tune": {"tool": "rocky tune", "quick": 1, "model": "…", "complete": 1, "seconds": 41.2},
 //    "max_accumulators": 32, "mmq": {…}, "mmq_alt": [...], "min_workgroups": 8, "mm": {…},
-//    "mmv": {…}, "attn": [...], "attn_wide": [...],
+//    "mmv": {…}, "attn": [...], "attn_wide": [...], "attn_split": [...],
 //    "deny": [{"kernel": "mul_mmq", "tile": "bm128 …", "reason": "spills …"}],
 //    "results": [{"kernel": "mul_mmq", "type": "q4_K", "shape": [M, N, K], "tile": "…",
 //                 "ms": 0.41, "spread": 0.03, "status": "ok"}]}  // every measurement (resume)

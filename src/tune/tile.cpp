@@ -46,6 +46,7 @@ std::string DeviceProfile::tiles_str() const {
   s += " | mm " + mm.str() + " | mmv " + mmv.str();
   if (!attn.empty()) s += " | attn " + attn.front().str();
   if (!attn_wide.empty() && !(attn_wide.front() == attn.front())) s += " | attn_wide " + attn_wide.front().str();
+  if (!attn_split.empty()) s += " | attn_split " + attn_split.front().str();
   return s;
 }
 
@@ -126,6 +127,10 @@ const std::vector<DeviceProfile>& builtin_profiles() {
                                           : attn_gpu;
       if (p.name == "mali-valhall") p.attn_wide = attn_arm_wide;
       if (p.name == "nvidia") p.attn_wide = attn_nv_wide;
+      // [N3] An agent's next message at depth (split keys): pp50 @ d5000 41.7 → 27.7 ms, pp16 18.3 →
+      // 14.3 ms with one row per invocation and blocks of 16 keys (docs/tuning-log.md #36). Head
+      // dims above 128 keep attn_wide.
+      if (p.name == "nvidia") p.attn_split = {{128, 16, 1, 2, 1}};
     }
     return v;
   }();
@@ -336,6 +341,8 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
       p.attn = attn_from_json(it.value(), path + ": attn");
     } else if (k == "attn_wide") {
       p.attn_wide = attn_from_json(it.value(), path + ": attn_wide");
+    } else if (k == "attn_split") {
+      p.attn_split = attn_from_json(it.value(), path + ": attn_split");
     } else if (k == "modeled") {
       p.modeled = json_uint(it.value(), 0, 1, path + ": modeled") == 1;
     } else if (k == "deny") {
@@ -355,7 +362,7 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
     } else {
       fail(
           "{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, "
-          "mmq_q6k_nibbles, mmv, attn, attn_wide, modeled, deny, device, tune, results, note)",
+          "mmq_q6k_nibbles, mmv, attn, attn_wide, attn_split, modeled, deny, device, tune, results, note)",
           path, k);
     }
   }

@@ -21,6 +21,7 @@
 //    "mmv": {"wg":64,"rows":4,"min_groups":512,"split":0,"unroll":1,"wg_by_k":0},  // decode matvec_mmq
 //    "attn": [{"wg":128,"br":16,"tr":1,"tc":2,"prefetch":1}, ...],  // flash-attention tiles, best first
 //    "attn_wide": [...],                     // the same for head_dim > 128 (absent/empty: "attn")
+//    "attn_split": [...],                    // the same for split keys (few query rows; absent/empty: the above)
 //    "modeled": 0,                           // 1: ranked by an offline compiler's model, never run
 //    "deny": [{"kernel":"mul_mmq","tile":"bm…","reason":"…"}],  // candidates rocky tune refused
 //    "device": {...}, "tune": {...}, "results": [...]}  // written by rocky tune (src/tune/store.hpp)
@@ -109,9 +110,10 @@ struct DeviceProfile {
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;
   // [N8] The decode matvec_mmq's shape rule and the flash-attention tiles (best first; the first
-  // that fits the device is used; `attn_wide` for head_dim > 128, empty = `attn`).
+  // that fits the device is used; `attn_wide` for head_dim > 128, empty = `attn`; `attn_split`
+  // for a short ubatch over a long cache — the split-key case, few row blocks — empty = the others).
   MatvecRule mmv;
-  std::vector<FlashTile> attn, attn_wide;
+  std::vector<FlashTile> attn, attn_wide, attn_split;
   // [N8] Made by `rocky tune --offline` from a compiler's model (never run on the device), the
   // candidates the search refused, and the file the profile came from ("" = built in).
   bool modeled = false;

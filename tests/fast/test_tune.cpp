@@ -137,6 +137,7 @@ TEST(Tune, ProfileFileRoundTrip) {
   p.mmv = {128, 2, 64, 1, 2, 0, 12};  // [N4] q8: the int8-dot matvec up to 12 tokens
   p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}};
   p.attn_wide = {{64, 8, 1, 1, 0}};
+  p.attn_split = {{128, 16, 2, 2, 1}, {64, 8, 1, 1, 1}};  // [N3] the split-key tiles
   p.modeled = true;
   p.deny = {{"mul_mmq", "bm128 …", "spills"}};
   nlohmann::json j = profile_to_json(p, "nvidia");
@@ -155,6 +156,7 @@ TEST(Tune, ProfileFileRoundTrip) {
   EXPECT_TRUE(q.mmv == p.mmv) << q.mmv.str();
   EXPECT_EQ(q.attn, p.attn);
   EXPECT_EQ(q.attn_wide, p.attn_wide);
+  EXPECT_EQ(q.attn_split, p.attn_split);
   EXPECT_TRUE(q.modeled);
   ASSERT_EQ(q.deny.size(), 1u);
   EXPECT_EQ(q.deny[0].reason, "spills");
@@ -227,6 +229,11 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("nvidia").attn_tiles(256).front().str(), "wg256 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("generic").attn_tiles(256).front().str(), "wg128 br16 tr1 tc2 pf1");
+  // [N3] split keys (a short ubatch over a long cache): NVIDIA's own tile, none elsewhere.
+  ASSERT_EQ(builtin_profile("nvidia").attn_split.size(), 1u);
+  EXPECT_EQ(builtin_profile("nvidia").attn_split.front().str(), "wg128 br16 tr1 tc2 pf1");
+  EXPECT_TRUE(builtin_profile("llvmpipe").attn_split.empty());
+  EXPECT_TRUE(builtin_profile("mali-valhall").attn_split.empty());
   EXPECT_EQ(builtin_for_device(0x10DE, "llvmpipe", false).name, "nvidia");
   EXPECT_EQ(builtin_for_device(0x10DE, "NVIDIA", true).name, "llvmpipe");
   EXPECT_EQ(builtin_for_device(0x1234, "panvk", false).name, "mali-valhall");
@@ -248,6 +255,7 @@ TEST(Tune, BuiltinMaliIsTheModeledProfile) {
   EXPECT_TRUE(f.mmv == m.mmv);
   EXPECT_EQ(f.attn, m.attn);
   EXPECT_EQ(f.attn_wide, m.attn_wide);
+  EXPECT_EQ(f.attn_split, m.attn_split);
   EXPECT_EQ(f.mmq_q4k_nibbles, m.mmq_q4k_nibbles);
   EXPECT_EQ(f.mmq_q6k_nibbles, m.mmq_q6k_nibbles);
 }

@@ -22,6 +22,9 @@
 #include "core/error.hpp"
 #include "quant/quant.hpp"
 #include "runtime/options.hpp"
+#include "tune/store.hpp"
+#include "tune/tile.hpp"
+#include "common/shared.hpp"
 #include "vk_test_util.hpp"
 
 namespace rocky::test {
@@ -255,6 +258,41 @@ TEST_F(VulkanAttention, FlashSplitKeysAtDepth) {
     }
   }
   unsetenv("ROCKY_ATTN_SPLIT");
+}
+
+// [N3] A profile's attn_split tiles run the split-key case (a short ubatch over a long cache) in
+// place of its attn tiles: a backend whose profile (ROCKY_TUNE) names 64,16,2,2,0 for it (blocks of
+// 16 keys; llvmpipe's attn tiles that fit take 32 at head_dim 64 and 8 at 128) gives results
+// within the bound, and different bits from the shared backend's on the same data (the other
+// block order ran).
+TEST_F(VulkanAttention, ProfileSplitTileRunsSplitKeys) {
+  tune::DeviceProfile p = tune::builtin_profile("llvmpipe");
+  p.attn_split = {{64, 16, 2, 2, 0}};
+  const std::string path = scratch_dir("attn_split_tile") + "/profile.json";
+  tune::write_json_file(path, tune::profile_to_json(p, "llvmpipe"));
+  vulkan::VulkanOptions o;
+  o.validation = true;
+  o.persist_pipeline_cache = false;
+  o.matmul = vulkan::ops::MatmulPath::BASIC;
+  o.lab.tune = path;
+  vulkan::VulkanBackend tuned(o);
+  auto& plain = shared_backend(false);
+  setenv("ROCKY_ATTN", "flash", 1);
+  plain.set_lab(runtime::read_env().lab);
+  vulkan::LabOptions lab = runtime::read_env().lab;
+  lab.tune = path;
+  tuned.set_lab(lab);
+  for (const Shape& s : {Shape{5, 1500, 128, 2, 2, 0.0884f}, Shape{13, 1300, 64, 7, 1, 0.125f}}) {
+    std::mt19937 r1(7), r2(7);
+    const double e_tuned = run_shape(tuned, false, s, r1);
+    const double e_plain = run_shape(plain, false, s, r2);
+    EXPECT_LE(e_tuned, k_tol) << "n=" << s.n_tokens << " n_past=" << s.n_past;
+    EXPECT_LE(e_plain, k_tol) << "n=" << s.n_tokens << " n_past=" << s.n_past;
+    EXPECT_NE(e_tuned, e_plain) << "the attn_split tile did not run (n=" << s.n_tokens << ")";
+    tuned.release_weights();
+    plain.release_weights();
+  }
+  EXPECT_EQ(tuned.instance().error_count(), 0u) << "validation errors";
 }
 
 // [N7] One batched decode step over sequences of different lengths: a 4-sequence context whose

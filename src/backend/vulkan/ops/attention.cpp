@@ -91,7 +91,7 @@ const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* pr
 // n_head · n_tokens workgroups, and its scratch would grow with n_tokens.
 constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 8;
 
-// [N4][N5][N7] attention_decode.comp serves few-token ubatches (≤ k_split_max_tokens, as the split)
+// [N4][N5][N7] attention_decode.comp serves few-token ubatches (decode, batched decode, short ubatches)
 // on GPUs with subgroup arithmetic, except Mali (its register budget: the per-(head, token)
 // kernels stay there until the G610 variant is measured), when the shape fits its layout: head_dim
 // a multiple of 8 up to 2·WG, ≤ 8 query heads per KV head (and, at dispatch, K 16-byte aligned, V
@@ -99,15 +99,20 @@ constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 
 // this one wherever it fits (CPU drivers included: the tests). Its blocks are k_decode_bk keys,
 // and so are its chunks: a decode token at depth 512 gets 16 chunks per KV head (the GPU's
 // latency is hidden by workgroups, not by long loops).
-constexpr uint32_t k_decode_wg = 128, k_decode_gqa_max = 8, k_decode_bk = 32;
+// It takes ubatches up to k_decode_tokens by default — an agent's next message at depth: pp16 @
+// d5000 18.3 ms with the split flash kernel, 12.2 ms with this one; pp50 30.1 against the split
+// tile's 27.7 (docs/tuning-log.md #36) — and, forced (ROCKY_ATTN=decode), up to k_decode_max_tokens.
+constexpr uint32_t k_decode_wg = 128, k_decode_gqa_max = 8, k_decode_bk = 32, k_decode_tokens = 16,
+                   k_decode_max_tokens = 64;
 
 bool decode_capable(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
   const char* force = lab != nullptr ? lab->attn.c_str() : "";
   if (std::strcmp(force, "simple") == 0) return false;
   const bool forced = std::strcmp(force, "decode") == 0;
   if (!forced && (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || d.vendor_id == 0x13B5)) return false;
-  return d.subgroup_arith && a.n_tokens <= k_split_max_tokens && a.head_dim % 8 == 0 && a.head_dim <= 2 * k_decode_wg &&
-         a.n_head_kv > 0 && a.n_head / a.n_head_kv <= k_decode_gqa_max && k_decode_wg <= d.max_workgroup_invocations;
+  return d.subgroup_arith && a.n_tokens <= (forced ? k_decode_max_tokens : k_decode_tokens) && a.head_dim % 8 == 0 &&
+         a.head_dim <= 2 * k_decode_wg && a.n_head_kv > 0 && a.n_head / a.n_head_kv <= k_decode_gqa_max &&
+         k_decode_wg <= d.max_workgroup_invocations;
 }
 
 struct SplitPlan {
@@ -132,7 +137,7 @@ SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs&
     if (c == 0) return {};
     chunk = static_cast<uint32_t>(c);
   }
-  if (a.n_tokens > k_split_max_tokens) return {};
+  if (a.n_tokens > (wg == k_decode_bk ? k_decode_max_tokens : k_split_max_tokens)) return {};
   uint64_t n_kv = a.n_kv_max > 0 ? a.n_kv_max : uint64_t{a.n_past} + a.n_tokens;  // the longest key range
   if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);                    // a sliding window bounds it
   uint64_t n_split = (n_kv + chunk - 1) / chunk;
@@ -173,12 +178,42 @@ SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const Attn
   return {static_cast<uint32_t>(chunk), static_cast<uint32_t>(n_split)};
 }
 
-bool want_flash(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a, bool tok_pos) {
-  if (tok_pos) return false;  // [N7] per-token key ranges: the per-(head, token) kernels
+// The flash tile and its split plan: the profile's attn (attn_wide) table, and when that tile's
+// grid is split (a short ubatch over a long cache) the profile's attn_split table instead, if it
+// has a tile that fits (head_dim ≤ 128; ROCKY_ATTN_TILE wins over both). attention() and
+// attention_scratch_bytes() use this one choice, so the scratch fits the plan.
+const FlashTile* pick_flash(const Env& e, const AttnArgs& a, FlashTile* scratch, SplitPlan* sp) {
+  const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, scratch);
+  if (t == nullptr) return nullptr;
+  *sp = flash_split_plan(e.lab, *t, a, pos_buf(e) != 0);
+  const bool overridden = e.lab != nullptr && !e.lab->attn_tile.empty();
+  if (sp->n_split > 1 && !overridden && a.head_dim <= 128) {
+    const tune::DeviceProfile& prof = e.prof != nullptr
+                                          ? *e.prof
+                                          : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
+                                                                     e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+    for (const FlashTile& c : prof.attn_split)
+      if (fits(c, e.info, a.head_dim)) {
+        const SplitPlan c_sp = flash_split_plan(e.lab, c, a, pos_buf(e) != 0);
+        if (c_sp.n_split > 1) {
+          *sp = c_sp;
+          return &c;
+        }
+        break;
+      }
+  }
+  return t;
+}
+
+bool want_flash(const Env& e, const AttnArgs& a) {
+  const LabOptions* lab = e.lab;
+  const DeviceInfo& d = e.info;
+  if (e.tok_pos) return false;  // [N7] per-token key ranges: the per-(head, token) kernels
   const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
   if (force && (std::strcmp(force, "simple") == 0 || std::strcmp(force, "decode") == 0)) return false;
   if (force && std::strcmp(force, "flash") == 0) return true;
   if (force && *force) fail("ROCKY_ATTN='{}': expected flash, simple or decode (or unset)", force);
+  if (decode_capable(lab, d, a)) return false;  // attention_decode (≤ k_decode_tokens tokens)
   return d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || a.n_tokens >= k_flash_min_tokens_gpu;
 }
 
@@ -225,11 +260,11 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   const bool vec_ok = e.kv_f16 || e.info.vendor_id != 0x13B5;
   const uint32_t attn_hd = vec_ok && a.head_dim % kvec == 0 && pc.k_off % kvec == 0 ? a.head_dim : 0;
   FlashTile scratch{};
-  const FlashTile* tile =
-      want_flash(e.lab, e.info, a, e.tok_pos) ? flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch) : nullptr;
+  SplitPlan fsp;
+  const FlashTile* tile = want_flash(e, a) ? pick_flash(e, a, &scratch, &fsp) : nullptr;
   if (tile) {
     const FlashTile& t = *tile;
-    const SplitPlan sp = flash_split_plan(e.lab, t, a, pos_buf(e) != 0);
+    const SplitPlan sp = fsp;
     const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
     // The scratch is sized from the graph before recording (attention_scratch_bytes); a part
     // recorded without the step buffer ([N7]'s lead run) may plan a split the scratch lacks: unsplit.
@@ -340,12 +375,9 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
   FlashTile scratch{};
-  if (want_flash(e.lab, e.info, a, e.tok_pos)) {
-    if (const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, &scratch)) {
-      const SplitPlan sp = flash_split_plan(e.lab, *t, a, pos_buf(e) != 0);
-      return sp.n_split > 1 ? uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u : 0;
-    }
-  }
+  SplitPlan fsp;
+  if (want_flash(e, a) && pick_flash(e, a, &scratch, &fsp) != nullptr)
+    return fsp.n_split > 1 ? uint64_t{a.n_head} * a.n_tokens * fsp.n_split * (a.head_dim + 2u) * 4u : 0;
   const SplitPlan sp = split_plan(e.lab, e.info, a);
   if (sp.n_split < 2) return 0;
   return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
