@@ -132,6 +132,8 @@ test('chat completion equals rocky run -cnv (greedy)', async () => {
   assert.equal(r.timings.prompt_n, r.usage.prompt_tokens);
   assert.equal(r.timings.cache_n, 0);
   assert.ok(r.timings.predicted_per_second > 0);
+  // [N2] rocky's split of predicted_ms: the part inside the model's evaluation.
+  assert.ok(r.timings.predicted_eval_ms >= 0 && r.timings.predicted_eval_ms <= r.timings.predicted_ms);
   const run = JSON.parse(rockyRun(['-cnv', '-st', '-sys', SYS, '-p', USER, '-n', '24', '--temp', '0', '--json']).trim());
   assert.equal(c.message.content, run.text);
   assert.equal(r.usage.prompt_tokens, run.prompt_ids.length);
@@ -295,6 +297,13 @@ test('[N7] --cont-batching: 4 concurrent streams give the texts of 4 runs alone;
     assert.ok((await metric(B.url, 'batch_seqs_per_step_max')) > 1);
     assert.ok((await metric(B.url, 'batch_prefill_tokens_total')) > 0);
     assert.ok((await metric(B.url, 'batch_steps_total')) > 0);
+    // [N2][N7] where the steps' wall time went: compute within the step, its GPU wait within it.
+    const stepS = await metric(B.url, 'batch_step_seconds_total');
+    const computeS = await metric(B.url, 'batch_compute_seconds_total');
+    assert.ok(stepS > 0 && computeS > 0 && computeS <= stepS, `step ${stepS} s, compute ${computeS} s`);
+    assert.ok((await metric(B.url, 'batch_submit_wait_seconds_total')) <= computeS);
+    assert.ok((await metric(B.url, 'batch_gather_seconds_total')) >= 0);
+    if (DEVICE !== 'cpu') assert.ok((await metric(B.url, 'batch_replays_total')) > 0, 'batched decode steps replay');
     // One of four leaves after 5 chunks: the other three still equal their runs alone, and its
     // sequence is freed at once (the slot is idle again right after the others finish).
     const mixed = await Promise.all(prompts.map((p, i) => streamCompletion(B.url, body(p), i === 1 ? 5 : 0)));
