@@ -20,21 +20,4 @@ BARGS="-p 0 -n 16 -d 512 -r 1 --profile" b prof
 BARGS="-p 0 -n 16 -d 512 -r 1 --profile" b prof_simple ROCKY_ATTN=simple
 OUT=$O bash lab/h200-serve.sh > "$O/serve.txt" 2>&1 || echo "serve lab failed"
 tail -8 "$O/serve.txt"
-python3 - "$O" <<'PY'
-import json, os, sys
-o = sys.argv[1]
-def load(f):
-    try: return json.load(open(os.path.join(o, f)))
-    except Exception as e: print(f"{f}: {e}"); return []
-print("| run | test | t/s | ± |")
-print("| --- | --- | ---: | ---: |")
-for f in ("depth", "depth_simple", "split64", "split256", "npl", "npl_simple"):
-    for r in load(f + ".json"):
-        print(f"| {f} | {r['test']} | {r['avg_ts']:.1f} | {r.get('stddev_ts',0):.1f} |")
-for f in ("prof", "prof_simple"):
-    for r in load(f + ".json"):
-        ps = r.get("profile") or []
-        if ps:
-            tot = sum(p["ms"] for p in ps)
-            print(f"\n{f} {r['test']}: GPU {tot:.3f} ms: " + ", ".join(f"{p['op']} {p['ms']:.3f}/{p['dispatches']}" for p in sorted(ps, key=lambda p: -p["ms"])[:8]))
-PY
+python3 lab/bench_table.py "$O" depth depth_simple split64 split256 npl npl_simple --prof prof prof_simple

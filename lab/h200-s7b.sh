@@ -13,21 +13,4 @@ BARGS="-p 0 -n 128 -d 512,8192 -r 2" b split64 ROCKY_ATTN_SPLIT=64
 BARGS="-p 0 -n 128 -d 512,8192 -r 2" b split128 ROCKY_ATTN_SPLIT=128
 BARGS="-p 512 -n 64 -npl 1,4 -r 2" b npl
 BARGS="-p 0 -n 16 -d 512 -r 1 --profile" b prof
-python3 - "$O" <<'PY'
-import json, os, sys
-o = sys.argv[1]
-def load(f):
-    try: return json.load(open(os.path.join(o, f)))
-    except Exception as e: print(f"{f}: {e}"); return []
-print("| run | test | t/s | ± |")
-print("| --- | --- | ---: | ---: |")
-for f in ("depth", "depth_simple", "split64", "split128", "npl"):
-    for r in load(f + ".json"):
-        print(f"| {f} | {r['test']} | {r['avg_ts']:.1f} | {r.get('stddev_ts',0):.1f} |")
-for f in ("prof",):
-    for r in load(f + ".json"):
-        ps = r.get("profile") or []
-        if ps:
-            tot = sum(p["ms"] for p in ps)
-            print(f"\n{f} {r['test']}: GPU {tot:.3f} ms: " + ", ".join(f"{p['op']} {p['ms']:.3f}/{p['dispatches']}" for p in sorted(ps, key=lambda p: -p["ms"])[:8]))
-PY
+python3 lab/bench_table.py "$O" depth depth_simple split32 split64 split128 npl --prof prof

@@ -13,15 +13,4 @@ cp lab/h200-prefix-cache.sh .devpack/ && OUT=$O timeout 200 .devpack/h200-prefix
 timeout 150 $R bench -m $M -p 512,4096 -n 128 -d 0,8192 -ub 512 -r 2 --no-roofline -o json > "$O/depth.json" 2> "$O/depth.err" || echo "bench -d failed"
 timeout 120 $R bench -m $M -p 512 -n 64 -npl 1,2,4,8 -ub 512 -r 2 --no-roofline -o json > "$O/npl.json" 2> "$O/npl.err" || echo "bench -npl failed"
 tail -9 "$O/serve.txt"; tail -8 "$O/prefix.txt"
-python3 - "$O" <<'PY'
-import json, os, sys
-o = sys.argv[1]
-def load(f):
-    try: return json.load(open(os.path.join(o, f)))
-    except Exception as e: print(f"{f}: {e}"); return []
-print("| run | test | t/s | ± |")
-print("| --- | --- | ---: | ---: |")
-for f in ("depth.json", "npl.json"):
-    for r in load(f):
-        print(f"| {f[:-5]} | {r['test']} | {r['avg_ts']:.1f} | {r.get('stddev_ts',0):.1f} |")
-PY
+python3 lab/bench_table.py "$O" depth npl

@@ -9,17 +9,4 @@ OUT=$O bash lab/h200-serve.sh > "$O/serve.txt" 2>&1 || echo "serve lab failed"
 timeout 150 $R bench -m $M -p 16,50 -n 0 -d 5000 -ub 512 -r 3 --no-roofline -o json > "$O/short.json" 2> "$O/short.err" || echo "bench short failed"
 timeout 150 $R bench -m $M -p 50 -n 0 -d 5000 -ub 512 -r 1 --no-roofline --profile -o json > "$O/prof.json" 2> "$O/prof.err" || echo "bench prof failed"
 tail -6 "$O/serve.txt"
-python3 - "$O" <<'PY'
-import json, os, sys
-o = sys.argv[1]
-def load(f):
-    try: return json.load(open(os.path.join(o, f)))
-    except Exception as e: print(f"{f}: {e}"); return []
-for r in load("short.json"):
-    print(f"{r['test']}: {r['avg_ts']:.1f} ± {r.get('stddev_ts',0):.1f} t/s = {1000 * r['n_prompt'] / r['avg_ts']:.2f} ms")
-for r in load("prof.json"):
-    ps = r.get("profile") or []
-    if ps:
-        tot = sum(p["ms"] for p in ps)
-        print(f"\n{r['test']}: GPU {tot:.3f} ms: " + ", ".join(f"{p['op']} {p['ms']:.3f}/{p['dispatches']}" for p in sorted(ps, key=lambda p: -p["ms"])[:14]))
-PY
+python3 lab/bench_table.py "$O" short --ms --prof prof

@@ -13,20 +13,4 @@ b tile64 ROCKY_ATTN_TILE=64,8,1,1,1
 b tile128 ROCKY_ATTN_TILE=128,16,1,2,1
 b nosplit ROCKY_ATTN_SPLIT=0
 timeout 100 env ROCKY_ATTN=decode $R bench -m $M -p 50 -n 0 -d 5000 -ub 512 -r 1 --no-roofline --profile -o json > "$O/prof.json" 2> "$O/prof.err"
-python3 - "$O" <<'PY'
-import json, os, sys
-o = sys.argv[1]
-def load(f):
-    try: return json.load(open(os.path.join(o, f)))
-    except Exception as e: print(f"{f}: {e}"); return []
-print("| run | test | t/s | ms |")
-print("| --- | --- | ---: | ---: |")
-for f in ("default", "decode", "decode64", "tile64", "tile128", "nosplit"):
-    for r in load(f + ".json"):
-        print(f"| {f} | {r['test']} | {r['avg_ts']:.1f} ± {r.get('stddev_ts',0):.1f} | {1000 * r['n_prompt'] / r['avg_ts']:.2f} |")
-for r in load("prof.json"):
-    ps = r.get("profile") or []
-    if ps:
-        tot = sum(p["ms"] for p in ps)
-        print(f"\ndecode {r['test']}: GPU {tot:.3f} ms: " + ", ".join(f"{p['op']} {p['ms']:.3f}/{p['dispatches']}" for p in sorted(ps, key=lambda p: -p["ms"])[:6]))
-PY
+python3 lab/bench_table.py "$O" default decode decode64 tile64 tile128 nosplit --ms --prof prof

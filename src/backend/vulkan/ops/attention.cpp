@@ -90,6 +90,7 @@ const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* pr
 // Only few-token ubatches split (decode; [N7]'s batched decode): a long ubatch already has
 // n_head · n_tokens workgroups, and its scratch would grow with n_tokens.
 constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 8;
+constexpr uint32_t k_merge_wg = 64;  // attention_merge.comp's workgroup (n_split ≤ 4 · WG)
 
 // [N4][N5][N7] attention_decode.comp serves few-token ubatches (decode, batched decode, short ubatches)
 // on GPUs with subgroup arithmetic, except Mali (its register budget: the per-(head, token)
@@ -222,6 +223,25 @@ bool want_decode(const Env& e, const AttnArgs& a, const abi::AttnPC& pc) {
   return decode_capable(e.lab, e.info, a) && pc.k_off % (e.kv_f16 ? 8 : 4) == 0 && pc.v_off % 2 == 0;
 }
 
+// A split kernel's dispatch over grid (x, y, n_split) writing its partial states to
+// Env::attn_scratch (`need` bytes, rows of head_dim + 2 floats), then attention_merge into b[3]
+// (the output). b: the kernel's bindings 0 … 4 (q, K, V, out, step); binding 3 becomes the scratch.
+void dispatch_split_merge(Env& e, const Pipeline& kernel, std::span<const Bound> b, abi::AttnSplitPC spc, uint64_t need,
+                          uint32_t x, uint32_t y, const std::string& label) {
+  if (e.attn_scratch == nullptr || e.attn_scratch->size() < need)
+    fail("{}: split attention needs {} bytes of scratch, {} given", label, need,
+         e.attn_scratch != nullptr ? e.attn_scratch->size() : 0);
+  const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
+  spc.s_off = f32_off(bs);
+  Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
+  e.rec.dispatch(kernel, bsplit, &spc, sizeof spc, x, y, spc.n_split, label);
+  const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
+  const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_merge_wg}});
+  Bound bmerge[] = {br, b[3]};
+  spc.s_off = f32_off(br);
+  e.rec.dispatch(pm, bmerge, &spc, sizeof spc, spc.a.n_head, spc.a.n_tokens, 1, label);
+}
+
 }  // namespace
 
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
@@ -288,15 +308,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
       e.rec.dispatch(pipe(0), b, &spc, sizeof spc, blocks, a.n_head_kv, 1, label);
       return;
     }
-    const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
-    spc.s_off = f32_off(bs);
-    Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
-    e.rec.dispatch(pipe(1), bsplit, &spc, sizeof spc, blocks, a.n_head_kv, sp.n_split, label);
-    const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
-    const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
-    Bound bmerge[] = {br, b[3]};
-    spc.s_off = f32_off(br);
-    e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
+    dispatch_split_merge(e, pipe(1), b, spc, need, blocks, a.n_head_kv, label);
     return;
   }
   // attention_decode.comp: decode and batched decode with the GQA heads of a KV head in one
@@ -316,18 +328,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
       return;
     }
     const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
-    if (e.attn_scratch == nullptr || e.attn_scratch->size() < need)
-      fail("{}: split attention needs {} bytes of scratch, {} given", label, need,
-           e.attn_scratch != nullptr ? e.attn_scratch->size() : 0);
-    const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
-    spc.s_off = f32_off(bs);
-    Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
-    e.rec.dispatch(pd, bsplit, &spc, sizeof spc, a.n_head_kv, a.n_tokens, sp.n_split, label);
-    const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
-    const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
-    Bound bmerge[] = {br, b[3]};
-    spc.s_off = f32_off(br);
-    e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
+    dispatch_split_merge(e, pd, b, spc, need, a.n_head_kv, a.n_tokens, label);
     return;
   }
   // attention_step.comp (and attention_split with POS_BUF): n_past from the step buffer (binding
@@ -335,23 +336,13 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   const bool step = e.step != nullptr;
   if (sp.n_split > 1 && e.attn_scratch != nullptr) {
     const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
-    if (e.attn_scratch->size() < need)
-      fail("{}: split attention needs {} bytes of scratch, {} given", label, need, e.attn_scratch->size());
-    const Bound bs = e.rec.bind(*e.attn_scratch, 0, need, true);
-    abi::AttnSplitPC spc{pc, sp.chunk, sp.n_split, f32_off(bs)};
     const Pipeline& ps = e.pipes.get("attention_split", {{ROCKY_SC_WG, k_wg},
                                                          {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
                                                          {ROCKY_SC_HD_MAX, k_hd_max},
                                                          {ROCKY_SC_POS_BUF, pos_buf(e)},
                                                          {ROCKY_SC_ATTN_HD, attn_hd},
                                                          {ROCKY_SC_ATTN_PAIRS, pairs}});
-    Bound bsplit[] = {b[0], b[1], b[2], bs, b[4]};
-    e.rec.dispatch(ps, bsplit, &spc, sizeof spc, a.n_head, a.n_tokens, sp.n_split, label);
-    const Bound br = e.rec.bind(*e.attn_scratch, 0, need, false);
-    const Pipeline& pm = e.pipes.get("attention_merge", {{ROCKY_SC_WG, k_wg}});
-    Bound bmerge[] = {br, b[3]};
-    spc.s_off = f32_off(br);
-    e.rec.dispatch(pm, bmerge, &spc, sizeof spc, a.n_head, a.n_tokens, 1, label);
+    dispatch_split_merge(e, ps, b, abi::AttnSplitPC{pc, sp.chunk, sp.n_split, 0}, need, a.n_head, a.n_tokens, label);
     return;
   }
   const Pipeline& p = e.tok_pos
