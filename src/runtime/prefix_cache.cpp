@@ -251,6 +251,22 @@ std::vector<uint64_t> PrefixCache::chain(std::span<const int32_t> tokens) const 
   return keys;
 }
 
+void PrefixCache::prefetch(std::span<const uint64_t> keys) {
+  std::vector<std::string> paths;
+  {
+    std::lock_guard lk(mu_);
+    if (!disk_on_) return;
+    for (uint64_t k : keys)
+      if (ram_.count(k) == 0 && disk_.count(k) != 0) paths.push_back(path_of(k));
+  }
+  for (const std::string& p : paths) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    ::close(fd);
+  }
+}
+
 bool PrefixCache::contains(uint64_t key) const {
   std::lock_guard lk(mu_);
   return ram_.count(key) != 0;
@@ -613,6 +629,8 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
     const std::vector<uint64_t> keys = cache->chain(prompt);
     dev_blocks = keep / B;
     auto parent = [&](size_t b) { return b ? keys[b - 1] : cache->seed(); };
+    if (static_cast<size_t>(dev_blocks) < keys.size())
+      cache->prefetch(std::span<const uint64_t>(keys).subspan(static_cast<size_t>(dev_blocks)));
     std::vector<BlockPtr> found;
     std::vector<int> tiers;
     for (size_t b = static_cast<size_t>(dev_blocks); b < keys.size(); ++b) {
@@ -715,6 +733,8 @@ PrefixHit restore_cells(Cells& s, PrefixCache* cache, std::span<const int32_t> h
     const std::vector<uint64_t> keys = cache->chain(prompt);
     const int32_t dev_blocks = keep / B;
     cache->note_device(dev_blocks, static_cast<int64_t>(keys.size()) > dev_blocks ? 1 : 0);
+    if (static_cast<size_t>(dev_blocks) < keys.size())
+      cache->prefetch(std::span<const uint64_t>(keys).subspan(static_cast<size_t>(dev_blocks)));
     for (size_t b = static_cast<size_t>(dev_blocks); b < keys.size(); ++b) {
       const int32_t p0 = static_cast<int32_t>(b) * B;
       if (p0 >= np - 1) break;  // the last prompt token is always evaluated (its logits)

@@ -144,6 +144,11 @@ class PrefixCache {
   // `tier` (optional) gets 1 for RAM, 2 for disk.
   BlockPtr find(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens, int* tier = nullptr);
   bool contains(uint64_t key) const;  // in RAM (no counting, no disk access)
+  // [N3] Asks the kernel to read ahead the disk entries of these keys that RAM lacks
+  // (posix_fadvise WILLNEED), so that the files of a chain come in while earlier blocks are
+  // checked and uploaded, not one after the other as find() reaches them. No counting; a missing
+  // file is skipped.
+  void prefetch(std::span<const uint64_t> keys);
   BlockPtr peek(uint64_t key) const;  // the RAM tier's block (no counting, no disk access), or nullptr
   // Adds a block (RAM, and written through to disk when enabled). A key already held is kept,
   // unless `b` carries a state checkpoint the held one lacks: then `b` replaces it.
