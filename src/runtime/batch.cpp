@@ -214,6 +214,10 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   // Compute outside the lock: callers keep queueing; these requests stay put (their threads wait).
   std::string error;
   std::vector<float>& logits = step_logits_;
+  // Kept between steps, but not at the size of one all-logits step: more than 4× a decode step's
+  // need (n_seq rows) is given back.
+  if (logits.capacity() > 4 * static_cast<size_t>(n_vocab()) * static_cast<size_t>(std::max(n_seq_, 1)))
+    std::vector<float>().swap(logits);
   double compute_s = 0;
   backend::HostTiming host_d;
   bool replayed = false;

@@ -91,7 +91,9 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   res.prompt_ms = ms_since(t_prompt);
   if (on_prompt_logits) on_prompt_logits(logits);
   const size_t nv = static_cast<size_t>(src_.n_vocab());
-  if (logits.size() > nv) logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(nv));
+  // Only the last row goes on, in a vector of its own size (eval_into keeps capacity: an all-logits
+  // prompt's n_prompt · n_vocab floats would otherwise stay allocated through the generation).
+  if (logits.size() > nv) logits = std::vector<float>(logits.end() - static_cast<std::ptrdiff_t>(nv), logits.end());
 
   // A padded embedding table (alignment rows) is legal: ids past the vocabulary are never sampled.
   SamplerParams sp = p.sampling;

@@ -32,8 +32,15 @@ int32_t argmax(std::span<const float> logits, int32_t n_vocab) {
           bi[k] = i + k;
         }
     best = bi[0];
-    for (size_t k = 1; k < k_lanes; ++k)
+    bool nan_lane = false;  // a NaN seed hides its lane (x > NaN is false): the one-chain walk then
+    for (size_t k = 1; k < k_lanes; ++k) {
+      nan_lane = nan_lane || bv[k] != bv[k];
       if (bv[k] > logits[best] || (bv[k] == logits[best] && bi[k] < best)) best = bi[k];
+    }
+    if (nan_lane) {
+      best = 0;
+      i = 1;
+    }
   }
   for (; i < n; ++i)
     if (logits[i] > logits[best]) best = i;

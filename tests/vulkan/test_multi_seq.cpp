@@ -172,9 +172,10 @@ double max_abs(const Logits& a) {
 }
 
 std::unique_ptr<vulkan::VulkanBackend> make_vk(bool f32_kernels, bool kv_f16, bool replay, bool host_io,
-                                               const char* split = nullptr) {
+                                               const char* split = nullptr, const char* attn = nullptr) {
   vulkan::VulkanOptions o;
   if (split) o.lab.attn_split = split;
+  if (attn) o.lab.attn = attn;
   o.validation = true;
   o.persist_pipeline_cache = false;
   o.kv_f16 = kv_f16;
@@ -219,17 +220,19 @@ TEST(MultiSeq, CpuLastNOut) {
   EXPECT_GE(last.size(), 15u);
 }
 
-void check_vulkan(const char* f, bool f32_kernels, bool kv_f16, bool host_io, const char* split = nullptr) {
+void check_vulkan(const char* f, bool f32_kernels, bool kv_f16, bool host_io, const char* split = nullptr,
+                  const char* attn = nullptr) {
   SCOPED_TRACE(std::string(f) + (f32_kernels ? " f32 kernels" : " int8 path") + (kv_f16 ? " f16 KV" : " f32 KV") +
-               (host_io ? " host_io" : "") + (split ? " split " + std::string(split) : ""));
+               (host_io ? " host_io" : "") + (split ? " split " + std::string(split) : "") +
+               (attn ? " ROCKY_ATTN=" + std::string(attn) : ""));
   auto m = load(f);
   const Plan plan = make_plan(m->hparams().n_vocab, 11, split != nullptr);
   auto cpu = backend::cpu::make_cpu_backend();
   const Logits cpu_batched = run_batched(*m, *cpu, plan);
-  auto vk_rec = make_vk(f32_kernels, kv_f16, false, host_io, split);
+  auto vk_rec = make_vk(f32_kernels, kv_f16, false, host_io, split, attn);
   const Logits rec = run_batched(*m, *vk_rec, plan);
   EXPECT_EQ(vk_rec->instance().error_count(), 0u) << "Vulkan validation errors";
-  auto vk = make_vk(f32_kernels, kv_f16, true, host_io, split);
+  auto vk = make_vk(f32_kernels, kv_f16, true, host_io, split, attn);
   uint64_t replays = 0;
   const Logits batched = run_batched(*m, *vk, plan, false, &replays);
   EXPECT_EQ(vk->instance().error_count(), 0u) << "Vulkan validation errors";
@@ -264,6 +267,13 @@ TEST(MultiSeq, VulkanInt8HostIo) { check_vulkan("synth-llama-q4_k_m.gguf", false
 TEST(MultiSeq, VulkanSplitAtDepth) {
   check_vulkan("synth-qwen2-q4_k_m.gguf", true, false, false, "64");
   check_vulkan("synth-gemma3-q4_k_m.gguf", false, true, false, "64");  // int8 path, f16 KV, sliding window
+}
+// The same with attention_decode (the GPUs' kernel, forced on lavapipe; ≤ 64 tokens): its decode
+// steps split per token, and sequence 0's 30-token prompt chunk at position 45 — the lead run, with
+// n_past from the push constant — splits too: the scratch is sized for the lead's plan as well.
+TEST(MultiSeq, VulkanSplitAtDepthGqaKernel) {
+  check_vulkan("synth-qwen2-q4_k_m.gguf", true, false, false, "64", "decode");
+  check_vulkan("synth-gemma3-q4_k_m.gguf", false, true, false, "32", "decode");
 }
 
 TEST(MultiSeq, VulkanLastNOut) {

@@ -267,6 +267,29 @@ LeadRun lead_run(const graph::Graph& g) {
   if (r < 8) return {};
   return {r, g.pos[0], g.seq[0]};
 }
+// [N7] The attention calls record_node makes for a node with a lead run: the prompt chunk (n_past
+// = pos0 from the push constant, no step buffer, no per-token table) and the rest (per-token
+// table), or the whole ubatch as one call. The scratch sizing and the replay key use these same
+// arguments, so that each call's split plan is the one sized and keyed.
+struct AttnCall {
+  ops::AttnArgs a;
+  bool lead = false;  // recorded with Env::step = nullptr, Env::tok_pos = false
+};
+std::vector<AttnCall> attn_calls(const ops::AttnArgs& a, const LeadRun& run, int32_t n_tokens) {
+  if (run.n <= 0) return {{a, false}};
+  ops::AttnArgs a1 = a;
+  a1.n_tokens = static_cast<uint32_t>(run.n);
+  a1.n_past = static_cast<uint32_t>(run.pos0);
+  a1.n_kv_max = 0;
+  std::vector<AttnCall> r{{a1, true}};
+  if (run.n < n_tokens) {
+    ops::AttnArgs a2 = a;
+    a2.n_tokens = static_cast<uint32_t>(n_tokens - run.n);
+    a2.tok0 = static_cast<uint32_t>(run.n);
+    r.push_back({a2, false});
+  }
+  return r;
+}
 }  // namespace
 
 VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o) : be_(be), kv_(o.kv) {
@@ -653,19 +676,15 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         ops::Env e1 = env;
         e1.step = nullptr;
         e1.tok_pos = false;
-        ops::AttnArgs a1 = a;
-        a1.n_tokens = static_cast<uint32_t>(run.n);
-        a1.n_past = static_cast<uint32_t>(run.pos0);
-        a1.n_kv_max = 0;
+        const std::vector<AttnCall> calls = attn_calls(a, run, g.n_tokens);
+        const ops::AttnArgs& a1 = calls[0].a;
         const uint64_t c0 = uint64_t(run.seq) * uint64_t(kv_.n_ctx) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
         const ops::Region q = in(0), out = node_region(g, p, id);
         const uint64_t col = uint64_t(n.ne0) * 4, n1 = uint64_t(run.n);
         ops::attention(e1, {q.buf, q.offset, n1 * col}, {&kc, c0, kc.size() - c0}, {&vc, c0, vc.size() - c0}, a1,
                        {out.buf, out.offset, n1 * col}, n.name);
         if (run.n < g.n_tokens) {  // the rest (decode tokens, other sequences): the per-token table
-          ops::AttnArgs a2 = a;
-          a2.n_tokens = static_cast<uint32_t>(g.n_tokens - run.n);
-          a2.tok0 = static_cast<uint32_t>(run.n);
+          const ops::AttnArgs& a2 = calls[1].a;
           ops::attention(env, {q.buf, q.offset + n1 * col, q.bytes - n1 * col}, {&kc, 0, kc.size()},
                          {&vc, 0, vc.size()}, a2, {out.buf, out.offset + n1 * col, out.bytes - n1 * col}, n.name);
         }
@@ -859,9 +878,14 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   const LeadRun lead = lead_run(g);
   for (const auto& n : g.nodes)
     if (n.op == Op::ATTENTION) {
-      ops::AttnArgs a = attn_args(g, n, kv_);
-      if (lead.n > 0) a.n_tokens = uint32_t(g.n_tokens - lead.n);  // [N7] the rest runs on its own
-      attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(env, a));
+      for (const AttnCall& c : attn_calls(attn_args(g, n, kv_), lead, g.n_tokens)) {
+        ops::Env ec = env;
+        if (c.lead) {  // [N7] the prompt chunk, as record_node issues it
+          ec.step = nullptr;
+          ec.tok_pos = false;
+        }
+        attn_bytes = std::max(attn_bytes, ops::attention_scratch_bytes(ec, c.a));
+      }
     }
   if (attn_bytes > 0 && (!attn_scratch_ || attn_scratch_.size() < attn_bytes)) {
     attn_scratch_ = Buffer();
@@ -967,8 +991,9 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
     mix(uint64_t(uint32_t(n.attn.head_dim)) | uint64_t(uint32_t(n.attn.n_head)) << 20 |
         uint64_t(uint32_t(n.attn.n_head_kv)) << 40);
     mix(i < p.offset.size() ? p.offset[i] : ~0ull);
-    if (n.op == Op::ATTENTION)
-      mix(ops::attention_split_signature(&be_.opts_.lab, be_.device_->info(), attn_args(g, n, kv_)));
+    if (n.op == Op::ATTENTION)  // each call's split plan, as record_node issues them
+      for (const AttnCall& c : attn_calls(attn_args(g, n, kv_), run, g.n_tokens))
+        mix(ops::attention_split_signature(&be_.opts_.lab, be_.device_->info(), c.a));
   }
   return h;
 }

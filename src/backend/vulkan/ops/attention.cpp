@@ -4,7 +4,7 @@
 //     == 0 (≤ 256) and, on GPUs, n_tokens ≥ k_flash_min_tokens_gpu;
 //   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
 //     the shapes the tiled kernel does not take (odd head_dim).
-//   shaders/attention_decode.comp: decode and batched decode (≤ 8 tokens) on GPUs, one workgroup per
+//   shaders/attention_decode.comp: decode, batched decode and short ubatches (≤ 16 tokens) on GPUs, one workgroup per
 //     (KV head, token, key chunk) for all its query heads (want_decode);
 // ROCKY_ATTN=flash|simple|decode forces one (tests, benchmarks); anything else or unset = the rule above.
 // Decode at depth splits the key range (attention_split.comp + attention_merge.comp; see
@@ -93,8 +93,8 @@ constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 
 constexpr uint32_t k_merge_wg = 64;  // attention_merge.comp's workgroup (n_split ≤ 4 · WG)
 
 // [N4][N5][N7] attention_decode.comp serves few-token ubatches (decode, batched decode, short ubatches)
-// on GPUs with subgroup arithmetic, except Mali (its register budget: the per-(head, token)
-// kernels stay there until the G610 variant is measured), when the shape fits its layout: head_dim
+// on NVIDIA GPUs with subgroup arithmetic (the measured ones; Mali spills with it, other GPUs are
+// unmeasured: the per-(head, token) kernels stay there), when the shape fits its layout: head_dim
 // a multiple of 8 up to 2·WG, ≤ 8 query heads per KV head (and, at dispatch, K 16-byte aligned, V
 // pairs aligned). ROCKY_ATTN=simple keeps the per-(head, token) kernels; ROCKY_ATTN=decode uses
 // this one wherever it fits (CPU drivers included: the tests). Its blocks are k_decode_bk keys,
@@ -106,14 +106,23 @@ constexpr uint32_t k_merge_wg = 64;  // attention_merge.comp's workgroup (n_spli
 constexpr uint32_t k_decode_wg = 128, k_decode_gqa_max = 8, k_decode_bk = 32, k_decode_tokens = 16,
                    k_decode_max_tokens = 64;
 
+// attention_decode.comp's shared memory: qs4 (GQA·HD floats), sp / red_m / red_l (GQA·WG each),
+// osum (2·GQA·WG), ps (GQA·BK), ml (2·GQA).
+uint64_t decode_shared_bytes(const AttnArgs& a) {
+  const uint64_t g = a.n_head_kv > 0 ? a.n_head / a.n_head_kv : 0;
+  return 4 * (g * a.head_dim + 5 * g * k_decode_wg + g * k_decode_bk + 2 * g);
+}
+
 bool decode_capable(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
   const char* force = lab != nullptr ? lab->attn.c_str() : "";
   if (std::strcmp(force, "simple") == 0) return false;
   const bool forced = std::strcmp(force, "decode") == 0;
-  if (!forced && (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || d.vendor_id == 0x13B5)) return false;
+  // By default only where it was measured (NVIDIA: tuning-log #33, #36); CPU drivers and Mali (it
+  // spills on the G610) never; other GPUs keep the per-(head, token) kernels until measured.
+  if (!forced && (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || d.vendor_id != 0x10DE)) return false;
   return d.subgroup_arith && a.n_tokens <= (forced ? k_decode_max_tokens : k_decode_tokens) && a.head_dim % 8 == 0 &&
          a.head_dim <= 2 * k_decode_wg && a.n_head_kv > 0 && a.n_head / a.n_head_kv <= k_decode_gqa_max &&
-         k_decode_wg <= d.max_workgroup_invocations;
+         k_decode_wg <= d.max_workgroup_invocations && decode_shared_bytes(a) <= d.shared_memory;
 }
 
 struct SplitPlan {
@@ -322,20 +331,23 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                           {ROCKY_SC_ATTN_GQA, gqa},
                                                           {ROCKY_SC_POS_BUF, pos_buf(e)}});
     abi::AttnSplitPC spc{pc, sp.chunk, sp.n_split, 0};
-    if (sp.n_split < 2) {
+    const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+    // Unsplit when the scratch lacks room for the plan (a part recorded without the graph's sizing):
+    // one workgroup per (KV head, token) covers any key range.
+    if (sp.n_split < 2 || e.attn_scratch == nullptr || e.attn_scratch->size() < need) {
       spc.n_split = 1;
       e.rec.dispatch(pd, b, &spc, sizeof spc, a.n_head_kv, a.n_tokens, 1, label);
       return;
     }
-    const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
     dispatch_split_merge(e, pd, b, spc, need, a.n_head_kv, a.n_tokens, label);
     return;
   }
   // attention_step.comp (and attention_split with POS_BUF): n_past from the step buffer (binding
   // 4), for the replayed decode.
   const bool step = e.step != nullptr;
-  if (sp.n_split > 1 && e.attn_scratch != nullptr) {
-    const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+  const uint64_t need_split = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
+  if (sp.n_split > 1 && e.attn_scratch != nullptr && e.attn_scratch->size() >= need_split) {
+    const uint64_t need = need_split;
     const Pipeline& ps = e.pipes.get("attention_split", {{ROCKY_SC_WG, k_wg},
                                                          {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
                                                          {ROCKY_SC_HD_MAX, k_hd_max},
