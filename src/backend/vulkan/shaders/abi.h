@@ -178,7 +178,7 @@ struct TakeColsPC {
 // head_dim + 2 floats (m, l, o…); the merge rescales the rows to the largest m and normalises.
 struct AttnSplitPC {
   AttnPC a;
-  uint chunk;    // key positions per split (a multiple of the workgroup size)
+  uint chunk;    // key positions per split (ops/attention.cpp split_plan / flash_split_plan)
   uint n_split;  // splits per (head, token)
   uint s_off;    // element offset of the scratch rows (attention_split binding 3, merge binding 0)
 };
