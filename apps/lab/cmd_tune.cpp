@@ -119,27 +119,30 @@ AttnShape model_attention(const std::string& path) {
   }
 }
 
-// Flash-attention tiles within the device's limits at `hd` (the seeds first; quick: fewer).
+// Flash-attention tiles within the device's limits at `hd` with an f16 cache (the seeds first;
+// quick: fewer; full: also 8 keys per invocation and K/V blocks as f16 in shared memory).
 std::vector<tune::FlashTile> attn_candidates(const vulkan::DeviceInfo& d, uint32_t hd,
                                              const std::vector<tune::FlashTile>& seeds, bool quick) {
   std::vector<tune::FlashTile> v;
   auto fits = [&](const tune::FlashTile& t) {
     return t.br % t.tr == 0 && t.wg % (t.br / t.tr) == 0 && t.wg <= d.max_workgroup_invocations &&
-           t.shared_bytes(hd) <= d.shared_memory && t.ct() > 0;
+           t.shared_bytes(hd, true) <= d.shared_memory && t.ct() > 0;
   };
   auto add = [&](const tune::FlashTile& t) {
     if (fits(t) && std::find(v.begin(), v.end(), t) == v.end()) v.push_back(t);
   };
   for (const auto& t : seeds) add(t);
-  const size_t limit = quick ? v.size() + 4 : 64;
+  const size_t limit = quick ? v.size() + 4 : 96;
   for (uint32_t wg : {128u, 64u, 256u})
     for (uint32_t br : {16u, 32u, 8u, 64u})
       for (uint32_t tr : {1u, 2u, 4u})
-        for (uint32_t tc : {2u, 1u, 4u})
-          for (uint32_t pf : {1u, 0u}) {
-            if (quick && (wg == 256 || br == 64 || tr == 4 || tc == 4 || pf != seeds.front().prefetch)) continue;
-            if (v.size() < limit) add({wg, br, tr, tc, pf});
-          }
+        for (uint32_t tc : {2u, 1u, 4u, 8u})
+          for (uint32_t pf : {1u, 0u})
+            for (uint32_t kvh : {0u, 1u}) {
+              if (quick && (wg == 256 || br == 64 || tr == 4 || tc >= 4 || pf != seeds.front().prefetch || kvh))
+                continue;
+              if (v.size() < limit) add({wg, br, tr, tc, pf, kvh});
+            }
   return v;
 }
 

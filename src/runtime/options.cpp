@@ -21,6 +21,7 @@ EnvOptions read_env() {
   e.lab.attn = var("ROCKY_ATTN");
   e.lab.attn_tile = var("ROCKY_ATTN_TILE");
   e.lab.attn_split = var("ROCKY_ATTN_SPLIT");
+  e.lab.attn_fa_grid = var("ROCKY_ATTN_FA_GRID");
   e.lab.fuse_epilogue = var("ROCKY_FUSE_EPILOGUE");
   e.lab.mmv_shape = var("ROCKY_MMV_SHAPE");
   e.lab.decode_replay = var("ROCKY_DECODE_REPLAY");

@@ -34,7 +34,9 @@ std::string MatvecRule::str() const {
                      wg_by_k ? " byk" : "", q8 ? fmt::format(" q8≤{}", q8) : std::string());
 }
 
-std::string FlashTile::str() const { return fmt::format("wg{} br{} tr{} tc{} pf{}", wg, br, tr, tc, prefetch); }
+std::string FlashTile::str() const {
+  return fmt::format("wg{} br{} tr{} tc{} pf{}{}", wg, br, tr, tc, prefetch, kvh ? " kvh1" : "");
+}
 
 std::string DeviceProfile::tiles_str() const {
   std::string s = "mmq " + mmq.str();
@@ -253,8 +255,10 @@ std::vector<FlashTile> attn_from_json(const nlohmann::json& j, const std::string
         t.tc = json_uint(it.value(), 1, 1024, w + ".tc");
       else if (k == "prefetch")
         t.prefetch = json_uint(it.value(), 0, 1, w + ".prefetch");
+      else if (k == "kvh")
+        t.kvh = json_uint(it.value(), 0, 1, w + ".kvh");
       else
-        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch)", w, k);
+        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh)", w, k);
     }
     if (t.br % t.tr || t.wg % (t.br / t.tr)) fail("{}: want BR % TR == 0 and WG % (BR / TR) == 0", w);
     v.push_back(t);

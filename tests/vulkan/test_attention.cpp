@@ -152,6 +152,17 @@ TEST_F(VulkanAttention, FlashPrefetchTiles) {
   sweep("flash", false, "64,16,2,2,1");
   sweep("flash", true, "128,32,1,3,1");
   sweep("flash", false, "64,16,2,1,0");
+  sweep("flash", true, "64,32,1,3,0");  // 6 keys per block: P read one key at a time (BC % 4 != 0)
+}
+// [N5] K/V blocks staged as f16 in shared memory (KVH = 1): with and without prefetch, 32 rows × 32
+// keys (head_dim 64 and 128) and × 64 keys (head_dim 64: 128 needs more than lavapipe's 32 KB);
+// with an f32 cache the flag changes nothing (the blocks stay f32).
+TEST_F(VulkanAttention, FlashHalfSharedKv) {
+  sweep("flash", true, "64,32,4,4,0,1");
+  sweep("flash", true, "64,32,4,4,1,1");
+  sweep("flash", true, "64,32,4,8,1,1", {64});
+  sweep("flash", true, "128,32,1,3,1,1", {64, 80});
+  sweep("flash", false, "64,16,2,2,1,1");
 }
 // The shipped GPU tiles of ops/attention.cpp, run on lavapipe: Arm (16 rows × 16 keys) and the
 // desktop one (32 × 32 with prefetch; at head_dim 64 only: 128 needs 38 KB > lavapipe's 32 KB).
@@ -418,6 +429,40 @@ TEST_F(VulkanAttention, SplitChunkValidated) {
     be.release_weights();
   }
   unsetenv("ROCKY_ATTN_SPLIT");
+}
+
+// [N5] Prefill ubatches split their keys too when the grid is small for the device
+// (ROCKY_ATTN_FA_GRID: the invocation target): 130 and 64 tokens after 1,100 … 2,000 positions, a
+// sliding window of 1,200, both caches, with a target that splits (2²⁰) and one that never does (0) — both
+// within the bound, with different bits (the split ran). Malformed targets are errors.
+TEST_F(VulkanAttention, FlashGridTargetSplitsPrefill) {
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    for (const Shape& s : {Shape{130, 1100, 128, 2, 2, 0.0884f}, Shape{64, 2000, 64, 7, 1, 0.125f, 1200},
+                           Shape{37, 1500, 80, 1, 2, 1.0f}}) {
+      double e[2] = {0, 0};
+      for (int i = 0; i < 2; ++i) {
+        setenv("ROCKY_ATTN", "flash", 1);
+        setenv("ROCKY_ATTN_FA_GRID", i == 0 ? "1048576" : "0", 1);
+        be.set_lab(runtime::read_env().lab);
+        std::mt19937 rng(kv_f16 ? 97 : 96);
+        e[i] = run_shape(be, kv_f16, s, rng);
+        EXPECT_LE(e[i], k_tol) << "grid target " << (i == 0 ? "2^20" : "0") << " kv_f16=" << kv_f16
+                               << " n=" << s.n_tokens << " n_past=" << s.n_past << " head_dim=" << s.head_dim;
+      }
+      EXPECT_NE(e[0], e[1]) << "the split did not run (n=" << s.n_tokens << ", kv_f16=" << kv_f16 << ")";
+    }
+  }
+  auto& be = shared_backend(false);
+  std::mt19937 rng(98);
+  for (const char* bad : {"abc", "12x", "-1"}) {
+    setenv("ROCKY_ATTN_FA_GRID", bad, 1);
+    be.set_lab(runtime::read_env().lab);
+    EXPECT_THROW(run_shape(be, false, Shape{64, 1100, 64, 2, 1, 0.125f}, rng), rocky::Error) << bad;
+    be.release_weights();
+  }
+  unsetenv("ROCKY_ATTN_FA_GRID");
+  unsetenv("ROCKY_ATTN");
 }
 
 // Op timing (not run by CI; --gtest_also_run_disabled_tests): GPU time of the attention dispatch

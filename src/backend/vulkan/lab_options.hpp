@@ -16,6 +16,7 @@ struct LabOptions {
   std::string attn;                 // ROCKY_ATTN=flash|simple (ops/attention.cpp)
   std::string attn_tile;            // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH]
   std::string attn_split;           // ROCKY_ATTN_SPLIT=CHUNK key positions per split (0 = off; ops/attention.cpp)
+  std::string attn_fa_grid;         // ROCKY_ATTN_FA_GRID=N: split flash keys below N invocations (ops/attention.cpp)
   std::string fuse_epilogue;        // ROCKY_FUSE_EPILOGUE=0|1 (wins over VulkanOptions::fuse_epilogue)
   std::string mmv_shape;            // ROCKY_MMV_SHAPE=WG,ROWS (ops/matmul.cpp, matvec_mmq)
   std::string decode_replay;        // ROCKY_DECODE_REPLAY=0|1 (wins over VulkanOptions::replay_decode)

@@ -9,7 +9,7 @@
 // ROCKY_ATTN=flash|simple|decode forces one (tests, benchmarks); anything else or unset = the rule above.
 // Decode at depth splits the key range (attention_split.comp + attention_merge.comp; see
 // split_plan); ROCKY_ATTN_SPLIT=CHUNK sets the chunk (0 = never split).
-// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH] replaces the tile table (tuning; rocky::Error when it is malformed or
+// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH[,KVH]] replaces the tile table (tuning; rocky::Error when it is malformed or
 // does not fit the device).
 #include <algorithm>
 #include <cstdio>
@@ -45,25 +45,27 @@ using tune::FlashTile;
 // docs/tuning-log.md #12); the 32 × 32 tile (38 KB of shared memory at head_dim 128) is the
 // fallback order's second. The tables are the built-in profiles' attn / attn_wide.
 
-bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd) {
-  return t.shared_bytes(hd) <= d.shared_memory && t.wg <= d.max_workgroup_invocations;
+bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd, bool kv_f16) {
+  return t.shared_bytes(hd, kv_f16) <= d.shared_memory && t.wg <= d.max_workgroup_invocations;
 }
 
 // ROCKY_ATTN_TILE, parsed and checked once per call (cheap next to recording a dispatch).
-bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, FlashTile* out) {
+bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, bool kv_f16, FlashTile* out) {
   if (lab == nullptr || lab->attn_tile.empty()) return false;
   const char* env = lab->attn_tile.c_str();
   FlashTile t{};
   char tail = 0;
-  const int got = std::sscanf(env, "%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &tail);
-  if ((got != 4 && got != 5) || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) ||
-      t.wg > 1024 || t.prefetch > 1) {
-    fail("ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1] with WG ≤ 1024, BR % TR == 0 and WG % (BR / TR) == 0",
-         env);
+  const int got = std::sscanf(env, "%u,%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &t.kvh, &tail);
+  if (got < 4 || got > 6 || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
+      t.prefetch > 1 || t.kvh > 1) {
+    fail(
+        "ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1[,KVH 0|1]] with WG ≤ 1024, BR % TR == 0 and "
+        "WG % (BR / TR) == 0",
+        env);
   }
-  if (!fits(t, d, hd)) {
+  if (!fits(t, d, hd, kv_f16)) {
     fail("ROCKY_ATTN_TILE='{}': needs {} B of shared memory and {} invocations at head_dim {} (device: {} B, {})", env,
-         t.shared_bytes(hd), t.wg, hd, d.shared_memory, d.max_workgroup_invocations);
+         t.shared_bytes(hd, kv_f16), t.wg, hd, d.shared_memory, d.max_workgroup_invocations);
   }
   *out = t;
   return true;
@@ -72,13 +74,13 @@ bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, Flas
 // The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
 // The tiles: the profile's (e.prof), else the built-in profile of the device's class.
 const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* prof, const DeviceInfo& d, uint32_t hd,
-                            FlashTile* scratch) {
+                            bool kv_f16, FlashTile* scratch) {
   if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
-  if (tile_override(lab, d, hd, scratch)) return scratch;
+  if (tile_override(lab, d, hd, kv_f16, scratch)) return scratch;
   if (prof == nullptr)
     prof = &tune::builtin_for_device(d.vendor_id, d.driver_name, d.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   for (const FlashTile& t : prof->attn_tiles(hd))
-    if (fits(t, d, hd)) return &t;
+    if (fits(t, d, hd, kv_f16)) return &t;
   return nullptr;
 }
 
@@ -163,21 +165,33 @@ SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs&
 // [N3]/[N5] Flash attention with split keys: a ubatch of few query rows over a long cache (an
 // agent's next message at depth 5,000: 50 tokens × 8 heads per KV head = 25 row blocks × 2 KV heads
 // on qwen2.5-3b) gives a grid of a few dozen workgroups, each walking every key — most of a big
-// GPU idles. Below k_fa_split_groups workgroups the key range is cut into chunks (a multiple of
-// the tile's BC, ≥ k_fa_split_min_chunk keys) until the grid reaches it; attention_merge combines
-// the partial states. Not under the replayed decode (n_past is on the device only there).
-constexpr uint32_t k_fa_split_groups = 256, k_fa_split_min_chunk = 512, k_fa_split_max = 64;
+// GPU idles. Below k_fa_split_invocations invocations (256 workgroups of 128) the key range is cut
+// into chunks (a multiple of the tile's BC, ≥ k_fa_split_min_chunk keys) until the grid reaches it;
+// attention_merge combines the partial states. Not under the replayed decode (n_past is on the
+// device only there). ROCKY_ATTN_FA_GRID=N sets the invocation target (0: never split).
+constexpr uint32_t k_fa_split_invocations = 256 * 128, k_fa_split_min_chunk = 512, k_fa_split_max = 64;
+
+uint64_t fa_grid_target(const LabOptions* lab) {
+  if (lab == nullptr || lab->attn_fa_grid.empty()) return k_fa_split_invocations;
+  const std::string& v = lab->attn_fa_grid;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || n > (1ull << 30))
+    fail("ROCKY_ATTN_FA_GRID='{}': expected a count of invocations (0 = never split)", v);
+  return n;
+}
 
 SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const AttnArgs& a, bool pos_on_device) {
   if (pos_on_device) return {};
   if (lab != nullptr && lab->attn_split == "0") return {};  // ROCKY_ATTN_SPLIT=0: never split
   const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
   const uint64_t grid = (rows + t.br - 1) / t.br * a.n_head_kv;
-  if (grid == 0 || grid >= k_fa_split_groups) return {};
+  const uint64_t target = fa_grid_target(lab);
+  if (grid == 0 || grid * t.wg >= target) return {};
   // Keys any row of the ubatch sees: from the window's first key of token 0 (or 0) to the last token.
   const uint64_t first = a.window > 0 && uint64_t{a.n_past} + 1 > a.window ? a.n_past + 1 - a.window : 0;
   const uint64_t n_kv = uint64_t{a.n_past} + a.n_tokens - first;
-  const uint64_t want = std::min<uint64_t>((k_fa_split_groups + grid - 1) / grid, k_fa_split_max);
+  const uint64_t want = std::min<uint64_t>((target + grid * t.wg - 1) / (grid * t.wg), k_fa_split_max);
   const uint64_t by_len = n_kv / k_fa_split_min_chunk;
   const uint64_t n = std::min(want, by_len);
   if (n < 2) return {};
@@ -193,7 +207,7 @@ SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const Attn
 // has a tile that fits (head_dim ≤ 128; ROCKY_ATTN_TILE wins over both). attention() and
 // attention_scratch_bytes() use this one choice, so the scratch fits the plan.
 const FlashTile* pick_flash(const Env& e, const AttnArgs& a, FlashTile* scratch, SplitPlan* sp) {
-  const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, scratch);
+  const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, e.kv_f16, scratch);
   if (t == nullptr) return nullptr;
   *sp = flash_split_plan(e.lab, *t, a, pos_buf(e) != 0);
   const bool overridden = e.lab != nullptr && !e.lab->attn_tile.empty();
@@ -203,7 +217,7 @@ const FlashTile* pick_flash(const Env& e, const AttnArgs& a, FlashTile* scratch,
                                           : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
                                                                      e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
     for (const FlashTile& c : prof.attn_split)
-      if (fits(c, e.info, a.head_dim)) {
+      if (fits(c, e.info, a.head_dim, e.kv_f16)) {
         const SplitPlan c_sp = flash_split_plan(e.lab, c, a, pos_buf(e) != 0);
         if (c_sp.n_split > 1) {
           *sp = c_sp;
@@ -307,7 +321,8 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                              {ROCKY_SC_FA_HD, a.head_dim},
                                              {ROCKY_SC_FA_PREFETCH, t.prefetch},
                                              {ROCKY_SC_POS_BUF, pos_buf(e)},
-                                             {ROCKY_SC_FA_SPLIT, split_sc}});
+                                             {ROCKY_SC_FA_SPLIT, split_sc},
+                                             {ROCKY_SC_FA_KVH, t.kvh}});
     };
     const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
     const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);

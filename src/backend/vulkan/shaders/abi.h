@@ -195,6 +195,9 @@ struct AttnSplitPC {
 // [N3]/[N5] 1: the workgroup walks one chunk of the key range (grid z = split) and stores a partial
 // state for attention_merge.comp (AttnSplitPC's layout) instead of the output.
 #define ROCKY_SC_FA_SPLIT 46
+// [N5] 1 (with ROCKY_SC_KV_F16 = 1): K/V blocks staged in shared memory as packed f16 (the cache's
+// bits; half the bytes of f32), converted where the products read them.
+#define ROCKY_SC_FA_KVH 56
 // attention.comp / attention_step.comp / attention_split.comp: the exact head_dim when each key's
 // dot product may read K in 16-byte units (head_dim a multiple of 8 with f16 K, of 4 with f32, and
 // K's element offset aligned alike); 0 = one element at a time (any head_dim).

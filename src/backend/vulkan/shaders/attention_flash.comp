@@ -21,9 +21,12 @@
 // (rg, tc) owns rows rg·TR + i (i < TR); in S it owns keys tc + CT·k (k < TC), so BC = CT·TC; in O
 // it owns dims 4·(tc + CT·u) … +3 (u < DPT4 = ceil(HD/4 / CT)). Registers: TR·TC scores + TR·DPT4
 // vec4 accumulators (+ the TR + TC vec4 operands of the inner product).
-// Shared memory (f32): Q [BR][HD/4 + 1] vec4 (scaled), K or V block [BC][HD/4 + 1] vec4 (the row
-// pad of one vec4 spreads the CT keys read together over distinct banks), P [BR][BC], and
-// [BR][CT] partial row maxima / sums (each invocation reduces its own TC keys first).
+// Shared memory: Q [BR][HD/4 + 1] vec4 (f32, scaled), K or V block [BC][HD/4 + 1] vec4 (the row
+// pad of one vec4 spreads the CT keys read together over distinct banks) — or, KVH = 1 with an f16
+// cache, uvec2 (4 packed halves: the cache's own bits, half the bytes, so a bigger tile fits the
+// 48 KB of a desktop GPU; converted to f32 where the products read them) —, P [BR][BC/4 + 1] vec4
+// (f32; the P·V loop reads 4 keys' probabilities per load when BC % 4 == 0), and [BR][CT] partial
+// row maxima / sums (each invocation reduces its own TC keys first).
 //
 // Split keys (SPLIT = 1; few query rows over a long cache, e.g. an agent's next message at depth):
 // workgroup z = s walks only keys [f + s·chunk, f + (s + 1)·chunk) of the workgroup's range (f: the
@@ -44,6 +47,7 @@ layout(constant_id = ROCKY_SC_FA_TC) const uint TC = 4;
 layout(constant_id = ROCKY_SC_FA_HD) const uint HD = 128;
 layout(constant_id = ROCKY_SC_FA_PREFETCH) const uint PREFETCH = 0;
 layout(constant_id = ROCKY_SC_FA_SPLIT) const uint SPLIT = 0;
+layout(constant_id = ROCKY_SC_FA_KVH) const uint KVH_SC = 0;  // 1: K/V blocks as f16 in shared (KV_F16 only)
 layout(push_constant) uniform PC { AttnSplitPC spc; };
 #define pc spc.a
 layout(binding = 0) readonly buffer Q { float q[]; };
@@ -60,12 +64,15 @@ const uint BC = CT * TC;
 const uint D4 = HD / 4u;
 const uint QS = D4 + 1u;  // padded row stride, vec4 units
 const uint DPT4 = (D4 + CT - 1u) / CT;
+const uint KVH = KVH_SC * KV_F16;
+const uint PS4 = BC / 4u + 1u;  // P row stride in vec4 (one vec4 of pad: rows on distinct banks)
 const float k_neg = -1e30;
 
 shared vec4 qs[BR * QS];
-shared vec4 kvs[BC * QS];
-shared float red[BR * CT];  // per-thread partial row maxima (then, at the end, row sums)
-shared float ps[BR * BC];
+shared vec4 kvs[(1u - KVH) * BC * QS + KVH];  // KVH = 0: the K or V block as f32
+shared uvec2 kvs_h[KVH * BC * QS + 1u - KVH]; // KVH = 1: as packed halves
+shared float red[BR * CT];                    // per-thread partial row maxima (then, at the end, row sums)
+shared vec4 ps[BR * PS4];                     // P: key c of row r at ps[r * PS4 + c / 4][c % 4]
 
 // Four consecutive cache elements starting at element e (f32 words, or f16 halves).
 vec4 load4(bool is_k, uint e) {
@@ -83,33 +90,64 @@ vec4 load4(bool is_k, uint e) {
   return vec4(unpackHalf2x16(w0).y, unpackHalf2x16(w1), unpackHalf2x16(w2).x);
 }
 
-// Stage positions k0 … k0 + BC − 1 of KV head kvh (zeros at p ≥ p_end) into kvs.
-void load_block(bool is_k, uint k0, uint p_end, uint kvh) {
-  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh * HD;
+// The same four elements as packed halves (KVH: f16 cache; aligned: the cache's words as they are).
+uvec2 load4h(bool is_k, uint e) {
+  if ((e & 1u) == 0u) {
+    const uint w = e >> 1;
+    return is_k ? uvec2(kc[w], kc[w + 1u]) : uvec2(vc[w], vc[w + 1u]);
+  }
+  const vec4 v = load4(is_k, e);
+  return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+}
+
+// The staged block's element (key c, dims 4·d4 … +3) as f32.
+vec4 kv_at(uint i) {
+  if (KVH != 0u) return vec4(unpackHalf2x16(kvs_h[i].x), unpackHalf2x16(kvs_h[i].y));
+  return kvs[i];
+}
+
+// Stage positions k0 … k0 + BC − 1 of KV head kvh (zeros at p ≥ p_end) into kvs / kvs_h.
+void load_block(bool is_k, uint k0, uint p_end, uint kvh_i) {
+  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh_i * HD;
   for (uint idx = gl_LocalInvocationID.x; idx < BC * D4; idx += WG) {
     const uint c = idx / D4, d4 = idx % D4;
     const uint p = k0 + c;
-    kvs[c * QS + d4] = p < p_end ? load4(is_k, base + p * pc.n_embd_kv + 4u * d4) : vec4(0.0);
+    const uint e = base + p * pc.n_embd_kv + 4u * d4;
+    if (KVH != 0u)
+      kvs_h[c * QS + d4] = p < p_end ? load4h(is_k, e) : uvec2(0u);
+    else
+      kvs[c * QS + d4] = p < p_end ? load4(is_k, e) : vec4(0.0);
   }
 }
 
 // PREFETCH = 1: blocks travel through registers so their global loads overlap compute — V(k0) is
 // fetched before S = Q·Kᵀ and stored after it, K(k0 + BC) is fetched before the P·V product.
+// KVH: the registers hold the packed halves (half the registers).
 const uint NPRE = (BC * D4 + WG - 1u) / WG;
-vec4 pre[NPRE];
-void fetch(bool is_k, uint k0, uint p_end, uint kvh) {
-  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh * HD;
+vec4 pre[(1u - KVH) * NPRE + KVH];
+uvec2 preh[KVH * NPRE + 1u - KVH];
+void fetch(bool is_k, uint k0, uint p_end, uint kvh_i) {
+  const uint base = (is_k ? pc.k_off : pc.v_off) + kvh_i * HD;
   for (uint n = 0u; n < NPRE; ++n) {
     const uint idx = gl_LocalInvocationID.x + n * WG;
     const uint c = idx / D4, d4 = idx % D4;
     const uint p = k0 + c;
-    pre[n] = idx < BC * D4 && p < p_end ? load4(is_k, base + p * pc.n_embd_kv + 4u * d4) : vec4(0.0);
+    const bool live = idx < BC * D4 && p < p_end;
+    const uint e = base + p * pc.n_embd_kv + 4u * d4;
+    if (KVH != 0u)
+      preh[n] = live ? load4h(is_k, e) : uvec2(0u);
+    else
+      pre[n] = live ? load4(is_k, e) : vec4(0.0);
   }
 }
 void commit() {
   for (uint n = 0u; n < NPRE; ++n) {
     const uint idx = gl_LocalInvocationID.x + n * WG;
-    if (idx < BC * D4) kvs[(idx / D4) * QS + idx % D4] = pre[n];
+    if (idx >= BC * D4) continue;
+    if (KVH != 0u)
+      kvs_h[(idx / D4) * QS + idx % D4] = preh[n];
+    else
+      kvs[(idx / D4) * QS + idx % D4] = pre[n];
   }
 }
 
@@ -173,7 +211,7 @@ void main() {
     for (uint d4 = 0u; d4 < D4; ++d4) {
       vec4 qv[TR], kv[TC];
       for (uint i = 0u; i < TR; ++i) qv[i] = qs[(rg * TR + i) * QS + d4];
-      for (uint k = 0u; k < TC; ++k) kv[k] = kvs[(tc + CT * k) * QS + d4];
+      for (uint k = 0u; k < TC; ++k) kv[k] = kv_at((tc + CT * k) * QS + d4);
       for (uint i = 0u; i < TR; ++i)
         for (uint k = 0u; k < TC; ++k) s[i][k] += dot(qv[i], kv[k]);
     }
@@ -211,7 +249,8 @@ void main() {
       for (uint k = 0u; k < TC; ++k) {
         const float p = exp(s[i][k] - mx);
         sum += p;
-        ps[(rg * TR + i) * BC + tc + CT * k] = p;
+        const uint c = tc + CT * k;
+        ps[(rg * TR + i) * PS4 + c / 4u][c % 4u] = p;
       }
       l[i] = l[i] * alpha[i] + sum;
       for (uint u = 0u; u < DPT4; ++u) o[i][u] *= alpha[i];
@@ -224,12 +263,26 @@ void main() {
     }
     barrier();
 
-    for (uint c = 0u; c < BC; ++c) {
-      vec4 vv[DPT4];
-      for (uint u = 0u; u < DPT4; ++u) vv[u] = tc + CT * u < D4 ? kvs[c * QS + tc + CT * u] : vec4(0.0);
-      for (uint i = 0u; i < TR; ++i) {
-        const float p = ps[(rg * TR + i) * BC + c];
-        for (uint u = 0u; u < DPT4; ++u) o[i][u] += p * vv[u];
+    if (BC % 4u == 0u) {  // four keys' probabilities per shared load
+      for (uint c4 = 0u; c4 < BC / 4u; ++c4) {
+        vec4 pr[TR];
+        for (uint i = 0u; i < TR; ++i) pr[i] = ps[(rg * TR + i) * PS4 + c4];
+        for (uint cc = 0u; cc < 4u; ++cc) {
+          const uint c = 4u * c4 + cc;
+          vec4 vv[DPT4];
+          for (uint u = 0u; u < DPT4; ++u) vv[u] = tc + CT * u < D4 ? kv_at(c * QS + tc + CT * u) : vec4(0.0);
+          for (uint i = 0u; i < TR; ++i)
+            for (uint u = 0u; u < DPT4; ++u) o[i][u] += pr[i][cc] * vv[u];
+        }
+      }
+    } else {
+      for (uint c = 0u; c < BC; ++c) {
+        vec4 vv[DPT4];
+        for (uint u = 0u; u < DPT4; ++u) vv[u] = tc + CT * u < D4 ? kv_at(c * QS + tc + CT * u) : vec4(0.0);
+        for (uint i = 0u; i < TR; ++i) {
+          const float p = ps[(rg * TR + i) * PS4 + c / 4u][c % 4u];
+          for (uint u = 0u; u < DPT4; ++u) o[i][u] += p * vv[u];
+        }
       }
     }
     barrier();
