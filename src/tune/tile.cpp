@@ -111,9 +111,14 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     const std::vector<FlashTile> attn_arm{{128, 16, 1, 2, 0}, {64, 8, 1, 1, 0}};
     const std::vector<FlashTile> attn_arm_wide{{128, 8, 1, 1, 0}, {64, 8, 1, 1, 0}};
     const std::vector<FlashTile> attn_gpu{{128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1, 0}};
-    // H200 (the same full tune): 4 query rows per invocation, 0.498 against 0.722 ms at hd128,
-    // 16/2 heads × 512 tokens (at hd 256 it would need 89 KB of shared memory: attn_wide below).
-    const std::vector<FlashTile> attn_nv{{128, 16, 4, 2, 1}, {128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1, 0}};
+    // H200 (docs/tuning-log.md #38): 32 column threads × 2 × 2 scores (64 keys per block) and one
+    // vec4 of O per invocation, K/V blocks as f16 in shared memory; 512 invocations × 32 rows (46.5 KB
+    // at hd 128): pp4096 7,829 t/s, pp512 @ d8192 3,995; 256 × 16 rows (31.7 KB): 7,633 / 3,783 as
+    // the default of call 4 (7,566 / 3,752 in call 3), against 6,507 / 2,787 for the full tune's
+    // tile (128,16,4,2,1). Tiles with fewer than 32 column threads (> 1 vec4 of O each) ran 2.5×
+    // slower there. With an f32 cache or at hd 256 they need more than 48 KB: the next ones.
+    const std::vector<FlashTile> attn_nv{{512, 32, 2, 2, 1, 1}, {256, 16, 2, 2, 1, 1}, {128, 16, 4, 2, 1},
+                                         {128, 16, 1, 2, 1},    {128, 32, 2, 4, 1},    {64, 8, 1, 1, 0}};
     // hd 256 (gemma-3), `rocky tune -m gemma-3-4b --start-profile nvidia`: 8 query rows per
     // workgroup of 256, 1.03 ms at 8/4 heads × 512 tokens against 2.44 ms for wg128 br16 tr1 tc2 pf1
     // (the tile gemma ran with before); pp512 8,230 t/s with the tuned file against 6,106 before.
