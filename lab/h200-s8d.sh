@@ -3,14 +3,7 @@
 # pp4096, pp512 @ d8192, pp16 / pp50 @ d5000, two neighbours, and the profile of pp4096.
 # Usage on the device: bash lab/h200-s8d.sh (prints a table last).
 set -u
-O=${OUT:-/tmp/out}; mkdir -p "$O"; R=".devpack/run rocky"; M=/tmp/q3b.gguf
-[ -s $M ] || timeout 150 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M > /dev/null 2>&1 || echo synth failed
-names=()
-b() {
-  local name=$1; shift; names+=("$name" "$name-d")
-  timeout 60 env "$@" $R bench -m $M -p 4096 -n 0 -ub 512 -r 2 --no-roofline -o json > "$O/$name.json" 2> "$O/$name.err" || echo "$name failed: $(tail -2 "$O/$name.err")"
-  timeout 60 env "$@" $R bench -m $M -p 512 -n 0 -d 8192 -ub 512 -r 2 --no-roofline -o json > "$O/$name-d.json" 2> "$O/$name-d.err" || echo "$name-d failed: $(tail -2 "$O/$name-d.err")"
-}
+. lab/tile-bench.sh
 b default
 b t256-16-2-2-nopf ROCKY_ATTN_TILE=256,16,2,2,0,1
 b t256-8-1-2ph ROCKY_ATTN_TILE=256,8,1,2,1,1

@@ -1,0 +1,10 @@
+# Sourced by lab/h200-s8*.sh: the synth model and b NAME [ENV=VALUE …], which runs pp4096 and
+# pp512 @ d8192 (`-r 2`, JSON in $O/NAME.json and $O/NAME-d.json) and appends both names to $names.
+O=${OUT:-/tmp/out}; mkdir -p "$O"; R=".devpack/run rocky"; M=/tmp/q3b.gguf
+[ -s $M ] || timeout 150 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M > /dev/null 2>&1 || echo synth failed
+names=()
+b() {
+  local name=$1; shift; names+=("$name" "$name-d")
+  timeout 60 env "$@" $R bench -m $M -p 4096 -n 0 -ub 512 -r 2 --no-roofline -o json > "$O/$name.json" 2> "$O/$name.err" || echo "$name failed: $(tail -2 "$O/$name.err")"
+  timeout 60 env "$@" $R bench -m $M -p 512 -n 0 -d 8192 -ub 512 -r 2 --no-roofline -o json > "$O/$name-d.json" 2> "$O/$name-d.err" || echo "$name-d failed: $(tail -2 "$O/$name-d.err")"
+}
