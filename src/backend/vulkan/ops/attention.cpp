@@ -165,14 +165,15 @@ SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs&
 // [N3]/[N5] Flash attention with split keys: a ubatch of few query rows over a long cache (an
 // agent's next message at depth 5,000: 50 tokens × 8 heads per KV head = 25 row blocks × 2 KV heads
 // on qwen2.5-3b) gives a grid of a few dozen workgroups, each walking every key — most of a big
-// GPU idles. Below k_fa_split_invocations invocations (256 workgroups of 128) the key range is cut
-// into chunks (a multiple of the tile's BC, ≥ k_fa_split_min_chunk keys) until the grid reaches it;
+// GPU idles. Below k_fa_split_groups workgroups of the tile the key range is cut into chunks (a
+// multiple of the tile's BC, ≥ k_fa_split_min_chunk keys) until the grid reaches it;
 // attention_merge combines the partial states. Not under the replayed decode (n_past is on the
-// device only there). ROCKY_ATTN_FA_GRID=N sets the invocation target (0: never split).
-constexpr uint32_t k_fa_split_invocations = 256 * 128, k_fa_split_min_chunk = 512, k_fa_split_max = 64;
+// device only there). ROCKY_ATTN_FA_GRID=N sets the target in invocations instead (0: never split).
+constexpr uint32_t k_fa_split_groups = 256, k_fa_split_min_chunk = 512, k_fa_split_max = 64;
 
-uint64_t fa_grid_target(const LabOptions* lab) {
-  if (lab == nullptr || lab->attn_fa_grid.empty()) return k_fa_split_invocations;
+// The split's target in invocations for tile t.
+uint64_t fa_grid_target(const LabOptions* lab, const FlashTile& t) {
+  if (lab == nullptr || lab->attn_fa_grid.empty()) return uint64_t{k_fa_split_groups} * t.wg;
   const std::string& v = lab->attn_fa_grid;
   char* end = nullptr;
   const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
@@ -186,7 +187,7 @@ SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const Attn
   if (lab != nullptr && lab->attn_split == "0") return {};  // ROCKY_ATTN_SPLIT=0: never split
   const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
   const uint64_t grid = (rows + t.br - 1) / t.br * a.n_head_kv;
-  const uint64_t target = fa_grid_target(lab);
+  const uint64_t target = fa_grid_target(lab, t);
   if (grid == 0 || grid * t.wg >= target) return {};
   // Keys any row of the ubatch sees: from the window's first key of token 0 (or 0) to the last token.
   const uint64_t first = a.window > 0 && uint64_t{a.n_past} + 1 > a.window ? a.n_past + 1 - a.window : 0;
