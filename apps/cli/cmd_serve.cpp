@@ -33,6 +33,9 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--prefill-chunk", o->prefill_chunk,
                   "With --cont-batching: prompt tokens per step while others decode (default = -ub)")
       ->check(CLI::Range(1, INT32_MAX));
+  sub->add_flag("!--no-warmup", o->warmup,
+                "Skip the warm-up (one ubatch and one decode step before /health says ok, so the first "
+                "request does not create the kernels' pipelines)");
   sub->add_option("--device", o->device,
                   "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq, mm, basic")

@@ -82,7 +82,9 @@ struct BackendStats {
   std::string matmul = "cpu";  // the prefill matmul option in effect: auto | mmq | mm | basic | cpu
   bool validation = false;     // the Vulkan validation layer is on
   uint64_t validation_errors = 0;
-  std::string tiles;  // [N8] the tuning profile and the tiles its kernels use ("" on the CPU)
+  std::string tiles;              // [N8] the tuning profile and the tiles its kernels use ("" on the CPU)
+  uint64_t pipelines = 0;         // [N3] compute pipelines created so far (0 on the CPU)
+  double pipeline_create_ms = 0;  // wall time spent creating them (ms)
 };
 
 // Element type of a context's KV cache.

@@ -103,6 +103,7 @@ struct GenerateResult {
   double prompt_ms = 0;        // prefill wall time
   double gen_ms = 0;           // from the first sample to the final flush
   double gen_eval_ms = 0;      // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
+  double cache_ms = 0;         // [N3] before the prefill: restoring the cached prefix (set by the scheduler)
   uint32_t seed = 0;           // the sampler's seed (drawn at random when none was given)
   int32_t batch_seqs_max = 1;  // [N7] the most sequences in one step that carried this job's tokens
 };

@@ -33,6 +33,7 @@ EnvOptions read_env() {
   e.lab.mmv_q8 = var("ROCKY_MMV_Q8");
   e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
   e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");
+  e.lab.pipeline_stats = var("ROCKY_PIPELINE_STATS");
   e.vulkan_loader = var("ROCKY_VULKAN_LOADER");
   if (const std::string x = var("XDG_CACHE_HOME"); !x.empty()) {
     e.cache_dir = x;

@@ -20,6 +20,10 @@ std::vector<int32_t> tokens_held(std::span<const int32_t> prompt, const Generate
   if (static_cast<int32_t>(t.size()) != n_past) t.clear();
   return t;
 }
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 }  // namespace
 
 void Job::wait() {
@@ -158,6 +162,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
   Session& session = *s.session;
   if (s.forget.exchange(false)) s.tokens.clear();
   GenerateParams p = job.params;
+  const auto t_restore = std::chrono::steady_clock::now();
   try {
     // [N3]: the slot's own prefix, then cached blocks.
     job.cache_hit = restore_prefix(session, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
@@ -168,6 +173,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
   }
   s.tokens.assign(job.prompt.begin(), job.prompt.begin() + job.cache_hit.n_cached);
   p.n_cached = job.cache_hit.n_cached;
+  const double cache_ms = ms_since(t_restore);
   const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
   s.kv = n_prompt;
   TokenFn cb = [&](const TokenEvent& ev) {
@@ -179,6 +185,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
     SessionSource src(session);
     Generator g(src, tok_);
     GenerateResult r = g.generate(job.prompt, p, cb);
+    r.cache_ms = cache_ms;
     s.tokens = tokens_held(job.prompt, r, session.n_past());
     job.result = std::move(r);
     if (cache_ && !s.tokens.empty()) {
@@ -220,6 +227,7 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
   engine_->begin(seq);
   if (s.forget.exchange(false)) s.tokens.clear();
   const bool cached = cache_ && !engine_->recurrent();
+  const auto t_restore = std::chrono::steady_clock::now();
   if (cached) {
     try {
       // [N3] The sequence's cells still hold the slot's last tokens (end() does not erase them).
@@ -233,10 +241,12 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     p.n_cached = job.cache_hit.n_cached;
   }
   s.tokens.assign(job.prompt.begin(), job.prompt.begin() + p.n_cached);
+  const double cache_ms = ms_since(t_restore);
   try {
     BatchSource src(*engine_, seq);
     Generator g(src, tok_);
     GenerateResult r = g.generate(job.prompt, p, cb);
+    r.cache_ms = cache_ms;
     r.batch_seqs_max = src.seqs_max();
     s.tokens = tokens_held(job.prompt, r, engine_->n_past(seq));
     job.result = std::move(r);

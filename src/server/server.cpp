@@ -104,6 +104,9 @@ json timings_json(const runtime::GenerateResult& r) {
           // rocky's own: of predicted_ms, the time inside the model's evaluation ([N2]: the rest is
           // sampling, detokenizing and streaming)
           {"predicted_eval_ms", r.gen_eval_ms},
+          // [N3] rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
+          // reads, uploads into the KV cache); not part of prompt_ms
+          {"cache_ms", r.cache_ms},
           {"batch_seqs_max", r.batch_seqs_max}};
 }
 
@@ -155,6 +158,7 @@ class App {
     bo.kv_f16 = o_.kv_f16;
     bo.env = o_.env;
     const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
+    backend_ = be;
     std::vector<std::unique_ptr<runtime::Session>> slots;
     std::shared_ptr<runtime::BatchEngine> engine;
     if (o_.cont_batching) {  // [N7] one context, n_parallel sequences
@@ -192,9 +196,27 @@ class App {
     }
     sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_)
                     : std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
+    if (o_.warmup) warm_up(be);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, context {} tokens each)\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, sched_->n_ctx());
     ready_ = true;
+  }
+
+  // llama-server's warm-up, with a whole ubatch: a throwaway context (its own small KV cache, freed
+  // at once) evaluates min(-ub, -c − 1) copies of one token, then one decode step.
+  void warm_up(const std::shared_ptr<backend::Backend>& be) {
+    const auto t0 = Clock::now();
+    const int32_t n_ctx = std::max<int32_t>(2, sched_ ? sched_->n_ctx() : o_.n_ctx);
+    const int32_t n = std::max<int32_t>(1, std::min<int32_t>(o_.n_ubatch, n_ctx - 1));
+    runtime::Session s(*model_, be, runtime::SessionOptions{n + 1, o_.n_ubatch});
+    const int32_t id = tok_->vocab().bos() >= 0 ? tok_->vocab().bos() : 0;
+    const std::vector<int32_t> ids(static_cast<size_t>(n), id);
+    s.eval(ids);
+    s.eval(std::span<const int32_t>(ids).first(1));
+    const backend::BackendStats bs = be->stats();
+    fmt::print(stderr, "rocky: warm-up: {} + 1 tokens in {:.0f} ms ({} pipelines, {:.0f} ms creating them)\n", n,
+               std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), bs.pipelines,
+               bs.pipeline_create_ms);
   }
 
   void begin_shutdown() {
@@ -365,6 +387,13 @@ class App {
           "Between steps while a sequence was active (sampling, streaming, the join window).", st.batch.gather_s);
       add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
           static_cast<double>(st.batch.replays));
+    }
+    if (backend_) {  // [N3] pipelines are created on first use: a request of a new shape pays for them
+      const backend::BackendStats bs = backend_->stats();
+      add("pipelines_created_total", "counter", "Compute pipelines created (first use of a kernel variant).",
+          static_cast<double>(bs.pipelines));
+      add("pipeline_create_seconds_total", "counter", "Wall time spent creating compute pipelines.",
+          bs.pipeline_create_ms / 1000.0);
     }
     if (cache_) {
       const runtime::PrefixCacheStats cs = cache_->stats();
@@ -808,6 +837,7 @@ class App {
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
   std::shared_ptr<runtime::PrefixCache> cache_;
+  std::shared_ptr<backend::Backend> backend_;  // the slots' (for /metrics)
   std::unique_ptr<runtime::Scheduler> sched_;
   int64_t n_params_ = 0, size_ = 0;
   Metrics metrics_;

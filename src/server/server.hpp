@@ -26,6 +26,10 @@ struct ServerOptions {
   // a --prefill-chunk of one waiting prompt (runtime/batch.hpp). Off: one context per slot, the
   // prefix cache on.
   bool cont_batching = false;
+  // Before /health says ok: one ubatch of min(-ub, -c − 1) tokens and one decode step through a
+  // throwaway context on the slots' backend, so the kernels' pipelines (created on first use) exist
+  // before the first request. --no-warmup (llama-server's flag) skips it.
+  bool warmup = true;
   int32_t prefill_chunk = 0;  // --prefill-chunk: prompt tokens per step (0 = -ub)
   std::string device = "auto";
   std::string matmul = "auto";

@@ -294,6 +294,42 @@ def test_restart_hits_from_disk():
         s.kill()
 
 
+def metric(s, name):
+    m = re.search(r"^rocky:%s (\S+)$" % re.escape(name), s.get("/metrics"), re.M)
+    assert m, f"/metrics has no rocky:{name}"
+    return float(m.group(1))
+
+
+def test_warmup_and_restore_timings():
+    """[N3] The server warms up before /health says ok (the first request after a restart does not
+    create the kernels' pipelines; --no-warmup skips it), and timings.cache_ms is the time the
+    restore of the cached prefix took (0 ≤ cache_ms, reported with every response)."""
+    vulkan = DEVICE.startswith("vulkan")
+    prompt = SYSTEM + "\nUser: hi.\nAssistant:"
+    s = Server()
+    try:
+        made = metric(s, "pipelines_created_total")
+        assert made > 0 if vulkan else made == 0, made
+        r1 = s.complete(prompt)
+        r2 = s.complete(prompt)
+        for r in (r1, r2):
+            assert isinstance(r["timings"]["cache_ms"], (int, float)) and r["timings"]["cache_ms"] >= 0, r
+        assert cached(r1) == 0 and cached(r2) > 0, (r1, r2)
+    finally:
+        log = s.stop()
+    assert re.search(r"rocky: warm-up: \d+ \+ 1 tokens", log), log
+    s = Server("--no-warmup")
+    try:
+        assert metric(s, "pipelines_created_total") == 0
+        r = s.complete(prompt)
+        assert r["choices"][0]["text"] == r1["choices"][0]["text"], (r, r1)
+        made = metric(s, "pipelines_created_total")
+        assert made > 0 if vulkan else made == 0, made
+    finally:
+        log = s.stop()
+    assert "warm-up" not in log, log
+
+
 def damage(kind, path):
     data = bytearray(open(path, "rb").read())
     if kind == "truncate":

@@ -28,6 +28,10 @@ struct LabOptions {
   std::string mmv_q8;               // ROCKY_MMV_Q8=0…64 (wins over VulkanOptions::matvec_q8)
   std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)
   std::string vulkan_timeout_s;     // ROCKY_VULKAN_TIMEOUT_S=S (fence waits; default 1800)
+  // ROCKY_PIPELINE_STATS=PREFIX: capture the driver's statistics of every pipeline (registers,
+  // local memory, …; pipeline_stats.hpp) and print those whose name starts with PREFIX ("all":
+  // every one) on stderr when the backend closes. Where the driver has no statistics: nothing.
+  std::string pipeline_stats;
 };
 
 // ROCKY_DEVICE_MEMORY_LIMIT's value as bytes: 0 for ""; rocky::Error when not a byte count.

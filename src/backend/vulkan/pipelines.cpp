@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -235,7 +236,9 @@ const Pipeline& Pipelines::get_slow(std::string_view shader, std::vector<SpecCon
   ci.stage.pSpecializationInfo = &si;
   ci.layout = p->layout;
   if (capture_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;  // [M5] --pipeline-stats
+  const auto t0 = std::chrono::steady_clock::now();
   VkResult r = vkCreateComputePipelines(d, vk_cache_, 1, &ci, nullptr, &p->pipeline);
+  create_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   vkDestroyShaderModule(d, module, nullptr);
   vk_check(r, "vkCreateComputePipelines");
   return *cache_.emplace(std::move(key), std::move(p)).first->second;

@@ -57,6 +57,12 @@ class Pipelines {
     std::lock_guard<std::mutex> lock(mu_);
     return cache_.size();
   }
+  // [N3] Wall time spent in vkCreateComputePipelines so far (ms; pipelines are created on first
+  // use, so a server's first request of each shape pays it).
+  double create_ms() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return create_ms_;
+  }
   // Where the VkPipelineCache lives ("" when not persisted).
   const std::string& cache_path() const { return path_; }
   // [M5] Create later pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (only when the
@@ -79,6 +85,7 @@ class Pipelines {
   VkPipelineCache vk_cache_ = VK_NULL_HANDLE;
   std::string path_;
   bool capture_stats_ = false;
+  double create_ms_ = 0;  // guarded by mu_
   std::map<std::pair<std::string, std::vector<std::pair<uint32_t, uint32_t>>>, std::unique_ptr<Pipeline>> cache_;
   // Per-dispatch lookup without allocation: a hash of (shader, spec as the caller ordered it) →
   // the pipeline, verified against the stored key on a hit (collisions fall back to cache_).

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend/vulkan/ops/matmul_fast.hpp"
+#include "backend/vulkan/pipeline_stats.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
 #include "tune/store.hpp"
@@ -56,6 +57,7 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : parse_device_memory_limit(lab.device_memory_limit);
   memory_ = std::make_unique<Memory>(*device_, limit, opts.max_allocation);
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache, opts.cache_dir);
+  if (!lab.pipeline_stats.empty()) pipelines_->set_capture_statistics(true);
   if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
   // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
   if (!lab.matmul.empty()) opts_.matmul = ops::parse_matmul_path(lab.matmul, "ROCKY_MATMUL");
@@ -134,6 +136,21 @@ VulkanBackend::~VulkanBackend() {
   // Order: GPU work done → the default context → weights → pipelines → device → instance. Other
   // contexts must be gone already (backend.hpp).
   if (device_) vkDeviceWaitIdle(device_->handle());
+  if (pipelines_ && !opts_.lab.pipeline_stats.empty()) {  // ROCKY_PIPELINE_STATS=PREFIX (lab)
+    std::vector<PipelineStats> st;
+    try {
+      for (auto& s : collect_statistics(*pipelines_))
+        if (opts_.lab.pipeline_stats == "all" || s.pipeline.rfind(opts_.lab.pipeline_stats, 0) == 0)
+          st.push_back(std::move(s));
+      for (const auto& p : st) {  // stderr: bench's stdout is its table or JSON
+        std::string line = fmt::format("pipeline {}{}:", p.pipeline, p.spills ? " SPILLS" : "");
+        for (const auto& x : p.stats) line += fmt::format(" {}={}", x.name, x.value);
+        fmt::print(stderr, "{}\n", line);
+      }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "rocky: ROCKY_PIPELINE_STATS: {}\n", e.what());
+    }
+  }
   default_.reset();
   weight_buffers_.clear();
   pipelines_.reset();
@@ -159,6 +176,8 @@ backend::BackendStats VulkanBackend::stats() const {
   s.tiles = mmq_profile_.name + ": " + mmq_profile_.tiles_str();
   s.validation = instance_->validation();
   s.validation_errors = instance_->error_count();
+  s.pipelines = pipelines_->size();
+  s.pipeline_create_ms = pipelines_->create_ms();
   return s;
 }
 
