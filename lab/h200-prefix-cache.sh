@@ -126,9 +126,10 @@ print(f"(each server first ran {SPIN} s of unrelated back-to-back requests: GPU 
 for k in ["cold", "warm", "ram", "restart_pc", "restart", "restart_nowarm"]:
     ms = res[k + "_ms"]; cached = res.get(k + "_cached", 0)
     print(f"{k:14} TTFT {ms:9.1f} ms  cached {cached:5}  cold/this {cold / ms:6.1f}x")
-print("request         TTFT ms  cache_ms  prompt_n  prompt_ms  pipelines made (ms)")
+print("request         TTFT ms  cache_ms  prompt_n  prompt_ms  of it GPU  pipelines made (ms)")
 for label, t, tm, made in timings:
     print(f"{label:14} {t:8.1f} {tm.get('cache_ms', 0):9.1f} {tm.get('prompt_n', 0):9} {tm.get('prompt_ms', 0):10.1f}"
+          f" {tm.get('prompt_gpu_ms', 0):10.1f}"
           f"  {made.get('pipelines_created_total', 0):.0f} ({1000 * made.get('pipeline_create_seconds_total', 0):.1f})")
 print(f"goal: warm ≤ cold/20 → {'met' if res['warm_ms'] * 20 <= cold else 'NOT met'}; "
       f"restart ≤ cold/10 → {'met' if res['restart_ms'] * 10 <= cold else 'NOT met'} "

@@ -12,7 +12,7 @@ M=/tmp/q3b.gguf
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 $R roofline --reps 3 --json > "$O/roofline.json" 2> "$O/roofline.err" || tail -3 "$O/roofline.err"
 [[ -f $M ]] || timeout 200 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M > /dev/null 2>&1 || echo synth failed
-nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$O/smi-bench.txt" 2>/dev/null &
+nvidia-smi --query-gpu=memory.used,clocks.sm --format=csv,noheader,nounits -lms 100 > "$O/smi-bench.txt" 2>/dev/null &
 smi=$!
 timeout 240 $R bench -m $M -p 512 -n 128 -ub 512 -r ${REPS:-3} --roofline-json "$O/roofline.json" -o json -q \
   > "$O/bench.json" 2> "$O/bench.err" || tail -3 "$O/bench.err"
@@ -32,8 +32,12 @@ import json, sys, os
 o = sys.argv[1]
 r = json.load(open(os.path.join(o, "roofline.json")))
 print(f"roofline fp32 {r['fp32_tflops']:.1f} TFLOPS, int8 {r['int8_dot_tops']:.1f} TOPS, copy {r['copy_gbs']:.0f} GB/s")
-smi = [int(x) for x in open(os.path.join(o, "smi-bench.txt")).read().split() if x.isdigit()]
+rows_smi = [l.split(",") for l in open(os.path.join(o, "smi-bench.txt")).read().splitlines() if "," in l]
+smi = [int(r[0]) for r in rows_smi if r[0].strip().isdigit()]
+bclk = sorted(int(r[1]) for r in rows_smi if len(r) > 1 and r[1].strip().isdigit())
 print(f"nvidia-smi peak during bench {max(smi) if smi else '?'} MiB; idle server {open(os.path.join(o, 'smi-idle.txt')).read().strip()} MiB")
+if bclk:
+    print(f"SM clock during bench: median {bclk[len(bclk) // 2]} MHz, {100 * sum(c < 1500 for c in bclk) / len(bclk):.0f} % of samples < 1500")
 rows = json.load(open(os.path.join(o, "bench.json")))
 pp_ms = tg_ms = None
 for row in rows:

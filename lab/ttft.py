@@ -121,7 +121,7 @@ def main():
     while time.perf_counter() < t_end:
         stream(host, port, prompts[i % 2], 16)
         i += 1
-    ttft, server_prompt_ms = [], []
+    ttft, server_prompt_ms, server_prompt_gpu_ms = [], [], []
     for p in prompts[2:]:
         t_send, times, timings = stream(host, port, p, 1)
         if not times:
@@ -129,6 +129,7 @@ def main():
         ttft.append((times[0] - t_send) * 1000)
         if timings:
             server_prompt_ms.append(timings["prompt_ms"])
+            server_prompt_gpu_ms.append(timings.get("prompt_gpu_ms", 0))
     m0 = batch_metrics(host, port)
     _, times, timings = stream(host, port, prompts[0][:32], a.gen, ignore_eos=True)
     m1 = batch_metrics(host, port)
@@ -141,12 +142,15 @@ def main():
               "ms per step: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
     print(f"ttft: median {statistics.median(ttft):.2f} ms over {len(ttft)} requests of {a.prompt_tokens} tokens "
           f"(min {min(ttft):.2f}, max {max(ttft):.2f}); server prompt_ms median "
-          f"{statistics.median(server_prompt_ms):.2f} ms" if server_prompt_ms else "")
+          f"{statistics.median(server_prompt_ms):.2f} ms, of it GPU (timestamps) "
+          f"{statistics.median(server_prompt_gpu_ms):.2f} ms; per request (TTFT / GPU): "
+          + " ".join(f"{t:.0f}/{g:.0f}" for t, g in zip(ttft, server_prompt_gpu_ms)) if server_prompt_ms else "")
     if gaps:
         print(f"gap: mean {statistics.mean(gaps):.3f} ms between {len(times)} streamed tokens "
               f"(median {statistics.median(gaps):.3f}); server predicted_per_token_ms "
               f"{timings['predicted_per_token_ms']:.3f}, of it in eval "
-              f"{timings.get('predicted_eval_ms', 0) / max(1, timings.get('predicted_n', 1)):.3f}" if timings else "")
+              f"{timings.get('predicted_eval_ms', 0) / max(1, timings.get('predicted_n', 1)):.3f}, of it GPU "
+              f"{timings.get('predicted_gpu_ms', 0) / max(1, timings.get('predicted_n', 1)):.3f}" if timings else "")
     print(json.dumps({"prompt_tokens": a.prompt_tokens, "ttft_ms": ttft, "server_prompt_ms": server_prompt_ms, "ttft_median_ms": statistics.median(ttft),
                       "gap_mean_ms": statistics.mean(gaps) if gaps else None, "n_gen_events": len(times)}))
 

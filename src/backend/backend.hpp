@@ -123,6 +123,9 @@ class Context {
 
   virtual ContextStats stats() const = 0;
   virtual void reset_host_timing() = 0;
+  // [N2][N3] GPU time of this context's submitted command buffers since it was made (ms; from
+  // timestamps at each one's start and end). 0 on the CPU or where the queue has no timestamps.
+  virtual double gpu_ms() const { return 0; }
   virtual const graph::KvShape& kv() const = 0;
 
   // --- Moving one sequence's KV cells (the prefix cache, runtime/prefix_cache.hpp) ---

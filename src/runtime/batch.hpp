@@ -158,6 +158,8 @@ class BatchSource final : public LogitSource {
   int32_t n_past() const override { return e_.n_past(seq_); }
   int32_t n_ctx() const override { return e_.n_ctx(); }
   int32_t n_vocab() const override { return e_.n_vocab(); }
+  // The shared context's: a step's GPU time counts for every sequence it carried.
+  double gpu_ms() const override { return e_.context().gpu_ms(); }
   int32_t seqs_max() const { return seqs_max_; }
 
  private:

@@ -87,8 +87,11 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   res.n_cached = p.n_cached;
 
   const auto t_prompt = Clock::now();
+  const double gpu0 = src_.gpu_ms();
   std::vector<float> logits = src_.eval(prompt.subspan(static_cast<size_t>(p.n_cached)), p.all_logits, progress);
   res.prompt_ms = ms_since(t_prompt);
+  const double gpu1 = src_.gpu_ms();
+  res.prompt_gpu_ms = gpu1 - gpu0;
   if (on_prompt_logits) on_prompt_logits(logits);
   const size_t nv = static_cast<size_t>(src_.n_vocab());
   // Only the last row goes on, in a vector of its own size (eval_into keeps capacity: an all-logits
@@ -156,6 +159,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   }
   if (stop.stopped()) res.stop_word = stop.matched();
   res.gen_ms = ms_since(t_gen);
+  res.gen_gpu_ms = src_.gpu_ms() - gpu1;
   return res;
 }
 

@@ -44,6 +44,8 @@ class LogitSource {
   virtual int32_t n_past() const = 0;
   virtual int32_t n_ctx() const = 0;
   virtual int32_t n_vocab() const = 0;
+  // GPU time of the source's context so far (ms; backend::Context::gpu_ms; 0 where unknown).
+  virtual double gpu_ms() const { return 0; }
 };
 
 class SessionSource final : public LogitSource {
@@ -59,6 +61,7 @@ class SessionSource final : public LogitSource {
   int32_t n_past() const override { return s_.n_past(); }
   int32_t n_ctx() const override { return s_.n_ctx(); }
   int32_t n_vocab() const override { return s_.n_vocab(); }
+  double gpu_ms() const override { return s_.context().gpu_ms(); }
 
  private:
   Session& s_;
@@ -104,6 +107,8 @@ struct GenerateResult {
   double gen_ms = 0;           // from the first sample to the final flush
   double gen_eval_ms = 0;      // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
   double cache_ms = 0;         // [N3] before the prefill: restoring the cached prefix (set by the scheduler)
+  double prompt_gpu_ms = 0;    // [N2] of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
+  double gen_gpu_ms = 0;       // of gen_ms, GPU time of the decode steps' command buffers
   uint32_t seed = 0;           // the sampler's seed (drawn at random when none was given)
   int32_t batch_seqs_max = 1;  // [N7] the most sequences in one step that carried this job's tokens
 };

@@ -107,6 +107,10 @@ json timings_json(const runtime::GenerateResult& r) {
           // [N3] rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
           // reads, uploads into the KV cache); not part of prompt_ms
           {"cache_ms", r.cache_ms},
+          // [N2] rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
+          // where unknown); prompt_ms − prompt_gpu_ms is host time and gaps
+          {"prompt_gpu_ms", r.prompt_gpu_ms},
+          {"predicted_gpu_ms", r.gen_gpu_ms},
           {"batch_seqs_max", r.batch_seqs_max}};
 }
 

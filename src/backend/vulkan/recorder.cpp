@@ -42,6 +42,12 @@ Recorder::Recorder(Device& dev, uint64_t max_binding, uint64_t timeout_s)
     vk_check(vkAllocateCommandBuffers(dev.handle(), &ai, &f.cb), "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     vk_check(vkCreateFence(dev.handle(), &fi, nullptr, &f.fence), "vkCreateFence");
+    if (dev.info().timestamps) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = 2;
+      vk_check(vkCreateQueryPool(dev.handle(), &qi, nullptr, &f.busy), "vkCreateQueryPool");
+    }
   }
 }
 
@@ -51,6 +57,7 @@ Recorder::~Recorder() {
     if (f.pending) vkWaitForFences(d, 1, &f.fence, VK_TRUE, k_wait_timeout_ns);
     for (auto p : f.pools) vkDestroyDescriptorPool(d, p, nullptr);
     if (f.queries) vkDestroyQueryPool(d, f.queries, nullptr);
+    if (f.busy) vkDestroyQueryPool(d, f.busy, nullptr);
     vkDestroyFence(d, f.fence, nullptr);
   }
   vkDestroyCommandPool(d, pool_, nullptr);
@@ -86,6 +93,18 @@ void Recorder::wait(Frame& f) {
   vk_check(r, "vkWaitForFences");
   vkResetFences(dev_.handle(), 1, &f.fence);
   f.pending = false;
+  if (f.stamped) {  // complete: its fence signalled
+    uint64_t ts[2] = {0, 0};
+    if (vkGetQueryPoolResults(dev_.handle(), f.busy, 0, 2, sizeof ts, ts, 8, VK_QUERY_RESULT_64_BIT) == VK_SUCCESS &&
+        ts[1] >= ts[0])
+      gpu_ms_ += static_cast<double>(ts[1] - ts[0]) * dev_.info().timestamp_period_ns * 1e-6;
+  }
+}
+
+void Recorder::end_stamp(Frame& f) {
+  if (!f.busy) return;
+  vkCmdWriteTimestamp(f.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, f.busy, 1);
+  f.stamped = true;
 }
 
 void Recorder::begin(bool profile) {
@@ -137,6 +156,11 @@ void Recorder::open(Frame& f, bool profile, bool one_time) {
   bi.flags = one_time ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
   vk_check(vkBeginCommandBuffer(f.cb, &bi), "vkBeginCommandBuffer");
   if (profile_) vkCmdResetQueryPool(f.cb, f.queries, 0, f.query_capacity);
+  f.stamped = false;
+  if (f.busy) {
+    vkCmdResetQueryPool(f.cb, f.busy, 0, 2);
+    vkCmdWriteTimestamp(f.cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, f.busy, 0);
+  }
   // Host writes (token ids, uploads) before this submit → shader reads; and the shader writes of
   // earlier submits (the KV cache of the previous decode step, when a kept command buffer is
   // submitted again) → this one's reads and writes.
@@ -294,6 +318,7 @@ void Recorder::flush() {
   if (!recording_) fail("Recorder::flush outside begin()/submit_and_wait()");
   if (profile_ || capturing_) return;
   Frame& f = frames_[current_];
+  end_stamp(f);
   vk_check(vkEndCommandBuffer(f.cb), "vkEndCommandBuffer");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
@@ -321,6 +346,7 @@ void Recorder::submit_and_wait() {
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
   vkCmdPipelineBarrier(f.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  end_stamp(f);
   vk_check(vkEndCommandBuffer(f.cb), "vkEndCommandBuffer");
   recording_ = false;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};

@@ -98,6 +98,10 @@ class Recorder {
   // Descriptor pools held by both frames (bounded by the largest graph, not the submit count).
   size_t descriptor_pools() const { return frames_[0].pools.size() + frames_[1].pools.size(); }
   uint32_t barriers() const { return barriers_; }
+  // [N2][N3] GPU time of every command buffer submitted so far (ms): timestamps at its start and
+  // end, read after its fence (0 where the queue has no timestamps). Against the host's wall time
+  // it tells GPU work (and its clock) from host gaps.
+  double gpu_ms() const { return gpu_ms_; }
   // Per-dispatch GPU times of the last profiled submit.
   const std::vector<OpTiming>& timings() const { return timings_; }
 
@@ -110,6 +114,8 @@ class Recorder {
     size_t pool_used = 0;  // pools[0..pool_used] are in use this frame
     VkQueryPool queries = VK_NULL_HANDLE;
     uint32_t query_capacity = 0;
+    VkQueryPool busy = VK_NULL_HANDLE;  // 2 timestamps: the command buffer's start and end
+    bool stamped = false;
   };
   struct Access {
     VkBuffer buffer;
@@ -118,6 +124,7 @@ class Recorder {
   };
   VkDescriptorSet allocate_set(const Pipeline& p);
   void wait(Frame& f);
+  void end_stamp(Frame& f);
 
   Device& dev_;
   PFN_vkCmdFillBuffer fill_fn_ = nullptr;  // resolved here (not in vk.hpp's shared table)
@@ -127,6 +134,7 @@ class Recorder {
   std::array<Frame, 3> frames_{};  // [0], [1]: the ring; [2]: the captured command buffer
   void open(Frame& f, bool profile, bool one_time);
   uint32_t current_ = 0;
+  double gpu_ms_ = 0;
   bool recording_ = false;
   bool profile_ = false;
   bool capturing_ = false, captured_ = false;

@@ -490,6 +490,8 @@ uint64_t VulkanContext::kv_bytes() const {
   return kv;
 }
 
+double VulkanContext::gpu_ms() const { return recorder_->gpu_ms(); }
+
 backend::ContextStats VulkanContext::stats() const {
   backend::ContextStats s;
   s.memory.kv = kv_bytes();

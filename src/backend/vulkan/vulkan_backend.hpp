@@ -122,6 +122,7 @@ class VulkanContext final : public backend::Context {
   // consumer's output instead); read_node() of such a node is a rocky::Error.
   bool node_written(int32_t id) const override;
   backend::ContextStats stats() const override;
+  double gpu_ms() const override;
   void reset_host_timing() override { timing_ = {}; }
   const graph::KvShape& kv() const override { return kv_; }
   // KV cells ↔ host bytes (backend.hpp): memcpy where the KV buffers are host-visible (UMA),
