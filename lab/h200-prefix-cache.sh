@@ -86,6 +86,7 @@ other = [rng.randrange(1000, 150000) for _ in range(n_prefix)]
 res = {"prefix": n_prefix, "new": n_new, "serve_flags": flags}
 SPIN = float(os.environ.get("SPIN_S", "1.5"))
 p, url, log = start()
+res["warmup"] = "".join(l for l in log if "warm-up" in l).strip()
 spin(url, SPIN)
 res["cold_ms"], c = ttft(url, prefix + tail(), "cold"); assert c == 0, c
 warm = [ttft(url, prefix + tail(), "warm") for _ in range(reps)]
@@ -122,6 +123,7 @@ res["preset"] = preset
 json.dump(res, open(os.path.join(out, f"prefix-cache-{preset}.json"), "w"), indent=1)
 cold = res["cold_ms"]
 print(f"prefix {n_prefix} + {n_new} new tokens ({preset} q4_k_m synth, -np 1, {flags or 'default flags'})")
+print(res["warmup"] or "(no warm-up line)")
 print(f"(each server first ran {SPIN} s of unrelated back-to-back requests: GPU clocks ramped)")
 for k in ["cold", "warm", "ram", "restart_pc", "restart", "restart_nowarm"]:
     ms = res[k + "_ms"]; cached = res.get(k + "_cached", 0)

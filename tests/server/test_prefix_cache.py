@@ -32,8 +32,8 @@ SYSTEM = ("You are a helpful assistant for a little girl named Lily. She likes t
 
 
 class Server:
-    def __init__(self, *extra, model=MODEL):
-        args = [BIN, "serve", "-m", model, "--port", "0", "-c", CTX, "--device", DEVICE, "--cache-block", str(B), *extra]
+    def __init__(self, *extra, model=MODEL, ctx=CTX):
+        args = [BIN, "serve", "-m", model, "--port", "0", "-c", str(ctx), "--device", DEVICE, "--cache-block", str(B), *extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         self.url = None
@@ -328,6 +328,14 @@ def test_warmup_and_restore_timings():
     finally:
         log = s.stop()
     assert "warm-up" not in log, log
+    if not HYBRID:  # where -c holds them, the warm-up also runs short ubatches at depth 1280
+        s = Server(ctx=2048)
+        try:
+            r = s.complete(prompt)
+            assert r["choices"][0]["text"] == r1["choices"][0]["text"], (r, r1)
+        finally:
+            log = s.stop()
+        assert re.search(r"rocky: warm-up: \d+ \+ 48 \+ 8 at depth 1280 \+ 1 tokens", log), log
 
 
 def damage(kind, path):
