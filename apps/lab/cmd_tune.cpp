@@ -866,7 +866,19 @@ int run_tune(const TuneOpts& o) {
           "attention", c.str(), dummy, N,
           [&] {
             abufs();
-            return tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);
+            // [N5] A tile whose pipeline spills (H200: 64,32,4,8 → 255 registers + 816 B of local
+            // memory, 2.5× slower; PERF.md session 9) is refused, as spilling matvecs are.
+            std::set<std::string> spilled_before;
+            for (const auto& ps : vulkan::collect_statistics(*rig.pipes))
+              if (ps.spills) spilled_before.insert(ps.pipeline);
+            Measure m = tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);
+            if (m.error.empty())
+              for (const auto& ps : vulkan::collect_statistics(*rig.pipes))
+                if (ps.spills && ps.pipeline.rfind("attention_flash", 0) == 0 && !spilled_before.count(ps.pipeline)) {
+                  m.error = "spills registers to local memory (pipeline statistics)";
+                  break;
+                }
+            return m;
           },
           as.str(N));
     }
