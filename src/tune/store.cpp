@@ -121,9 +121,9 @@ nlohmann::json profile_to_json(const DeviceProfile& p, const std::string& base_n
   j["mm"] = tile_json(p.mm);
   j["mmq_q4k_nibbles"] = p.mmq_q4k_nibbles ? 1 : 0;
   j["mmq_q6k_nibbles"] = p.mmq_q6k_nibbles ? 1 : 0;
-  j["mmv"] = {{"wg", p.mmv.wg},       {"rows", p.mmv.rows},     {"min_groups", p.mmv.min_groups},
-              {"split", p.mmv.split}, {"unroll", p.mmv.unroll}, {"wg_by_k", p.mmv.wg_by_k},
-              {"q8", p.mmv.q8}};
+  j["mmv"] = {{"wg", p.mmv.wg},       {"rows", p.mmv.rows},       {"min_groups", p.mmv.min_groups},
+              {"split", p.mmv.split}, {"unroll", p.mmv.unroll},   {"wg_by_k", p.mmv.wg_by_k},
+              {"q8", p.mmv.q8},       {"cols_wg", p.mmv.cols_wg}, {"cols_rows", p.mmv.cols_rows}};
   j["attn"] = flash_json(p.attn);
   j["attn_wide"] = flash_json(p.attn_wide);
   j["attn_split"] = flash_json(p.attn_split);

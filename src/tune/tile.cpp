@@ -30,8 +30,9 @@ std::string MatmulTile::str() const {
 }
 
 std::string MatvecRule::str() const {
-  return fmt::format("wg{} rows{} groups{} split{} unroll{}{}{}", wg, rows, min_groups, split, unroll,
-                     wg_by_k ? " byk" : "", q8 ? fmt::format(" q8≤{}", q8) : std::string());
+  return fmt::format("wg{} rows{} groups{} split{} unroll{}{}{}{}", wg, rows, min_groups, split, unroll,
+                     wg_by_k ? " byk" : "", q8 ? fmt::format(" q8≤{}", q8) : std::string(),
+                     cols_wg ? fmt::format(" cols{}x{}", cols_wg, cols_rows) : std::string());
 }
 
 std::string FlashTile::str() const {
@@ -105,7 +106,7 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     // NVIDIA takes the int8-dot matvec (q8 ≤ 64 tokens, fast::matvec_q8): on the H200 (qwen2.5-3b
     // q4_K_M, docs/PERF.md session 6) tg128 277.3 → 343.3 t/s, 4 streams 598 → 830 t/s, pp16 @
     // d5000 589 → 885 t/s, pp50 @ d5000 1,165 → 1,207 t/s (tuning-log #30). Elsewhere unmeasured: 0.
-    const MatvecRule mmv_cpu{32, 8, 1, 0, 1, 0}, mmv_nv{64, 4, 256, 0, 1, 1, 64}, mmv_arm{64, 1, 1, 2, 1, 0},
+    const MatvecRule mmv_cpu{32, 8, 1, 0, 1, 0}, mmv_nv{64, 4, 256, 0, 1, 1, 64, 32, 2}, mmv_arm{64, 1, 1, 2, 1, 0},
         mmv_gpu{64, 4, 512, 0, 1, 0};
     const std::vector<FlashTile> attn_cpu{{64, 32, 4, 4, 0}, {64, 32, 4, 1, 0}, {64, 16, 2, 2, 0}, {64, 8, 1, 1, 0}};
     const std::vector<FlashTile> attn_arm{{128, 16, 1, 2, 0}, {64, 8, 1, 1, 0}};
@@ -233,11 +234,19 @@ MatvecRule mmv_from_json(const nlohmann::json& j, const MatvecRule& base, const 
       r.wg_by_k = json_uint(it.value(), 0, 1, w);
     } else if (k == "q8") {
       r.q8 = json_uint(it.value(), 0, 64, w);
+    } else if (k == "cols_wg") {
+      r.cols_wg = json_uint(it.value(), 0, 1024, w);
+      if (r.cols_wg & (r.cols_wg - 1)) fail("{}: expected 0 or a power of two ≥ 4", w);
+      if (r.cols_wg != 0 && r.cols_wg < 4) fail("{}: expected 0 or a power of two ≥ 4", w);
+    } else if (k == "cols_rows") {
+      r.cols_rows = json_uint(it.value(), 0, 1024, w);
     } else {
-      fail("{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k, q8)", where, k);
+      fail("{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k, q8, cols_wg, cols_rows)", where, k);
     }
   }
   if (r.rows > r.wg) fail("{}: rows {} > wg {}", where, r.rows, r.wg);
+  if ((r.cols_wg == 0) != (r.cols_rows == 0) || r.cols_rows > r.cols_wg)
+    fail("{}: cols_wg {} and cols_rows {}: both 0, or 1 ≤ cols_rows ≤ cols_wg", where, r.cols_wg, r.cols_rows);
   return r;
 }
 

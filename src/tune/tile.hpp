@@ -67,7 +67,11 @@ struct MatvecRule {
   // [N4] Matmuls of 1 … q8 tokens take the int8-dot matvec (q8_1 activations; fast::matvec_q8)
   // instead of the f32-activation matvec; 0 = never (the wg / rows above serve both kernels).
   uint32_t q8 = 0;
-  std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk", " q8≤N")
+  // [N7] The int8-dot matvec of 2 … 8 columns (a batched decode step, a short ubatch's columns):
+  // `cols_wg` invocations (power of two), at most `cols_rows` rows per workgroup, unroll 2, for every
+  // K; 0 = the one-column shape above (NVIDIA: 32, 2 — 4 streams 953 → 1,042 t/s, tuning-log #41).
+  uint32_t cols_wg = 0, cols_rows = 0;
+  std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk", " q8≤N", " cols32x2")
   bool operator==(const MatvecRule&) const = default;
 };
 

@@ -55,6 +55,7 @@ struct Case {
 struct Variant {
   const char* shape = nullptr;  // ROCKY_MMV_SHAPE (nullptr: the device's default)
   bool subgroup = true;
+  uint32_t cols_wg = 0, cols_rows = 0;  // [N7] the profile's shape for several columns (0: the profile's own)
 };
 
 struct Result {
@@ -74,7 +75,11 @@ Result run(Recorder& rec, const Case& c, const std::vector<uint8_t>& wbytes, con
   if (var.shape) lab.mmv_shape = var.shape;
   env.lab = &lab;
   env.mmv_q8 = kern == Kernel::MUL_MMQ ? 0 : fast::k_matvec_q8_max_cols;
-  const tune::DeviceProfile& prof = tune::select_profile(info.vendor_id, info.driver_name);
+  tune::DeviceProfile prof = tune::select_profile(info.vendor_id, info.driver_name);
+  if (var.cols_wg != 0) {
+    prof.mmv.cols_wg = var.cols_wg;
+    prof.mmv.cols_rows = var.cols_rows;
+  }
   env.prof = &prof;
   const uint64_t yo = 5 * 4, ybytes = uint64_t{c.m} * c.n * 4;
   Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
@@ -165,6 +170,11 @@ const std::vector<Variant>& variants() {
     for (const char* s :
          {static_cast<const char*>(nullptr), "64,8,0", "32,4,0,2", "4,1", "16,3,0,2", "8,2,0,1", "32,1,0,2"})
       for (bool sg : {true, false}) r.push_back({s, sg});
+    // [N7] NVIDIA's batched-step shape (MatvecRule cols 32 × 2) and an odd one, on this device.
+    for (bool sg : {true, false}) {
+      r.push_back({nullptr, sg, 32, 2});
+      r.push_back({nullptr, sg, 16, 3});
+    }
     return r;
   }();
   return v;
@@ -183,13 +193,15 @@ void check(DType t, bool nib, std::vector<uint32_t> ks) {
         double worst = 0;
         const bool all = n == 1 || n == 8 || n == 21;  // every variant; the default shape otherwise
         for (const Variant& var : variants()) {
-          if (!all && var.shape != nullptr) continue;
+          if (!all && (var.shape != nullptr || var.cols_wg != 0)) continue;
+          if (var.cols_wg != 0 && n == 1) continue;  // the column shape serves 2 … 8 columns
           const Result r = run(*harness().rec, c, wbytes, x, Kernel::MATVEC_Q8, var);
           const double e = nmse_vs_q81(r, deq, c);
           worst = std::max(worst, e);
           const std::string what = std::string(dtype_name(t)) + " nib " + std::to_string(nib) + " M " +
                                    std::to_string(m) + " K " + std::to_string(k) + " n " + std::to_string(n) +
-                                   " shape " + (var.shape ? var.shape : "default") + " subgroup " +
+                                   " shape " + (var.shape ? var.shape : "default") + " cols " +
+                                   std::to_string(var.cols_wg) + "x" + std::to_string(var.cols_rows) + " subgroup " +
                                    std::to_string(var.subgroup);
           EXPECT_LE(e, 1e-10) << what;
           EXPECT_EQ(0, std::memcmp(r.qs.data(), ref.qs.data(), r.qs.size() * 4)) << what;  // same q8_1 input

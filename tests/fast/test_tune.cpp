@@ -220,7 +220,7 @@ TEST(Tune, FindProfileByDeviceKey) {
 // [N8] The matvec rule and the flash-attention tiles moved into the profiles keep their values.
 TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("llvmpipe").mmv.str(), "wg32 rows8 groups1 split0 unroll1");
-  EXPECT_EQ(builtin_profile("nvidia").mmv.str(), "wg64 rows4 groups256 split0 unroll1 byk q8≤64");
+  EXPECT_EQ(builtin_profile("nvidia").mmv.str(), "wg64 rows4 groups256 split0 unroll1 byk q8≤64 cols32x2");
   EXPECT_EQ(builtin_profile("mali-valhall").mmv.str(), "wg64 rows1 groups1 split2 unroll1");
   EXPECT_EQ(builtin_profile("amd").mmv.str(), "wg64 rows4 groups512 split0 unroll1");
   EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");

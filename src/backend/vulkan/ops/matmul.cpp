@@ -205,6 +205,18 @@ void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds
       e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
   // Columns per workgroup: groups of ≤ 8, as even as possible (12 columns: 2 × 6).
   const uint32_t groups = (n + k_matvec_max_cols - 1) / k_matvec_max_cols, cols = (n + groups - 1) / groups;
+  // [N7] The profile's shape for several columns (MatvecRule::cols_wg / cols_rows), unless
+  // ROCKY_MMV_SHAPE sets one for every matvec.
+  const tune::MatvecRule rule = e.prof ? e.prof->mmv
+                                       : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
+                                                                  e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+                                             .mmv;
+  const bool lab_shape = e.lab != nullptr && !e.lab->mmv_shape.empty();
+  if (cols > 1 && rule.cols_wg != 0 && !lab_shape) {
+    sh.wg = std::min(rule.cols_wg, e.info.max_workgroup_invocations);
+    sh.rows = rule.cols_rows;
+    sh.unroll = 2;
+  }
   sh.wg = std::max<uint32_t>(sh.wg, 4);                     // the shared-memory reduction reads 4 at a time
   sh.rows = std::max(1u, std::min(sh.rows, sh.wg / cols));  // ≤ one output per invocation where it can
   while (sh.rows > 1 && uint64_t{sh.rows} * cols * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;
