@@ -31,6 +31,7 @@ EnvOptions read_env() {
   e.lab.mmv_cols = var("ROCKY_MMV_COLS");
   e.lab.mmv_col_split = var("ROCKY_MMV_COL_SPLIT");
   e.lab.mmv_q8 = var("ROCKY_MMV_Q8");
+  e.lab.mmv_cols_shape = var("ROCKY_MMV_COLS_SHAPE");
   e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
   e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");
   e.lab.pipeline_stats = var("ROCKY_PIPELINE_STATS");

@@ -26,6 +26,7 @@ struct LabOptions {
   std::string delta_chunk;          // ROCKY_DELTA_CHUNK=0|2…128 even (wins over VulkanOptions::delta_chunk)
   std::string mmv_col_split;        // ROCKY_MMV_COL_SPLIT=0|1|2: the multi-column matvec's step (ops/matmul.cpp)
   std::string mmv_q8;               // ROCKY_MMV_Q8=0…64 (wins over VulkanOptions::matvec_q8)
+  std::string mmv_cols_shape;       // ROCKY_MMV_COLS_SHAPE=WG,ROWS: matvec_q8 of 2 … 8 columns (ops/matmul.cpp)
   std::string device_memory_limit;  // ROCKY_DEVICE_MEMORY_LIMIT=BYTES (when VulkanOptions::memory_limit is 0)
   std::string vulkan_timeout_s;     // ROCKY_VULKAN_TIMEOUT_S=S (fence waits; default 1800)
   // ROCKY_PIPELINE_STATS=PREFIX: capture the driver's statistics of every pipeline (registers,

@@ -207,11 +207,22 @@ void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds
   const uint32_t groups = (n + k_matvec_max_cols - 1) / k_matvec_max_cols, cols = (n + groups - 1) / groups;
   // [N7] The profile's shape for several columns (MatvecRule::cols_wg / cols_rows), unless
   // ROCKY_MMV_SHAPE sets one for every matvec.
-  const tune::MatvecRule rule = e.prof ? e.prof->mmv
-                                       : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
-                                                                  e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
-                                             .mmv;
+  tune::MatvecRule rule = e.prof ? e.prof->mmv
+                                 : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
+                                                            e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+                                       .mmv;
   const bool lab_shape = e.lab != nullptr && !e.lab->mmv_shape.empty();
+  // ROCKY_MMV_COLS_SHAPE=WG,ROWS replaces the profile's column shape (tuning experiments).
+  if (const std::string& v = e.lab != nullptr ? e.lab->mmv_cols_shape : std::string(); !v.empty()) {
+    unsigned wg = 0, rows = 0;
+    char tail = 0;
+    if (std::sscanf(v.c_str(), "%u,%u%c", &wg, &rows, &tail) != 2 || wg < 4 || (wg & (wg - 1)) || rows == 0 ||
+        rows > wg || wg > e.info.max_workgroup_invocations)
+      fail("ROCKY_MMV_COLS_SHAPE='{}': expected WG,ROWS with WG a power of two in 4..{} and 1 ≤ ROWS ≤ WG", v,
+           e.info.max_workgroup_invocations);
+    rule.cols_wg = wg;
+    rule.cols_rows = rows;
+  }
   if (cols > 1 && rule.cols_wg != 0 && !lab_shape) {
     sh.wg = std::min(rule.cols_wg, e.info.max_workgroup_invocations);
     sh.rows = rule.cols_rows;
