@@ -68,7 +68,7 @@ std::optional<int64_t> get_int(const json& o, const char* key, int64_t lo, int64
   int64_t i = 0;
   if (v->is_number_integer()) {
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      bad_value(key, fmt::format("must be between {} and {} (got {})", lo, hi, v->get<uint64_t>()));
+      bad_value(key, fmt::format("is too large: {} (at most {})", v->get<uint64_t>(), hi));
     i = v->get<int64_t>();
   } else if (v->is_number_float()) {
     const double d = v->get<double>();
@@ -86,6 +86,8 @@ constexpr int64_t k_max_tokens_limit = 1 << 24;  // beyond any context: a client
 int64_t parse_max_tokens(const json& o, const char* key) {
   const json* v = field(o, key);
   if (!v) return -1;
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(k_max_tokens_limit))
+    bad_value(key, fmt::format("is too large: {} (at most {})", v->get<uint64_t>(), k_max_tokens_limit));
   auto i = get_int(o, key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   if (*i < -1) bad_value(key, fmt::format("must be -1 (no limit) or ≥ 0 (got {})", *i));
   if (*i > k_max_tokens_limit) bad_value(key, fmt::format("is too large: {} (at most {})", *i, k_max_tokens_limit));

@@ -208,35 +208,39 @@ class App {
 
   // llama-server's warm-up, widened to the shapes an agent's turns meet: a throwaway context (its
   // own KV cache, freed at once) evaluates one ubatch of min(-ub, -c − 1) copies of one token;
-  // then, where -c holds them, a 48-token and an 8-token ubatch at depth k_warm_depth (zeros
-  // imported into the KV cache, not evaluated): the split-key flash attention, its merge and
-  // attention_decode; then one decode step. Pipelines are created on first use and a big one costs
-  // ≈ 150 ms on the H200's driver (PERF.md, session 9): without this the first turn at depth paid
-  // 1.2 s. The pipeline cache file keeps them for the next start.
-  static constexpr int32_t k_warm_depth = 1280, k_warm_short = 48, k_warm_tiny = 8;
+  // then, where -c holds a depth of at least k_warm_min_depth, ubatches of min(48, -ub) and
+  // min(8, -ub) tokens at depth min(1280, -c − both − 1) (zeros imported into the KV cache, not
+  // evaluated): the split-key flash attention (≥ 1,024 keys), its merge and attention_decode; then
+  // one decode step. Pipelines are created on first use and a big one costs ≈ 150 ms on the H200's
+  // driver (PERF.md, session 9): without this the first turn at depth paid 1.2 s. The pipeline
+  // cache file keeps them for the next start.
+  static constexpr int32_t k_warm_depth = 1280, k_warm_min_depth = 1088, k_warm_short = 48, k_warm_tiny = 8;
   void warm_up(const std::shared_ptr<backend::Backend>& be) {
     const auto t0 = Clock::now();
     const int32_t n_ctx = std::max<int32_t>(2, sched_ ? sched_->n_ctx() : o_.n_ctx);
-    const int32_t n = std::max<int32_t>(1, std::min<int32_t>(o_.n_ubatch, n_ctx - 1));
-    const int32_t deep_ctx = k_warm_depth + k_warm_short + k_warm_tiny + 1;
-    bool deep = n_ctx >= deep_ctx && o_.n_ubatch >= k_warm_short;
-    runtime::Session s(*model_, be, runtime::SessionOptions{deep ? std::max(n + 1, deep_ctx) : n + 1, o_.n_ubatch});
+    const int32_t ub = std::max<int32_t>(1, o_.n_ubatch);
+    const int32_t n = std::min<int32_t>(ub, n_ctx - 1);
+    const int32_t n_short = std::min(k_warm_short, ub), n_tiny = std::min(k_warm_tiny, ub);
+    const int32_t depth = std::min(k_warm_depth, n_ctx - n_short - n_tiny - 1);
+    bool deep = depth >= k_warm_min_depth;
+    runtime::Session s(*model_, be,
+                       runtime::SessionOptions{deep ? std::max(n + 1, depth + n_short + n_tiny + 1) : n + 1, ub});
     deep = deep && !s.recurrent();  // a hybrid model's state cannot be imported as zeros
     const int32_t id = tok_->vocab().bos() >= 0 ? tok_->vocab().bos() : 0;
-    const std::vector<int32_t> ids(static_cast<size_t>(std::max(n, k_warm_short)), id);
+    const std::vector<int32_t> ids(static_cast<size_t>(std::max(n, n_short)), id);
     const std::span<const int32_t> all(ids);
     s.eval(all.first(static_cast<size_t>(n)));
     if (deep) {
       s.reset();
-      const std::vector<uint8_t> zeros(s.context().kv_export_bytes(k_warm_depth), 0);
-      s.import_kv(0, k_warm_depth, zeros);
-      s.eval(all.first(k_warm_short));
-      s.eval(all.first(k_warm_tiny));
+      const std::vector<uint8_t> zeros(s.context().kv_export_bytes(depth), 0);
+      s.import_kv(0, depth, zeros);
+      s.eval(all.first(static_cast<size_t>(n_short)));
+      s.eval(all.first(static_cast<size_t>(n_tiny)));
     }
     s.eval(all.first(1));
     const backend::BackendStats bs = be->stats();
     fmt::print(stderr, "rocky: warm-up: {} + {}1 tokens in {:.0f} ms ({} pipelines, {:.0f} ms creating them)\n", n,
-               deep ? fmt::format("{} + {} at depth {} + ", k_warm_short, k_warm_tiny, k_warm_depth) : std::string(),
+               deep ? fmt::format("{} + {} at depth {} + ", n_short, n_tiny, depth) : std::string(),
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), bs.pipelines,
                bs.pipeline_create_ms);
   }
@@ -715,7 +719,8 @@ class App {
     if (r.reason != runtime::StopReason::Cancelled) return std::nullopt;
     return ApiError(503,
                     fmt::format("the server is shutting down: the generation was cancelled after {} token(s) "
-                                "(--shutdown-grace {} s); the text so far is not complete",
+                                "(the shutdown grace of {} s ran out, or a second signal came); the text so "
+                                "far is not complete",
                                 r.tokens.size(), o_.shutdown_grace_s),
                     "", "shutting_down", "unavailable_error");
   }
