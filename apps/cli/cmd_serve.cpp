@@ -34,8 +34,9 @@ void add_serve(CLI::App& app, Runner& run) {
                   "With --cont-batching: prompt tokens per step while others decode (default = -ub)")
       ->check(CLI::Range(1, INT32_MAX));
   sub->add_flag("!--no-warmup", o->warmup,
-                "Skip the warm-up (one ubatch and one decode step before /health says ok, so the first "
-                "request does not create the kernels' pipelines)");
+                "Skip the warm-up (before /health says ok: one ubatch, two short ubatches at a depth of up "
+                "to 1,280 where -c holds one, and one decode step, so the first request does not create "
+                "the kernels' pipelines)");
   sub->add_option("--device", o->device,
                   "Backend: auto (default: the first Vulkan GPU, else the CPU), vulkan[:N], cpu");
   sub->add_option("--matmul", o->matmul, "Prefill matmul kernels: auto (= mmq), mmq, mm, basic")

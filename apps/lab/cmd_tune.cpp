@@ -714,19 +714,30 @@ int run_tune(const TuneOpts& o) {
     v[si] = ms;
     return ms;
   };
+  // Pipelines whose labels start with `prefix` and spill (where the driver reports statistics), and
+  // whether a candidate's measurement created a new one: a candidate is refused for its own
+  // pipelines' spills, not for those of candidates measured before it.
+  auto spilled = [&](const char* prefix) {
+    std::set<std::string> s;
+    for (const auto& ps : vulkan::collect_statistics(*rig.pipes))
+      if (ps.spills && ps.pipeline.rfind(prefix, 0) == 0) s.insert(ps.pipeline);
+    return s;
+  };
+  auto spills_new = [&](const char* prefix, const std::set<std::string>& before) {
+    for (const auto& name : spilled(prefix))
+      if (!before.count(name)) return true;
+    return false;
+  };
   auto mv_time = [&](size_t si, const tune::MatvecRule& c) {
     tune::DeviceProfile p = start;
     p.mmv = c;
     const std::vector<float>& ref = ref_of(si, st[si].ref_mv, "matvec_mmq", mv_fn(si, start), shapes[si].m);
     const double ms = run_one("matvec_mmq", c.str(), shapes[si], 1, [&] {
       Bufs& b = bufs(si);
+      const std::set<std::string> before = spilled("matvec");
       Measure m = tu.measure(mv_fn(si, p), b.ybuf, shapes[si].m, &ref, 1e-9);
-      if (m.error.empty())
-        for (const auto& ps : vulkan::collect_statistics(*rig.pipes))
-          if (ps.spills && ps.pipeline.rfind("matvec", 0) == 0) {
-            m.error = "spills registers to scratch memory (pipeline statistics)";
-            break;
-          }
+      if (m.error.empty() && spills_new("matvec", before))
+        m.error = "spills registers to scratch memory (pipeline statistics)";
       return m;
     });
     auto& v = t_mmv[c.str()];
@@ -868,16 +879,10 @@ int run_tune(const TuneOpts& o) {
             abufs();
             // [N5] A tile whose pipeline spills (H200: 64,32,4,8 → 255 registers + 816 B of local
             // memory, 2.5× slower; PERF.md session 9) is refused, as spilling matvecs are.
-            std::set<std::string> spilled_before;
-            for (const auto& ps : vulkan::collect_statistics(*rig.pipes))
-              if (ps.spills) spilled_before.insert(ps.pipeline);
+            const std::set<std::string> before = spilled("attention_flash");
             Measure m = tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);
-            if (m.error.empty())
-              for (const auto& ps : vulkan::collect_statistics(*rig.pipes))
-                if (ps.spills && ps.pipeline.rfind("attention_flash", 0) == 0 && !spilled_before.count(ps.pipeline)) {
-                  m.error = "spills registers to local memory (pipeline statistics)";
-                  break;
-                }
+            if (m.error.empty() && spills_new("attention_flash", before))
+              m.error = "spills registers to local memory (pipeline statistics)";
             return m;
           },
           as.str(N));

@@ -26,9 +26,12 @@ struct ServerOptions {
   // a --prefill-chunk of one waiting prompt (runtime/batch.hpp). Off: one context per slot, the
   // prefix cache on.
   bool cont_batching = false;
-  // Before /health says ok: one ubatch of min(-ub, -c − 1) tokens and one decode step through a
-  // throwaway context on the slots' backend, so the kernels' pipelines (created on first use) exist
-  // before the first request. --no-warmup (llama-server's flag) skips it.
+  // Before /health says ok, through a throwaway context on the slots' backend: one ubatch of
+  // min(-ub, -c − 1) tokens; where -c holds a depth of at least 1,088 after them, ubatches of
+  // min(48, -ub) and min(8, -ub) tokens at a depth of min(1,280, …) (the split-key attention and
+  // short-ubatch tiles an agent's next message uses; not for recurrent models); one decode step.
+  // So the kernels' pipelines (created on first use) exist before the first request.
+  // --no-warmup (llama-server's flag) skips it.
   bool warmup = true;
   int32_t prefill_chunk = 0;  // --prefill-chunk: prompt tokens per step (0 = -ub)
   std::string device = "auto";

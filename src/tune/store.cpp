@@ -104,7 +104,13 @@ nlohmann::json tile_json(const MatmulTile& t) {
 nlohmann::json flash_json(const std::vector<FlashTile>& v) {
   nlohmann::json a = nlohmann::json::array();
   for (const FlashTile& t : v)
-    a.push_back({{"wg", t.wg}, {"br", t.br}, {"tr", t.tr}, {"tc", t.tc}, {"prefetch", t.prefetch}, {"kvh", t.kvh}});
+    a.push_back({{"wg", t.wg},
+                 {"br", t.br},
+                 {"tr", t.tr},
+                 {"tc", t.tc},
+                 {"prefetch", t.prefetch},
+                 {"kvh", t.kvh},
+                 {"sg", t.sg}});
   return a;
 }
 }  // namespace

@@ -36,7 +36,7 @@ std::string MatvecRule::str() const {
 }
 
 std::string FlashTile::str() const {
-  return fmt::format("wg{} br{} tr{} tc{} pf{}{}", wg, br, tr, tc, prefetch, kvh ? " kvh1" : "");
+  return fmt::format("wg{} br{} tr{} tc{} pf{}{}{}", wg, br, tr, tc, prefetch, kvh ? " kvh1" : "", sg ? " sg1" : "");
 }
 
 std::string DeviceProfile::tiles_str() const {
@@ -271,8 +271,10 @@ std::vector<FlashTile> attn_from_json(const nlohmann::json& j, const std::string
         t.prefetch = json_uint(it.value(), 0, 1, w + ".prefetch");
       else if (k == "kvh")
         t.kvh = json_uint(it.value(), 0, 1, w + ".kvh");
+      else if (k == "sg")
+        t.sg = json_uint(it.value(), 0, 1, w + ".sg");
       else
-        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh)", w, k);
+        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh, sg)", w, k);
     }
     if (t.br % t.tr || t.wg % (t.br / t.tr)) fail("{}: want BR % TR == 0 and WG % (BR / TR) == 0", w);
     v.push_back(t);

@@ -75,20 +75,24 @@ struct MatvecRule {
   bool operator==(const MatvecRule&) const = default;
 };
 
-// [N8] A flash-attention tile (ops/attention.cpp, shaders/attention_flash.comp): invocations, query
-// rows per workgroup, rows and keys per invocation, K/V prefetch through registers, K/V blocks in
-// shared memory as f16 (`kvh` = 1; only with an f16 KV cache, else f32 as with 0).
+// [N8] A flash-attention tile (ops/attention.cpp, shaders/common/attention_flash.glsl): invocations,
+// query rows per workgroup, rows and keys per invocation, K/V prefetch through registers, K/V
+// blocks in shared memory as f16 (`kvh` = 1; only with an f16 KV cache, else f32 as with 0).
+// [N5] `sg` = 1: attention_flash_sg — a row group of CT column threads is one subgroup (usable only
+// where CT equals the device's fixed subgroup size and subgroup arithmetic is supported): subgroup
+// row reductions, K and V staged together in two buffers, two workgroup barriers per key block.
 struct FlashTile {
-  uint32_t wg = 64, br = 8, tr = 1, tc = 1, prefetch = 0, kvh = 0;
+  uint32_t wg = 64, br = 8, tr = 1, tc = 1, prefetch = 0, kvh = 0, sg = 0;
   uint32_t ct() const { return wg / (br / tr); }
   uint32_t bc() const { return tc * ct(); }
-  // Bytes of shared memory at head_dim hd (attention_flash.comp's arrays: Q, the K/V block, the
-  // partial row maxima, P with one vec4 of pad per row).
+  // Bytes of shared memory at head_dim hd (the kernel's arrays: Q, the K/V block (sg: K and V), the
+  // partial row maxima (not with sg), P with one vec4 of pad per row).
   uint32_t shared_bytes(uint32_t hd, bool kv_f16) const {
     const uint32_t qs = hd / 4 + 1;
-    return br * qs * 16 + bc() * qs * (kvh && kv_f16 ? 8 : 16) + br * ct() * 4 + br * (bc() / 4 + 1) * 16;
+    return br * qs * 16 + (sg ? 2 : 1) * bc() * qs * (kvh && kv_f16 ? 8 : 16) + (sg ? 4 : br * ct() * 4) +
+           br * (bc() / 4 + 1) * 16;
   }
-  std::string str() const;  // "wg128 br16 tr1 tc2 pf1" (+ " kvh1")
+  std::string str() const;  // "wg128 br16 tr1 tc2 pf1" (+ " kvh1", " sg1")
   bool operator==(const FlashTile&) const = default;
 };
 

@@ -7,6 +7,7 @@
 // prefetch on, keys per block 8 … 32) through ROCKY_ATTN_TILE. With an f16 cache the oracle reads the same
 // f16-rounded K and V, so both caches are held to the f32-arithmetic bound: NMSE ≤ 1e-10.
 // Validation layer + synchronization validation on; zero errors asserted.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -245,6 +246,55 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
     EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << "flash kv_f16=" << kv_f16 << " n_past=" << s.n_past;
   }
   unsetenv("ROCKY_ATTN_SPLIT");
+}
+
+// [N5] attention_flash_sg (a row group is one subgroup: subgroup row reductions, K and V staged
+// together): tiles whose CT equals this device's subgroup size (lavapipe: 8 here, 16 on wider
+// hosts), both caches, with and without prefetch and f16 staging, 2 rows × 2 keys and 1 row ×
+// 3 keys per invocation; sliding windows; and at depth 2,049 … 2,300 (odd sizes, GQA 7 / 2) with
+// and without split keys. A tile whose CT is not the subgroup size is refused with its sizes.
+TEST_F(VulkanAttention, FlashSubgroupTiles) {
+  const vulkan::DeviceInfo& d = shared_backend(false).info();
+  ASSERT_TRUE(d.subgroup_arith && d.subgroup_min == d.subgroup_max) << "lavapipe has a fixed subgroup size";
+  const uint32_t sg = d.subgroup_size;
+  const std::string t22 = fmt::format("{},{},2,2", 4 * sg, 8), t13 = fmt::format("{},{},1,3", 2 * sg, 2);
+  sweep("flash", false, (t22 + ",0,0,1").c_str());
+  sweep("flash", true, (t22 + ",1,1,1").c_str());
+  sweep("flash", true, (t13 + ",1,0,1").c_str(), {64, 80});  // BC % 4 != 0: P one key at a time
+  sweep_window("flash", true, (t22 + ",1,1,1").c_str(), {64, 128});
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    for (const char* grid : {"1048576", "0"}) {
+      setenv("ROCKY_ATTN", "flash", 1);
+      setenv("ROCKY_ATTN_TILE", (t22 + (kv_f16 ? ",1,1,1" : ",0,0,1")).c_str(), 1);
+      setenv("ROCKY_ATTN_FA_GRID", grid, 1);
+      be.set_lab(runtime::read_env().lab);
+      std::mt19937 rng(kv_f16 ? 99 : 100);
+      for (const Shape& s : {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 80, 7, 1, 1.0f / std::sqrt(80.0f)},
+                             Shape{5, 2100, 64, 2, 2, 1.0f, 700}}) {
+        EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
+            << "sg tile grid " << grid << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
+            << " head_dim=" << s.head_dim << " window=" << s.window;
+      }
+    }
+  }
+  unsetenv("ROCKY_ATTN_FA_GRID");
+  // CT = 2 · subgroup size: refused, naming the sizes.
+  auto& be = shared_backend(false);
+  setenv("ROCKY_ATTN", "flash", 1);
+  setenv("ROCKY_ATTN_TILE", fmt::format("{},8,2,2,0,0,1", 8 * sg).c_str(), 1);
+  be.set_lab(runtime::read_env().lab);
+  std::mt19937 rng(101);
+  try {
+    run_shape(be, false, Shape{37, 5, 64, 2, 1, 0.125f}, rng);
+    ADD_FAILURE() << "a subgroup tile with CT != the subgroup size ran";
+  } catch (const rocky::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("column threads to equal the device's fixed subgroup size"), std::string::npos)
+        << e.what();
+  }
+  be.release_weights();
+  unsetenv("ROCKY_ATTN_TILE");
+  unsetenv("ROCKY_ATTN");
 }
 
 // [N3]/[N5] The tiled kernel with split keys (ops/attention.cpp flash_split_plan: a grid of few

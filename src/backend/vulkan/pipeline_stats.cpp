@@ -74,15 +74,15 @@ std::vector<PipelineStats> collect_statistics(const Pipelines& pipes) {
   return all;
 }
 
-void print_stats(const std::vector<PipelineStats>& s) {
+void print_stats(const std::vector<PipelineStats>& s, std::FILE* to) {
   for (const auto& p : s) {
     if (p.stats.empty()) {
-      fmt::print("pipeline {}: no statistics (driver lacks VK_KHR_pipeline_executable_properties)\n", p.pipeline);
+      fmt::print(to, "pipeline {}: no statistics (driver lacks VK_KHR_pipeline_executable_properties)\n", p.pipeline);
       continue;
     }
-    fmt::print("pipeline {}{}:", p.pipeline, p.spills ? " SPILLS" : "");
-    for (const auto& st : p.stats) fmt::print(" {}={}", st.name, st.value);
-    fmt::print("\n");
+    std::string line = fmt::format("pipeline {}{}:", p.pipeline, p.spills ? " SPILLS" : "");
+    for (const auto& st : p.stats) line += fmt::format(" {}={}", st.name, st.value);
+    fmt::print(to, "{}\n", line);
   }
 }
 

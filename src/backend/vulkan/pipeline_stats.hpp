@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,7 +34,9 @@ struct PipelineStats {
 std::vector<PipelineStats> collect_statistics(const Pipelines& pipes);
 // Statistics of one pipeline.
 PipelineStats pipeline_statistics(Device& dev, const Pipeline& p, const std::string& label);
-void print_stats(const std::vector<PipelineStats>& s);
+// One line per pipeline, "pipeline LABEL[ SPILLS]: name=value …", to `to` (bench-op: stdout; the
+// backend's ROCKY_PIPELINE_STATS: stderr, beside bench's table or JSON).
+void print_stats(const std::vector<PipelineStats>& s, std::FILE* to = stdout);
 nlohmann::json stats_json(const std::vector<PipelineStats>& s);
 // rocky::Error when the pipeline's statistics show spills/scratch.
 void refuse_spills(const PipelineStats& s);

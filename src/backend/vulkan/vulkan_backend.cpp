@@ -142,11 +142,7 @@ VulkanBackend::~VulkanBackend() {
       for (auto& s : collect_statistics(*pipelines_))
         if (opts_.lab.pipeline_stats == "all" || s.pipeline.rfind(opts_.lab.pipeline_stats, 0) == 0)
           st.push_back(std::move(s));
-      for (const auto& p : st) {  // stderr: bench's stdout is its table or JSON
-        std::string line = fmt::format("pipeline {}{}:", p.pipeline, p.spills ? " SPILLS" : "");
-        for (const auto& x : p.stats) line += fmt::format(" {}={}", x.name, x.value);
-        fmt::print(stderr, "{}\n", line);
-      }
+      print_stats(st, stderr);  // stderr: bench's stdout is its table or JSON
     } catch (const std::exception& e) {
       fmt::print(stderr, "rocky: ROCKY_PIPELINE_STATS: {}\n", e.what());
     }

@@ -85,7 +85,7 @@ MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m,
 }
 
 MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m,
-                         uint64_t k) {
+                         uint64_t k, uint32_t q8_cols) {
   MatvecShape s;
   s.subgroup = d.subgroup_arith;
   // ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides the choice (tuning experiments; tuning-log).
@@ -123,6 +123,25 @@ MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof,
   while (s.rows > 1 && (m + s.rows - 1) / s.rows < c.min_groups) s.rows /= 2;
   // A profile's rule may not fit a smaller device: its shared-memory reduction needs rows · wg floats.
   while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
+  if (q8_cols < 2) return s;
+  // [N7] matvec_q8 of several columns: the profile's column shape (MatvecRule::cols_wg /
+  // cols_rows, unroll 2), or ROCKY_MMV_COLS_SHAPE=WG,ROWS in its place (tuning experiments).
+  uint32_t cols_wg = c.cols_wg, cols_rows = c.cols_rows;
+  if (const std::string& v = lab != nullptr ? lab->mmv_cols_shape : std::string(); !v.empty()) {
+    unsigned wg = 0, rows = 0;
+    char tail = 0;
+    if (std::sscanf(v.c_str(), "%u,%u%c", &wg, &rows, &tail) != 2 || wg < 4 || (wg & (wg - 1)) || rows == 0 ||
+        rows > wg || wg > d.max_workgroup_invocations)
+      fail("ROCKY_MMV_COLS_SHAPE='{}': expected WG,ROWS with WG a power of two in 4..{} and 1 ≤ ROWS ≤ WG", v,
+           d.max_workgroup_invocations);
+    cols_wg = wg;
+    cols_rows = rows;
+  }
+  if (cols_wg != 0) {
+    s.wg = std::min(cols_wg, d.max_workgroup_invocations);
+    s.rows = cols_rows;
+    s.unroll = 2;
+  }
   return s;
 }
 
@@ -201,33 +220,12 @@ void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds
   if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < epi_need))
     fail("{}: matvec_q8 {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
          epi.operand.bytes, epi_need);
-  MatvecShape sh =
-      e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
   // Columns per workgroup: groups of ≤ 8, as even as possible (12 columns: 2 × 6).
   const uint32_t groups = (n + k_matvec_max_cols - 1) / k_matvec_max_cols, cols = (n + groups - 1) / groups;
-  // [N7] The profile's shape for several columns (MatvecRule::cols_wg / cols_rows), unless
-  // ROCKY_MMV_SHAPE sets one for every matvec.
-  tune::MatvecRule rule = e.prof ? e.prof->mmv
-                                 : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
-                                                            e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
-                                       .mmv;
-  const bool lab_shape = e.lab != nullptr && !e.lab->mmv_shape.empty();
-  // ROCKY_MMV_COLS_SHAPE=WG,ROWS replaces the profile's column shape (tuning experiments).
-  if (const std::string& v = e.lab != nullptr ? e.lab->mmv_cols_shape : std::string(); !v.empty()) {
-    unsigned wg = 0, rows = 0;
-    char tail = 0;
-    if (std::sscanf(v.c_str(), "%u,%u%c", &wg, &rows, &tail) != 2 || wg < 4 || (wg & (wg - 1)) || rows == 0 ||
-        rows > wg || wg > e.info.max_workgroup_invocations)
-      fail("ROCKY_MMV_COLS_SHAPE='{}': expected WG,ROWS with WG a power of two in 4..{} and 1 ≤ ROWS ≤ WG", v,
-           e.info.max_workgroup_invocations);
-    rule.cols_wg = wg;
-    rule.cols_rows = rows;
-  }
-  if (cols > 1 && rule.cols_wg != 0 && !lab_shape) {
-    sh.wg = std::min(rule.cols_wg, e.info.max_workgroup_invocations);
-    sh.rows = rule.cols_rows;
-    sh.unroll = 2;
-  }
+  const tune::DeviceProfile& prof = e.prof ? *e.prof
+                                           : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
+                                                                      e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+  MatvecShape sh = matvec_shape(e.lab, prof, e.info, w.rows, w.ne0, cols);
   sh.wg = std::max<uint32_t>(sh.wg, 4);                     // the shared-memory reduction reads 4 at a time
   sh.rows = std::max(1u, std::min(sh.rows, sh.wg / cols));  // ≤ one output per invocation where it can
   while (sh.rows > 1 && uint64_t{sh.rows} * cols * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;

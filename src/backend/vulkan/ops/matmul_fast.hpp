@@ -153,9 +153,11 @@ struct MatvecShape {
 };
 MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k);
 // [N8] The same from a profile's rule (prof.mmv); the overload above uses the built-in profile of
-// the device's class (tune::builtin_for_device).
+// the device's class (tune::builtin_for_device). q8_cols ≥ 2: matvec_q8's shape for that many
+// columns per workgroup — the rule's cols_wg × cols_rows (unroll 2) where it sets one, or
+// ROCKY_MMV_COLS_SHAPE=WG,ROWS; ROCKY_MMV_SHAPE wins over both.
 MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m,
-                         uint64_t k);
+                         uint64_t k, uint32_t q8_cols = 1);
 
 // The mmq repack of `w` bound in windows of whole rows, each window's two bindings (values at
 // 16-byte granularity, scale groups at 4; ws_off in words) within the recorder's binding limit including the
