@@ -118,8 +118,13 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     // the default of call 4 (7,566 / 3,752 in call 3), against 6,507 / 2,787 for the full tune's
     // tile (128,16,4,2,1). Tiles with fewer than 32 column threads (> 1 vec4 of O each) ran 2.5×
     // slower there. With an f32 cache or at hd 256 they need more than 48 KB: the next ones.
-    const std::vector<FlashTile> attn_nv{{512, 32, 2, 2, 1, 1}, {256, 16, 2, 2, 1, 1}, {128, 16, 4, 2, 1},
-                                         {128, 16, 1, 2, 1},    {128, 32, 2, 4, 1},    {64, 8, 1, 1, 0}};
+    // [N5] Session 10 (#43): 256 × 32 rows with K/V staged as f32 (converted once, not at each
+    // product; 40.4 KB, 94 registers, either cache): pp4096 7,882 / pp512 @ d8192 4,257 against
+    // 7,783 / 3,973 for 512,32,2,2,1,1 in the same call. Every tile with ≥ 4 rows per invocation
+    // spilled there (122-176 registers + 272-736 B of local memory).
+    const std::vector<FlashTile> attn_nv{{256, 32, 2, 2, 0, 0}, {512, 32, 2, 2, 1, 1}, {256, 16, 2, 2, 1, 1},
+                                         {128, 16, 4, 2, 1},    {128, 16, 1, 2, 1},    {128, 32, 2, 4, 1},
+                                         {64, 8, 1, 1, 0}};
     // hd 256 (gemma-3), `rocky tune -m gemma-3-4b --start-profile nvidia`: 8 query rows per
     // workgroup of 256, 1.03 ms at 8/4 heads × 512 tokens against 2.44 ms for wg128 br16 tr1 tc2 pf1
     // (the tile gemma ran with before); pp512 8,230 t/s with the tuned file against 6,106 before.
