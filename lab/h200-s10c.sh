@@ -3,16 +3,7 @@
 # [[dont_unroll]], the P·V key loop [[dont_unroll]]): do tiles of 4-8 rows per invocation stop
 # spilling on NVIDIA's compiler, and what do they run at? Usage on the device: bash lab/h200-s10c.sh
 set -u
-O=${OUT:-/tmp/out}; mkdir -p "$O"; R=".devpack/run rocky"; M=/tmp/q3b.gguf
-[ -s $M ] || timeout 150 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M > /dev/null 2>&1 || echo synth failed
-names=()
-t() {
-  local name=$1; shift; names+=("$name" "$name-d")
-  echo "tile $name" >> "$O/pstats.txt"
-  ROCKY_PIPELINE_STATS=attention_flash timeout 60 env "$@" $R bench -m $M -p 1024 -n 0 -ub 512 -r 1 --no-roofline -o json 2>&1 > /dev/null | grep -a "^pipeline\|rocky: error" | cut -c1-300 >> "$O/pstats.txt"
-  timeout 60 env "$@" $R bench -m $M -p 4096 -n 0 -ub 512 -r 1 --no-roofline -o json > "$O/$name.json" 2> "$O/$name.err" || echo "$name failed: $(tail -2 "$O/$name.err")"
-  timeout 60 env "$@" $R bench -m $M -p 512 -n 0 -d 8192 -ub 512 -r 1 --no-roofline -o json > "$O/$name-d.json" 2> "$O/$name-d.err" || echo "$name-d failed: $(tail -2 "$O/$name-d.err")"
-}
+. lab/tile-bench.sh
 t default
 t a128-32-4-2-00 ROCKY_ATTN_TILE=128,32,4,2,0,0
 t a64-32-8-2-00 ROCKY_ATTN_TILE=64,32,8,2,0,0

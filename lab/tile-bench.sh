@@ -1,5 +1,7 @@
-# Sourced by lab/h200-s8*.sh: the synth model and b NAME [ENV=VALUE …], which runs pp4096 and
-# pp512 @ d8192 (`-r 2`, JSON in $O/NAME.json and $O/NAME-d.json) and appends both names to $names.
+# Sourced by lab/h200-s8*.sh … s10*.sh: the synth model and b NAME [ENV=VALUE …], which runs pp4096 and
+# pp512 @ d8192 (`-r 2`, JSON in $O/NAME.json and $O/NAME-d.json) and appends both names to $names;
+# t NAME [ENV=VALUE …]: the same at `-r 1`, after the flash pipelines' statistics (ROCKY_PIPELINE_STATS)
+# of a 1,024-token prefill, appended to $O/pstats.txt.
 O=${OUT:-/tmp/out}; mkdir -p "$O"; R=".devpack/run rocky"; M=/tmp/q3b.gguf
 [ -s $M ] || timeout 150 $R synth --preset qwen2.5-3b --type q4_k_m -q -o $M > /dev/null 2>&1 || echo synth failed
 names=()
@@ -7,4 +9,11 @@ b() {
   local name=$1; shift; names+=("$name" "$name-d")
   timeout 60 env "$@" $R bench -m $M -p 4096 -n 0 -ub 512 -r 2 --no-roofline -o json > "$O/$name.json" 2> "$O/$name.err" || echo "$name failed: $(tail -2 "$O/$name.err")"
   timeout 60 env "$@" $R bench -m $M -p 512 -n 0 -d 8192 -ub 512 -r 2 --no-roofline -o json > "$O/$name-d.json" 2> "$O/$name-d.err" || echo "$name-d failed: $(tail -2 "$O/$name-d.err")"
+}
+t() {
+  local name=$1; shift; names+=("$name" "$name-d")
+  echo "tile $name" >> "$O/pstats.txt"
+  ROCKY_PIPELINE_STATS=attention_flash timeout 60 env "$@" $R bench -m $M -p 1024 -n 0 -ub 512 -r 1 --no-roofline -o json 2>&1 > /dev/null | grep -a "^pipeline\|rocky: error" | cut -c1-300 >> "$O/pstats.txt"
+  timeout 60 env "$@" $R bench -m $M -p 4096 -n 0 -ub 512 -r 1 --no-roofline -o json > "$O/$name.json" 2> "$O/$name.err" || echo "$name failed: $(tail -2 "$O/$name.err")"
+  timeout 60 env "$@" $R bench -m $M -p 512 -n 0 -d 8192 -ub 512 -r 1 --no-roofline -o json > "$O/$name-d.json" 2> "$O/$name-d.err" || echo "$name-d failed: $(tail -2 "$O/$name-d.err")"
 }
