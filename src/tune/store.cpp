@@ -110,7 +110,8 @@ nlohmann::json flash_json(const std::vector<FlashTile>& v) {
                  {"tc", t.tc},
                  {"prefetch", t.prefetch},
                  {"kvh", t.kvh},
-                 {"sg", t.sg}});
+                 {"sg", t.sg},
+                 {"roll", t.roll}});
   return a;
 }
 }  // namespace

@@ -19,7 +19,7 @@
 //    "min_workgroups": 100,                  // pick_mmq_tile: first tile with this many workgroups
 //    "mmq_q4k_nibbles": 1,                   // q4_K and q6_K repacked as nibble pairs (else int8)
 //    "mmv": {"wg":64,"rows":4,"min_groups":512,"split":0,"unroll":1,"wg_by_k":0},  // decode matvec_mmq
-//    "attn": [{"wg":128,"br":16,"tr":1,"tc":2,"prefetch":1}, ...],  // flash-attention tiles, best first
+//    "attn": [{"wg":128,"br":16,"tr":1,"tc":2,"prefetch":1,"kvh":0,"sg":0,"roll":0}, ...],  // flash-attention tiles, best first
 //    "attn_wide": [...],                     // the same for head_dim > 128 (absent/empty: "attn")
 //    "attn_split": [...],                    // the same for split keys (few query rows; absent/empty: the above)
 //    "modeled": 0,                           // 1: ranked by an offline compiler's model, never run
@@ -81,8 +81,11 @@ struct MatvecRule {
 // [N5] `sg` = 1: attention_flash_sg — a row group of CT column threads is one subgroup (usable only
 // where CT equals the device's fixed subgroup size and subgroup arithmetic is supported): subgroup
 // row reductions, K and V staged together in two buffers, two workgroup barriers per key block.
+// [N5] `roll` = 1: attention_flash_roll — the q·k loop over head_dim rolled in steps of 4 vec4 and
+// the P·V key loop not unrolled (fewer live registers: on the H200 4 rows × 2 keys per invocation
+// fit in 106 registers rather than spilling; docs/tuning-log.md #45); not with `sg`.
 struct FlashTile {
-  uint32_t wg = 64, br = 8, tr = 1, tc = 1, prefetch = 0, kvh = 0, sg = 0;
+  uint32_t wg = 64, br = 8, tr = 1, tc = 1, prefetch = 0, kvh = 0, sg = 0, roll = 0;
   uint32_t ct() const { return wg / (br / tr); }
   uint32_t bc() const { return tc * ct(); }
   // Bytes of shared memory at head_dim hd (the kernel's arrays: Q, the K/V block (sg: K and V), the
@@ -92,7 +95,7 @@ struct FlashTile {
     return br * qs * 16 + (sg ? 2 : 1) * bc() * qs * (kvh && kv_f16 ? 8 : 16) + (sg ? 4 : br * ct() * 4) +
            br * (bc() / 4 + 1) * 16;
   }
-  std::string str() const;  // "wg128 br16 tr1 tc2 pf1" (+ " kvh1", " sg1")
+  std::string str() const;  // "wg128 br16 tr1 tc2 pf1" (+ " kvh1", " sg1", " roll1")
   bool operator==(const FlashTile&) const = default;
 };
 

@@ -297,6 +297,51 @@ TEST_F(VulkanAttention, FlashSubgroupTiles) {
   unsetenv("ROCKY_ATTN");
 }
 
+// [N5] attention_flash_roll (tile field roll: the q·k loop rolled in steps of 4 vec4, the P·V key
+// loop not unrolled): 4 rows × 2 keys per invocation as NVIDIA's first tile has them (at lavapipe's
+// 32 KB: 16 rows × 32 keys), with f16 staging and prefetch, both caches; head_dim 72 and 100 (head_dim
+// / 4 = 18, 25: the last step of 4 is partial), 64, 80 and 128; 6 keys per block (BC % 4 != 0: P read
+// one key at a time); sliding windows; and at depth 2,049 … 2,300 (GQA 7 / 2) with and without split
+// keys. A tile with both SG and ROLL is refused.
+TEST_F(VulkanAttention, FlashRolledTiles) {
+  sweep("flash", true, "64,16,4,2,0,1,0,1", {72, 128});
+  sweep("flash", false, "64,16,4,2,1,0,0,1", {64, 100});
+  sweep("flash", true, "64,32,4,2,1,1,0,1", {80});
+  sweep("flash", true, "24,8,2,1,0,1,0,1", {72});  // CT 6 × TC 1: BC 6
+  sweep_window("flash", true, "64,16,4,2,0,1,0,1", {64, 72});
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    for (const char* grid : {"1048576", "0"}) {
+      setenv("ROCKY_ATTN", "flash", 1);
+      setenv("ROCKY_ATTN_TILE", "64,16,4,2,0,1,0,1", 1);
+      setenv("ROCKY_ATTN_FA_GRID", grid, 1);
+      be.set_lab(runtime::read_env().lab);
+      std::mt19937 rng(kv_f16 ? 103 : 104);
+      for (const Shape& s : {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 72, 7, 1, 1.0f / std::sqrt(72.0f)},
+                             Shape{5, 2100, 80, 2, 2, 1.0f, 700}}) {
+        EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
+            << "rolled tile grid " << grid << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
+            << " head_dim=" << s.head_dim << " window=" << s.window;
+      }
+    }
+  }
+  unsetenv("ROCKY_ATTN_FA_GRID");
+  auto& be = shared_backend(false);
+  setenv("ROCKY_ATTN", "flash", 1);
+  setenv("ROCKY_ATTN_TILE", "64,16,4,2,0,0,1,1", 1);
+  std::mt19937 rng(105);
+  try {
+    be.set_lab(runtime::read_env().lab);
+    run_shape(be, false, Shape{37, 5, 64, 2, 1, 0.125f}, rng);
+    ADD_FAILURE() << "a tile with SG and ROLL ran";
+  } catch (const rocky::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not both SG and ROLL"), std::string::npos) << e.what();
+  }
+  be.release_weights();
+  unsetenv("ROCKY_ATTN_TILE");
+  unsetenv("ROCKY_ATTN");
+}
+
 // [N3]/[N5] The tiled kernel with split keys (ops/attention.cpp flash_split_plan: a grid of few
 // row blocks over a long cache — an agent's next message at depth): 1, 5, 13 and 50 tokens after
 // 1,100 … 1,500 positions, head_dim 80 / 128 / 64, GQA 7 / 2 / 1, a sliding window of 300, both

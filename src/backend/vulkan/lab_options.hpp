@@ -14,7 +14,7 @@ struct LabOptions {
   std::string matmul_tile;          // ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn (wins over VulkanOptions::tile)
   std::string tune;                 // ROCKY_TUNE=FILE: mul_mmq / mul_mm tiles (src/tune/tile.hpp)
   std::string attn;                 // ROCKY_ATTN=flash|simple (ops/attention.cpp)
-  std::string attn_tile;            // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH[,KVH]]
+  std::string attn_tile;            // ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH[,KVH[,SG[,ROLL]]]]
   std::string attn_split;           // ROCKY_ATTN_SPLIT=CHUNK key positions per split (0 = off; ops/attention.cpp)
   std::string attn_fa_grid;         // ROCKY_ATTN_FA_GRID=N: split flash keys below N invocations (ops/attention.cpp)
   std::string fuse_epilogue;        // ROCKY_FUSE_EPILOGUE=0|1 (wins over VulkanOptions::fuse_epilogue)

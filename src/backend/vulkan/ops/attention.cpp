@@ -9,8 +9,8 @@
 // ROCKY_ATTN=flash|simple|decode forces one (tests, benchmarks); anything else or unset = the rule above.
 // Decode at depth splits the key range (attention_split.comp + attention_merge.comp; see
 // split_plan); ROCKY_ATTN_SPLIT=CHUNK sets the chunk (0 = never split).
-// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH[,KVH[,SG]]] replaces the tile table (tuning; rocky::Error when it is malformed or
-// does not fit the device).
+// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH[,KVH[,SG[,ROLL]]]] replaces the tile table (tuning; rocky::Error when it is
+// malformed or does not fit the device).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -46,10 +46,11 @@ using tune::FlashTile;
 // fallback order's second. The tables are the built-in profiles' attn / attn_wide.
 
 // [N5] attention_flash_sg's row group is one subgroup: CT must equal a subgroup size the device
-// cannot vary (VK_EXT_subgroup_size_control's range is one size), with subgroup arithmetic.
+// cannot vary (VK_EXT_subgroup_size_control's range is one size), with subgroup arithmetic. (WG is
+// then a multiple of the subgroup size: WG = RG · CT.)
 bool sg_ok(const FlashTile& t, const DeviceInfo& d) {
   return d.subgroup_arith && d.subgroup_size == t.ct() && d.subgroup_min == d.subgroup_max &&
-         d.subgroup_size == d.subgroup_min && t.wg % d.subgroup_size == 0;
+         d.subgroup_size == d.subgroup_min;
 }
 
 bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd, bool kv_f16) {
@@ -62,13 +63,14 @@ bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, bool
   const char* env = lab->attn_tile.c_str();
   FlashTile t{};
   char tail = 0;
-  const int got =
-      std::sscanf(env, "%u,%u,%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &t.kvh, &t.sg, &tail);
-  if (got < 4 || got > 7 || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
-      t.prefetch > 1 || t.kvh > 1 || t.sg > 1) {
+  const int got = std::sscanf(env, "%u,%u,%u,%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &t.kvh, &t.sg,
+                              &t.roll, &tail);
+  if (got < 4 || got > 8 || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
+      t.prefetch > 1 || t.kvh > 1 || t.sg > 1 || t.roll > 1 || (t.sg && t.roll)) {
     fail(
-        "ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1[,KVH 0|1[,SG 0|1]]] with WG ≤ 1024, BR % TR == 0 and "
-        "WG % (BR / TR) == 0",
+        "ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1[,KVH 0|1[,SG 0|1[,ROLL 0|1]]]] with WG ≤ 1024, BR % TR "
+        "== "
+        "0, WG % (BR / TR) == 0 and not both SG and ROLL",
         env);
   }
   if (t.sg && !sg_ok(t, d)) {
@@ -328,16 +330,17 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     // recorded without the step buffer ([N7]'s lead run) may plan a split the scratch lacks: unsplit.
     const bool split = sp.n_split > 1 && e.attn_scratch != nullptr && e.attn_scratch->size() >= need;
     auto pipe = [&](uint32_t split_sc) -> const Pipeline& {
-      return e.pipes.get(t.sg ? "attention_flash_sg" : "attention_flash", {{ROCKY_SC_WG, t.wg},
-                                                                           {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                                           {ROCKY_SC_FA_BR, t.br},
-                                                                           {ROCKY_SC_FA_TR, t.tr},
-                                                                           {ROCKY_SC_FA_TC, t.tc},
-                                                                           {ROCKY_SC_FA_HD, a.head_dim},
-                                                                           {ROCKY_SC_FA_PREFETCH, t.prefetch},
-                                                                           {ROCKY_SC_POS_BUF, pos_buf(e)},
-                                                                           {ROCKY_SC_FA_SPLIT, split_sc},
-                                                                           {ROCKY_SC_FA_KVH, t.kvh}});
+      const char* name = t.sg ? "attention_flash_sg" : t.roll ? "attention_flash_roll" : "attention_flash";
+      return e.pipes.get(name, {{ROCKY_SC_WG, t.wg},
+                                {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                {ROCKY_SC_FA_BR, t.br},
+                                {ROCKY_SC_FA_TR, t.tr},
+                                {ROCKY_SC_FA_TC, t.tc},
+                                {ROCKY_SC_FA_HD, a.head_dim},
+                                {ROCKY_SC_FA_PREFETCH, t.prefetch},
+                                {ROCKY_SC_POS_BUF, pos_buf(e)},
+                                {ROCKY_SC_FA_SPLIT, split_sc},
+                                {ROCKY_SC_FA_KVH, t.kvh}});
     };
     const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
     const auto blocks = static_cast<uint32_t>((rows + t.br - 1) / t.br);

@@ -44,9 +44,21 @@
 // shared partials), each row group's P rows are written and read by its own subgroup (a subgroup
 // barrier), and K and V have one buffer each, staged together: two workgroup barriers per key
 // block instead of four.
+// FA_ROLL = 1 (attention_flash_roll.comp; tile field `roll`): the q·k loop over head_dim is rolled in
+// steps of 4 vec4 (an outer [[dont_unroll]] loop around an inner [[unroll]] of 4; a step past D4 is
+// skipped, so any HD % 4 == 0 works) and the P·V loop over the block's keys is not unrolled either.
+// Unrolled, the compiler keeps every step's operands live: on the H200 tiles of 4 rows per
+// invocation took 122-176 registers and spilled; rolled, 256,32,4,2 takes 106 and none
+// (docs/tuning-log.md #45).
 #include "common/header.glsl"
 #ifndef FA_SG
 #define FA_SG 0
+#endif
+#ifndef FA_ROLL
+#define FA_ROLL 0
+#endif
+#if FA_ROLL
+#extension GL_EXT_control_flow_attributes : require
 #endif
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_FA_BR) const uint BR = 32;
@@ -238,12 +250,21 @@ void main() {
     float s[TR][TC];
     for (uint i = 0u; i < TR; ++i)
       for (uint k = 0u; k < TC; ++k) s[i][k] = 0.0;
-    for (uint d4 = 0u; d4 < D4; ++d4) {
-      vec4 qv[TR], kv[TC];
-      for (uint i = 0u; i < TR; ++i) qv[i] = qs[(rg * TR + i) * QS + d4];
-      for (uint k = 0u; k < TC; ++k) kv[k] = kv_at((tc + CT * k) * QS + d4);
-      for (uint i = 0u; i < TR; ++i)
-        for (uint k = 0u; k < TC; ++k) s[i][k] += dot(qv[i], kv[k]);
+#if FA_ROLL
+    [[dont_unroll]] for (uint d4o = 0u; d4o < D4; d4o += 4u) {
+      [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+        const uint d4 = d4o + u;
+        if (D4 % 4u != 0u && d4 >= D4) continue;  // the last step of a head_dim / 4 not a multiple of 4
+#else
+    {
+      for (uint d4 = 0u; d4 < D4; ++d4) {
+#endif
+        vec4 qv[TR], kv[TC];
+        for (uint i = 0u; i < TR; ++i) qv[i] = qs[(rg * TR + i) * QS + d4];
+        for (uint k = 0u; k < TC; ++k) kv[k] = kv_at((tc + CT * k) * QS + d4);
+        for (uint i = 0u; i < TR; ++i)
+          for (uint k = 0u; k < TC; ++k) s[i][k] += dot(qv[i], kv[k]);
+      }
     }
     if (k0 + BC > full_end) {  // the block crosses the diagonal of some row
       for (uint i = 0u; i < TR; ++i)
@@ -260,7 +281,9 @@ void main() {
         for (uint k = 0u; k < TC; ++k)
           if (k0 + tc + CT * k >= k_hi) s[i][k] = k_neg;
     }
-    float bmx[TR];  // FA_SG: the block's row maxima over the subgroup
+#if FA_SG
+    float bmx[TR];  // the block's row maxima over the subgroup
+#endif
     for (uint i = 0u; i < TR; ++i) {
       float mx = s[i][0];
       for (uint k = 1u; k < TC; ++k) mx = max(mx, s[i][k]);
@@ -308,6 +331,9 @@ void main() {
 #endif
 
     if (BC % 4u == 0u) {  // four keys' probabilities per shared load
+#if FA_ROLL
+      [[dont_unroll]]
+#endif
       for (uint c4 = 0u; c4 < BC / 4u; ++c4) {
         vec4 pr[TR];
         for (uint i = 0u; i < TR; ++i) pr[i] = ps[(rg * TR + i) * PS4 + c4];
