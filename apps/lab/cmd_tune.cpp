@@ -120,7 +120,8 @@ AttnShape model_attention(const std::string& path) {
 }
 
 // Flash-attention tiles within the device's limits at `hd` with an f16 cache (the seeds first;
-// quick: fewer; full: also 8 keys per invocation and K/V blocks as f16 in shared memory).
+// quick: fewer; full: also 8 keys per invocation, K/V blocks as f16 in shared memory, and [N5] the
+// rolled q·k loop (roll 1) for the tiles of 4 rows per invocation, which spill unrolled on NVIDIA).
 std::vector<tune::FlashTile> attn_candidates(const vulkan::DeviceInfo& d, uint32_t hd,
                                              const std::vector<tune::FlashTile>& seeds, bool quick) {
   std::vector<tune::FlashTile> v;
@@ -143,6 +144,15 @@ std::vector<tune::FlashTile> attn_candidates(const vulkan::DeviceInfo& d, uint32
                 continue;
               if (v.size() < limit) add({wg, br, tr, tc, pf, kvh});
             }
+  if (!quick) {
+    const size_t n = v.size();
+    for (size_t i = 0; i < n; ++i)
+      if (v[i].tr >= 4 && !v[i].sg && !v[i].roll) {
+        tune::FlashTile t = v[i];
+        t.roll = 1;
+        add(t);
+      }
+  }
   return v;
 }
 

@@ -36,7 +36,8 @@ std::string MatvecRule::str() const {
 }
 
 std::string FlashTile::str() const {
-  return fmt::format("wg{} br{} tr{} tc{} pf{}{}{}", wg, br, tr, tc, prefetch, kvh ? " kvh1" : "", sg ? " sg1" : "");
+  return fmt::format("wg{} br{} tr{} tc{} pf{}{}{}{}", wg, br, tr, tc, prefetch, kvh ? " kvh1" : "", sg ? " sg1" : "",
+                     roll ? " roll1" : "");
 }
 
 std::string DeviceProfile::tiles_str() const {
@@ -122,9 +123,14 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     // product; 40.4 KB, 94 registers, either cache): pp4096 7,882 / pp512 @ d8192 4,257 against
     // 7,783 / 3,973 for 512,32,2,2,1,1 in the same call. Every tile with ≥ 4 rows per invocation
     // spilled there (122-176 registers + 272-736 B of local memory).
-    const std::vector<FlashTile> attn_nv{{256, 32, 2, 2, 0, 0}, {512, 32, 2, 2, 1, 1}, {256, 16, 2, 2, 1, 1},
-                                         {128, 16, 4, 2, 1},    {128, 16, 1, 2, 1},    {128, 32, 2, 4, 1},
-                                         {64, 8, 1, 1, 0}};
+    // [N5] Session 10 (#45, branch lab-fa-unroll): with the q·k loop rolled (attention_flash_roll),
+    // 256 × 32 rows of 4 × 2 scores per invocation with K/V as f16 in shared memory (45.5 KB at hd
+    // 128, an f16 cache only; 106 registers, no spill): pp4096 8,168.9 / pp512 @ d8192 4,642.5
+    // (-r 2) against 7,892.8 / 4,318.5 for 256,32,2,2,0,0 on main (-r 2). Rolled, 256,32,2,2,0,0
+    // itself was slower (7,832 / 4,220): the roll is that tile's only.
+    const std::vector<FlashTile> attn_nv{{256, 32, 4, 2, 0, 1, 0, 1}, {256, 32, 2, 2, 0, 0}, {512, 32, 2, 2, 1, 1},
+                                         {256, 16, 2, 2, 1, 1},       {128, 16, 4, 2, 1},    {128, 16, 1, 2, 1},
+                                         {128, 32, 2, 4, 1},          {64, 8, 1, 1, 0}};
     // hd 256 (gemma-3), `rocky tune -m gemma-3-4b --start-profile nvidia`: 8 query rows per
     // workgroup of 256, 1.03 ms at 8/4 heads × 512 tokens against 2.44 ms for wg128 br16 tr1 tc2 pf1
     // (the tile gemma ran with before); pp512 8,230 t/s with the tuned file against 6,106 before.
@@ -278,10 +284,13 @@ std::vector<FlashTile> attn_from_json(const nlohmann::json& j, const std::string
         t.kvh = json_uint(it.value(), 0, 1, w + ".kvh");
       else if (k == "sg")
         t.sg = json_uint(it.value(), 0, 1, w + ".sg");
+      else if (k == "roll")
+        t.roll = json_uint(it.value(), 0, 1, w + ".roll");
       else
-        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh, sg)", w, k);
+        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh, sg, roll)", w, k);
     }
     if (t.br % t.tr || t.wg % (t.br / t.tr)) fail("{}: want BR % TR == 0 and WG % (BR / TR) == 0", w);
+    if (t.sg && t.roll) fail("{}: roll 1 needs sg 0 (attention_flash_roll reduces rows through shared memory)", w);
     v.push_back(t);
   }
   return v;

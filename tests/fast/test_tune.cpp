@@ -135,7 +135,7 @@ TEST(Tune, ProfileFileRoundTrip) {
   p.mmq.bm = 64;
   p.mmq.wg = p.mmq.derived_invocations();
   p.mmv = {128, 2, 64, 1, 2, 0, 12};  // [N4] q8: the int8-dot matvec up to 12 tokens
-  p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}};
+  p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}, {256, 32, 4, 2, 0, 1, 0, 1}};  // [N5] a rolled tile
   p.attn_wide = {{64, 8, 1, 1, 0}};
   p.attn_split = {{128, 16, 2, 2, 1}, {64, 8, 1, 1, 1}};  // [N3] the split-key tiles
   p.modeled = true;
@@ -179,6 +179,8 @@ TEST(Tune, ProfileFileRoundTrip) {
   err(R"({"mmv": {"q8": 65}})", "mmv.q8: expected an integer in 0..64");
   err(R"({"attn": [{"wg": 100, "br": 16, "tr": 1, "tc": 2}]})", "attn[0]: want BR % TR == 0 and WG % (BR / TR) == 0");
   err(R"({"attn": {"wg": 1}})", "attn: expected an array");
+  err(R"({"attn": [{"wg": 64, "br": 16, "tr": 2, "tc": 2, "roll": 2}]})", "attn[0].roll: expected an integer in 0..1");
+  err(R"({"attn": [{"wg": 64, "br": 16, "tr": 2, "tc": 2, "sg": 1, "roll": 1}]})", "attn[0]: roll 1 needs sg 0");
   err(R"({"deny": [{"kernel": 1}]})", "deny[0]");
   err(R"({"modeled": 2})", "modeled: expected an integer in 0..1");
 }
@@ -224,7 +226,11 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("mali-valhall").mmv.str(), "wg64 rows1 groups1 split2 unroll1");
   EXPECT_EQ(builtin_profile("amd").mmv.str(), "wg64 rows4 groups512 split0 unroll1");
   EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");
-  EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg256 br32 tr2 tc2 pf0");
+  // [N5] NVIDIA: the rolled 4 × 2 tile (f16 staging; 45.5 KB at hd 128, so an f32 cache takes the next).
+  EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg256 br32 tr4 tc2 pf0 kvh1 roll1");
+  EXPECT_EQ(builtin_profile("nvidia").attn.at(1).str(), "wg256 br32 tr2 tc2 pf0");
+  EXPECT_GT(builtin_profile("nvidia").attn.front().shared_bytes(128, false), 48u * 1024);
+  EXPECT_LE(builtin_profile("nvidia").attn.front().shared_bytes(128, true), 48u * 1024);
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(128).front().str(), "wg128 br16 tr1 tc2 pf0");
   EXPECT_EQ(builtin_profile("nvidia").attn_tiles(256).front().str(), "wg256 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
