@@ -1,5 +1,6 @@
 // server::parse_* on accepted and rejected bodies: what agents send is accepted; each bad field is
 // an ApiError with a 4xx status naming it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,6 +96,23 @@ TEST(ServerRequest, EachBadFieldIsNamed) {
     EXPECT_TRUE(j["error"].contains("message") && j["error"].contains("type") && j["error"].contains("param") &&
                 j["error"].contains("code"));
   }
+}
+
+// max_tokens' messages name its real bounds, also for a value past int64 (the JSON parser's uint64).
+TEST(ServerRequest, MaxTokensNamesItsBounds) {
+  for (const char* v : {"18446744073709551615", "16777217", "-2"}) {
+    const ApiError e =
+        chat_error(fmt::format(R"({{"messages":[{{"role":"user","content":"x"}}],"max_tokens":{}}})", v));
+    EXPECT_EQ(e.status, 400) << v;
+    EXPECT_NE(e.message.find(v), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("16777216"), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":16777216})"))
+                .sampling.max_tokens,
+            16777216);
+  EXPECT_EQ(
+      parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})")).sampling.max_tokens,
+      -1);
 }
 
 TEST(ServerRequest, InvalidUtf8NamesTheOffset) {
