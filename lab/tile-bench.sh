@@ -1,4 +1,4 @@
-# Sourced by lab/h200-s8*.sh … s10*.sh: the synth model and b NAME [ENV=VALUE …], which runs pp4096 and
+# Sourced by lab/h200-s8*.sh … s11*.sh: the synth model and b NAME [ENV=VALUE …], which runs pp4096 and
 # pp512 @ d8192 (`-r 2`, JSON in $O/NAME.json and $O/NAME-d.json) and appends both names to $names;
 # t NAME [ENV=VALUE …]: the same at `-r 1`, after the flash pipelines' statistics (ROCKY_PIPELINE_STATS)
 # of a 1,024-token prefill, appended to $O/pstats.txt.
