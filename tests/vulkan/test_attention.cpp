@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -248,6 +249,27 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
   unsetenv("ROCKY_ATTN_SPLIT");
 }
 
+// The flash kernel with tile(kv_f16) (a ROCKY_ATTN_TILE value) on deep caches, both caches, with the
+// prefill grid's keys split (ROCKY_ATTN_FA_GRID far above the grid) and unsplit (0).
+void deep_tile_sweep(const std::function<std::string(bool)>& tile, uint32_t seed, std::initializer_list<Shape> shapes) {
+  for (const bool kv_f16 : {false, true}) {
+    auto& be = shared_backend(kv_f16);
+    for (const char* grid : {"1048576", "0"}) {
+      setenv("ROCKY_ATTN", "flash", 1);
+      setenv("ROCKY_ATTN_TILE", tile(kv_f16).c_str(), 1);
+      setenv("ROCKY_ATTN_FA_GRID", grid, 1);
+      be.set_lab(runtime::read_env().lab);
+      std::mt19937 rng(seed + (kv_f16 ? 0 : 1));
+      for (const Shape& s : shapes) {
+        EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
+            << "tile " << tile(kv_f16) << " grid " << grid << " kv_f16=" << kv_f16 << " n=" << s.n_tokens
+            << " n_past=" << s.n_past << " head_dim=" << s.head_dim << " window=" << s.window;
+      }
+    }
+  }
+  unsetenv("ROCKY_ATTN_FA_GRID");
+}
+
 // [N5] attention_flash_sg (a row group is one subgroup: subgroup row reductions, K and V staged
 // together): tiles whose CT equals this device's subgroup size (lavapipe: 8 here, 16 on wider
 // hosts), both caches, with and without prefetch and f16 staging, 2 rows × 2 keys and 1 row ×
@@ -262,23 +284,9 @@ TEST_F(VulkanAttention, FlashSubgroupTiles) {
   sweep("flash", true, (t22 + ",1,1,1").c_str());
   sweep("flash", true, (t13 + ",1,0,1").c_str(), {64, 80});  // BC % 4 != 0: P one key at a time
   sweep_window("flash", true, (t22 + ",1,1,1").c_str(), {64, 128});
-  for (const bool kv_f16 : {false, true}) {
-    auto& be = shared_backend(kv_f16);
-    for (const char* grid : {"1048576", "0"}) {
-      setenv("ROCKY_ATTN", "flash", 1);
-      setenv("ROCKY_ATTN_TILE", (t22 + (kv_f16 ? ",1,1,1" : ",0,0,1")).c_str(), 1);
-      setenv("ROCKY_ATTN_FA_GRID", grid, 1);
-      be.set_lab(runtime::read_env().lab);
-      std::mt19937 rng(kv_f16 ? 99 : 100);
-      for (const Shape& s : {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 80, 7, 1, 1.0f / std::sqrt(80.0f)},
-                             Shape{5, 2100, 64, 2, 2, 1.0f, 700}}) {
-        EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
-            << "sg tile grid " << grid << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
-            << " head_dim=" << s.head_dim << " window=" << s.window;
-      }
-    }
-  }
-  unsetenv("ROCKY_ATTN_FA_GRID");
+  deep_tile_sweep([&](bool kv_f16) { return t22 + (kv_f16 ? ",1,1,1" : ",0,0,1"); }, 99,
+                  {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 80, 7, 1, 1.0f / std::sqrt(80.0f)},
+                   Shape{5, 2100, 64, 2, 2, 1.0f, 700}});
   // CT = 2 · subgroup size: refused, naming the sizes.
   auto& be = shared_backend(false);
   setenv("ROCKY_ATTN", "flash", 1);
@@ -309,23 +317,9 @@ TEST_F(VulkanAttention, FlashRolledTiles) {
   sweep("flash", true, "64,32,4,2,1,1,0,1", {80});
   sweep("flash", true, "24,8,2,1,0,1,0,1", {72});  // CT 6 × TC 1: BC 6
   sweep_window("flash", true, "64,16,4,2,0,1,0,1", {64, 72});
-  for (const bool kv_f16 : {false, true}) {
-    auto& be = shared_backend(kv_f16);
-    for (const char* grid : {"1048576", "0"}) {
-      setenv("ROCKY_ATTN", "flash", 1);
-      setenv("ROCKY_ATTN_TILE", "64,16,4,2,0,1,0,1", 1);
-      setenv("ROCKY_ATTN_FA_GRID", grid, 1);
-      be.set_lab(runtime::read_env().lab);
-      std::mt19937 rng(kv_f16 ? 103 : 104);
-      for (const Shape& s : {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 72, 7, 1, 1.0f / std::sqrt(72.0f)},
-                             Shape{5, 2100, 80, 2, 2, 1.0f, 700}}) {
-        EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
-            << "rolled tile grid " << grid << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
-            << " head_dim=" << s.head_dim << " window=" << s.window;
-      }
-    }
-  }
-  unsetenv("ROCKY_ATTN_FA_GRID");
+  deep_tile_sweep([](bool) { return std::string("64,16,4,2,0,1,0,1"); }, 103,
+                  {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 72, 7, 1, 1.0f / std::sqrt(72.0f)},
+                   Shape{5, 2100, 80, 2, 2, 1.0f, 700}});
   auto& be = shared_backend(false);
   setenv("ROCKY_ATTN", "flash", 1);
   setenv("ROCKY_ATTN_TILE", "64,16,4,2,0,0,1,1", 1);
