@@ -9,7 +9,7 @@
 //   ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn      matmul.comp tile
 //   ROCKY_TUNE=FILE                       mul_mmq / mul_mm tiles, JSON (src/tune/tile.hpp)
 //   ROCKY_ATTN=flash|simple               attention kernel
-//   ROCKY_ATTN_TILE=WG,BR,TR,TC[,…]     flash-attention tile (fields: ops/attention.cpp)
+//   ROCKY_ATTN_TILE=WG,BR,TR,TC[,…]       flash-attention tile (fields: ops/attention.cpp)
 //   ROCKY_FUSE_EPILOGUE=0|1               mul_mmq bias / residual epilogues
 //   ROCKY_MMV_SHAPE=WG,ROWS               matvec_mmq shape
 //   ROCKY_DEVICE_MEMORY_LIMIT=BYTES       cap on device memory (0 or unset: none)

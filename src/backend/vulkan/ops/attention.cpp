@@ -68,9 +68,8 @@ bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, bool
   if (got < 4 || got > 8 || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
       t.prefetch > 1 || t.kvh > 1 || t.sg > 1 || t.roll > 1 || (t.sg && t.roll)) {
     fail(
-        "ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1[,KVH 0|1[,SG 0|1[,ROLL 0|1]]]] with WG ≤ 1024, BR % TR "
-        "== "
-        "0, WG % (BR / TR) == 0 and not both SG and ROLL",
+        "ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1[,KVH 0|1[,SG 0|1[,ROLL 0|1]]]] with WG ≤ 1024, "
+        "BR % TR == 0, WG % (BR / TR) == 0 and not both SG and ROLL",
         env);
   }
   if (t.sg && !sg_ok(t, d)) {
