@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$PWD/build/xdg-runtime}"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 0700 "$XDG_RUNTIME_DIR"
 jobs="$(nproc)"
-# [M5] Mali-G610 offline compiler for the `mali` CTest label (idempotent: seconds when built,
+# Mali-G610 offline compiler for the `mali` CTest label (idempotent: seconds when built,
 # ≈ 8–19 min the first time on 2 cores; needs root for apt-get). setup.sh uses bash features.
 export MALI_G610_HOME="${MALI_G610_HOME:-/opt/mali-g610-offline}"
 bash ../shared/mali/setup.sh

@@ -102,7 +102,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->check(whole_at_least(0))
       ->capture_default_str();
   sub->add_option("--npl", o->p.n_pl,
-                  "[N7] Parallel decode: sequences per step, comma-separated (llama-batched-bench's -npl; -npl works)")
+                  "Parallel decode: sequences per step, comma-separated (llama-batched-bench's -npl; -npl works)")
       ->delimiter(',')
       ->check(whole_at_least(1));
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")

@@ -16,7 +16,7 @@ struct DoctorOpts {
   std::string sysroot;
 };
 
-// [N8] check `tune.profile` (section Tuning, before the result): the tuning profile the device rocky
+// check `tune.profile` (section Tuning, before the result): the tuning profile the device rocky
 // would pick runs with — the file `rocky tune` wrote for its vendor, device and driver version, or
 // the built-in one (with a note for files of another driver version).
 void add_profile_check(doctor::Report& r) {

@@ -50,7 +50,7 @@ struct RunOpts {
   std::string cache_dir;
   int32_t cache_block = 256;
   uint64_t cache_disk_mib = 8192;
-  KvCacheFlags kv;  // [N4] -ctk/-ctv (default f16 on the GPU)
+  KvCacheFlags kv;  // -ctk/-ctv (default f16 on the GPU)
 };
 
 using Clock = std::chrono::steady_clock;

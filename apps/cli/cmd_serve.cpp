@@ -28,7 +28,7 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
   sub->add_flag("--cont-batching,--cb", o->cont_batching,
-                "[N7] One context for all slots: each step batches every slot's next token and a prompt chunk "
+                "One context for all slots: each step batches every slot's next token and a prompt chunk "
                 "(the prefix cache is off)");
   sub->add_option("--prefill-chunk", o->prefill_chunk,
                   "With --cont-batching: prompt tokens per step while others decode (default = -ub)")

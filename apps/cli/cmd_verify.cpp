@@ -54,7 +54,7 @@ struct VerifyOpts {
 };
 
 constexpr double k_int8_abs = 0.35;  // ../shared/reference/README.md, int8-dot path
-// [N9] hybrid models (qwen35): the per-head RMSNorm after the recurrence re-amplifies the 8-bit
+// hybrid models (qwen35): the per-head RMSNorm after the recurrence re-amplifies the 8-bit
 // blocks' error, ≈ 3× the other models' (README: ≤ 1.35 absolute for 8-bit activations there).
 constexpr double k_int8_abs_hybrid = 1.35;
 // --bisect per node: the int8 error grows through the recurrent layers' per-head norms to ≈ 0.21

@@ -61,7 +61,7 @@ inline void print_ignored(const std::vector<std::string>& notes) {
   for (const auto& n : notes) fmt::print(stderr, "rocky: note: {} does not apply to rocky; ignored\n", n);
 }
 
-// [N4] The GPU's KV cache element type, as llama.cpp names the flags: -ctk/--cache-type-k and
+// The GPU's KV cache element type, as llama.cpp names the flags: -ctk/--cache-type-k and
 // -ctv/--cache-type-v f32|f16 (default f16, llama.cpp's default; the CPU oracle keeps f32 whatever
 // they say), and the older --kv-f16 (both f16). K and V share one element type in rocky's cache:
 // different values are a rocky::Error.

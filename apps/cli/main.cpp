@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");
   rocky::cli::Runner run;
-  // [N8] Accepted before or after the subcommand (subcommands fall through to these).
+  // Accepted before or after the subcommand (subcommands fall through to these).
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile,
                "Use the built-in tuning profile, not the one `rocky tune` wrote for this device");

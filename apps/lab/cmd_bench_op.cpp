@@ -4,7 +4,7 @@
 // N = tokens, K = inner dimension; FLOP = 2·M·N·K) on random weights and activations, after a
 // warm-up, best of R; checks 64 sampled outputs against a CPU f64 product of the same q8_1
 // activations; prints GFLOPS and the % of the measured roofline (int8-dot and FP32 peaks).
-// [N4] N = 1 (or --kernel mmv / mmv-q8) times a decode matvec instead: mmv = fast::matvec_mmq over
+// N = 1 (or --kernel mmv / mmv-q8) times a decode matvec instead: mmv = fast::matvec_mmq over
 // the same repack with f32 x (N ≤ 8 columns; the default for N = 1), mmv-q8 = fast::matvec_q8 with
 // q8_1 x (N ≤ 64; its quantize_q8_1 runs once per command buffer and is not timed). It checks 64
 // sampled outputs against a CPU f64 product with the same x (f32, or the q8_1 values read back) and

@@ -1,6 +1,6 @@
 // rocky tune [-m MODEL] [--quick] [--device D] [-o FILE] [--start-profile NAME] [--tokens N] [--list]
 //            [--offline mali-g610]
-// [N8] Searches the tiles of mul_mmq, mul_mm, the decode matvec_mmq and flash attention for this
+// Searches the tiles of mul_mmq, mul_mm, the decode matvec_mmq and flash attention for this
 // device on the shapes a model uses (default: qwen2.5-3b's), and writes them as a profile
 // (src/tune/store.hpp) that every later command loads for this device and driver.
 //
@@ -96,7 +96,7 @@ std::vector<Shape> model_shapes(const std::string& path) {
   return v;
 }
 
-// [N8] The attention a model's prefill runs: head_dim, heads, KV heads, layers (0 heads: none).
+// The attention a model's prefill runs: head_dim, heads, KV heads, layers (0 heads: none).
 struct AttnShape {
   uint32_t head_dim = 0, n_head = 0, n_head_kv = 0, layers = 0;
   std::string str(uint32_t n) const {
@@ -120,7 +120,7 @@ AttnShape model_attention(const std::string& path) {
 }
 
 // Flash-attention tiles within the device's limits at `hd` with an f16 cache (the seeds first;
-// quick: fewer; full: also 8 keys per invocation, K/V blocks as f16 in shared memory, and [N5] the
+// quick: fewer; full: also 8 keys per invocation, K/V blocks as f16 in shared memory, and the
 // rolled q·k loop (roll 1) for the tiles of 4 rows per invocation, which spill unrolled on NVIDIA).
 std::vector<tune::FlashTile> attn_candidates(const vulkan::DeviceInfo& d, uint32_t hd,
                                              const std::vector<tune::FlashTile>& seeds, bool quick) {
@@ -887,7 +887,7 @@ int run_tune(const TuneOpts& o) {
           "attention", c.str(), dummy, N,
           [&] {
             abufs();
-            // [N5] A tile whose pipeline spills (H200: 64,32,4,8 → 255 registers + 816 B of local
+            // A tile whose pipeline spills (H200: 64,32,4,8 → 255 registers + 816 B of local
             // memory, 2.5× slower; PERF.md session 9) is refused, as spilling matvecs are.
             const std::set<std::string> before = spilled("attention_flash");
             Measure m = tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);

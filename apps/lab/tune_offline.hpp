@@ -1,4 +1,4 @@
-// [N8] rocky tune --offline TARGET: ranks tile candidates with an offline compiler instead of a
+// rocky tune --offline TARGET: ranks tile candidates with an offline compiler instead of a
 // device and writes a profile marked modeled (src/tune/store.hpp). TARGET: mali-g610 — Mesa
 // 25.0.7's Valhall compiler through ../shared/mali/g610-stats (registers, spills, thread-local
 // storage, static cycle estimate; see tune_offline.cpp for the model).

@@ -67,7 +67,7 @@ struct ContextStats {
   HostTiming host;          // since reset_host_timing()
   std::vector<OpTime> ops;  // per dispatch of the last compute() (only when the backend profiles)
   // Kernels the last compute()'s prefill matmuls used: "mmq" (int8 path: q8_1 activations ×
-  // mul_mmq), "mm", "basic" (f32 kernels), "cpu" (the oracle); [N7] "mmv" for a ubatch of 2 … 8
+  // mul_mmq), "mm", "basic" (f32 kernels), "cpu" (the oracle); "mmv" for a ubatch of 2 … 8
   // tokens whose matmuls ran as the multi-column decode matvec; mixes joined with "+".
   std::string matmul_path;
   uint32_t int8_matmuls = 0;     // matmuls of the last compute() on the int8 path
@@ -82,8 +82,8 @@ struct BackendStats {
   std::string matmul = "cpu";  // the prefill matmul option in effect: auto | mmq | mm | basic | cpu
   bool validation = false;     // the Vulkan validation layer is on
   uint64_t validation_errors = 0;
-  std::string tiles;              // [N8] the tuning profile and the tiles its kernels use ("" on the CPU)
-  uint64_t pipelines = 0;         // [N3] compute pipelines created so far (0 on the CPU)
+  std::string tiles;              // the tuning profile and the tiles its kernels use ("" on the CPU)
+  uint64_t pipelines = 0;         // compute pipelines created so far (0 on the CPU)
   double pipeline_create_ms = 0;  // wall time spent creating them (ms)
 };
 
@@ -92,7 +92,7 @@ enum class KvType : uint32_t { F32 = 0, F16 = 1 };
 
 struct ContextOptions {
   graph::KvShape kv;  // per sequence: layers, K/V width, positions (n_ctx)
-  // Sequences whose KV caches this context holds ([N7]): the cache has n_seq · n_ctx cells,
+  // Sequences whose KV caches this context holds: the cache has n_seq · n_ctx cells,
   // sequence s owns [s · n_ctx, (s + 1) · n_ctx); a graph with per-token graph::Graph::seq / pos
   // runs tokens of several of them in one ubatch (without: sequence 0 at n_past). export_kv /
   // import_kv address one sequence's cells (`seq`, default 0).
@@ -123,7 +123,7 @@ class Context {
 
   virtual ContextStats stats() const = 0;
   virtual void reset_host_timing() = 0;
-  // [N2][N3] GPU time of this context's submitted command buffers since it was made (ms; from
+  // GPU time of this context's submitted command buffers since it was made (ms; from
   // timestamps at each one's start and end). 0 on the CPU or where the queue has no timestamps.
   virtual double gpu_ms() const { return 0; }
   virtual const graph::KvShape& kv() const = 0;
@@ -136,14 +136,14 @@ class Context {
   // size. export_kv copies them to host memory, import_kv writes them back at the same positions
   // (the very bits: a following compute() gives the logits the original cells gave). p0 + n must
   // be ≤ n_ctx, seq in [0, n_seq) and the span exactly kv_export_bytes(n) long (else rocky::Error);
-  // both wait for completion. The positions are those of sequence `seq` ([N7]: its cells start at
+  // both wait for completion. The positions are those of sequence `seq` (its cells start at
   // seq · n_ctx), so a block exported from one sequence imports into any other.
   virtual KvType kv_type() const = 0;
   virtual uint64_t kv_export_bytes(int32_t n) const = 0;
   virtual void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq = 0) = 0;
   virtual void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq = 0) = 0;
 
-  // --- [N9] Sequence 0's recurrent state (hybrid models: the prefix cache's state checkpoints) ---
+  // --- Sequence 0's recurrent state (hybrid models: the prefix cache's state checkpoints) ---
   // For each layer of `layers` (ascending, < n_layer) in order: its conv window (kv().conv_state
   // f32, graph.hpp's SSM_CONV layout), then its delta-rule state (kv().ssm_state f32, GATED_DELTA
   // layout), as the context holds them: state_export_bytes(k) = k · (conv_state + ssm_state) · 4

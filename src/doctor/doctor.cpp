@@ -413,7 +413,7 @@ class Doctor {
         if (!d.shader_float16) issue(sec, "panvk-no-fp16", sub, d.name);
         if (!d.integer_dot) issue(sec, "panvk-no-int-dot", sub, d.name);
       }
-      // [N8] ../shared/PLATFORMS.md: panvk reports shaderFloat16 from Mesa 25.1 and
+      // ../shared/PLATFORMS.md: panvk reports shaderFloat16 from Mesa 25.1 and
       // shaderIntegerDotProduct from 25.2; below them, say so whatever the device reports.
       if (is_panvk(d) && d.has_driver_props) {
         if (auto v = mesa_version(d.driver_info); v && *v < std::make_pair(25, 2)) {

@@ -44,7 +44,7 @@ constexpr std::array k_issues = {
                "(VK_KHR_shader_integer_dot_product) from Mesa 25.2",
                "rocky shared/PLATFORMS.md (panvk: shaderIntegerDotProduct and VK_ARM_shader_core_properties from "
                "Mesa 25.2; Mesa release notes); Vulkan 1.3 spec VkPhysicalDeviceShaderIntegerDotProductFeatures"},
-    // [N8] The version rule, apart from what the device reports: below these releases panvk is known
+    // The version rule, apart from what the device reports: below these releases panvk is known
     // to lack the features (a backport may report them; the feature rows above judge what it reports).
     KnownIssue{"panvk-mesa-old", Severity::warn,
                "a panvk device whose driverInfo says Mesa older than 25.2 (shaderFloat16 from 25.1, "

@@ -119,7 +119,7 @@ std::optional<Arch> parse_arch(std::string_view name) {
 std::span<const Arch> all_archs() { return k_archs; }
 
 std::string_view rope_type_of(std::string_view arch) {
-  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3vl") return "imrope";  // [N9]
+  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3vl") return "imrope";
   for (std::string_view n : k_rope_norm)
     if (arch == n) return "norm";
   for (std::string_view n : k_rope_neox)
@@ -173,7 +173,7 @@ std::string_view strip_layer(std::string_view name) {
 std::optional<TensorName> parse_tensor_name(std::string_view name) {
   const int64_t il = layer_of(name);
   std::string_view rest = strip_layer(name);
-  // [N9] a per-layer tensor may have no suffix (qwen35's "blk.N.ssm_a").
+  // a per-layer tensor may have no suffix (qwen35's "blk.N.ssm_a").
   const size_t dot = rest.rfind('.');
   if (dot == std::string_view::npos && il < 0) return std::nullopt;
   const std::string_view base = dot == std::string_view::npos ? rest : rest.substr(0, dot);

@@ -114,7 +114,7 @@ enum class Tensor : uint8_t {
   ATTN_ROT_EMBD,   // blk.N.attn_rot_embd   old llama files' precomputed rope table (never read)
   ATTN_POST_NORM,  // blk.N.post_attention_norm [n_embd] (gemma3: norm of the attention output)
   FFN_POST_NORM,   // blk.N.post_ffw_norm     [n_embd] (gemma3: norm of the FFN output)
-  // [N9] qwen35 (Gated DeltaNet linear-attention layers)
+  // qwen35 (Gated DeltaNet linear-attention layers)
   ATTN_QKV,    // blk.N.attn_qkv          [n_embd, 2·H_k·d_k + H_v·d_v] (conv channels q | k | v)
   ATTN_GATE,   // blk.N.attn_gate         [n_embd, H_v·d_v] (z, the output gate)
   SSM_CONV1D,  // blk.N.ssm_conv1d        [conv_kernel, channels] f32 (depthwise causal conv)

@@ -37,13 +37,13 @@ enum class Op : uint8_t {
   SILU_MUL,   // out = silu(src0) * src1   (SwiGLU: src0 = gate, src1 = up)
   ADD,        // out = src0 + src1 (residual)
   TAKE_COLS,  // out = src0[:, first_col : first_col + ne1]  (e.g. the last token before the logits)
-  SCALE,      // [N6] out = src0 · scale (Gemma's embeddings × √n_embd)
-  GELU_MUL,   // [N6] out = gelu_tanh(src0) * src1   (GeGLU: src0 = gate, src1 = up; ggml's tanh form)
+  SCALE,      // out = src0 · scale (Gemma's embeddings × √n_embd)
+  GELU_MUL,   // out = gelu_tanh(src0) * src1   (GeGLU: src0 = gate, src1 = up; ggml's tanh form)
   VIEW,       // out = src0 reinterpreted as [ne0, ne1] (ne0·ne1 = the source's element count): no
               // copy, no dispatch; the planner gives it the source's arena bytes (planner.hpp).
               // E.g. [head_dim·n_head, N] → [head_dim, n_head·N], so a per-head op (qwen3's q/k
               // RMSNorm) is an ordinary per-column op on the view.
-  // [N9] Hybrid linear attention (qwen35). The recurrent nodes read and update their layer's state
+  // Hybrid linear attention (qwen35). The recurrent nodes read and update their layer's state
   // in the context (KvShape::conv_state / ssm_state; sequence 0), carried across ubatches and
   // zeroed by Context::reset().
   SSM_CONV,     // causal depthwise conv over time, then SiLU: src0 = x [C, N], weight = f32 [K, C];
@@ -81,10 +81,10 @@ struct AttnParams {
   int32_t n_head = 0;     // query heads
   int32_t n_head_kv = 0;  // KV heads; query head h reads KV head h / (n_head / n_head_kv)
   float scale = 0;        // usually 1/sqrt(head_dim)
-  int32_t window = 0;     // [N6] sliding window: token at position q sees keys p with q − window < p ≤ q; 0 = all
+  int32_t window = 0;     // sliding window: token at position q sees keys p with q − window < p ≤ q; 0 = all
 };
 
-// [N9] GATED_DELTA's head counts and dims (graph.hpp Op comment).
+// GATED_DELTA's head counts and dims (graph.hpp Op comment).
 struct SsmParams {
   int32_t n_k_heads = 0;  // H_k (ssm.group_count)
   int32_t n_v_heads = 0;  // H_v (ssm.time_step_rank), a multiple of H_k
@@ -107,8 +107,8 @@ struct Node {
   float scale = 1;                           // SCALE
   RopeParams rope;                           // ROPE
   AttnParams attn;                           // ATTENTION
-  int64_t first_row = 0;                     // [N9] TAKE_ROWS
-  SsmParams ssm;                             // [N9] GATED_DELTA (SSM_CONV, GATED_DELTA: `layer` = whose state)
+  int64_t first_row = 0;                     // TAKE_ROWS
+  SsmParams ssm;                             // GATED_DELTA (SSM_CONV, GATED_DELTA: `layer` = whose state)
 
   uint64_t out_bytes() const { return row_bytes(out_type, static_cast<uint64_t>(ne0)) * static_cast<uint64_t>(ne1); }
 };
@@ -119,7 +119,7 @@ struct KvShape {
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;  // head_dim · n_head_kv
   int32_t n_ctx = 0;
-  // [N9] Recurrent state per layer and sequence (hybrid models; 0 = none), in floats: the SSM_CONV
+  // Recurrent state per layer and sequence (hybrid models; 0 = none), in floats: the SSM_CONV
   // window ((K−1)·C) and the GATED_DELTA state (H_v·d_k·d_v). A context holds them for every layer
   // index below n_layer (unused by the attention layers) beside the KV cache.
   int64_t conv_state = 0;
@@ -134,7 +134,7 @@ struct Graph {
   int32_t output = -1;   // node id of the logits [n_vocab, n_out]; -1 when the ubatch needs no
                          // logits (a prefill ubatch before the last one: it only fills the KV cache)
   KvShape kv;
-  // [N7] A multi-sequence ubatch (several sequences' tokens in one ubatch; empty = one sequence,
+  // A multi-sequence ubatch (several sequences' tokens in one ubatch; empty = one sequence,
   // the default): token j belongs to sequence seq[j] (< the context's ContextOptions::n_seq) at
   // position pos[j] (both n_tokens long). ROPE rotates token j by pos[j]; KV_STORE writes it at
   // cell seq[j] · kv.n_ctx + pos[j] (sequence s owns cells [s · n_ctx, (s + 1) · n_ctx)); ATTENTION

@@ -102,7 +102,7 @@ Plan plan_arena(const Graph& g, uint64_t alignment, bool reuse) {
   FreeList fl;
   // releases[k] = nodes whose last use is node k.
   std::vector<std::vector<size_t>> releases(n);
-  // [N4] An output whose last reader is a MATMUL is released one node later: a backend may fuse
+  // An output whose last reader is a MATMUL is released one node later: a backend may fuse
   // the matmul with the next node (the decode matvec's bias / residual epilogue writes the next
   // node's output while the matmul still reads its f32 input, so the two must not alias).
   for (size_t i = 0; i < n; ++i) {

@@ -15,11 +15,11 @@ struct Ctx {
   const HParams& hp;
   int32_t n_tokens;
   const gguf::TensorInfo* rope_freqs = nullptr;  // the ROPE nodes' frequency divisors (Weights::rope_freqs)
-  // [N6] Per-layer overrides set by a builder before self_attention (gemma3's local layers): rope
+  // Per-layer overrides set by a builder before self_attention (gemma3's local layers): rope
   // base and scale (0: the hparams'), attention sliding window (0: none).
   float rope_base = 0, rope_scale = 0;
   int32_t window = 0;
-  int32_t n_out = 1;  // [N7] Logits::LAST: the last n_out tokens' logits (UbatchSpec::n_out)
+  int32_t n_out = 1;  // Logits::LAST: the last n_out tokens' logits (UbatchSpec::n_out)
 };
 
 std::string blk(int il, const char* what);  // "blk.<il>.<what>"
@@ -29,9 +29,9 @@ int32_t rms_norm(Ctx& c, int32_t x, const gguf::TensorInfo* w, std::string name)
 int32_t matmul(Ctx& c, int32_t x, const gguf::TensorInfo* w, int64_t m, std::string name);
 int32_t add_bias(Ctx& c, int32_t x, const gguf::TensorInfo* b, std::string name);
 int32_t add(Ctx& c, int32_t a, int32_t b, std::string name);
-int32_t scale(Ctx& c, int32_t x, float s, std::string name);  // [N6] SCALE
+int32_t scale(Ctx& c, int32_t x, float s, std::string name);  // SCALE
 
-// [N9] ROPE of x [head_dim·n_head, N] with the hparams' rope (and Ctx's overrides); KV_STORE of x
+// ROPE of x [head_dim·n_head, N] with the hparams' rope (and Ctx's overrides); KV_STORE of x
 // into layer il's K (kv = 0) or V (kv = 1) cache.
 int32_t rope(Ctx& c, int32_t x, int32_t n_head, std::string name);
 int32_t kv_store(Ctx& c, int il, int32_t x, int kv, std::string name);
@@ -46,7 +46,7 @@ int32_t rms_norm_heads(Ctx& c, int32_t x, const gguf::TensorInfo* w, int32_t n_h
 int32_t self_attention(Ctx& c, int il, int32_t x, const LayerWeights& L);
 // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
 int32_t ffn_swiglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
-// [N6] GeGLU feed-forward (gemma): down(gelu_tanh(gate(x)) * up(x)).
+// GeGLU feed-forward (gemma): down(gelu_tanh(gate(x)) * up(x)).
 int32_t ffn_geglu(Ctx& c, int il, int32_t x, const LayerWeights& L);
 // The logits of x [n_embd, N] (the last column only with Logits::LAST): result_last (TAKE_COLS),
 // result_norm, result_output; nothing with Logits::NONE.

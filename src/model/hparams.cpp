@@ -121,7 +121,7 @@ void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa, bool
     if (hybrid && (*k == Key::FULL_ATTENTION_INTERVAL || *k == Key::SSM_CONV_KERNEL || *k == Key::SSM_INNER_SIZE ||
                    *k == Key::SSM_STATE_SIZE || *k == Key::SSM_TIME_STEP_RANK || *k == Key::SSM_GROUP_COUNT ||
                    *k == Key::ROPE_DIMENSION_SECTIONS))
-      continue;  // [N9] read below
+      continue;  // read below
     const auto v = numeric(value);
     if (r->harmless_value == k_refuse || !v || *v != r->harmless_value) {
       fail(
@@ -143,7 +143,7 @@ int32_t checked(const gguf::GgufFile& f, const std::string& key, std::optional<u
   return static_cast<int32_t>(*v);
 }
 
-// [N9] qwen35: the Gated DeltaNet shapes and the IMROPE sections. Text tokens get the positions
+// qwen35: the Gated DeltaNet shapes and the IMROPE sections. Text tokens get the positions
 // (p, p, p, 0) (llama.cpp), so a rotated pair whose section is t, h or w turns by p — plain NeoX
 // rope — and a pair in the fourth section would not turn at all; rocky implements the former only
 // and refuses sections that put a rotated pair in the fourth.

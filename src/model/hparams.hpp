@@ -38,7 +38,7 @@ struct HParams {
   float rms_eps = 1e-5f;                                // <arch>.attention.layer_norm_rms_epsilon
   int32_t n_ctx_train = 0;                              // <arch>.context_length
   int32_t n_vocab = 0;  // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
-  // [N6] Sliding-window attention (architectures with ArchInfo::swa): layer il is local when
+  // Sliding-window attention (architectures with ArchInfo::swa): layer il is local when
   // n_swa > 0 and il % swa_pattern < swa_pattern − 1 (gemma3: pattern 6, 5 local : 1 global);
   // local layers use rope_freq_base_swa (<arch>.rope.freq_base_swa, default 10000) and no rope
   // scaling.
@@ -47,7 +47,7 @@ struct HParams {
   float rope_freq_base_swa = 10000.0f;
   bool is_swa_layer(int il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
 
-  // [N9] Hybrid linear attention (architectures with ArchInfo::hybrid, qwen35): layer il is a Gated
+  // Hybrid linear attention (architectures with ArchInfo::hybrid, qwen35): layer il is a Gated
   // DeltaNet layer when (il + 1) % full_attn_interval ≠ 0, a gated full-attention layer otherwise.
   int32_t full_attn_interval = 0;  // <arch>.full_attention_interval (0: every layer is attention)
   int32_t ssm_conv_kernel = 0;     // <arch>.ssm.conv_kernel (taps of the causal conv1d)

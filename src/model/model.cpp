@@ -36,7 +36,7 @@ const gguf::TensorInfo* bind_tensor(const gguf::GgufFile& f, const std::string& 
 
 namespace {
 
-// [N9] qwen35: a Gated DeltaNet layer or a gated full-attention layer, both with the SiLU FFN
+// qwen35: a Gated DeltaNet layer or a gated full-attention layer, both with the SiLU FFN
 // after post_attention_norm (bound as ffn_norm).
 void bind_hybrid_layer(const gguf::GgufFile& f, const HParams& hp, int il, LayerWeights& L) {
   auto layer = [&](Tensor t, int64_t ne0, int64_t ne1, const char* suffix = "weight") {
@@ -184,7 +184,7 @@ graph::Graph Model::build_graph(const UbatchSpec& u) const {
   g.n_tokens = u.n_tokens;
   g.n_past = u.n_past;
   g.kv = graph::KvShape{hp_.n_layer, hp_.n_embd_kv(), u.n_ctx};
-  if (arch::arch_info(hp_.arch).hybrid) {  // [N9] the recurrent layers' state (graph.hpp KvShape)
+  if (arch::arch_info(hp_.arch).hybrid) {  // the recurrent layers' state (graph.hpp KvShape)
     g.kv.conv_state = int64_t(hp_.ssm_conv_kernel - 1) * hp_.ssm_conv_channels();
     g.kv.ssm_state = int64_t(hp_.ssm_dt_rank) * hp_.ssm_d_state * hp_.ssm_head_v_dim();
   }

@@ -35,7 +35,7 @@ struct LayerWeights {
   const gguf::TensorInfo* ffn_down = nullptr;        // [n_ff, n_embd]
   const gguf::TensorInfo* post_attn_norm = nullptr;  // gemma3: f32 [n_embd]
   const gguf::TensorInfo* post_ffn_norm = nullptr;   // gemma3: f32 [n_embd]
-  // [N9] qwen35 Gated DeltaNet layers (ffn_norm is the file's post_attention_norm there and in the
+  // qwen35 Gated DeltaNet layers (ffn_norm is the file's post_attention_norm there and in the
   // full-attention layers; the latter's attn_q is [n_embd, 2·n_embd_q]: per head query | gate).
   const gguf::TensorInfo* wqkv = nullptr;         // [n_embd, conv channels]
   const gguf::TensorInfo* wgate = nullptr;        // [n_embd, ssm_d_inner] (z)
@@ -70,7 +70,7 @@ struct UbatchSpec {
   int32_t n_past = 0;    // positions already in the KV cache
   int32_t n_ctx = 0;     // KV cache capacity (positions)
   Logits logits = Logits::LAST;
-  int32_t n_out = 1;  // [N7] LAST: the logits of the last n_out tokens ([n_vocab, n_out]; a batched step)
+  int32_t n_out = 1;  // LAST: the logits of the last n_out tokens ([n_vocab, n_out]; a batched step)
 };
 
 class Model {

@@ -17,7 +17,7 @@ struct BackendOptions {
   // The options below are the Vulkan backend's (the CPU backend ignores them).
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (--matmul)
   bool profile = false;         // per-dispatch GPU times (Context::stats().ops; slows the run)
-  bool kv_f16 = true;           // [N4] f16 KV cache (llama.cpp's default; -ctk/-ctv f32 turns it off)
+  bool kv_f16 = true;           // f16 KV cache (llama.cpp's default; -ctk/-ctv f32 turns it off)
   bool validation = false;      // validation layer + synchronization validation
   uint64_t max_binding = 0;     // cap one storage binding at BYTES (0 = the device limit)
   // Non-empty: the caller needs a Vulkan device ("bench --profile"); landing on the CPU is then a

@@ -1,4 +1,4 @@
-// [N7] Continuous batching (see batch.hpp).
+// Continuous batching (see batch.hpp).
 #include "runtime/batch.hpp"
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// [N7] Continuous batching: one context holds the KV cells of n_seq sequences
+// Continuous batching: one context holds the KV cells of n_seq sequences
 // (backend::ContextOptions::n_seq); each step is one multi-sequence ubatch (graph::Graph::seq /
 // pos) that packs the next token of every decoding sequence and, within the ubatch budget (-ub), a
 // chunk of one waiting prefill (--prefill-chunk, default -ub), so decode keeps flowing while a long
@@ -52,7 +52,7 @@ struct BatchStats {
   int64_t decode_tokens = 0;
   int32_t last_seqs = 0;  // sequences in the last step
   int32_t max_seqs = 0;   // the most sequences one step carried
-  // [N2][N7] Where a step's wall time goes (seconds, summed over steps): the step from taking its
+  // Where a step's wall time goes (seconds, summed over steps): the step from taking its
   // requests to handing back their logits (step_s), of it ctx->compute (compute_s) and, inside
   // that, the context's own split (HostTiming: recording, fence waits = GPU time, logits
   // readback); gather_s: from a step's end to the next step's start while requests were queued or
@@ -85,7 +85,7 @@ class BatchEngine {
           {});  // (reuse: a vector whose capacity the result takes over — the decode loop's last logits.)
 
   int32_t n_past(int32_t seq) const;
-  // [N3] under batching: the prefix cache moves one sequence's cells (backend::Context::export_kv
+  // under batching: the prefix cache moves one sequence's cells (backend::Context::export_kv
   // layout). Only the sequence's own thread calls these, between its evals (no request of `seq`
   // is queued); they wait for a step in flight (the context is not shared while it computes).
   // truncate: the first n positions stay (n ≤ what the cells hold: the caller knows — end() does

@@ -204,7 +204,7 @@ double flops_per_token(const model::Model& m, double ctx_avg) {
     if (t.ne[1] > 1 && t.ne[2] == 1 && t.ne[3] == 1) w += double(t.ne[0]) * double(t.ne[1]);
   }
   if (!has_output && embd) w += double(embd->ne[0]) * double(embd->ne[1]);  // tied output head
-  // Attention over the context (QK and PV) in the attention layers; [N9] a hybrid model's recurrent
+  // Attention over the context (QK and PV) in the attention layers; a hybrid model's recurrent
   // layers instead do the delta rule per value head: decay, Sᵀk, the rank-1 update and Sᵀq ≈ 7·d_k·d_v.
   int n_attn = 0;
   for (int il = 0; il < hp.n_layer; ++il) n_attn += hp.is_recurrent_layer(il) ? 0 : 1;
@@ -286,7 +286,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.n_ubatch = ub;
     base.reps = p.reps;
     base.matmul_path = path_used();
-    base.tiles = s.backend().stats().tiles;  // [N8] the tuning profile and its tiles
+    base.tiles = s.backend().stats().tiles;  // the tuning profile and its tiles
     if (!base.tiles.empty()) log(fmt::format("bench: ub {} tiles: {}", ub, base.tiles));
     base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
     // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
@@ -394,7 +394,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
         }
         ub_rows.push_back(std::move(r));
       }
-    // [N7] Parallel decode: npl sequences in one context, one token of each per step.
+    // Parallel decode: npl sequences in one context, one token of each per step.
     for (int32_t npl : p.n_pl)
       for (int32_t ng : p.n_gen) {
         if (ng == 0 || npl < 1) continue;

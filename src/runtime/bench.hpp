@@ -6,7 +6,7 @@
 //   - pp rows: a prefill of n_prompt seeded random tokens in ubatches of n_ubatch tokens, starting
 //     from an empty KV cache each repetition (Session::reset()); only the last token's logits;
 //   - tg rows: n_gen 1-token decode steps from an empty KV cache;
-//   - [N7] parallel-decode rows (--npl): see BenchParams::n_pl;
+//   - parallel-decode rows (--npl): see BenchParams::n_pl;
 //   - warm-up runs of each test first, repeated until 0.5 s have passed (at least one; not timed;
 //     none when warmup = false): GPU clocks ramp up (the H200's first timed run was 2× slow after one);
 //   - t/s = tokens / wall seconds of the whole eval (graph build + plan + submit + wait);
@@ -48,7 +48,7 @@ struct BenchParams {
   // -d (llama-bench's --n-depth): tokens already in the KV cache before each timed run (prefilled
   // untimed, in ubatches); every pp/tg test runs at each depth ("pp512 @ d4096").
   std::vector<int32_t> n_depth{0};
-  // [N7] --npl (llama-batched-bench's -npl): parallel-decode rows "pp P+tg N ×S": S sequences in
+  // --npl (llama-batched-bench's -npl): parallel-decode rows "pp P+tg N ×S": S sequences in
   // one context (ContextOptions::n_seq), each prefilled with the first -p prompt (untimed), then N
   // steps that decode one token of every sequence in one ubatch; t/s = S · N / the steps' wall time.
   std::vector<int32_t> n_pl;
@@ -58,7 +58,7 @@ struct BenchParams {
   bool profile =
       false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run; -npl: the last step)
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
-  bool kv_f16 = true;           // [N4] the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
+  bool kv_f16 = true;           // the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
   EnvOptions env;                         // the program's environment (lab overrides, cache dir)
@@ -74,14 +74,14 @@ struct BenchRow {
   int32_t n_prompt = 0;  // pp rows
   int32_t n_gen = 0;     // tg rows
   int32_t n_depth = 0;   // KV positions held before the timed run (-d)
-  int32_t n_pl = 0;      // [N7] parallel-decode rows: sequences per step (t/s = all of them together)
+  int32_t n_pl = 0;      // parallel-decode rows: sequences per step (t/s = all of them together)
   std::string test;      // "pp512", "tg128"
   int32_t reps = 0;
   std::vector<double> samples_ts;
   double avg_ts = 0, stddev_ts = 0;
-  double avg_ns = 0;                // mean wall ns per repetition
-  uint64_t peak_device_memory = 0;  // bytes, after every run of this ub
-  backend::MemoryStats memory;      // [N4] device memory by kind after the runs of this ub (Backend::stats())
+  double avg_ns = 0;                           // mean wall ns per repetition
+  uint64_t peak_device_memory = 0;             // bytes, after every run of this ub
+  backend::MemoryStats memory;                 // device memory by kind after the runs of this ub (Backend::stats())
   std::string type_k = "f32", type_v = "f32";  // the context's KV cache types (llama-bench's fields)
   double flops_per_token = 0;
   double tflops = 0;             // achieved (avg_ts · flops_per_token), pp and tg
@@ -90,7 +90,7 @@ struct BenchRow {
   std::string roof_kind;         // "int8_dot" | "fp32" | "copy" | "" (no roofline)
   double roof_pct = 0;           // % of that peak; 0 when roof_kind is ""
   std::string matmul_path;       // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
-  std::string tiles;             // [N8] the tuning profile and the tiles of its kernels ("" on the CPU)
+  std::string tiles;             // the tuning profile and the tiles of its kernels ("" on the CPU)
   nlohmann::json
       profile;  // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token; -npl: last step)
   // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),
@@ -99,7 +99,7 @@ struct BenchRow {
   nlohmann::json host_ms_per_ubatch;
 };
 
-// [N4] Weight bytes one decode token reads, in the GGUF layout: every tensor but the token
+// Weight bytes one decode token reads, in the GGUF layout: every tensor but the token
 // embedding table, plus one row of it (or all of it when it is also the output head, tied). The KV
 // cache reads are not counted. Against the copy bandwidth this is the decode roofline (tg rows:
 // bytes_per_token, gbs, roof_pct of "copy"; the md table's GB/s column).

@@ -1,7 +1,7 @@
 // Generation below the CLI: prompt ids → prefill → sample → stop rules → UTF-8-safe text stream.
 //
 // One Generator::generate() call runs one request on one context:
-//   1. prefill: the prompt tokens after the first `n_cached` (already in the context, [N3]'s hook)
+//   1. prefill: the prompt tokens after the first `n_cached` (already in the context: the prefix cache's hook)
 //      are evaluated in ubatches (LogitSource::eval);
 //   2. sample (runtime::Sampler; the prompt is accepted first, for the repetition penalty);
 //   3. stop rules, in this order per sampled token: an end-of-generation id (unless ignore_eos; the
@@ -82,7 +82,7 @@ struct GenerateParams {
   std::vector<std::string> stop;  // stop strings (empty ones are ignored)
   bool ignore_eos = false;
   bool all_logits = false;   // on_prompt_logits gets every prompt position's logits
-  int32_t n_cached = 0;      // leading prompt tokens already in the context ([N3]); < prompt size
+  int32_t n_cached = 0;      // leading prompt tokens already in the context; < prompt size
   bool cache_prompt = true;  // read by the Scheduler, not here: false = reuse no cached prefix
 };
 
@@ -106,11 +106,11 @@ struct GenerateResult {
   double prompt_ms = 0;        // prefill wall time
   double gen_ms = 0;           // from the first sample to the final flush
   double gen_eval_ms = 0;      // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
-  double cache_ms = 0;         // [N3] before the prefill: restoring the cached prefix (set by the scheduler)
-  double prompt_gpu_ms = 0;    // [N2] of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
+  double cache_ms = 0;         // before the prefill: restoring the cached prefix (set by the scheduler)
+  double prompt_gpu_ms = 0;    // of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
   double gen_gpu_ms = 0;       // of gen_ms, GPU time of the decode steps' command buffers
   uint32_t seed = 0;           // the sampler's seed (drawn at random when none was given)
-  int32_t batch_seqs_max = 1;  // [N7] the most sequences in one step that carried this job's tokens
+  int32_t batch_seqs_max = 1;  // the most sequences in one step that carried this job's tokens
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

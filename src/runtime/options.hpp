@@ -34,7 +34,7 @@ struct EnvOptions {
   std::string vulkan_loader;    // ROCKY_VULKAN_LOADER ("" = the default)
   std::string cache_dir;        // $XDG_CACHE_HOME, else $HOME/.cache, else ""
   std::string xdg_runtime_dir;  // XDG_RUNTIME_DIR ("" = unset)
-  // [N8] --no-profile (any command): skip the tuning profile `rocky tune` wrote for the device
+  // --no-profile (any command): skip the tuning profile `rocky tune` wrote for the device
   // (src/tune/store.hpp). Set by main from the flag, not from the environment.
   bool no_profile = false;
 };

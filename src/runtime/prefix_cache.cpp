@@ -142,7 +142,7 @@ uint64_t CacheIdentity::hash() const {
   h = hash_pod(n_layer, h);
   h = hash_pod(n_embd_kv, h);
   h = hash_pod(kv_bytes_per_pos, h);
-  // [N9] Only for hybrid models, so every pure-attention identity (and its disk files) is unchanged.
+  // Only for hybrid models, so every pure-attention identity (and its disk files) is unchanged.
   if (state_bytes > 0) h = hash_pod(state_bytes, h);
   return h;
 }
@@ -161,7 +161,7 @@ CacheIdentity cache_identity(const model::Model& m, const backend::Context& ctx)
   id.n_layer = hp.n_layer;
   id.n_embd_kv = hp.n_embd_kv();
   id.kv_bytes_per_pos = ctx.kv_export_bytes(1);
-  if (ctx.kv().recurrent()) {  // [N9] the layers whose state a graph reads (as Session::state_layers)
+  if (ctx.kv().recurrent()) {  // the layers whose state a graph reads (as Session::state_layers)
     const graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, ctx.kv().n_ctx, model::Logits::LAST});
     std::vector<int32_t> layers;
     for (const graph::Node& n : g.nodes)
@@ -297,7 +297,7 @@ void PrefixCache::ram_insert(BlockPtr b) {
       ram_lru_.splice(ram_lru_.begin(), ram_lru_, it->second.lru);
       return;
     }
-    // [N9] The same block with a state checkpoint replaces the one without.
+    // The same block with a state checkpoint replaces the one without.
     ram_bytes_ -= it->second.b->bytes();
     ram_lru_.erase(it->second.lru);
     ram_.erase(it);
@@ -600,7 +600,7 @@ PrefixCacheStats PrefixCache::stats() const {
 
 // ---------------------------------------------------------------------------------------------
 namespace {
-// [N9] restore_prefix on a hybrid model (see prefix_cache.hpp): the deepest position ≤ the prompt's
+// restore_prefix on a hybrid model (see prefix_cache.hpp): the deepest position ≤ the prompt's
 // last token whose state is at hand, with the K/V of every position before it.
 PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t> held,
                          std::span<const int32_t> prompt) {
@@ -695,7 +695,7 @@ PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t
 
 namespace {
 // The cells restore_prefix / save_prefix move: a Session's, or one sequence's of a BatchEngine
-// ([N7]; attention models only: a batched context refuses recurrent state).
+// (attention models only: a batched context refuses recurrent state).
 struct SessionCells {
   Session& s;
   int32_t n_past() const { return s.n_past(); }
@@ -740,7 +740,7 @@ PrefixHit restore_cells(Cells& s, PrefixCache* cache, std::span<const int32_t> h
     if (static_cast<size_t>(dev_blocks) < keys.size())
       cache->prefetch(std::span<const uint64_t>(keys).subspan(static_cast<size_t>(dev_blocks)));
     // Lookups (a disk tier's reads and checksums) run on up to k_read_ahead threads ahead of the
-    // imports, which stay in order here ([N3]: a restart read 19 blocks one after another at
+    // imports, which stay in order here (a restart read 19 blocks one after another at
     // 12 ms each from the page cache). A miss ends the chain; reads already started finish (their
     // blocks join the RAM tier) before this returns.
     struct Found {
@@ -812,7 +812,7 @@ void save_cells(Cells& s, PrefixCache& cache, std::span<const int32_t> tokens, c
 PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
                          bool use) {
   const int32_t np = static_cast<int32_t>(prompt.size());
-  // [N9] On a hybrid model every evaluation snapshots the state at block boundaries (prefix_cache.hpp).
+  // On a hybrid model every evaluation snapshots the state at block boundaries (prefix_cache.hpp).
   s.set_checkpoint_stride(cache && s.recurrent() ? cache->block() : 0);
   if (!use || np <= 1) {
     s.reset();
@@ -838,7 +838,7 @@ void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens
   const auto n = std::min(tokens.size(), static_cast<size_t>(s.n_past()));
   const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
   const int32_t B = cache.block();
-  // [N9] The session's checkpoints go with their blocks; on a hybrid model only blocks up to the
+  // The session's checkpoints go with their blocks; on a hybrid model only blocks up to the
   // deepest checkpoint are worth their K/V (nothing can resume past it).
   std::vector<Session::StateCheckpoint> ckpts = s.take_checkpoints();
   size_t n_blocks = keys.size();

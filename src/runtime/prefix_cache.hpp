@@ -1,4 +1,4 @@
-// The prefix KV cache ([N3]): a request computes only the prompt tokens no earlier request has.
+// The prefix KV cache: a request computes only the prompt tokens no earlier request has.
 //
 // Blocks. A prompt is cut into blocks of `block` tokens (the last, partial block is never cached:
 // it is recomputed). Block b covers positions [b·block, (b+1)·block); its key is a hash chain:
@@ -29,7 +29,7 @@
 // whole entries or none. A directory that cannot be written (read-only, missing and not
 // creatable) or a full disk turns the disk tier off with one warning.
 //
-// [N9] State checkpoints (hybrid models, e.g. qwen35's Gated DeltaNet layers). A recurrent state
+// State checkpoints (hybrid models, e.g. qwen35's Gated DeltaNet layers). A recurrent state
 // cannot be cut back to a shorter prefix, so on such a model a block may carry `state`: the state
 // of every recurrent layer after the block's last token (Session::export_state: for each layer of
 // Session::state_layers() ascending, its conv window then its delta-rule state, f32, exactly as the
@@ -86,7 +86,7 @@ struct CacheIdentity {
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;
   uint64_t kv_bytes_per_pos = 0;  // Context::kv_export_bytes(1)
-  uint64_t state_bytes = 0;       // [N9] one state checkpoint (Session::state_bytes()); 0 = none
+  uint64_t state_bytes = 0;       // one state checkpoint (Session::state_bytes()); 0 = none
   uint64_t hash() const;          // everything above in one key (state_bytes only when > 0)
 };
 // The identity of `m` on a backend with KV type `kv` (hashes the whole file: ~1 s per 2-3 GiB).
@@ -97,7 +97,7 @@ struct Block {
   int32_t p0 = 0;                // first position
   std::vector<int32_t> tokens;   // the block's token ids (checked on every hit)
   std::vector<uint8_t> kv;       // Context::export_kv(p0, tokens.size())
-  std::vector<uint8_t> state;    // [N9] state checkpoint after position p0 + tokens.size() - 1 (or empty)
+  std::vector<uint8_t> state;    // state checkpoint after position p0 + tokens.size() - 1 (or empty)
   uint64_t bytes() const { return kv.size() + state.size() + tokens.size() * sizeof(int32_t) + sizeof(Block); }
 };
 using BlockPtr = std::shared_ptr<const Block>;
@@ -144,7 +144,7 @@ class PrefixCache {
   // `tier` (optional) gets 1 for RAM, 2 for disk.
   BlockPtr find(uint64_t key, uint64_t parent, int32_t p0, std::span<const int32_t> tokens, int* tier = nullptr);
   bool contains(uint64_t key) const;  // in RAM (no counting, no disk access)
-  // [N3] Asks the kernel to read ahead the disk entries of these keys that RAM lacks
+  // Asks the kernel to read ahead the disk entries of these keys that RAM lacks
   // (posix_fadvise WILLNEED), so that the files of a chain come in while earlier blocks are
   // checked and uploaded, not one after the other as find() reaches them. No counting; a missing
   // file is skipped.
@@ -170,7 +170,7 @@ class PrefixCache {
   struct DiskEntry {
     uint64_t bytes = 0;
     bool verified = false;  // written or read back whole by this process (scanned entries: not yet)
-    bool state = false;     // [N9] the verified entry carries a state checkpoint
+    bool state = false;     // the verified entry carries a state checkpoint
     std::list<uint64_t>::iterator lru;
   };
   std::string path_of(uint64_t key) const;
@@ -219,7 +219,7 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
 // After a generation: `tokens` are what `s` holds (its first n_past positions); every full block
 // of them the cache does not have yet is exported and added; the whole chain is touched.
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens);
-// [N7] The same for sequence `seq` of a batched context (continuous batching): `held` are the
+// The same for sequence `seq` of a batched context (continuous batching): `held` are the
 // tokens its cells hold from position 0 (end() leaves them; the engine's n_past of the sequence
 // must be set to their count before the call). Attention models only (rocky::Error otherwise).
 PrefixHit restore_prefix(BatchEngine& e, int32_t seq, PrefixCache* cache, std::span<const int32_t> held,

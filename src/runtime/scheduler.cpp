@@ -164,7 +164,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
   GenerateParams p = job.params;
   const auto t_restore = std::chrono::steady_clock::now();
   try {
-    // [N3]: the slot's own prefix, then cached blocks.
+    // : the slot's own prefix, then cached blocks.
     job.cache_hit = restore_prefix(session, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
   } catch (const std::exception& e) {
     fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
@@ -230,7 +230,7 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
   const auto t_restore = std::chrono::steady_clock::now();
   if (cached) {
     try {
-      // [N3] The sequence's cells still hold the slot's last tokens (end() does not erase them).
+      // The sequence's cells still hold the slot's last tokens (end() does not erase them).
       engine_->truncate(seq, static_cast<int32_t>(std::min<size_t>(s.tokens.size(), size_t(engine_->n_ctx()))));
       job.cache_hit = restore_prefix(*engine_, seq, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
     } catch (const std::exception& e) {

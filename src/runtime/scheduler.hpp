@@ -2,10 +2,10 @@
 // bounded FIFO of jobs; one worker thread per slot runs one job at a time through the Generator.
 //
 // Seams for what comes next:
-//   [N7] batching: the scheduler is the only owner of the slots, and jobs reach them only through
+//   batching: the scheduler is the only owner of the slots, and jobs reach them only through
 //        submit(); a batched step (several sequences per ubatch) replaces run_job() without
 //        touching the HTTP layer.
-//   [N3] prefix cache (runtime/prefix_cache.hpp): before each prefill, restore_prefix() keeps
+//   prefix cache (runtime/prefix_cache.hpp): before each prefill, restore_prefix() keeps
 //        the common prefix of the slot's KV and the prompt (device tier) and loads the following
 //        cached blocks (RAM, disk); they are skipped (GenerateParams::n_cached) and reported as
 //        cached_tokens / cache_n. After the generation, before the job is marked done (so the
@@ -64,7 +64,7 @@ struct SchedulerStats {
   int64_t queued = 0;    // jobs waiting for a slot
   int64_t kv_used = 0;   // KV cells in use over all slots
   int32_t n_ctx = 0;     // per slot
-  bool batched = false;  // [N7] one BatchEngine runs every slot's tokens
+  bool batched = false;  // one BatchEngine runs every slot's tokens
   BatchStats batch;      // its steps (batched only)
 };
 
@@ -74,7 +74,7 @@ class Scheduler {
   // `cache` (may be null: each slot reuses only its own KV) is shared by the slots.
   Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue,
             std::shared_ptr<PrefixCache> cache = nullptr);
-  // [N7] Continuous batching: engine->n_seq() slots, slot i = sequence i of the engine; every
+  // Continuous batching: engine->n_seq() slots, slot i = sequence i of the engine; every
   // step of the engine carries the next token of each generating slot (batch.hpp). The prefix
   // cache works as with sessions: a slot's sequence keeps its cells between jobs (device tier),
   // cached blocks are imported into them, every full block is saved after the job (attention
@@ -113,7 +113,7 @@ class Scheduler {
 
   const tok::Tokenizer& tok_;
   std::shared_ptr<PrefixCache> cache_;
-  std::shared_ptr<BatchEngine> engine_;  // [N7] set: slots have no session of their own
+  std::shared_ptr<BatchEngine> engine_;  // set: slots have no session of their own
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t max_queue_;
   int32_t n_ctx_ = 0;

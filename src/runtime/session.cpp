@@ -180,7 +180,7 @@ void Session::eval_into(std::span<const int32_t> tokens, bool all_logits, const 
     fmt::print(stderr, "rocky: -ub {} capped to {} tokens on {}: {}\n", n_ubatch_, n_ub, be_->name(), ub_cap_why_);
     ub_cap_said_ = true;
   }
-  // [N9] Where a ubatch ends and the state is kept (relative to the eval's first token): the last
+  // Where a ubatch ends and the state is kept (relative to the eval's first token): the last
   // block boundary this eval reaches, and the positions asked for with checkpoint_at().
   std::vector<int64_t> cuts;
   if (ckpt_stride_ > 0 && recurrent()) {

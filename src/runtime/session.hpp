@@ -56,7 +56,7 @@ class Session {
   // A NaN/inf logit is a rocky::Error (SessionOptions::check_finite).
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false, const ProgressFn& progress = {});
   // The same into `out` (resized, its capacity kept: a decode loop that passes the same vector
-  // allocates its n_vocab floats once instead of once per token — [N2]: 608 KB of fresh pages per
+  // allocates its n_vocab floats once instead of once per token — : 608 KB of fresh pages per
   // token for a 151,936-token vocabulary).
   void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress, std::vector<float>& out);
 
@@ -68,7 +68,7 @@ class Session {
   // Appends n positions from host bytes made by export_kv of the same model and KV type at the
   // same positions: needs p0 == n_past; afterwards n_past = p0 + n.
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes);
-  // --- [N9] Recurrent-state checkpoints (hybrid models; runtime/prefix_cache.hpp) ---
+  // --- Recurrent-state checkpoints (hybrid models; runtime/prefix_cache.hpp) ---
   // A recurrent state cannot be cut back (truncate), so a hybrid context returns to an earlier
   // position only through a checkpoint: the state of every recurrent layer (state_layers(), as
   // Context::export_state lays it out) right after position pos − 1.
@@ -127,10 +127,10 @@ class Session {
   std::string ub_cap_why_;
   bool ub_cap_said_ = false;
   EvalTiming timing_;
-  std::vector<int32_t> state_layers_;   // [N9]
-  int32_t ckpt_stride_ = 0;             // [N9] 0 = no checkpoints
-  std::vector<StateCheckpoint> ckpts_;  // [N9] ascending pos, all ≤ n_past_
-  std::vector<int32_t> ckpt_extra_;     // [N9] checkpoint_at() positions
+  std::vector<int32_t> state_layers_;
+  int32_t ckpt_stride_ = 0;             // 0 = no checkpoints
+  std::vector<StateCheckpoint> ckpts_;  // ascending pos, all ≤ n_past_
+  std::vector<int32_t> ckpt_extra_;     // checkpoint_at() positions
   // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
   // naming the position and the first non-finite node (that ubatch re-run unshared).
   [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,

@@ -65,7 +65,7 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_tokens;      // …or as token ids
   bool stream = false;
   bool include_usage = false;
-  bool cache_prompt = true;  // /completion; accepted (the prefix cache, [N3], uses it)
+  bool cache_prompt = true;  // /completion; accepted (the prefix cache, , uses it)
   SamplingFields sampling;
 };
 

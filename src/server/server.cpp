@@ -56,7 +56,7 @@ std::string random_id(const char* prefix) {
 }
 
 // One slot's session: its own context (KV cache) on the one backend all slots share, so the
-// weights are uploaded once ([N1]).
+// weights are uploaded once.
 std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const std::shared_ptr<backend::Backend>& be,
                                                     const ServerOptions& o) {
   return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{o.n_ctx, o.n_ubatch});
@@ -101,13 +101,13 @@ json timings_json(const runtime::GenerateResult& r) {
           {"predicted_ms", r.gen_ms},
           {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
           {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
-          // rocky's own: of predicted_ms, the time inside the model's evaluation ([N2]: the rest is
+          // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
           // sampling, detokenizing and streaming)
           {"predicted_eval_ms", r.gen_eval_ms},
-          // [N3] rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
+          // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
           // reads, uploads into the KV cache); not part of prompt_ms
           {"cache_ms", r.cache_ms},
-          // [N2] rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
+          // rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
           // where unknown); prompt_ms − prompt_gpu_ms is host time and gaps
           {"prompt_gpu_ms", r.prompt_gpu_ms},
           {"predicted_gpu_ms", r.gen_gpu_ms},
@@ -165,7 +165,7 @@ class App {
     backend_ = be;
     std::vector<std::unique_ptr<runtime::Session>> slots;
     std::shared_ptr<runtime::BatchEngine> engine;
-    if (o_.cont_batching) {  // [N7] one context, n_parallel sequences
+    if (o_.cont_batching) {  // one context, n_parallel sequences
       runtime::BatchOptions bopt;
       bopt.n_seq = o_.n_parallel;
       bopt.n_ctx = o_.n_ctx;
@@ -390,7 +390,7 @@ class App {
     add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
     add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
     add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
-    if (st.batched) {  // [N7]
+    if (st.batched) {
       add("batch_seqs_per_step", "gauge", "Sequences in the last batched step.",
           static_cast<double>(st.batch.last_seqs));
       add("batch_seqs_per_step_max", "gauge", "The most sequences one batched step carried.",
@@ -400,7 +400,7 @@ class App {
           static_cast<double>(st.batch.prefill_tokens));
       add("batch_decode_tokens_total", "counter", "Decode tokens evaluated in batched steps.",
           static_cast<double>(st.batch.decode_tokens));
-      // [N2][N7] where the steps' wall time goes (runtime::BatchStats).
+      // where the steps' wall time goes (runtime::BatchStats).
       add("batch_step_seconds_total", "counter", "Wall time of the batched steps.", st.batch.step_s);
       add("batch_compute_seconds_total", "counter", "Of it, the context's compute (record, submit, GPU, readback).",
           st.batch.compute_s);
@@ -414,7 +414,7 @@ class App {
       add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
           static_cast<double>(st.batch.replays));
     }
-    if (backend_) {  // [N3] pipelines are created on first use: a request of a new shape pays for them
+    if (backend_) {  // pipelines are created on first use: a request of a new shape pays for them
       const backend::BackendStats bs = backend_->stats();
       add("pipelines_created_total", "counter", "Compute pipelines created (first use of a kernel variant).",
           static_cast<double>(bs.pipelines));

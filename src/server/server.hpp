@@ -22,7 +22,7 @@ struct ServerOptions {
   int32_t n_ctx = 0;       // -c: the server's KV (0 = the model's, at most 4096)
   int n_parallel = 1;      // -np: slots
   int32_t n_ubatch = 512;  // -ub
-  // [N7] --cont-batching: one context for all slots; every step batches the slots' next tokens and
+  // --cont-batching: one context for all slots; every step batches the slots' next tokens and
   // a --prefill-chunk of one waiting prompt (runtime/batch.hpp). Off: one context per slot, the
   // prefix cache on.
   bool cont_batching = false;
@@ -36,7 +36,7 @@ struct ServerOptions {
   int32_t prefill_chunk = 0;  // --prefill-chunk: prompt tokens per step (0 = -ub)
   std::string device = "auto";
   std::string matmul = "auto";
-  bool kv_f16 = true;   // [N4] -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
+  bool kv_f16 = true;   // -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
   std::string api_key;  // empty: no auth
   std::string alias;    // model id in responses (default: the file name)
   std::string chat_template_file;

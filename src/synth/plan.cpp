@@ -60,7 +60,7 @@ bool ends_with(std::string_view s, std::string_view suf) {
 
 DType tensor_type(FileType ft, std::string_view name, uint32_t n_dims, uint64_t ne0, int64_t n_layer, bool has_output) {
   if (n_dims < 2 || !ends_with(name, "weight")) return DType::F32;
-  // [N9] llama.cpp keeps the recurrent layers' conv1d in f32.
+  // llama.cpp keeps the recurrent layers' conv1d in f32.
   if (const auto tn = gguf::parse_tensor_name(name); tn && tn->tensor == Tensor::SSM_CONV1D) return DType::F32;
   DType t = DType::F32;
   switch (ft) {
@@ -118,7 +118,7 @@ std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileTy
     const int64_t l = i;
     auto name = [&](Tensor t, const char* suffix = "weight") { return tensor_name(t, il, suffix); };
     add(name(Tensor::ATTN_NORM), Role::Norm, l, e, 0);
-    if (p.hybrid()) {  // [N9] qwen35: a Gated DeltaNet layer or a gated full-attention layer
+    if (p.hybrid()) {  // qwen35: a Gated DeltaNet layer or a gated full-attention layer
       if (p.is_recurrent_layer(uint32_t(l))) {
         const uint64_t hv = p.ssm_v_heads, inner = uint64_t(p.ssm_v_heads) * p.ssm_d_v;
         add(name(Tensor::ATTN_QKV), Role::AttnQkv, l, e, p.ssm_conv_channels());

@@ -59,7 +59,7 @@ enum class Role {
   FfnUp,
   FfnDown,
   RopeFreqs,  // rope_freqs.weight: computed from the preset's rope scaling (weights.hpp), not random
-  // [N9] qwen35 Gated DeltaNet tensors
+  // qwen35 Gated DeltaNet tensors
   AttnQkv,    // attn_qkv [n_embd → conv channels]
   AttnGate,   // attn_gate (z) [n_embd → H_v·d_v]
   SsmConv,    // ssm_conv1d [kernel, channels] f32

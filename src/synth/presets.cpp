@@ -57,7 +57,7 @@ constexpr Preset gemma3(Preset p, uint32_t window, float rope_linear) {
   return p;
 }
 
-// [N9] Qwen3.5: head_dim 256, rope dim 64, rope base 1e7, DeltaNet dims 128, conv 4, interval 4.
+// Qwen3.5: head_dim 256, rope dim 64, rope base 1e7, DeltaNet dims 128, conv 4, interval 4.
 constexpr Preset qwen35(Preset p, uint32_t k_heads, uint32_t v_heads) {
   p.key_length = 256;
   p.rope_dim = 64;
@@ -112,7 +112,7 @@ constexpr std::array k_presets = {
          true),
     make("llama-test", "llama test shape (rocky synth)", Arch::LLAMA, 256, 320, 4, 4, 2, 1000, 2048, 1e4f, 1e-5f, false,
          true),
-    // [N9] Two qwen35 layer patterns (6 Gated DeltaNet + 2 gated attention layers) at small widths.
+    // Two qwen35 layer patterns (6 Gated DeltaNet + 2 gated attention layers) at small widths.
     qwen35(make("qwen35-test", "qwen35 test shape (rocky synth)", Arch::QWEN35, 256, 320, 8, 4, 2, 1024, 4096, 1e7f,
                 1e-6f, true, true),
            2, 4),

@@ -36,7 +36,7 @@
 //                  256, sliding_window 1024, rope_theta 1e6 with linear rope scaling factor 8 (global
 //                  layers), rope_local_base_freq 1e4, max_position_embeddings 131072, eps 1e-6, tied;
 //                  the tokenizer's 262,144 tokens (the checkpoint pads its embedding to 262,208).
-//   [N9] qwen3.5 (Qwen3_5ForConditionalGeneration text_config; GGUF arch qwen35, llama.cpp's
+//   qwen3.5 (Qwen3_5ForConditionalGeneration text_config; GGUF arch qwen35, llama.cpp's
 //   converter layout, ../shared/reference/README.md): every 4th layer full attention
 //   (full_attention_interval 4) with head_dim 256, partial_rotary_factor 0.25 (rope dim 64),
 //   mrope_section [11, 11, 10] (dimension_sections [11, 11, 10, 0]), rope_theta 1e7; the others
@@ -49,7 +49,7 @@
 //   qwen3.5-4b     Qwen/Qwen3.5-4B: hidden 2560, intermediate 9216, 32 layers, 16 / 4 heads,
 //                  linear 16 key / 32 value heads.
 //   The vocab is generated as Qwen2's kind (pre "qwen2"; real files say "qwen35").
-// Test presets (not real models; small, for CI): qwen2-test, llama-test, qwen35-test ([N9]). Their n_ff is not a
+// Test presets (not real models; small, for CI): qwen2-test, llama-test, qwen35-test. Their n_ff is not a
 // multiple of 256, so the quantizer's fallback types (q5_0, q8_0) are exercised too.
 #pragma once
 
@@ -99,7 +99,7 @@ struct Preset {
   uint32_t sliding_window = 0;
   float rope_base_swa = 0;
   float rope_linear = 0;
-  // [N9] qwen35: Gated DeltaNet layers (full_attn_interval > 0: layer il is recurrent when
+  // qwen35: Gated DeltaNet layers (full_attn_interval > 0: layer il is recurrent when
   // (il + 1) % interval ≠ 0), key heads × d_k, value heads × d_v, conv kernel; the attention
   // layers' rope dims (rope.dimension_count; 0 = head_dim).
   uint32_t full_attn_interval = 0;

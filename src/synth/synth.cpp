@@ -51,7 +51,7 @@ void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, File
     w.set_string(key(Key::ROPE_SCALING_TYPE), "linear");
     w.set_f32(key(Key::ROPE_SCALING_FACTOR), p.rope_linear);
   }
-  if (p.hybrid()) {  // [N9] qwen35, as llama.cpp's converter writes it
+  if (p.hybrid()) {  // qwen35, as llama.cpp's converter writes it
     w.set_u32(key(Key::SSM_CONV_KERNEL), p.ssm_conv);
     w.set_u32(key(Key::SSM_STATE_SIZE), p.ssm_d_k);
     w.set_u32(key(Key::SSM_GROUP_COUNT), p.ssm_k_heads);

@@ -28,7 +28,7 @@ InitSpec init_spec(const Preset& p, uint32_t n_layer, Role role) {
     case Role::FfnDown: return s(sigma_e * std::sqrt(24.0 / l) / (k_rho_f * std::sqrt(f)));
     case Role::RopeFreqs:
       return InitSpec{1.0f, 0.0f, false};  // not used: rope_freq_factors
-    // [N9] qwen35: A = −exp(A_log) ≈ −4 (never ≥ 0 in practice: 8σ), dt bias ≈ softplus⁻¹(0.02),
+    // qwen35: A = −exp(A_log) ≈ −4 (never ≥ 0 in practice: 8σ), dt bias ≈ softplus⁻¹(0.02),
     // so exp(softplus(a + dt)·A) keeps per-head memories of tens of tokens; conv N(0, 0.5).
     case Role::AttnQkv:
     case Role::AttnGate:

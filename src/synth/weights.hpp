@@ -26,7 +26,7 @@
 // layers; one sign per 256 keeps q6_K's super-block scales exact (one sign per super-block). Why: a random
 // network amplifies weight noise ~5× into its logits (measured: Gaussian weights give Q4_K_M logits
 // up to 2.1 away from f32 at n_embd 256), so only weights that the formats represent exactly can
-// meet the [M6] check "quantized logits within 0.5 of f32". With this grid, ggml's reference q4_K
+// meet the check "quantized logits within 0.5 of f32". With this grid, ggml's reference q4_K
 // (scale Δ, min −8Δ per 32), q6_K (scale Δ/4 per 16, max |q| = 32), q5_0 (d = Δ/2) and f16 / bf16
 // reproduce the values up to the fp16 rounding of the block scales (≈ 0.05 %; q4_K ≈ 0.2 %, as
 // its d·sc·q − dmin·m subtracts two rounded terms); q8_0 rounds at

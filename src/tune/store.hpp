@@ -1,4 +1,4 @@
-// [N8] Tuning profiles as files: one per device and driver, written by `rocky tune` and loaded by
+// Tuning profiles as files: one per device and driver, written by `rocky tune` and loaded by
 // every command that makes a Vulkan backend.
 //
 // Where: $XDG_CACHE_HOME/rocky/profiles/ (else ~/.cache/rocky/profiles/), named by the device key

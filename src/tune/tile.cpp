@@ -79,7 +79,7 @@ const std::vector<DeviceProfile>& builtin_profiles() {
   };
   static const std::vector<DeviceProfile> all = [&] {
     std::vector<DeviceProfile> v;
-    // [N8] Modeled, never run on a board: `rocky tune --offline mali-g610` (src/tune/profiles/mali-g610.json,
+    // Modeled, never run on a board: `rocky tune --offline mali-g610` (src/tune/profiles/mali-g610.json,
     // which tests/fast/test_tune.cpp keeps equal to this and the mali label compiles) ranked every
     // candidate with Mesa 25.0.7's G610 compiler: mul_mmq 64×32, BK 64, 2×4 per invocation (16
     // accumulator registers; 0.151 static cycles per MAC against 0.215 for the hand-made 64×32 BK 32
@@ -119,11 +119,11 @@ const std::vector<DeviceProfile>& builtin_profiles() {
     // the default of call 4 (7,566 / 3,752 in call 3), against 6,507 / 2,787 for the full tune's
     // tile (128,16,4,2,1). Tiles with fewer than 32 column threads (> 1 vec4 of O each) ran 2.5×
     // slower there. With an f32 cache or at hd 256 they need more than 48 KB: the next ones.
-    // [N5] Session 10 (#43): 256 × 32 rows with K/V staged as f32 (converted once, not at each
+    // Session 10 (#43): 256 × 32 rows with K/V staged as f32 (converted once, not at each
     // product; 40.4 KB, 94 registers, either cache): pp4096 7,882 / pp512 @ d8192 4,257 against
     // 7,783 / 3,973 for 512,32,2,2,1,1 in the same call. Every tile with ≥ 4 rows per invocation
     // spilled there (122-176 registers + 272-736 B of local memory).
-    // [N5] Session 10 (#45, branch lab-fa-unroll): with the q·k loop rolled (attention_flash_roll),
+    // Session 10 (#45, branch lab-fa-unroll): with the q·k loop rolled (attention_flash_roll),
     // 256 × 32 rows of 4 × 2 scores per invocation with K/V as f16 in shared memory (45.5 KB at hd
     // 128, an f16 cache only; 106 registers, no spill): pp4096 8,168.9 / pp512 @ d8192 4,642.5
     // (-r 2) against 7,892.8 / 4,318.5 for 256,32,2,2,0,0 on main (-r 2). Rolled, 256,32,2,2,0,0
@@ -146,7 +146,7 @@ const std::vector<DeviceProfile>& builtin_profiles() {
                                           : attn_gpu;
       if (p.name == "mali-valhall") p.attn_wide = attn_arm_wide;
       if (p.name == "nvidia") p.attn_wide = attn_nv_wide;
-      // [N3] An agent's next message at depth (split keys): pp50 @ d5000 41.7 → 27.7 ms, pp16 18.3 →
+      // An agent's next message at depth (split keys): pp50 @ d5000 41.7 → 27.7 ms, pp16 18.3 →
       // 14.3 ms with one row per invocation and blocks of 16 keys (docs/tuning-log.md #36). Head
       // dims above 128 keep attn_wide.
       if (p.name == "nvidia") p.attn_split = {{128, 16, 1, 2, 1}};

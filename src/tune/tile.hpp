@@ -1,4 +1,4 @@
-// [M5] Matmul tiles as data, and per-device tuning profiles.
+// Matmul tiles as data, and per-device tuning profiles.
 //
 // A MatmulTile maps 1:1 onto the named specialization constants of shaders/mul_mmq.comp and
 // mul_mm.comp (shaders/fast_abi.h): a workgroup computes BM output rows × BN tokens; it is
@@ -57,17 +57,17 @@ struct MatmulTile {
   std::string str() const;  // "bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1" (+ " v1" when vec4 = 0)
 };
 
-// [N8] The decode matvec_mmq's shape rule (ops/matmul.cpp, fast::matvec_shape): `wg` invocations
+// The decode matvec_mmq's shape rule (ops/matmul.cpp, fast::matvec_shape): `wg` invocations
 // per workgroup, at most `rows` rows per workgroup (halved, down to 1, while fewer than `min_groups`
 // workgroups would cover M), `split` 0|1|2 (block, half-block, quarter-block steps), `unroll` 1|2;
 // `wg_by_k` = 1: the invocations follow the row's 32-blocks (≤ 64 blocks: 32; ≥ 256 blocks: 128
 // with unroll 2; NVIDIA, docs/tuning-log.md #16).
 struct MatvecRule {
   uint32_t wg = 64, rows = 4, min_groups = 512, split = 0, unroll = 1, wg_by_k = 0;
-  // [N4] Matmuls of 1 … q8 tokens take the int8-dot matvec (q8_1 activations; fast::matvec_q8)
+  // Matmuls of 1 … q8 tokens take the int8-dot matvec (q8_1 activations; fast::matvec_q8)
   // instead of the f32-activation matvec; 0 = never (the wg / rows above serve both kernels).
   uint32_t q8 = 0;
-  // [N7] The int8-dot matvec of 2 … 8 columns (a batched decode step, a short ubatch's columns):
+  // The int8-dot matvec of 2 … 8 columns (a batched decode step, a short ubatch's columns):
   // `cols_wg` invocations (power of two), at most `cols_rows` rows per workgroup, unroll 2, for every
   // K; 0 = the one-column shape above (NVIDIA: 32, 2 — 4 streams 953 → 1,042 t/s, tuning-log #41).
   uint32_t cols_wg = 0, cols_rows = 0;
@@ -75,13 +75,13 @@ struct MatvecRule {
   bool operator==(const MatvecRule&) const = default;
 };
 
-// [N8] A flash-attention tile (ops/attention.cpp, shaders/common/attention_flash.glsl): invocations,
+// A flash-attention tile (ops/attention.cpp, shaders/common/attention_flash.glsl): invocations,
 // query rows per workgroup, rows and keys per invocation, K/V prefetch through registers, K/V
 // blocks in shared memory as f16 (`kvh` = 1; only with an f16 KV cache, else f32 as with 0).
-// [N5] `sg` = 1: attention_flash_sg — a row group of CT column threads is one subgroup (usable only
+// `sg` = 1: attention_flash_sg — a row group of CT column threads is one subgroup (usable only
 // where CT equals the device's fixed subgroup size and subgroup arithmetic is supported): subgroup
 // row reductions, K and V staged together in two buffers, two workgroup barriers per key block.
-// [N5] `roll` = 1: attention_flash_roll — the q·k loop over head_dim rolled in steps of 4 vec4 and
+// `roll` = 1: attention_flash_roll — the q·k loop over head_dim rolled in steps of 4 vec4 and
 // the P·V key loop not unrolled (fewer live registers: on the H200 4 rows × 2 keys per invocation
 // fit in 106 registers rather than spilling; docs/tuning-log.md #45); not with `sg`.
 struct FlashTile {
@@ -99,7 +99,7 @@ struct FlashTile {
   bool operator==(const FlashTile&) const = default;
 };
 
-// [N8] A candidate rocky tune refused (failed to compile, spilled, lost the device, ran past the
+// A candidate rocky tune refused (failed to compile, spilled, lost the device, ran past the
 // time limit, or gave a wrong answer): never picked again on this device and driver.
 struct DenyEntry {
   std::string kernel, tile, reason;
@@ -117,21 +117,21 @@ struct DeviceProfile {
   // mul_mmq weight layout chosen at load (fast::repack_for_mmq): q4_K and q6_K values as nibble
   // pairs (0.5 byte per value, q6_K's high bits beside its scales; the kernels expand them) or
   // int8 (1 byte). Nibbles everywhere by default: the repack is the weight's only device copy
-  // ([N4]), and int8 values were only 1 % faster on the H200 (docs/tuning-log.md #10).
+  //, and int8 values were only 1 % faster on the H200 (docs/tuning-log.md #10).
   bool mmq_q4k_nibbles = true;
-  // [N4] The same for q6_K (nibble pairs + the 2 high bits beside the scales; on in every built-in
+  // The same for q6_K (nibble pairs + the 2 high bits beside the scales; on in every built-in
   // profile: 0 spills on the G610 compiler too).
   bool mmq_q6k_nibbles = true;
   bool mmq_nibbles(DType t) const { return t == DType::Q6_K ? mmq_q6k_nibbles : mmq_q4k_nibbles; }
   // With pipeline statistics captured (--pipeline-stats), a kernel whose statistics show spills or
   // local/scratch memory is refused (rocky::Error) unless this is false (bench-op --allow-spills).
   bool refuse_spills = true;
-  // [N8] The decode matvec_mmq's shape rule and the flash-attention tiles (best first; the first
+  // The decode matvec_mmq's shape rule and the flash-attention tiles (best first; the first
   // that fits the device is used; `attn_wide` for head_dim > 128, empty = `attn`; `attn_split`
   // for a short ubatch over a long cache — the split-key case, few row blocks — empty = the others).
   MatvecRule mmv;
   std::vector<FlashTile> attn, attn_wide, attn_split;
-  // [N8] Made by `rocky tune --offline` from a compiler's model (never run on the device), the
+  // Made by `rocky tune --offline` from a compiler's model (never run on the device), the
   // candidates the search refused, and the file the profile came from ("" = built in).
   bool modeled = false;
   std::vector<DenyEntry> deny;

@@ -172,7 +172,7 @@ TEST(BenchCli, DepthRows) {
   EXPECT_NE(zero.err.find("--npl: value 0 is not ≥ 1"), std::string::npos) << zero.err;
 }
 
-// [N7] -npl: parallel-decode rows after the tg rows, S sequences × N tokens per repetition.
+// -npl: parallel-decode rows after the tg rows, S sequences × N tokens per repetition.
 TEST(BenchCli, ParallelDecodeRows) {
   for (const std::string dev : {"cpu", "vulkan"}) {
     SCOPED_TRACE(dev);
@@ -262,10 +262,10 @@ TEST(BenchCli, SingleDeviceToolsTakeVulkanN) {
   }
 }
 
-// [N4] bench-op with N = 1 runs the decode matvec: GB/s of the bytes it reads (the mmq repack + x +
+// bench-op with N = 1 runs the decode matvec: GB/s of the bytes it reads (the mmq repack + x +
 // y) and the % of the copy bandwidth (from --roofline-json... measured here: lavapipe), NMSE checked.
 TEST(BenchCli, BenchOpN1IsTheDecodeMatvec) {
-  // [N4] q6_K is stored as nibble pairs too (its high bits in the scale groups: 21 words per 8 blocks).
+  // q6_K is stored as nibble pairs too (its high bits in the scale groups: 21 words per 8 blocks).
   for (auto [type, k, row_q, nib, s_row] :
        {std::tuple{"q4_K", 512u, 256u, true, 40u}, std::tuple{"q6_K", 256u, 128u, true, 84u}}) {
     auto r = run_rocky("bench_cli",
@@ -312,7 +312,7 @@ TEST(BenchCli, BadFlagsExit2) {
   }
 }
 
-// [N6] q5_0, q5_1 and q5_K weights go through the int8 path: the q5_K_M reference file (q5_K,
+// q5_0, q5_1 and q5_K weights go through the int8 path: the q5_K_M reference file (q5_K,
 // q6_K), the 0.5B-shape file (q5_0, q8_0, q4_K, q6_K) and a synth q5_k_m file whose 320-wide
 // ffn_down rows fall back to q5_1; the pp row says mmq and nothing reports an f32 fallback.
 TEST(BenchCli, Q5TypesTakeTheInt8Path) {

@@ -63,7 +63,7 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
   for (auto& t : tokens) t = int32_t(rng() % uint32_t(hp.n_vocab));
 
   const graph::Graph g1 = model->build_graph(model::UbatchSpec{1, 0, n_ctx, model::Logits::LAST});
-  // [N4] One device copy per weight: the GGUF rows of the types the int8 path does not take (the
+  // One device copy per weight: the GGUF rows of the types the int8 path does not take (the
   // repacked ones are added below, once the device's profile is known).
   uint64_t weights = 0;
   for (const auto* t : g1.weights())

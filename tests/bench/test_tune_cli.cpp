@@ -1,4 +1,4 @@
-// [N8] `rocky tune` end to end on lavapipe: --quick on a tiny synth model writes a profile for the
+// `rocky tune` end to end on lavapipe: --quick on a tiny synth model writes a profile for the
 // device (a mul_mmq tile, every measurement, the device key) into $XDG_CACHE_HOME/rocky/profiles,
 // which the next `rocky bench` loads and names on stderr (and prints its tiles); --no-profile skips
 // it; `tune --list` and `doctor` name it; a profile of another driver version is ignored with a

@@ -1,7 +1,7 @@
-// [N4] One device copy of each weight, end to end on lavapipe: the 2-layer qwen2.5-1.5b Q4_K_M
+// One device copy of each weight, end to end on lavapipe: the 2-layer qwen2.5-1.5b Q4_K_M
 // synth model (token_embd q6_K 151,936 × 1,536: the embedding lookup and the tied output head read
 // the same repack) holds memory.weights ≤ 1.15 × its GGUF tensor bytes in `rocky bench -o json`
-// (before [N4]: 2.49×, the GGUF rows plus an int8 / f32-scale repack), its logits still match the
+// (before : 2.49×, the GGUF rows plus an int8 / f32-scale repack), its logits still match the
 // CPU oracle (`rocky verify`, the int8 path's 0.35 bound, f16 KV by default and f32 KV), and on a
 // UMA device the mapped file's pages are given back after the upload (RSS does not hold a second
 // copy of the weights).

@@ -148,7 +148,7 @@ TEST(CliInfo, SpecialFeatures) {
   EXPECT_NE(q2["architecture"]["features"].get<std::string>().find("q/k/v bias"), std::string::npos);
   RunResult t = run_rocky({"info", shared_path("reference/models/synth/synth-qwen3-q4_k_m.gguf")});
   EXPECT_NE(t.out.find("  features: rope neox, q/k RMSNorm per head"), std::string::npos) << t.out;
-  // [N6] gemma3: the sliding-window pattern and its two rope bases, post norms, GeGLU, √n_embd.
+  // gemma3: the sliding-window pattern and its two rope bases, post norms, GeGLU, √n_embd.
   json g3 = info_json(shared_path("reference/models/synth/synth-gemma3-q4_k_m.gguf"));
   const std::string fg = g3["architecture"]["features"];
   EXPECT_NE(fg.find("sliding window 64 on 5 of 6 layers (pattern 6: rope base 10000 local, 1e+06 global)"),
@@ -158,7 +158,7 @@ TEST(CliInfo, SpecialFeatures) {
   EXPECT_NE(fg.find("GELU-tanh FFN"), std::string::npos) << fg;
   EXPECT_NE(fg.find("embeddings ×√n_embd (16)"), std::string::npos) << fg;
   EXPECT_NE(fg.find("q/k RMSNorm per head"), std::string::npos) << fg;
-  // [N9] qwen35 (hybrid): the linear-attention layers and the gated attention are named.
+  // qwen35 (hybrid): the linear-attention layers and the gated attention are named.
   json q35 = info_json(shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));
   EXPECT_TRUE(q35["architecture"]["rocky_runs"].get<bool>());
   const std::string f35 = q35["architecture"]["features"];

@@ -374,7 +374,7 @@ TEST(DoctorFixture, PanvkWithoutFp16OrIntDotWarnsFromFeatures) {
   EXPECT_EQ(need(r, "result").status, Status::ok);               // usable, just slower
 }
 
-// [N8] The panvk version rule (../shared/PLATFORMS.md): shaderFloat16 from Mesa 25.1,
+// The panvk version rule (../shared/PLATFORMS.md): shaderFloat16 from Mesa 25.1,
 // shaderIntegerDotProduct from 25.2; below them a warning naming the version, whatever the device
 // reports; at 25.2 none.
 TEST(DoctorFixture, PanvkVersionRuleFollowsPlatforms) {

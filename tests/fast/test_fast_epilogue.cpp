@@ -253,7 +253,7 @@ void check_model(const std::string& file, uint32_t per_layer_unfused, uint32_t p
   EXPECT_TRUE(plain.attn_out_written);
 }
 
-// [N4] Decode (one token, matvec_mmq over the repack): the same bias / residual consumers go into
+// Decode (one token, matvec_mmq over the repack): the same bias / residual consumers go into
 // fast::matvec_mmq's epilogue (labels "blk.N.<matmul>+<consumer>"); logits as unfused.
 void check_decode(const std::string& file, uint32_t per_layer_fused, const std::vector<std::string>& fused_labels) {
   auto m = model::Model::load(test::shared_path("reference/models/synth/" + file));

@@ -1,4 +1,4 @@
-// [M5] quantize_q8_1 and mul_mmq (OpSDot and no-dot variants) on lavapipe, with validation and
+// quantize_q8_1 and mul_mmq (OpSDot and no-dot variants) on lavapipe, with validation and
 // synchronization validation on, against CPU oracles:
 //  - quantize_q8_1 vs a naive CPU q8_1 (ggml's quantize_row_q8_1_ref formula);
 //  - mul_mmq vs an f64 product of the dequantized weights (rocky_quant, bit-exact with ggml) and the
@@ -166,7 +166,7 @@ TEST(FastMatmul, MulMmqQ4K) {
 TEST(FastMatmul, MulMmqQ6K) { check_type(DType::Q6_K, {{67, 1, 256}, {129, 45, 512}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ8_0) { check_type(DType::Q8_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ4_0) { check_type(DType::Q4_0, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
-// [N6] the q5 types (q5_0 signed −16..15; q5_1 and q5_K affine 0..31 with the min term).
+// the q5 types (q5_0 signed −16..15; q5_1 and q5_K affine 0..31 with the min term).
 TEST(FastMatmul, MulMmqQ5_0) { check_type(DType::Q5_0, {{67, 3, 96}, {65, 77, 896}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ5_1) { check_type(DType::Q5_1, {{67, 3, 96}, {65, 77, 160}}, device_profile()); }
 TEST(FastMatmul, MulMmqQ5K) { check_type(DType::Q5_K, {{67, 1, 256}, {129, 45, 512}}, device_profile()); }
@@ -207,7 +207,7 @@ TEST(FastMatmul, RepackForMmqIsBitExact) {
       std::vector<float> deq;
       auto w = random_weights(t, k, m, rng, deq);
       const fast::MmqLayout l = fast::mmq_layout(t, k, m, nib);
-      EXPECT_EQ(l.nibbles, nib && (t == DType::Q4_K || t == DType::Q6_K));  // [N4] q6_K nibbles + high bits
+      EXPECT_EQ(l.nibbles, nib && (t == DType::Q4_K || t == DType::Q6_K));  // q6_K nibbles + high bits
       EXPECT_EQ(l.s_offset % 256, 0u);
       std::vector<uint8_t> r(l.bytes);
       fast::repack_for_mmq(t, w.data(), k, m, nib, r.data());
@@ -449,7 +449,7 @@ TEST(FastMatmul, ProducersEqualQuantizeOfTheF32Op) {
     }
     const std::string what = "ne0 " + std::to_string(ne0) + " n " + std::to_string(n) + " off " + std::to_string(c.off);
     for (int p : {0, 2}) {
-      // [N4] ≤ 8 columns: rms_norm_q8_1 sums Σx² in two flat passes (FLAT), another order than
+      // ≤ 8 columns: rms_norm_q8_1 sums Σx² in two flat passes (FLAT), another order than
       // rms_norm.comp's tree — held to the CPU oracle below instead.
       if (p == 0 && n <= fast::k_matvec_max_cols) continue;
       EXPECT_EQ(r[p].qs, r[p + 1].qs) << (p ? "silu_mul_q8_1 " : "rms_norm_q8_1 ") << what;

@@ -1,4 +1,4 @@
-// [M5] End to end with the int8 prefill path — the Vulkan backend's DEFAULT (VulkanOptions{}.matmul
+// End to end with the int8 prefill path — the Vulkan backend's DEFAULT (VulkanOptions{}.matmul
 // = auto: q8_1 activations + mul_mmq) — on the quantized synth models against llama.cpp's CPU (which
 // also rounds activations to 8-bit blocks): ../shared/reference/README.md int8-path tolerance,
 // ≤ 0.35 absolute on the last logits, argmax equal where the reference margin exceeds it.

@@ -1,5 +1,5 @@
-// [M5] `mali` label: every shipped mali-valhall variant (quantize_q8_1; matvec_mmq and
-// matvec_mmq_shared with their epilogues, rms_norm_vec [N4]; mul_mmq and
+// `mali` label: every shipped mali-valhall variant (quantize_q8_1; matvec_mmq and
+// matvec_mmq_shared with their epilogues, rms_norm_vec ; mul_mmq and
 // mul_mmq_nodot, with and without their bias / residual epilogues, for
 // q4_0, q8_0, q4_K, q6_K with the profile's q4_K repack layout, plus q4_K's other layout; mul_mm
 // and mul_mm_f16 for f16, q4_0, q8_0, q4_K, q6_K; the mali-valhall profile's tiles) compiled by Mesa 25.0.7's Mali-G610
@@ -39,7 +39,7 @@ std::string run(const std::string& cmd, int* status) {
 struct Variant {
   std::string shader;
   std::string spec;
-  bool full_occupancy = false;  // [N4] decode kernels: ≤ 32 work registers
+  bool full_occupancy = false;  // decode kernels: ≤ 32 work registers
 };
 
 TEST(Mali, EveryShippedVariantIsSpillFree) {
@@ -52,9 +52,9 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   vs.push_back({"quantize_q8_1", "-s 0=64"});
   vs.push_back({"rms_norm_q8_1", "-s 0=64"});
   vs.push_back({"silu_mul_q8_1", "-s 0=64"});
-  vs.push_back({"gelu_mul", "-s 0=128"});  // [N6] gemma3's GeGLU and embedding scale (ops::Env's wg)
+  vs.push_back({"gelu_mul", "-s 0=128"});  // gemma3's GeGLU and embedding scale (ops::Env's wg)
   vs.push_back({"scale", "-s 0=128"});
-  // [N9] qwen35's linear-attention kernels: take_rows, sigmoid_mul, ssm_conv (ops::Env's wg) and
+  // qwen35's linear-attention kernels: take_rows, sigmoid_mul, ssm_conv (ops::Env's wg) and
   // gated_delta at the tiles DeltaTile allows for d_k = 128: (columns, rows per invocation) =
   // (16, 16) the default (8 parts, 128 invocations), (32, 16), (16, 8). (Rows 32 put the state in
   // thread-local storage on the G610: 512 tls bytes.)
@@ -65,7 +65,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
     vs.push_back({"gated_delta", "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(cols * (128 / rows)) +
                                      " -s " + std::to_string(ROCKY_SC_DELTA_COLS) + "=" + std::to_string(cols) +
                                      " -s " + std::to_string(ROCKY_SC_DELTA_ROWS) + "=" + std::to_string(rows)});
-  // [N9] gated_delta_chunk (the chunked prefill kernel) at the same tiles and chunks of 16, 32
+  // gated_delta_chunk (the chunked prefill kernel) at the same tiles and chunks of 16, 32
   // (VulkanOptions::delta_chunk's default) and 64 tokens.
   for (auto [cols, rows] : {std::pair{16, 16}, std::pair{32, 16}, std::pair{16, 8}})
     for (int chunk : {16, 32, 64})
@@ -75,7 +75,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
                                              std::to_string(ROCKY_SC_DELTA_ROWS) + "=" + std::to_string(rows) + " -s " +
                                              std::to_string(ROCKY_SC_DELTA_CHUNK) + "=" + std::to_string(chunk)});
   for (const char* sh : {"mul_mmq", "mul_mmq_nodot"}) {
-    for (int type : {2, 6, 7, 8, 12, 13, 14}) {  // [N6] q5_0, q5_1, q5_K too
+    for (int type : {2, 6, 7, 8, 12, 13, 14}) {  // q5_0, q5_1, q5_K too
       std::string spec = "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(t.wg);
       auto add = [&](int id, uint32_t v) { spec += " -s " + std::to_string(id) + "=" + std::to_string(v); };
       add(ROCKY_SC_WTYPE, static_cast<uint32_t>(type));
@@ -99,13 +99,13 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
         vs.push_back({sh, spec + " -s " + std::to_string(ROCKY_SC_MMQ_NIB) + "=" + (nib ? "0" : "1")});
     }
   }
-  // [N4] matvec_mmq (decode) with the Mali shape of fast::matvec_shape (64 invocations, 1 row,
+  // matvec_mmq (decode) with the Mali shape of fast::matvec_shape (64 invocations, 1 row,
   // quarter-block steps), both reductions, every mmq type and both q4_K layouts, x as vec4 and scalar,
   // and the bias / residual epilogues; rms_norm_vec (the decode norm) for 2,048 … 8,192 floats.
   for (const char* sh : {"matvec_mmq", "matvec_mmq_shared"})
     for (int type : {2, 6, 7, 8, 12, 13, 14})
       for (int nib : {0, 1}) {
-        if (nib && type != 12 && type != 14) continue;  // [N4] q6_K ships as nibbles + high bits too
+        if (nib && type != 12 && type != 14) continue;  // q6_K ships as nibbles + high bits too
         for (int xv4 : {1, 0})
           for (int epi : {0, 1, 2}) {
             if (!xv4 && epi) continue;
@@ -117,7 +117,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
                           true});
           }
       }
-  // [N4] get_rows_mmq: the embedding lookup over the repack (every mmq type, both layouts).
+  // get_rows_mmq: the embedding lookup over the repack (every mmq type, both layouts).
   for (int type : {2, 6, 7, 8, 12, 13, 14})
     for (int nib : {0, 1})
       vs.push_back({"get_rows_mmq", "-s " + std::to_string(ROCKY_SC_WG) + "=128 -s " + std::to_string(ROCKY_SC_WTYPE) +
@@ -128,7 +128,7 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
                   "-s " + std::to_string(ROCKY_SC_WG) + "=" + std::to_string(wg) + " -s " +
                       std::to_string(ROCKY_SC_RMS_PER) + "=" + std::to_string(per),
                   true});
-  // [N4] the decode step's kernels (branch step): rope_kv (rope Q + K, K and V stores in one
+  // the decode step's kernels (branch step): rope_kv (rope Q + K, K and V stores in one
   // dispatch), rope and kv_store with n_past from the push constant or the step buffer
   // (ROCKY_SC_POS_BUF), f32 and f16 caches; attention / attention_step (the decode attention on
   // GPUs, n_past from the push constant / the step buffer) as ops/attention.cpp builds them.
@@ -210,9 +210,9 @@ TEST(Mali, EveryShippedVariantIsSpillFree) {
   }
 }
 
-// [M6] attention_flash with the Arm tiles of ops/attention.cpp (WG, BR, TR, TC): head_dim 64, 80,
+// attention_flash with the Arm tiles of ops/attention.cpp (WG, BR, TR, TC): head_dim 64, 80,
 // 128 (16 rows × 16 keys) and 256 (8 rows × 16 keys), f32 and f16 KV cache, whole key range and
-// split keys (ROCKY_SC_FA_SPLIT, few query rows at depth): 0 spills, tls 0. [N5] The same for
+// split keys (ROCKY_SC_FA_SPLIT, few query rows at depth): 0 spills, tls 0. The same for
 // attention_flash_roll (tile field roll; not in the Mali profile: on the G610 it changes nothing at
 // these tiles, docs/tuning-log.md #46), so a profile or `rocky tune` that picks it stays spill-free.
 TEST(Mali, AttentionFlashIsSpillFree) {
@@ -256,7 +256,7 @@ TEST(Mali, AttentionFlashIsSpillFree) {
   EXPECT_EQ(n, 32);
 }
 
-// [N8] The shipped Mali profile (src/tune/profiles/mali-g610.json) is the one `rocky tune --offline
+// The shipped Mali profile (src/tune/profiles/mali-g610.json) is the one `rocky tune --offline
 // mali-g610` wrote — modeled, never run on a board — and the built-in mali-valhall holds its tiles,
 // so EveryShippedVariantIsSpillFree and AttentionFlashIsSpillFree compile every variant of it; its
 // tiles are compiled here once more straight from the file (every mul_mmq type, both layouts,

@@ -164,7 +164,7 @@ TEST(MatvecMmq, Q8_0) { check(DType::Q8_0, false, {32, 96, 32 * 33}); }
 TEST(MatvecMmq, Q4K) { check(DType::Q4_K, false, {256, 768}); }
 TEST(MatvecMmq, Q4KNibbles) { check(DType::Q4_K, true, {256, 768}); }
 TEST(MatvecMmq, Q6K) { check(DType::Q6_K, false, {256, 768}); }
-TEST(MatvecMmq, Q5_0) { check(DType::Q5_0, false, {32, 896}); }  // [N6]
+TEST(MatvecMmq, Q5_0) { check(DType::Q5_0, false, {32, 896}); }
 TEST(MatvecMmq, Q5_1) { check(DType::Q5_1, false, {32, 32 * 33}); }
 TEST(MatvecMmq, Q5K) { check(DType::Q5_K, false, {256, 768}); }
 
@@ -186,7 +186,7 @@ TEST(MatvecMmq, MatmulN1TakesIt) {
   }
 }
 
-// [N7] The multi-column matvec (fast::matvec_mmq with n columns; ops::matmul with Env::mmv_cols):
+// The multi-column matvec (fast::matvec_mmq with n columns; ops::matmul with Env::mmv_cols):
 // x [K, n] at an odd offset, y [M, n]; every column within the f64 bound of its own product, for
 // n = 2 … 8, M not a multiple of the rows, both reductions, the residual epilogue per column, and
 // ops::matmul taking it (bit-identical to the direct call). col_split: ROCKY_MMV_COL_SPLIT ("" = the rule).
@@ -262,7 +262,7 @@ void multi_column(const std::string& col_split, bool quick = false) {
 }
 
 TEST(MatvecMmq, MultiColumn) { multi_column(""); }
-// [N7] ROCKY_MMV_COL_SPLIT: whole, half and quarter blocks per step for every n (the rule takes
+// ROCKY_MMV_COL_SPLIT: whole, half and quarter blocks per step for every n (the rule takes
 // 0 / 1 / 2 by n), same bound; a bad value is an error.
 TEST(MatvecMmq, MultiColumnForcedSplit) {
   for (const char* v : {"0", "1", "2"}) multi_column(v, true);
@@ -365,7 +365,7 @@ TEST(MatvecMmq, ShapeChoice) {
   }
 }
 
-// [N4] rms_norm of one column (the decode token: shaders/rms_norm_vec.comp when ne0 and the
+// rms_norm of one column (the decode token: shaders/rms_norm_vec.comp when ne0 and the
 // offsets are multiples of 4, else rms_norm.comp) against f64: 1 to 2 vec4 per invocation, ne0
 // not a power of two, an unaligned x (the scalar kernel), and ne0 % 4 ≠ 0.
 TEST(DecodeRmsNorm, OneColumn) {

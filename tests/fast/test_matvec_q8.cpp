@@ -1,4 +1,4 @@
-// [N4][N7] The int8-dot matvec (shaders/common/matvec_q8.glsl: matvec_q8.comp with subgroup
+// The int8-dot matvec (shaders/common/matvec_q8.glsl: matvec_q8.comp with subgroup
 // reductions, matvec_q8_shared.comp without; fast::matvec_q8) on lavapipe with validation on:
 //  - every weight type mul_mmq takes (q4_0, q5_0, q5_1, q8_0, q4_K with and without nibbles, q5_K,
 //    q6_K with and without nibbles), M = 1, 37, 259, K = 32 · odd or 256 · k, n = 1, 3, 8, 12 and
@@ -55,7 +55,7 @@ struct Case {
 struct Variant {
   const char* shape = nullptr;  // ROCKY_MMV_SHAPE (nullptr: the device's default)
   bool subgroup = true;
-  uint32_t cols_wg = 0, cols_rows = 0;  // [N7] the profile's shape for several columns (0: the profile's own)
+  uint32_t cols_wg = 0, cols_rows = 0;  // the profile's shape for several columns (0: the profile's own)
 };
 
 struct Result {
@@ -170,7 +170,7 @@ const std::vector<Variant>& variants() {
     for (const char* s :
          {static_cast<const char*>(nullptr), "64,8,0", "32,4,0,2", "4,1", "16,3,0,2", "8,2,0,1", "32,1,0,2"})
       for (bool sg : {true, false}) r.push_back({s, sg});
-    // [N7] NVIDIA's batched-step shape (MatvecRule cols 32 × 2) and an odd one, on this device.
+    // NVIDIA's batched-step shape (MatvecRule cols 32 × 2) and an odd one, on this device.
     for (bool sg : {true, false}) {
       r.push_back({nullptr, sg, 32, 2});
       r.push_back({nullptr, sg, 16, 3});

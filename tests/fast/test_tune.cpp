@@ -128,16 +128,16 @@ TEST(Tune, JsonOverride) {
   EXPECT_THROW(load_profile_override("/nonexistent/x.json", base), rocky::Error);
 }
 
-// [N8] A profile written as rocky tune writes it loads back with every field: tiles, the matvec rule,
+// A profile written as rocky tune writes it loads back with every field: tiles, the matvec rule,
 // the flash-attention tiles, the deny list, modeled; rocky tune's own record is accepted.
 TEST(Tune, ProfileFileRoundTrip) {
   DeviceProfile p = builtin_profile("nvidia");
   p.mmq.bm = 64;
   p.mmq.wg = p.mmq.derived_invocations();
-  p.mmv = {128, 2, 64, 1, 2, 0, 12};  // [N4] q8: the int8-dot matvec up to 12 tokens
-  p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}, {256, 32, 4, 2, 0, 1, 0, 1}};  // [N5] a rolled tile
+  p.mmv = {128, 2, 64, 1, 2, 0, 12};  // q8: the int8-dot matvec up to 12 tokens
+  p.attn = {{128, 16, 1, 2, 1}, {64, 8, 1, 1, 0}, {256, 32, 4, 2, 0, 1, 0, 1}};  // a rolled tile
   p.attn_wide = {{64, 8, 1, 1, 0}};
-  p.attn_split = {{128, 16, 2, 2, 1}, {64, 8, 1, 1, 1}};  // [N3] the split-key tiles
+  p.attn_split = {{128, 16, 2, 2, 1}, {64, 8, 1, 1, 1}};  // the split-key tiles
   p.modeled = true;
   p.deny = {{"mul_mmq", "bm128 …", "spills"}};
   nlohmann::json j = profile_to_json(p, "nvidia");
@@ -185,7 +185,7 @@ TEST(Tune, ProfileFileRoundTrip) {
   err(R"({"modeled": 2})", "modeled: expected an integer in 0..1");
 }
 
-// [N8] Lookup by device key: the file named by the key; files of the same device under another
+// Lookup by device key: the file named by the key; files of the same device under another
 // driver version are ignored with a note; a file whose recorded key is not the name's is not used.
 TEST(Tune, FindProfileByDeviceKey) {
   namespace fs = std::filesystem;
@@ -219,14 +219,14 @@ TEST(Tune, FindProfileByDeviceKey) {
   EXPECT_EQ(list_profiles(dir).size(), 3u);
 }
 
-// [N8] The matvec rule and the flash-attention tiles moved into the profiles keep their values.
+// The matvec rule and the flash-attention tiles moved into the profiles keep their values.
 TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("llvmpipe").mmv.str(), "wg32 rows8 groups1 split0 unroll1");
   EXPECT_EQ(builtin_profile("nvidia").mmv.str(), "wg64 rows4 groups256 split0 unroll1 byk q8≤64 cols32x2");
   EXPECT_EQ(builtin_profile("mali-valhall").mmv.str(), "wg64 rows1 groups1 split2 unroll1");
   EXPECT_EQ(builtin_profile("amd").mmv.str(), "wg64 rows4 groups512 split0 unroll1");
   EXPECT_EQ(builtin_profile("llvmpipe").attn.front().str(), "wg64 br32 tr4 tc4 pf0");
-  // [N5] NVIDIA: the rolled 4 × 2 tile (f16 staging; 45.5 KB at hd 128, so an f32 cache takes the next).
+  // NVIDIA: the rolled 4 × 2 tile (f16 staging; 45.5 KB at hd 128, so an f32 cache takes the next).
   EXPECT_EQ(builtin_profile("nvidia").attn.front().str(), "wg256 br32 tr4 tc2 pf0 kvh1 roll1");
   EXPECT_EQ(builtin_profile("nvidia").attn.at(1).str(), "wg256 br32 tr2 tc2 pf0");
   EXPECT_GT(builtin_profile("nvidia").attn.front().shared_bytes(128, false), 48u * 1024);
@@ -235,7 +235,7 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("nvidia").attn_tiles(256).front().str(), "wg256 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("mali-valhall").attn_tiles(256).front().str(), "wg128 br8 tr1 tc1 pf0");
   EXPECT_EQ(builtin_profile("generic").attn_tiles(256).front().str(), "wg128 br16 tr1 tc2 pf1");
-  // [N3] split keys (a short ubatch over a long cache): NVIDIA's own tile, none elsewhere.
+  // split keys (a short ubatch over a long cache): NVIDIA's own tile, none elsewhere.
   ASSERT_EQ(builtin_profile("nvidia").attn_split.size(), 1u);
   EXPECT_EQ(builtin_profile("nvidia").attn_split.front().str(), "wg128 br16 tr1 tc2 pf1");
   EXPECT_TRUE(builtin_profile("llvmpipe").attn_split.empty());
@@ -246,7 +246,7 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_for_device(0x1234, "x", false).name, "generic");
 }
 
-// [N8] The shipped Mali profile is the modeled one rocky tune --offline mali-g610 wrote
+// The shipped Mali profile is the modeled one rocky tune --offline mali-g610 wrote
 // (src/tune/profiles/mali-g610.json; the mali label compiles its variants): the built-in
 // mali-valhall holds the same tiles.
 TEST(Tune, BuiltinMaliIsTheModeledProfile) {

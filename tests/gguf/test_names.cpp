@@ -39,11 +39,11 @@ TEST(Names, KeysAndArchs) {
   }
   EXPECT_FALSE(parse_key_suffix("attention.head_count_q"));
   for (Arch a : all_archs()) EXPECT_EQ(parse_arch(arch_name(a)), a);
-  EXPECT_EQ(parse_arch("gemma3"), Arch::GEMMA3);  // [N6]
-  EXPECT_EQ(parse_arch("qwen35"), Arch::QWEN35);  // [N9]
+  EXPECT_EQ(parse_arch("gemma3"), Arch::GEMMA3);
+  EXPECT_EQ(parse_arch("qwen35"), Arch::QWEN35);
   EXPECT_FALSE(parse_arch("qwen35moe"));
   EXPECT_EQ(rope_type_of("qwen35"), "imrope");
-  // [N9] qwen35's suffix-less per-layer tensor.
+  // qwen35's suffix-less per-layer tensor.
   const auto a = parse_tensor_name("blk.2.ssm_a");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->tensor, Tensor::SSM_A);

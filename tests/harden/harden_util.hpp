@@ -1,4 +1,4 @@
-// Helpers for the hardening tests (issue [N10]): rewrite a GGUF file with edits (metadata,
+// Helpers for the hardening tests: rewrite a GGUF file with edits (metadata,
 // tensor data, shapes) to make the reproductions from public bug reports, and run the CLI.
 #pragma once
 

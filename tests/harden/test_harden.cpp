@@ -1,4 +1,4 @@
-// Hardening from public bug reports of Vulkan LLM engines (issue [N10]): each test makes the
+// Hardening from public bug reports of Vulkan LLM engines: each test makes the
 // reproduction's input (a rewritten GGUF, a synth model, a cache path that is a directory, …) and
 // checks that rocky neither fails needlessly nor prints a silently wrong answer.
 #include <fcntl.h>

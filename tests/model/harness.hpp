@@ -94,7 +94,7 @@ inline const std::vector<Turn2Case> k_turn2 = {
     {"synth-qwen2-0.5b-shape-q4_k_m-dequant-f32__kvf32_faoff", "synth-qwen2-0.5b-shape-q4_k_m__kvf32_faoff",
      "synth-qwen2-0.5b-shape-q4_k_m.gguf"},
     {"synth-llama-q5_k_m-dequant-f32__kvf32_faoff", "synth-llama-q5_k_m__kvf32_faoff", "synth-llama-q5_k_m.gguf"},
-    // [N6] gemma3: sliding window 64 on layers 0–4 (p2 / p3 cross it), global layer 5.
+    // gemma3: sliding window 64 on layers 0–4 (p2 / p3 cross it), global layer 5.
     {"synth-gemma3-q4_k_m-dequant-f32__kvf32_faoff", "synth-gemma3-q4_k_m__kvf32_faoff", "synth-gemma3-q4_k_m.gguf"},
 };
 inline constexpr double k_turn2_loose_abs = 0.45;

@@ -1,4 +1,4 @@
-// [N9] qwen35 (Qwen3.5 hybrid: Gated DeltaNet linear attention + gated full attention) on the CPU
+// qwen35 (Qwen3.5 hybrid: Gated DeltaNet linear attention + gated full attention) on the CPU
 // oracle against llama.cpp (reference/README.md, synth-qwen35): rel ≤ 1e-3 against the
 // dequant-f32 ideal label on every prompt (with teacher forcing through the reference greedy ids,
 // which carries the recurrent state through 31 single-token decodes), ≤ 1.35 absolute against the

@@ -1,4 +1,4 @@
-// Nothing that changes the math is ignored ([N6] Deliver 6): a tensor the graph does not read, or
+// Nothing that changes the math is ignored (Deliver 6): a tensor the graph does not read, or
 // an `<arch>.*` metadata key rocky does not honour, makes loading fail with an error naming it —
 // unless it is known to be harmless. Each case is a copy of a reference model (stories260K, llama;
 // synth-qwen2, qwen2) with one key or tensor added, written with gguf::Writer.
@@ -189,7 +189,7 @@ TEST(StrictLoad, LlamaRopeFreqsAreRead) {
 }
 
 }  // namespace
-// [N9] qwen35: the hybrid keys are read and checked; IMROPE sections that would leave a rotated pair
+// qwen35: the hybrid keys are read and checked; IMROPE sections that would leave a rotated pair
 // unturned for text (the fourth section) and inconsistent Gated DeltaNet shapes are refused, naming
 // the key.
 TEST(StrictLoad, Qwen35HybridKeys) {

@@ -138,7 +138,7 @@ TEST(RoundTrip, PerElementBoundsHold) {
 // (q4_K ~0.07-0.08, q6_K ~0.016-0.02 of the RMS), plus exactness checks that need no bound.
 TEST(RoundTrip, KQuantRelativeErrorBounds) {
   for (const Case& c : random_cases(256)) {
-    // [N6] q5_K and q5_1 (5-bit levels, ~0.035-0.045 of the RMS on normal data).
+    // q5_K and q5_1 (5-bit levels, ~0.035-0.045 of the RMS on normal data).
     for (auto [t, limit] : {std::pair{DType::Q4_K, 0.12}, std::pair{DType::Q6_K, 0.03}, std::pair{DType::Q5_K, 0.06},
                             std::pair{DType::Q5_1, 0.07}}) {
       const std::vector<float> y = round_trip(t, c.x);

@@ -1,4 +1,4 @@
-// [N7] runtime::BatchEngine: several sequences generated at once, each from its own thread through
+// runtime::BatchEngine: several sequences generated at once, each from its own thread through
 // BatchSource + Generator, equal the same generations alone (Session + Generator), greedy, on
 // stories260K (CPU and Vulkan on lavapipe): long prompts in small chunks next to decoding
 // sequences, a sequence cancelled in the middle, a sequence reused after end().

@@ -1,5 +1,5 @@
 // The prefix KV cache (runtime/prefix_cache.hpp) and the backends' KV export/import.
-// Counts tokens and bytes, never time. Models: stories260K (../shared), and [N9] rocky synth's
+// Counts tokens and bytes, never time. Models: stories260K (../shared), and rocky synth's
 // qwen35-test (a hybrid model: recurrent-state checkpoints), CPU and Vulkan (lavapipe).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -37,7 +37,7 @@ using runtime::PrefixCacheOptions;
 
 std::string stories() { return test::shared_path("reference/models/stories260K.gguf"); }
 
-// [N9] rocky synth --preset qwen35-test (two qwen35 layer patterns: 6 Gated DeltaNet + 2 gated
+// rocky synth --preset qwen35-test (two qwen35 layer patterns: 6 Gated DeltaNet + 2 gated
 // attention layers), made once per test process in the scratch directory.
 std::string qwen35() {
   static const std::string path = [] {
@@ -129,7 +129,7 @@ TEST(KvExportImport, RoundTripCpu) { kv_round_trip("cpu"); }
 TEST(KvExportImport, RoundTripVulkan) { kv_round_trip("vulkan"); }
 TEST(KvExportImport, RoundTripVulkanF16) { kv_round_trip("vulkan-f16"); }
 
-// [N9] A hybrid context resumes from K/V + a state checkpoint: the logits of the following tokens
+// A hybrid context resumes from K/V + a state checkpoint: the logits of the following tokens
 // equal (bit for bit) those of the context that computed the prefix; eval() with a checkpoint
 // stride ends a ubatch at the last block boundary and keeps exactly that state.
 void state_round_trip(const std::string& dev) {
@@ -315,7 +315,7 @@ std::vector<int32_t> seq(size_t n, int32_t start) {
   return t;
 }
 
-// [N3] prefetch() reads ahead only what it should and changes no answer: keys in RAM, keys with no
+// prefetch() reads ahead only what it should and changes no answer: keys in RAM, keys with no
 // file and keys of another chain are skipped; after it the chain's blocks come from disk, equal to
 // what was written, and nothing is counted by the prefetch itself.
 TEST_F(DiskFixture, PrefetchChangesNoAnswer) {
@@ -503,7 +503,7 @@ TEST_F(DiskFixture, DamagedEntriesAreSkipped) {
   }
 }
 
-// [N9] A block with a state checkpoint replaces the same block without one (RAM and disk, bytes
+// A block with a state checkpoint replaces the same block without one (RAM and disk, bytes
 // counted), and an entry whose checkpoint length is not this identity's is a damaged entry.
 TEST_F(DiskFixture, StateCheckpointsReplaceAndAreChecked) {
   auto id = fake_id();
@@ -629,7 +629,7 @@ TEST_F(DiskFixture, TwoWritersShareOneDirectory) {
 
 // End to end on a Session: greedy output with reuse equals greedy output without, and the
 // counts of cached tokens are what the blocks give.
-// [N9] On a hybrid model (qwen35()) the hits end at a block boundary with a state checkpoint.
+// On a hybrid model (qwen35()) the hits end at a block boundary with a state checkpoint.
 void greedy_with_and_without_reuse(const std::string& dev, const std::string& dir,
                                    const std::string& model_path = stories()) {
   auto m = model::Model::load(model_path);
@@ -710,7 +710,7 @@ TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutHybridVulkan) {
   greedy_with_and_without_reuse("vulkan", dir, qwen35());
 }
 
-// [N9] A damaged checkpoint on disk (a flipped byte, cut short, a header that names another state
+// A damaged checkpoint on disk (a flipped byte, cut short, a header that names another state
 // length): skipped with a warning, the prompt recomputed with the same greedy output, the entry
 // rewritten (the next restore hits again).
 void damaged_checkpoint_falls_back(const std::string& dev, const std::string& dir) {

@@ -132,7 +132,7 @@ test('chat completion equals rocky run -cnv (greedy)', async () => {
   assert.equal(r.timings.prompt_n, r.usage.prompt_tokens);
   assert.equal(r.timings.cache_n, 0);
   assert.ok(r.timings.predicted_per_second > 0);
-  // [N2] rocky's split of predicted_ms: the part inside the model's evaluation.
+  // rocky's split of predicted_ms: the part inside the model's evaluation.
   assert.ok(r.timings.predicted_eval_ms >= 0 && r.timings.predicted_eval_ms <= r.timings.predicted_ms);
   const run = JSON.parse(rockyRun(['-cnv', '-st', '-sys', SYS, '-p', USER, '-n', '24', '--temp', '0', '--json']).trim());
   assert.equal(c.message.content, run.text);
@@ -237,7 +237,7 @@ test('4 concurrent clients get the same greedy answer', async () => {
   assert.ok(all[0].choices[0].message.content.length > 0);
 });
 
-// [N7] Streams a native /completion request; resolves to {text, timings}. abortAfter > 0: the
+// Streams a native /completion request; resolves to {text, timings}. abortAfter > 0: the
 // client leaves after that many content chunks (resolves to {text, aborted: true}).
 async function streamCompletion(url, body, abortAfter = 0) {
   const ctl = new AbortController();
@@ -274,7 +274,7 @@ async function streamCompletion(url, body, abortAfter = 0) {
   return { text, timings };
 }
 
-test('[N7] --cont-batching: 4 concurrent streams give the texts of 4 runs alone; a cancel mid-batch leaves the others right', async () => {
+test('--cont-batching: 4 concurrent streams give the texts of 4 runs alone; a cancel mid-batch leaves the others right', async () => {
   // A short token delay keeps the four streams overlapping on lavapipe; prompt chunks of 8 tokens
   // share steps with the streams already decoding.
   const B = await startServer(['-np', '4', '--cont-batching', '--prefill-chunk', '8', '--test-token-delay-ms', '5']);
@@ -297,7 +297,7 @@ test('[N7] --cont-batching: 4 concurrent streams give the texts of 4 runs alone;
     assert.ok((await metric(B.url, 'batch_seqs_per_step_max')) > 1);
     assert.ok((await metric(B.url, 'batch_prefill_tokens_total')) > 0);
     assert.ok((await metric(B.url, 'batch_steps_total')) > 0);
-    // [N2][N7] where the steps' wall time went: compute within the step, its GPU wait within it.
+    // where the steps' wall time went: compute within the step, its GPU wait within it.
     const stepS = await metric(B.url, 'batch_step_seconds_total');
     const computeS = await metric(B.url, 'batch_compute_seconds_total');
     assert.ok(stepS > 0 && computeS > 0 && computeS <= stepS, `step ${stepS} s, compute ${computeS} s`);

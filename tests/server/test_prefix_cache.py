@@ -6,7 +6,7 @@ usage: test_prefix_cache.py ROCKY_BIN MODEL OTHER_MODEL DEVICE SCRATCH_DIR [TEST
 Counts tokens, never time. Every server listens on a free port (--port 0), uses blocks of 16
 tokens (--cache-block 16) and greedy sampling. Exit 0 when every test passes.
 Environment: ROCKY_TEST_CTX (-c, default 512); ROCKY_TEST_HYBRID=1 when MODEL is a hybrid model
-([N9] qwen35: the cache resumes at block boundaries with a recurrent-state checkpoint).
+(qwen35: the cache resumes at block boundaries with a recurrent-state checkpoint).
 """
 import json
 import os
@@ -157,7 +157,7 @@ def test_two_clients_share_a_system_prompt():
         first = s.complete(SYSTEM + "\nUser: who is Lily?\nAssistant:")
         assert cached(first) == 0
         if HYBRID:
-            # [N9] The first prompt kept the state only at its own end; the second one that shares
+            # The first prompt kept the state only at its own end; the second one that shares
             # the system prompt finds the chain's K/V without a checkpoint where it diverges, and
             # keeps the state at that boundary: every later client resumes there.
             second = s.complete(SYSTEM + "\nUser: where is the park?\nAssistant:")
@@ -208,7 +208,7 @@ def test_greedy_reuse_equals_no_reuse():
 
 
 def test_cont_batching_reuses_and_equals_no_reuse():
-    """[N7] + [N3]: under --cont-batching each slot's sequence keeps its cells and imports cached
+    """+ : under --cont-batching each slot's sequence keeps its cells and imports cached
     blocks; concurrent clients sharing a system prompt reuse it; greedy texts equal no reuse."""
     if HYBRID:
         # A batched context holds no recurrent state: one sequence, and the cache is not used.
@@ -304,7 +304,7 @@ def metric(s, name):
 
 
 def test_warmup_and_restore_timings():
-    """[N3] The server warms up before /health says ok (the first request after a restart does not
+    """The server warms up before /health says ok (the first request after a restart does not
     create the kernels' pipelines; --no-warmup skips it), and timings.cache_ms is the time the
     restore of the cached prefix took (0 ≤ cache_ms, reported with every response)."""
     vulkan = DEVICE.startswith("vulkan")

@@ -107,7 +107,7 @@ TEST(SynthPlan, PresetsHaveRealShapes) {
   EXPECT_THROW(find_preset("qwen9"), Error);
 }
 
-// [N6] presets: qwen3 (head_dim 128 · n_head ≠ n_embd, q/k norms, no biases), Llama 3.2 (tied,
+// presets: qwen3 (head_dim 128 · n_head ≠ n_embd, q/k norms, no biases), Llama 3.2 (tied,
 // rope_freqs [head_dim/2]), Qwen2.5-0.5B (896-wide rows: Q4_K_M fallbacks). Parameter counts as
 // published (Qwen3-1.7B 1.72 B, Qwen3-4B 4.02 B, Llama-3.2-1B 1.24 B, -3B 3.21 B, Qwen2.5-0.5B 0.494 B).
 TEST(SynthPlan, N6PresetsHaveRealShapes) {
@@ -209,7 +209,7 @@ TEST(SynthPlan, TypeRuleAndFallbacks) {
   EXPECT_EQ(llama_ftype(FileType::Q8_0), 7u);
   EXPECT_EQ(llama_ftype(FileType::Q6_K), 18u);
   EXPECT_EQ(llama_ftype(FileType::Q4_K_M), 15u);
-  // [N6] Q5_K_M: Q4_K_M's mix with q5_K as the base type; q5_K → q5_1 and q6_K → q8_0 for rows
+  // Q5_K_M: Q4_K_M's mix with q5_K as the base type; q5_K → q5_1 and q6_K → q8_0 for rows
   // that are not multiples of 256 (llama.cpp's llama_tensor_get_type).
   EXPECT_EQ(parse_file_type("Q5_K_M"), FileType::Q5_K_M);
   EXPECT_EQ(llama_ftype(FileType::Q5_K_M), 17u);
@@ -239,7 +239,7 @@ TEST(SynthPlan, Q5KMMatchesLlamaQuantizeOnTheReferenceFile) {
   EXPECT_EQ(n, 21);
 }
 
-// [N9] qwen35: llama-quantize's Q4_K_M types on the reference file (attn_qkv counted with attn_v,
+// qwen35: llama-quantize's Q4_K_M types on the reference file (attn_qkv counted with attn_v,
 // ssm_conv1d kept f32, the 1-D ssm_a / ssm_dt.bias / norms f32), and the presets' real shapes.
 TEST(SynthPlan, Qwen35TypesMatchLlamaQuantizeAndPresetShapes) {
   const auto f = gguf::GgufFile::open(rocky::test::shared_path("reference/models/synth/synth-qwen35-q4_k_m.gguf"));

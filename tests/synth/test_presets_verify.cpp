@@ -1,4 +1,4 @@
-// [N6] Done-when: `rocky verify` (CPU oracle vs the Vulkan backend, int8 path, default tolerance)
+// Done-when: `rocky verify` (CPU oracle vs the Vulkan backend, int8 path, default tolerance)
 // passes on each new synth preset with 2 layers, on lavapipe (vocab cut to 2048 to stay within CI
 // time; a few minutes on two busy cores, hence its own test binary and timeout).
 #include <gtest/gtest.h>

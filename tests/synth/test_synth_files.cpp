@@ -183,7 +183,7 @@ TEST(SynthFiles, QuantizeOfF32SynthMatchesPlanForAnyLayerCount) {
   }
 }
 
-// [N6] rocky quantize … q5_k_m: the planned mix (q5_K, its q5_1 fallback for rows not multiples of
+// rocky quantize … q5_k_m: the planned mix (q5_K, its q5_1 fallback for rows not multiples of
 // 256, q6_K, q8_0), each row's bytes exactly quantize_row of the f32 row, and the round trip
 // through dequantize_row within the 5-bit formats' error (q5_K, q5_1 ≤ 6 % of the row's RMS).
 TEST(SynthFiles, QuantizeQ5KMRoundTrip) {
@@ -450,7 +450,7 @@ TEST(SynthCli, ExitCodes) {
   EXPECT_FALSE(std::filesystem::exists(c));
 }
 
-// Done-when of [M6]: the teacher-forced logits (every position of one prompt) of a quantized model
+// Done-when of : the teacher-forced logits (every position of one prompt) of a quantized model
 // stay within 0.5 absolute of the f32 model's. Both files run through the naive f64 forward pass
 // (naive_forward.hpp) on their dequantized weights.
 TEST(SynthFiles, QuantizedLogitsTrackF32) {

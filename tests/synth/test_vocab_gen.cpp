@@ -113,7 +113,7 @@ TEST(SynthVocab, LlamaSpm) {
   }
 }
 
-// [N6] Gemma 3: 262,144 SPM tokens, Gemma's specials and turn markers, no space prefix.
+// Gemma 3: 262,144 SPM tokens, Gemma's specials and turn markers, no space prefix.
 TEST(SynthVocab, Gemma3Spm) {
   const GeneratedVocab v = generate_vocab(find_preset("gemma-3-4b"));
   check_common(v, 262144);

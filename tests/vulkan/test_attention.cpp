@@ -1,4 +1,4 @@
-// [M6] Both attention kernels (shaders/attention_flash.comp, the tiled prefill kernel, and
+// Both attention kernels (shaders/attention_flash.comp, the tiled prefill kernel, and
 // shaders/attention.comp, the per-(head, token) kernel; forced with ROCKY_ATTN) against the CPU
 // oracle's attention (backend/cpu/ops.hpp: f64 dot products, softmax and sums) on random data of
 // awkward shapes: n_tokens 1, 3, 37, 130 × n_past 0, 5, 77 (the cache filled by an earlier
@@ -55,7 +55,7 @@ class VulkanAttention : public ::testing::Test {
 struct Shape {
   int32_t n_tokens, n_past, head_dim, group, n_head_kv;
   float scale;
-  int32_t window = 0;  // [N6] sliding window (0: none)
+  int32_t window = 0;  // sliding window (0: none)
 };
 
 // Runs one shape through the backend (ubatch 1 of n_past tokens, then ubatch 2 of n_tokens) and
@@ -156,7 +156,7 @@ TEST_F(VulkanAttention, FlashPrefetchTiles) {
   sweep("flash", false, "64,16,2,1,0");
   sweep("flash", true, "64,32,1,3,0");  // 6 keys per block: P read one key at a time (BC % 4 != 0)
 }
-// [N5] K/V blocks staged as f16 in shared memory (KVH = 1): with and without prefetch, 32 rows × 32
+// K/V blocks staged as f16 in shared memory (KVH = 1): with and without prefetch, 32 rows × 32
 // keys (head_dim 64 and 128) and × 64 keys (head_dim 64: 128 needs more than lavapipe's 32 KB);
 // with an f32 cache the flag changes nothing (the blocks stay f32).
 TEST_F(VulkanAttention, FlashHalfSharedKv) {
@@ -174,7 +174,7 @@ TEST_F(VulkanAttention, FlashShippedGpuTiles) {
 }
 TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 
-// [N6] Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
+// Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
 // a key block, than the prompt and than n_past; both kernels, head_dim 64 and Gemma's 256.
 // tile: a ROCKY_ATTN_TILE value (the shipped GPU tiles prefetch K/V through registers).
 void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr,
@@ -203,14 +203,14 @@ TEST_F(VulkanAttention, FlashSlidingWindow) {
 }
 TEST_F(VulkanAttention, SimpleSlidingWindow) { sweep_window("simple", true); }
 TEST_F(VulkanAttention, SimpleF16Kv) { sweep("simple", true); }
-// [N4][N5][N7] attention_decode.comp (the GPUs' decode kernel) for n_tokens 1 and 3 (37 and 130 take
+// attention_decode.comp (the GPUs' decode kernel) for n_tokens 1 and 3 (37 and 130 take
 // the per-(head, token) kernel): 1, 2 and 7 query heads per KV head, head_dim 64, 80 (three key
 // groups of 40 dim pairs, 8 invocations idle in the V phase) and 128.
 TEST_F(VulkanAttention, DecodeF32Kv) { sweep("decode", false, nullptr, {64, 80, 128}); }
 TEST_F(VulkanAttention, DecodeF16Kv) { sweep("decode", true, nullptr, {64, 80, 128}); }
 TEST_F(VulkanAttention, DecodeSlidingWindow) { sweep_window("decode", true); }
 
-// Deep caches ([N5]): decode after 2,049 and 2,300 positions and 3 tokens after 700 — the split
+// Deep caches: decode after 2,049 and 2,300 positions and 3 tokens after 700 — the split
 // path (attention_split + attention_merge; ROCKY_ATTN_SPLIT chunks of 64 positions and the default
 // 128) and the unsplit kernel (ROCKY_ATTN_SPLIT=0) against the oracle; head_dim 80 (not a power
 // of two) and 128, GQA 7, 2 and 1, sliding windows of 300 and 200 positions; the tiled kernel with
@@ -231,7 +231,7 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
         // (n_tokens, n_past, head_dim, group, n_head_kv): the fills cost heads · head_dim · n_past².
         for (const Shape& s : {Shape{1, 2049, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{1, 2300, 128, 2, 2, 0.0884f},
                                Shape{3, 700, 128, 1, 2, 1.0f},
-                               // [N6] sliding windows: chunks count from the window's first position
+                               // sliding windows: chunks count from the window's first position
                                Shape{1, 2049, 128, 2, 1, 0.0884f, 300}, Shape{3, 700, 64, 2, 1, 1.0f, 200}}) {
           setenv("ROCKY_ATTN", "flash", 1);
           be.set_lab(runtime::read_env().lab);
@@ -270,7 +270,7 @@ void deep_tile_sweep(const std::function<std::string(bool)>& tile, uint32_t seed
   unsetenv("ROCKY_ATTN_FA_GRID");
 }
 
-// [N5] attention_flash_sg (a row group is one subgroup: subgroup row reductions, K and V staged
+// attention_flash_sg (a row group is one subgroup: subgroup row reductions, K and V staged
 // together): tiles whose CT equals this device's subgroup size (lavapipe: 8 here, 16 on wider
 // hosts), both caches, with and without prefetch and f16 staging, 2 rows × 2 keys and 1 row ×
 // 3 keys per invocation; sliding windows; and at depth 2,049 … 2,300 (odd sizes, GQA 7 / 2) with
@@ -305,7 +305,7 @@ TEST_F(VulkanAttention, FlashSubgroupTiles) {
   unsetenv("ROCKY_ATTN");
 }
 
-// [N5] attention_flash_roll (tile field roll: the q·k loop rolled in steps of 4 vec4, the P·V key
+// attention_flash_roll (tile field roll: the q·k loop rolled in steps of 4 vec4, the P·V key
 // loop not unrolled): 4 rows × 2 keys per invocation as NVIDIA's first tile has them (at lavapipe's
 // 32 KB: 16 rows × 32 keys), with f16 staging and prefetch, both caches; head_dim 72 and 100 (head_dim
 // / 4 = 18, 25: the last step of 4 is partial), 64, 80 and 128; 6 keys per block (BC % 4 != 0: P read
@@ -336,7 +336,7 @@ TEST_F(VulkanAttention, FlashRolledTiles) {
   unsetenv("ROCKY_ATTN");
 }
 
-// [N3]/[N5] The tiled kernel with split keys (ops/attention.cpp flash_split_plan: a grid of few
+// /The tiled kernel with split keys (ops/attention.cpp flash_split_plan: a grid of few
 // row blocks over a long cache — an agent's next message at depth): 1, 5, 13 and 50 tokens after
 // 1,100 … 1,500 positions, head_dim 80 / 128 / 64, GQA 7 / 2 / 1, a sliding window of 300, both
 // caches; each split's partial state is merged by attention_merge. ROCKY_ATTN_SPLIT=0 (unsplit) must
@@ -360,7 +360,7 @@ TEST_F(VulkanAttention, FlashSplitKeysAtDepth) {
   unsetenv("ROCKY_ATTN_SPLIT");
 }
 
-// [N3] A profile's attn_split tiles run the split-key case (a short ubatch over a long cache) in
+// A profile's attn_split tiles run the split-key case (a short ubatch over a long cache) in
 // place of its attn tiles: a backend whose profile (ROCKY_TUNE) names 64,16,2,2,0 for it (blocks of
 // 16 keys; llvmpipe's attn tiles that fit take 32 at head_dim 64 and 8 at 128) gives results
 // within the bound, and different bits from the shared backend's on the same data (the other
@@ -395,7 +395,7 @@ TEST_F(VulkanAttention, ProfileSplitTileRunsSplitKeys) {
   EXPECT_EQ(tuned.instance().error_count(), 0u) << "validation errors";
 }
 
-// [N7] One batched decode step over sequences of different lengths: a 4-sequence context whose
+// One batched decode step over sequences of different lengths: a 4-sequence context whose
 // sequences hold 37, 2,049, 1 and 300 positions after the step (each filled by its own
 // multi-sequence prefill ubatch, the tiled kernel), then one ubatch of one token per sequence (in
 // the order 3, 1, 2, 0) — one ATTENTION dispatch over all four tokens with their own (seq, pos)
@@ -520,7 +520,7 @@ TEST_F(VulkanAttention, SplitChunkValidated) {
   unsetenv("ROCKY_ATTN_SPLIT");
 }
 
-// [N5] Prefill ubatches split their keys too when the grid is small for the device
+// Prefill ubatches split their keys too when the grid is small for the device
 // (ROCKY_ATTN_FA_GRID: the invocation target): 130 and 64 tokens after 1,100 … 2,000 positions, a
 // sliding window of 1,200, both caches, with a target that splits (2²⁰) and one that never does (0) — both
 // within the bound, with different bits (the split ran). Malformed targets are errors.

@@ -79,7 +79,7 @@ TEST(VulkanCli, VerifyStories260KWithinTolerance) {
   EXPECT_NE(j.out.find("\"kv_cache\": \"f16\""), std::string::npos) << j.out;
 }
 
-// [N9] rocky synth --preset qwen3.5-0.8b with two 4-layer patterns (6 Gated DeltaNet + 2 gated
+// rocky synth --preset qwen3.5-0.8b with two 4-layer patterns (6 Gated DeltaNet + 2 gated
 // attention layers) verifies on lavapipe, every node bisected: the int8 path with the f16 KV cache
 // in one ubatch, and with an f32 KV cache over ubatches of 5 tokens (the states carried). (The f32
 // kernels at 1e-3 are VulkanReference.Qwen35IdealF32AndTeacherForcing's; at these widths they take

@@ -1,4 +1,4 @@
-// [N4] The decode step with little overhead (VulkanOptions::replay_decode, fuse_decode):
+// The decode step with little overhead (VulkanOptions::replay_decode, fuse_decode):
 //  - rope_kv (rope Q + rope K + K and V cache stores in one dispatch) against a double-precision
 //    CPU reference and against the unfused ops (rope, rope, kv_store, kv_store) on random data of
 //    awkward shapes: odd head counts, n_rot < head_dim (pass-through dims), NEOX with an odd
@@ -323,7 +323,7 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
   EXPECT_EQ(recorded.replays, 0u);
   EXPECT_EQ(replayed.dispatches, recorded.dispatches);
   const int32_t n_layer = m->hparams().n_layer;
-  int32_t n_attn = 0;  // [N9] attention layers (a hybrid model's recurrent layers have no rope / KV)
+  int32_t n_attn = 0;  // attention layers (a hybrid model's recurrent layers have no rope / KV)
   for (int il = 0; il < n_layer; ++il) n_attn += m->hparams().is_recurrent_layer(il) ? 0 : 1;
   // rope_kv: 4 dispatches → 1 per attention layer; the folded norms (fold_norm): attn_norm and
   // ffn_norm of every pure-attention layer (result_norm stays: the planner may reuse its input's
@@ -349,11 +349,11 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
   // f32 KV: 2e-5 (the folded norms sum x² per workgroup in another order than rms_norm_vec).
   EXPECT_LE(worst_unfused, kv_f16 ? 1e-3 : 2e-5) << "fused vs unfused decode";
   // The prompt's KV comes from the int8 prefill path (q8_1 activations): ≤ 0.35 absolute
-  // (../shared/reference/README.md), as every q8_1 path is held to; [N9] 1.35 on the hybrid qwen35.
+  // (../shared/reference/README.md), as every q8_1 path is held to; 1.35 on the hybrid qwen35.
   EXPECT_LE(worst_cpu, m->hparams().full_attn_interval > 0 ? 1.35 : 0.35) << "GPU decode vs the CPU oracle";
 }
 
-// [N4] The int8-dot decode matvec (VulkanOptions::matvec_q8 via ROCKY_MMV_Q8; fast::matvec_q8 fed
+// The int8-dot decode matvec (VulkanOptions::matvec_q8 via ROCKY_MMV_Q8; fast::matvec_q8 fed
 // by the q8_1 producers): replayed = recorded bit for bit, the CPU oracle within the q8_1 paths'
 // bound (0.35 absolute; 1.35 on the hybrid qwen35), and close to the f32-activation matvec's decode.
 void check_q8_decode(const char* file, bool kv_f16, int n_gen) {
@@ -396,7 +396,7 @@ TEST(DecodeStep, ReplayedDecodeQwen2F16) { check_model("synth-qwen2-q4_k_m.gguf"
 TEST(DecodeStep, ReplayedDecodeLlamaHostIo) { check_model("synth-llama-q4_k_m.gguf", false, 12, true); }
 TEST(DecodeStep, ReplayedDecodeLlama) { check_model("synth-llama-q4_k_m.gguf", false, 24); }
 TEST(DecodeStep, ReplayedDecodeQwen3) { check_model("synth-qwen3-q4_k_m.gguf", false, 16); }
-// [N9] the recurrent states (conv window, delta-rule state) advance under replay too.
+// the recurrent states (conv window, delta-rule state) advance under replay too.
 TEST(DecodeStep, ReplayedDecodeQwen35) { check_model("synth-qwen35-q4_k_m.gguf", false, 16); }
 
 // The split decode attention under replay (chunks of 64 positions, as a GPU decodes at depth; the

@@ -1,4 +1,4 @@
-// [N9] The hybrid linear-attention ops of qwen35 (SSM_CONV with its state, GATED_DELTA, TAKE_ROWS,
+// The hybrid linear-attention ops of qwen35 (SSM_CONV with its state, GATED_DELTA, TAKE_ROWS,
 // SIGMOID_MUL) on Vulkan against the CPU oracle (f64 recurrence) on random data of awkward shapes:
 // key / value heads 1–3 / 1–6, head dims not multiples of the tile (d_k 16, 40, 96, 128 give 1, 2,
 // 3, 4 row parts of gated_delta.comp; d_v 24, 33, 40, 128 leave idle columns), conv kernels 2–5,
@@ -153,7 +153,7 @@ void set_f32(HostWeight& w, size_t i, float v) {
   w.deq[i] = v;
 }
 
-// [N9] The chunked prefill kernel (gated_delta_chunk.comp, VulkanOptions::delta_chunk) and the
+// The chunked prefill kernel (gated_delta_chunk.comp, VulkanOptions::delta_chunk) and the
 // serial one (delta_chunk 0) against the CPU oracle's f64 recurrence: chunk sizes 8 and 32 (the
 // default), each over the ubatches 1, 7, C − 1, C, C + 1, 3C + 5 and 300 tokens through one
 // context (so every ubatch starts from the state the previous ones left, and the tail chunk is

@@ -119,7 +119,7 @@ TEST(VulkanModel, FlushedCommandBuffersEqualOne) {
   for (size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]) << "run " << i;
 }
 
-// [N6] A quantized weight type without an int8 kernel (q4_1) is never silently slow: loading it
+// A quantized weight type without an int8 kernel (q4_1) is never silently slow: loading it
 // with --matmul mmq is refused naming the tensor, the type and the supported list; with auto it
 // loads (the f32 kernels take it, with a note on stderr); q5_1 loads on the int8 path.
 TEST(VulkanModel, WeightTypeWithoutInt8KernelIsRefusedOrNoted) {

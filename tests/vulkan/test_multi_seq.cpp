@@ -1,4 +1,4 @@
-// [N7] Multi-sequence ubatches (graph::Graph::seq / pos, ContextOptions::n_seq): several
+// Multi-sequence ubatches (graph::Graph::seq / pos, ContextOptions::n_seq): several
 // sequences at different depths in one ubatch — prefill chunks and decode tokens mixed, sequences
 // leaving and coming back, a sequence region left unused — through the backend contract.
 //  - every token's logits equal that sequence's logits alone (one single-sequence context, the

@@ -2,12 +2,12 @@
 // arena reuse, Session's ubatch loop with -ub smaller than most prompts) on the Vulkan backend, with
 // validation + synchronization validation on and zero messages asserted after every session. The
 // checks and case tables are the CPU oracle's (tests/model/harness.hpp), run with a Vulkan backend
-// factory; tolerances from ../shared/reference/README.md and issue [M4]:
-// - tight labels: rel ≤ 1e-3 with an f32 KV cache (stricter than [M4]'s 1e-2 for GPU paths);
+// factory; tolerances from ../shared/reference/README.md and issue :
+// - tight labels: rel ≤ 1e-3 with an f32 KV cache (stricter than 's 1e-2 for GPU paths);
 // - stories260K / stories260K-f16 (f16 KV, as llama.cpp's plain labels): rel ≤ 1e-2;
 // - q8_0 / q4_K_M loose labels: ≤ 0.35 absolute at the last position;
 // - stories260K free-running greedy equals the reference; random-weight models by teacher forcing.
-// [N4] The GPU's default KV cache is f16 (llama.cpp's; rocky run / verify / bench / serve): every
+// The GPU's default KV cache is f16 (llama.cpp's; rocky run / verify / bench / serve): every
 // tight case also runs with it, at the f16 KV tolerance rel ≤ 1e-2 (k_f16_kv); the f32-KV cases
 // keep 1e-3.
 #include <gtest/gtest.h>
@@ -153,7 +153,7 @@ void turn2_int8(bool kv_f16) {
       auto r = load_ref(c.ideal, p);
       auto s = make_session(*m, b);
       const std::vector<float> got = s->eval(r.eval_tokens);
-      // [N6] every prefill matmul on the int8 path (q5_0 / q5_K included): no f32 fallback.
+      // every prefill matmul on the int8 path (q5_0 / q5_K included): no f32 fallback.
       EXPECT_EQ(s->context().stats().matmul_path, "mmq") << c.model << " " << p;
       compare_last({c.ideal, c.model}, p, got, k_int8_rel, 0, b);
       const auto ref = load_f32(ref_path(c.ideal, p, ".cpu.last_logits.f32"));
@@ -171,7 +171,7 @@ void turn2_int8(bool kv_f16) {
   }
 }
 
-// [N9] qwen35 (hybrid linear attention): f32 kernels with an f32 KV cache against the ideal label
+// qwen35 (hybrid linear attention): f32 kernels with an f32 KV cache against the ideal label
 // (rel ≤ 1e-3) with teacher forcing, so the recurrent states go through ubatches of 64 (p2: 4) and
 // 31 replayed decode steps; the int8 path with the f16 KV cache (rocky run's default) within the
 // README's 1.35 absolute for 8-bit activation blocks on this file, measured from the ideal (as

@@ -63,7 +63,7 @@ CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o
   if (o.n_seq < 1) fail("cpu backend: {} sequences asked for (at least 1)", o.n_seq);
   if (o.n_seq > 1 && (o.kv.conv_state > 0 || o.kv.ssm_state > 0))
     fail(
-        "cpu backend: {} sequences asked for, but a hybrid model's recurrent state is held for one sequence ([N9]; "
+        "cpu backend: {} sequences asked for, but a hybrid model's recurrent state is held for one sequence ("
         "batched decoding of recurrent layers is not implemented: use -np without --cont-batching)",
         o.n_seq);
   n_seq_ = o.n_seq;
@@ -139,7 +139,7 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
   } else if (g.n_past + g.n_tokens > kv_.n_ctx) {
     fail("cpu backend: {} + {} positions exceed the KV cache ({})", g.n_past, g.n_tokens, kv_.n_ctx);
   }
-  // [N7] Multi-sequence: token j's cache cell and its sequence's first cell.
+  // Multi-sequence: token j's cache cell and its sequence's first cell.
   std::vector<int64_t> cell0;
   if (multi)
     for (int32_t s : g.seq) cell0.push_back(int64_t{s} * kv_.n_ctx);

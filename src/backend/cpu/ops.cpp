@@ -128,7 +128,7 @@ namespace {
 void attend(const float* qh, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t hk,
             int64_t c0, int64_t n_kv, float* o) {
   const int64_t hd = p.head_dim, kv_stride = hd * p.n_head_kv;
-  // [N6] sliding window: only the last `window` positions (q − window < p ≤ q).
+  // sliding window: only the last `window` positions (q − window < p ≤ q).
   const int64_t t0 = p.window > 0 && n_kv > p.window ? n_kv - p.window : 0;
   std::vector<double> score(static_cast<size_t>(n_kv));
   std::vector<double> acc(static_cast<size_t>(hd), 0.0);

@@ -43,10 +43,10 @@ void add_bias(const float* x, const float* b, int64_t ne0, int64_t ne1, float* o
 void add(const float* a, const float* b, int64_t n, float* out);
 // out = silu(gate) · up = gate / (1 + exp(-gate)) · up
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
-// [N6] out = gelu_tanh(gate) · up, gelu(x) = 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))) (ggml's
+// out = gelu_tanh(gate) · up, gelu(x) = 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))) (ggml's
 // GELU, computed exactly in f64 rather than through ggml-cpu's f16 table)
 void gelu_mul(const float* gate, const float* up, int64_t n, float* out);
-// [N6] out = x · s (n values)
+// out = x · s (n values)
 void scale(const float* x, float s, int64_t n, float* out);
 // Rotary embedding of x viewed as [head_dim, n_head, n_tok]; token j has position pos0 + j.
 // NORMAL rotates (x[2i], x[2i+1]), NEOX rotates (x[i], x[i + n_rot/2]), i < n_rot/2, by
@@ -64,22 +64,22 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
                int64_t n_tok, float* out);
-// [N7] Several sequences in one ubatch: token j attends to cache columns cell0[j] + [0, pos[j]]
+// Several sequences in one ubatch: token j attends to cache columns cell0[j] + [0, pos[j]]
 // (its sequence's cells; window as above), everything else as attention().
 void attention_seqs(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
                     std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out);
 
-// [N9] SSM_CONV (graph.hpp): x [c, n_tok], w f32 [k, c], state [(k−1)·c] (oldest slot first; read,
+// SSM_CONV (graph.hpp): x [c, n_tok], w f32 [k, c], state [(k−1)·c] (oldest slot first; read,
 // then updated to the last k−1 inputs); out [c, n_tok] = silu(causal depthwise conv). Sums in f64.
 void ssm_conv(const float* x, const float* w, int64_t k, int64_t c, int64_t n_tok, float* state, float* out);
-// [N9] GATED_DELTA (graph.hpp): qkv [C, n_tok], a and b [H_v, n_tok], A [H_v]; state [H_v·d_k·d_v]
+// GATED_DELTA (graph.hpp): qkv [C, n_tok], a and b [H_v, n_tok], A [H_v]; state [H_v·d_k·d_v]
 // (read and updated; held as f32 between ubatches, f64 within); out [H_v·d_v, n_tok]. The
 // recurrence runs token by token in f64.
 void gated_delta(const float* qkv, const float* a, const float* b, const float* A, const graph::SsmParams& p,
                  int64_t n_tok, float* state, float* out);
-// [N9] out[i + j·n_out] = x[first + i + j·n_in] for i < n_out, j < n_tok.
+// out[i + j·n_out] = x[first + i + j·n_in] for i < n_out, j < n_tok.
 void take_rows(const float* x, int64_t n_in, int64_t first, int64_t n_out, int64_t n_tok, float* out);
-// [N9] out = x · sigmoid(gate) (n values)
+// out = x · sigmoid(gate) (n values)
 void sigmoid_mul(const float* x, const float* gate, int64_t n, float* out);
 
 }  // namespace rocky::backend::cpu

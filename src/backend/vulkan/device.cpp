@@ -289,7 +289,7 @@ DeviceInfo Instance::probe(uint32_t index) const {
   d.storage16 = f11.storageBuffer16BitAccess;
   d.int8_dot = (v13 || dot_ext) && fdot.shaderIntegerDotProduct;
   d.int8_dot_accelerated = d.int8_dot && dot.integerDotProduct4x8BitPackedSignedAccelerated;
-  d.pipeline_stats = has_device_extension(pd, "VK_KHR_pipeline_executable_properties");  // [M5]
+  d.pipeline_stats = has_device_extension(pd, "VK_KHR_pipeline_executable_properties");
   d.subgroup_size = subgroup.subgroupSize;
   d.subgroup_min = d.subgroup_max = subgroup.subgroupSize;
   d.subgroup_arith = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
@@ -351,7 +351,7 @@ Device::Device(std::shared_ptr<Instance> instance, uint32_t index) : instance_(s
   VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &qi;
-  // [M5] fast kernels: enable the arithmetic/storage features the probe found (fp16, int8, 8/16-bit
+  // fast kernels: enable the arithmetic/storage features the probe found (fp16, int8, 8/16-bit
   // storage, packed int8 dot) and VK_KHR_pipeline_executable_properties for --pipeline-stats.
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};

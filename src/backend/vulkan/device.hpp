@@ -32,8 +32,8 @@ struct DeviceInfo {
   std::string driver_info;      // "Mesa 22.3.6 (LLVM 15.0.6)"
   uint32_t vendor_id = 0;       // PCI vendor id (0x13B5 Arm, 0x10DE NVIDIA, …) [M5 profiles]
   uint32_t api_version = 0;     // VK_MAKE_API_VERSION
-  uint32_t device_id = 0;       // [N8] VkPhysicalDeviceProperties::deviceID (tuning profiles' key)
-  uint32_t driver_version = 0;  // [N8] VkPhysicalDeviceProperties::driverVersion (vendor-encoded)
+  uint32_t device_id = 0;       // VkPhysicalDeviceProperties::deviceID (tuning profiles' key)
+  uint32_t driver_version = 0;  // VkPhysicalDeviceProperties::driverVersion (vendor-encoded)
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   bool uma = false;                             // a device-local heap is also host-visible (no staging needed)
   bool fp16 = false;                            // shaderFloat16
@@ -44,7 +44,7 @@ struct DeviceInfo {
   bool pipeline_stats = false;                  // VK_KHR_pipeline_executable_properties (enabled when present)
   uint32_t subgroup_size = 0;                   // default subgroup size
   uint32_t subgroup_min = 0, subgroup_max = 0;  // subgroup size control range (= default if absent)
-  bool subgroup_arith = false;                  // [N4] subgroup arithmetic (subgroupAdd, …) in compute shaders
+  bool subgroup_arith = false;                  // subgroup arithmetic (subgroupAdd, …) in compute shaders
   uint32_t shared_memory = 0;                   // maxComputeSharedMemorySize, bytes
   uint32_t max_workgroup_invocations = 0;
   std::array<uint32_t, 3> max_workgroup_size{};

@@ -1,4 +1,4 @@
-// [M5] --pipeline-stats: the driver's VK_KHR_pipeline_executable_properties statistics of each
+// --pipeline-stats: the driver's VK_KHR_pipeline_executable_properties statistics of each
 // pipeline (register count, spills, scratch/local memory, instruction counts — names and units are
 // the driver's), where the driver has the extension (NVIDIA does; lavapipe does not; panvk 25.0.7
 // reports only "Code Size": use ../shared/mali/g610-stats there).

@@ -235,7 +235,7 @@ const Pipeline& Pipelines::get_slow(std::string_view shader, std::vector<SpecCon
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = p->layout;
-  if (capture_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;  // [M5] --pipeline-stats
+  if (capture_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;  // --pipeline-stats
   const auto t0 = std::chrono::steady_clock::now();
   VkResult r = vkCreateComputePipelines(d, vk_cache_, 1, &ci, nullptr, &p->pipeline);
   create_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -57,7 +57,7 @@ class Pipelines {
     std::lock_guard<std::mutex> lock(mu_);
     return cache_.size();
   }
-  // [N3] Wall time spent in vkCreateComputePipelines so far (ms; pipelines are created on first
+  // Wall time spent in vkCreateComputePipelines so far (ms; pipelines are created on first
   // use, so a server's first request of each shape pays it).
   double create_ms() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -65,7 +65,7 @@ class Pipelines {
   }
   // Where the VkPipelineCache lives ("" when not persisted).
   const std::string& cache_path() const { return path_; }
-  // [M5] Create later pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (only when the
+  // Create later pipelines with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (only when the
   // device enabled VK_KHR_pipeline_executable_properties; ignored otherwise). See pipeline_stats.hpp.
   void set_capture_statistics(bool on) { capture_stats_ = on && dev_.info().pipeline_stats; }
   bool capture_statistics() const { return capture_stats_; }

@@ -78,7 +78,7 @@ class Recorder {
   // End, submit, and wait for completion (rocky::Error on device loss; no hang).
   void submit_and_wait();
 
-  // [N4] A command buffer recorded once and submitted again (the decode step): begin_capture()
+  // A command buffer recorded once and submitted again (the decode step): begin_capture()
   // starts recording into a third frame whose command buffer and descriptor sets are kept (not
   // one-time-submit; its pools are reset only by the next begin_capture), dispatches as usual,
   // then submit_and_wait() runs it once and keeps it. replay() submits the kept command buffer
@@ -98,7 +98,7 @@ class Recorder {
   // Descriptor pools held by both frames (bounded by the largest graph, not the submit count).
   size_t descriptor_pools() const { return frames_[0].pools.size() + frames_[1].pools.size(); }
   uint32_t barriers() const { return barriers_; }
-  // [N2][N3] GPU time of every command buffer submitted so far (ms): timestamps at its start and
+  // GPU time of every command buffer submitted so far (ms): timestamps at its start and
   // end, read after its fence (0 where the queue has no timestamps). Against the host's wall time
   // it tells GPU work (and its clock) from host gaps.
   double gpu_ms() const { return gpu_ms_; }

@@ -1,4 +1,4 @@
-// [M5] The measured roofline of a Vulkan device: peak FP32 FMA, FP16 FMA (f16vec4), packed int8
+// The measured roofline of a Vulkan device: peak FP32 FMA, FP16 FMA (f16vec4), packed int8
 // dot (OpSDot + add, counted as 8 ops per dot) and copy bandwidth (bytes read + bytes written).
 //
 // Method: simple micro-benchmarks (shaders/roofline_*.comp): every invocation runs CHAINS

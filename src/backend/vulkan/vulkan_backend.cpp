@@ -110,7 +110,7 @@ VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
   if (opts_.delta_chunk != 0 && (opts_.delta_chunk < 2 || opts_.delta_chunk > 128 || opts_.delta_chunk % 2 != 0))
     fail("VulkanOptions::delta_chunk {}: expected 0 (serial kernel) or an even chunk size 2 … 128", opts_.delta_chunk);
   // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
-  // [N8] A profile `rocky tune` wrote for this device and driver (CACHE_DIR/rocky/profiles; src/tune/store.hpp)
+  // A profile `rocky tune` wrote for this device and driver (CACHE_DIR/rocky/profiles; src/tune/store.hpp)
   // replaces the built-in one, said on stderr; no_profile (--no-profile) skips it.
   mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
   if (!opts.no_profile) {
@@ -209,7 +209,7 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
     w.rows = t->rows();
     w.row_bytes = row_bytes(t->type, t->ne[0]);
     w.name = t->name;
-    // [N6] A quantized weight the int8 path cannot take is said, never silently slow: refused with
+    // A quantized weight the int8 path cannot take is said, never silently slow: refused with
     // --matmul mmq, a note (once per type) with auto; plain f32/f16/bf16 weights go to mul_mm / matmul.
     if (mmq && dtype_info(t->type).block_elems > 1 && !fast::mmq_supports(t->type)) {
       if (opts_.matmul == ops::MatmulPath::MMQ)
@@ -223,9 +223,9 @@ void VulkanBackend::load_weights(std::span<const gguf::TensorInfo* const> weight
                    dtype_name(t->type), t->name, fast::mmq_supported_types());
       }
     }
-    // [N4] One device copy per weight: the mmq repack (matmul_fast.hpp) where the int8 path takes
+    // One device copy per weight: the mmq repack (matmul_fast.hpp) where the int8 path takes
     // the type — every kernel reads it (get_rows_mmq, matvec_mmq, mul_mmq) — else the GGUF rows.
-    if (mmq && fast::mmq_supports(t->type) && t->ne[0] % 32 == 0) {  // [M5] the layout mul_mmq reads
+    if (mmq && fast::mmq_supports(t->type) && t->ne[0] % 32 == 0) {  // the layout mul_mmq reads
       auto r = std::make_unique<Buffer>(fast::upload_for_mmq(*memory_, w, t->data, mmq_profile_.mmq_nibbles(t->type)));
       weight_bytes_ += r->size();
       w.mmq_buf = r.get();
@@ -255,7 +255,7 @@ void VulkanBackend::release_weights() {
 namespace {
 // An ATTENTION node's kernel arguments (record_node, and compute's scratch sizing).
 ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph::KvShape& kv) {
-  uint32_t n_kv_max = 0;  // [N7] a multi-sequence ubatch: its longest key range
+  uint32_t n_kv_max = 0;  // a multi-sequence ubatch: its longest key range
   for (int32_t x : g.pos) n_kv_max = std::max(n_kv_max, static_cast<uint32_t>(x) + 1u);
   return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim),
                        static_cast<uint32_t>(n.attn.n_head),
@@ -268,7 +268,7 @@ ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph
                        n_kv_max};
 }
 
-// [N7] A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ 8) belong
+// A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ 8) belong
 // to one sequence at consecutive positions pos0 … — their attention runs as an ordinary
 // single-sequence ubatch (the tiled prefill kernel where it applies) over that sequence's cells,
 // the rest with the per-token table. n = 0: no such run.
@@ -282,7 +282,7 @@ LeadRun lead_run(const graph::Graph& g) {
   if (r < 8) return {};
   return {r, g.pos[0], g.seq[0]};
 }
-// [N7] The attention calls record_node makes for a node with a lead run: the prompt chunk (n_past
+// The attention calls record_node makes for a node with a lead run: the prompt chunk (n_past
 // = pos0 from the push constant, no step buffer, no per-token table) and the rest (per-token
 // table), or the whole ubatch as one call. The scratch sizing and the replay key use these same
 // arguments, so that each call's split plan is the one sized and keyed.
@@ -312,7 +312,7 @@ VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o
   if (o.n_seq > 1 && (o.kv.conv_state > 0 || o.kv.ssm_state > 0))
     fail(
         "Vulkan context: {} sequences asked for, but a hybrid model's recurrent state is held for one sequence "
-        "([N9]; batched decoding of recurrent layers is not implemented: use -np without --cont-batching)",
+        "(batched decoding of recurrent layers is not implemented: use -np without --cont-batching)",
         o.n_seq);
   n_seq_ = o.n_seq;
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
@@ -497,10 +497,10 @@ backend::ContextStats VulkanContext::stats() const {
   s.host = timing_;
   for (const auto& t : recorder_->timings()) s.ops.push_back({t.label, t.ms});
   // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
-  // [N6] Some prefill matmuls on the int8 path and some not (a weight type mul_mmq lacks): "mmq+mm" /
+  // Some prefill matmuls on the int8 path and some not (a weight type mul_mmq lacks): "mmq+mm" /
   // "mmq+basic", so a partial fallback is visible in `rocky bench` rather than reported as "mmq".
   const char* f32_path = be_.opts_.matmul == ops::MatmulPath::MM ? "mm" : "basic";
-  // [N7] "mmv": matmuls of 2 … matvec_max_cols tokens as the multi-column matvec (a short ubatch's).
+  // "mmv": matmuls of 2 … matvec_max_cols tokens as the multi-column matvec (a short ubatch's).
   std::string path = int8_matmuls_ > 0 ? "mmq" : "";
   if (mmv_matmuls_ > 0) path += path.empty() ? "mmv" : "+mmv";
   if (path.empty() || f32_prefill_matmuls_ > 0) path += path.empty() ? f32_path : std::string("+") + f32_path;
@@ -549,7 +549,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       const ops::Weight& w = be_.weight(n.weight);
       if (w.ne0 != uint64_t(n.ne0) || n.ne1 != g.n_tokens)
         fail("graph node {}: shape does not match its weight / tokens", n.name);
-      // Decode: word 0 of the token buffer is the step (n_past), the token id follows; [N7] a
+      // Decode: word 0 of the token buffer is the step (n_past), the token id follows; a
       // multi-sequence ubatch: the ids follow the per-token table.
       const Buffer& tb = env.step != nullptr ? *env.step : tokens_;
       const uint64_t tok_off = env.tok_pos           ? (abi::k_tok_table + 2u * uint64_t(g.n_tokens)) * 4u
@@ -604,7 +604,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         ops::matmul_q8_1(env, w, qs, ds, ne1, node_region(g, p, id), n.name);
         break;
       }
-      // [N4] A decode RMSNorm folded into this matvec (plan_norm_fold): x is the norm's input.
+      // A decode RMSNorm folded into this matvec (plan_norm_fold): x is the norm's input.
       const int32_t nf = id < int32_t(norm_into_.size()) ? norm_into_[size_t(id)] : -1;
       fast::MatvecNorm fold;
       if (nf >= 0) {
@@ -613,7 +613,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
         fold.eps = nn.eps;
       }
       const ops::Region x_in = nf >= 0 ? node_region(g, p, g.nodes[size_t(nf)].src[0]) : in(0);
-      if (const int32_t c = q81_.epi_into[size_t(id)]; c >= 0) {  // [N4] decode matvec + bias / residual
+      if (const int32_t c = q81_.epi_into[size_t(id)]; c >= 0) {  // decode matvec + bias / residual
         const graph::Node& cn = g.nodes[size_t(c)];
         const ops::Region x = x_in, out = node_region(g, p, c);
         if (x.offset + x.bytes <= out.offset || out.offset + out.bytes <= x.offset) {
@@ -689,7 +689,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       const Buffer& kc = kv_buffers_[size_t(n.layer) * 2];
       const Buffer& vc = kv_buffers_[size_t(n.layer) * 2 + 1];
       if (const LeadRun run = lead_run(g); run.n > 0) {
-        // [N7] The prompt chunk: n_past = pos0 from the push constant, over its sequence's cells.
+        // The prompt chunk: n_past = pos0 from the push constant, over its sequence's cells.
         ops::Env e1 = env;
         e1.step = nullptr;
         e1.tok_pos = false;
@@ -782,10 +782,10 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // so tokens and logits go through host memory and the ubatch's own command buffer copies them.
   const bool host_io =
       be_.opts_.host_io || !be_.device_->info().uma || be_.device_->info().type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  // [N4] Decode (one token): the token buffer holds {n_past, token id} — word 0 is the step the
+  // Decode (one token): the token buffer holds {n_past, token id} — word 0 is the step the
   // decode kernels read (ops::Env::step), so the recorded commands do not depend on n_past and one
   // 8-byte host write per token updates both.
-  // [N7] A multi-sequence ubatch: the token buffer holds the step block {0, per token (position,
+  // A multi-sequence ubatch: the token buffer holds the step block {0, per token (position,
   // sequence's first cache column), the token ids} (abi.h's k_tok_table), read like the decode step
   // (POS_BUF = 2), so its commands do not depend on the positions either and are replayed too.
   const bool multi = g.multi_seq();
@@ -836,7 +836,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     out_bytes = uint64_t(out.ne0) * uint64_t(out.ne1) * 4;
   }
   const bool copy_out = out_bytes > 0 && (host_io || !arena_.mapped());
-  // [N4] Replay: the same decode graph, plan and buffers as the captured command buffer — submit it
+  // Replay: the same decode graph, plan and buffers as the captured command buffer — submit it
   // again (the host wrote the token id and the step buffer above).
   const bool replay = (decode || multi) && be_.opts_.replay_decode && !be_.opts_.profile;
   uint64_t key = 0;
@@ -897,7 +897,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     if (n.op == Op::ATTENTION) {
       for (const AttnCall& c : attn_calls(attn_args(g, n, kv_), lead, g.n_tokens)) {
         ops::Env ec = env;
-        if (c.lead) {  // [N7] the prompt chunk, as record_node issues it
+        if (c.lead) {  // the prompt chunk, as record_node issues it
           ec.step = nullptr;
           ec.tok_pos = false;
         }
@@ -988,8 +988,8 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
   mix(uint64_t(g.n_tokens));
   mix(uint64_t(int64_t(g.output)));
   mix(copy_out ? 1 : 0);
-  mix(g.multi_seq() ? 1 : 0);       // [N7] POS_BUF = 2 kernels, the step block's layout (n_tokens above)
-  const LeadRun run = lead_run(g);  // [N7] a prompt chunk's attention records its n_past and cells
+  mix(g.multi_seq() ? 1 : 0);       // POS_BUF = 2 kernels, the step block's layout (n_tokens above)
+  const LeadRun run = lead_run(g);  // a prompt chunk's attention records its n_past and cells
   mix(uint64_t(uint32_t(run.n)) | uint64_t(uint32_t(run.pos0)) << 32);
   mix(uint64_t(uint32_t(run.seq)));
   mix(g.nodes.size());
@@ -1104,7 +1104,7 @@ VulkanContext::Q81Plan VulkanContext::plan_q8_1(const ops::Env& env, const graph
   if (!be_.opts_.fuse_epilogue) return q;
   for (size_t i = 0; i + 1 < nn; ++i) {
     const graph::Node& n = g.nodes[i];
-    // [N4] or a decode matvec over the repack (N = 1): fast::matvec_mmq's epilogue, same rule;
+    // or a decode matvec over the repack (N = 1): fast::matvec_mmq's epilogue, same rule;
     // record_node also checks that j's region does not overlap the f32 x the matvec reads.
     bool decode = false;
     if (!q.mmq[i] && n.op == Op::MATMUL && n.ne1 >= 1 && n.ne1 <= env.mmv_cols && n.weight) {
@@ -1148,14 +1148,14 @@ bool VulkanContext::node_written(int32_t id) const {
   return id < 0 || size_t(id) >= q81_.fused.size() || (!q81_.fused[size_t(id)] && q81_.epi_into[size_t(id)] < 0);
 }
 
-// [N4] rope_kv: nodes i … i+3 = ROPE (Q), ROPE (K), KV_STORE K of that rope, KV_STORE V of one
+// rope_kv: nodes i … i+3 = ROPE (Q), ROPE (K), KV_STORE K of that rope, KV_STORE V of one
 // layer (blocks::self_attention's order), with the K rope read by nothing else, go into one
 // dispatch at node i; i+1 … i+3 record nothing (the K rope's f32 output is never written).
 void VulkanContext::plan_decode_fusion(const graph::Graph& g, const graph::Plan& p, const ops::Env& env) {
   const size_t nn = g.nodes.size();
   fused_decode_.assign(nn, 0);
   norm_into_.assign(nn, -1);
-  // [N7] a multi-sequence ubatch too (rope_kv reads each token's position and column, POS_BUF = 2).
+  // a multi-sequence ubatch too (rope_kv reads each token's position and column, POS_BUF = 2).
   if (!be_.opts_.fuse_decode || (g.n_tokens != 1 && !g.multi_seq()) || kv_buffers_.empty()) return;
   std::vector<uint32_t> uses(nn, 0);
   for (const graph::Node& n : g.nodes)
@@ -1183,7 +1183,7 @@ void VulkanContext::plan_decode_fusion(const graph::Graph& g, const graph::Plan&
   }
 }
 
-// [N4] An RMSNorm (decode, one column) whose every reader is a matvec over the mmq repack (src 0,
+// An RMSNorm (decode, one column) whose every reader is a matvec over the mmq repack (src 0,
 // N = 1) is folded into those matvecs (fast::MatvecNorm): each reads the norm's input x and weight
 // and scales its sums by 1 / rms(x) itself, and the norm records nothing. Safe when x's arena
 // region is written by no node from the norm to one past its last reader (that reader's epilogue

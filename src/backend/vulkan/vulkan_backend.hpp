@@ -50,33 +50,33 @@ struct VulkanOptions {
   // Dispatches recorded per command buffer before it is submitted without waiting (Recorder::flush),
   // so the GPU starts while the host records the rest; 0 = one command buffer per ubatch.
   uint32_t flush_dispatches = 96;
-  // [N4] Decode (one-token graphs): the command buffer is recorded once per graph shape and
+  // Decode (one-token graphs): the command buffer is recorded once per graph shape and
   // replayed for every later token (Recorder::replay) — rope, the KV store and attention read
   // n_past from a step buffer the host writes before each submit, so nothing recorded depends on
   // it. Re-recorded after any change of the graph, plan, weights or a buffer it binds; never while
   // profiling. false = record every token (A/B, tests). ROCKY_DECODE_REPLAY=0|1 overrides it.
   bool replay_decode = true;
-  // [N4] Decode: rope of Q and K and the K and V cache stores of a layer in one dispatch
+  // Decode: rope of Q and K and the K and V cache stores of a layer in one dispatch
   // (shaders/rope_kv.comp) instead of four. ROCKY_FUSE_DECODE=0|1 overrides it.
   bool fuse_decode = true;
-  // [N4] Decode: an RMSNorm read only by matvecs is folded into them (plan_norm_fold; each matvec
+  // Decode: an RMSNorm read only by matvecs is folded into them (plan_norm_fold; each matvec
   // scales by 1 / rms(x) itself) — 2 dispatches fewer per layer. Off by default: on the H200 it
   // made ffn_gate / ffn_up / attn_q ≈ 5 µs slower each (every workgroup reads the norm weight too)
   // while the norm it removed costs ≈ 4.8 µs (tuning-log #24). ROCKY_FOLD_NORM=0|1 overrides it.
   bool fold_norm = false;
-  // [N7] Matmuls of 2 … this many tokens (a batched decode step, a short ubatch) run as one
+  // Matmuls of 2 … this many tokens (a batched decode step, a short ubatch) run as one
   // multi-column matvec over the repack (weights read once) instead of mul_mmq, whose 64–128-wide
   // token tiles sat mostly empty: on the H200 a 2-sequence step cost more than two 1-token steps
   // (bench -npl: 229 t/s at 1 sequence, 91 at 2). 1 = mul_mmq for every N > 1. ROCKY_MMV_COLS.
   uint32_t matvec_max_cols = 8;
-  // [N4] Matmuls of 1 … this many tokens over a repacked weight run as the int8-dot matvec
+  // Matmuls of 1 … this many tokens over a repacked weight run as the int8-dot matvec
   // (fast::matvec_q8: the q8_1 producers feed it, as they feed mul_mmq) instead of the f32-activation
   // matvec and mul_mmq; 0 = off; at most fast::k_matvec_q8_max_cols. k_matvec_q8_auto (the
   // default): the tuning profile's mmv.q8. Needs shaderIntegerDotProduct (else off). ROCKY_MMV_Q8=N
   // overrides it.
   static constexpr uint32_t k_matvec_q8_auto = ~0u;
   uint32_t matvec_q8 = k_matvec_q8_auto;
-  // [N9] Tokens per chunk of the chunked gated-delta-rule kernel for ubatches of more than one
+  // Tokens per chunk of the chunked gated-delta-rule kernel for ubatches of more than one
   // token (gated_delta_chunk.comp; even, 2 … 128, lowered to fit the device's shared memory);
   // 0 = the serial kernel (gated_delta.comp, always the decode kernel) for every ubatch (A/B).
   // k_delta_chunk_auto (the default): 32, except on NVIDIA, where the serial kernel is faster
@@ -91,7 +91,7 @@ struct VulkanOptions {
   // Where the VkPipelineCache file lives (CACHE_DIR/rocky; "" = not persisted): $XDG_CACHE_HOME or
   // ~/.cache, from runtime::read_env.
   std::string cache_dir;
-  // [N8] Skip the tuning profile `rocky tune` wrote for this device (CACHE_DIR/rocky/profiles): the
+  // Skip the tuning profile `rocky tune` wrote for this device (CACHE_DIR/rocky/profiles): the
   // built-in one (and ROCKY_TUNE) only. CLI --no-profile.
   bool no_profile = false;
   std::string loader;                          // ROCKY_VULKAN_LOADER ("" = libvulkan.so.1)
@@ -131,7 +131,7 @@ class VulkanContext final : public backend::Context {
   uint64_t kv_export_bytes(int32_t n) const override;
   void export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq = 0) override;
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq = 0) override;
-  // [N9] Recurrent state ↔ host bytes (backend.hpp), the same way as the KV cells.
+  // Recurrent state ↔ host bytes (backend.hpp), the same way as the KV cells.
   void export_state(std::span<const int32_t> layers, std::span<uint8_t> dst) override;
   void import_state(std::span<const int32_t> layers, std::span<const uint8_t> src) override;
 
@@ -160,7 +160,7 @@ class VulkanContext final : public backend::Context {
   std::unique_ptr<Recorder> recorder_;
   graph::KvShape kv_{};
   std::vector<Buffer> kv_buffers_;  // [layer · 2 + (0 = K, 1 = V)]
-  // [N9] recurrent state (hybrid models; empty otherwise), sequence 0: [layer · 2 + (0 = conv window,
+  // recurrent state (hybrid models; empty otherwise), sequence 0: [layer · 2 + (0 = conv window,
   // 1 = delta-rule state)], f32, kv_.conv_state / kv_.ssm_state floats (graph.hpp layouts).
   std::vector<Buffer> state_buffers_;
   Buffer arena_;
@@ -169,7 +169,7 @@ class VulkanContext final : public backend::Context {
   Buffer attn_scratch_;  // split decode attention's partial states (ops::attention_scratch_bytes)
   Buffer kv_staging_;    // export_kv / import_kv when the KV buffers are not host-visible
   bool kv_f16_ = false;  // element type of kv_buffers_
-  int32_t n_seq_ = 1;    // [N7] sequences: each layer buffer holds n_seq · n_ctx columns (sequence s from s · n_ctx)
+  int32_t n_seq_ = 1;    // sequences: each layer buffer holds n_seq · n_ctx columns (sequence s from s · n_ctx)
   // Int8 prefill path: planned per compute() (plan_q8_1): which matmuls run mul_mmq, which node
   // outputs get a q8_1 copy in which slot, and which producers write q8_1 only.
   struct Q81Plan {
@@ -189,11 +189,11 @@ class VulkanContext final : public backend::Context {
   std::vector<std::pair<Buffer, Buffer>> q81_slots_;  // (qs, ds)
   Q81Plan q81_;
   uint32_t int8_matmuls_ = 0;
-  uint32_t f32_prefill_matmuls_ = 0;  // [N6] matmuls with N > 1 on the f32 kernels (last compute)
-  uint32_t mmv_matmuls_ = 0;          // [N7] matmuls with 1 < N ≤ matvec_max_cols as the multi-column matvec
+  uint32_t f32_prefill_matmuls_ = 0;  // matmuls with N > 1 on the f32 kernels (last compute)
+  uint32_t mmv_matmuls_ = 0;          // matmuls with 1 < N ≤ matvec_max_cols as the multi-column matvec
   uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
-  // [N4] Decode replay: a counter bumped whenever this context re-creates a buffer that recorded
+  // Decode replay: a counter bumped whenever this context re-creates a buffer that recorded
   // commands bind, and the key of the captured command buffer (the step is word 0 of tokens_;
   // with host_io its device copy step_dev_ {n_past, token id}, written by the command buffer).
   Buffer step_dev_;
@@ -201,7 +201,7 @@ class VulkanContext final : public backend::Context {
   uint64_t replay_key_ = 0;
   uint64_t replay_key_of(const graph::Graph& g, const graph::Plan& p, bool copy_out) const;
   void read_logits(const graph::Graph& g, const graph::Plan& p, bool copy_out, std::span<float> logits);
-  // [N4] Decode fusion: [node] 1 = records rope_kv, 2 = recorded by it, 3 = an RMSNorm folded into
+  // Decode fusion: [node] 1 = records rope_kv, 2 = recorded by it, 3 = an RMSNorm folded into
   // the matvecs that read it (norm_into_[matvec] = the norm's node id, else -1).
   std::vector<uint8_t> fused_decode_;
   std::vector<int32_t> norm_into_;
@@ -275,7 +275,7 @@ class VulkanBackend final : public backend::Backend {
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // stable addresses (ops::Weight::buf)
   std::map<const gguf::TensorInfo*, ops::Weight> weights_;
   uint64_t weight_bytes_ = 0;
-  std::vector<DType> noted_types_;  // [N6] quantized types already noted as not on the int8 path
+  std::vector<DType> noted_types_;  // quantized types already noted as not on the int8 path
   // Bumped whenever the weights or the lab overrides change: recorded decode command buffers of
   // every context are then stale (VulkanOptions::replay_decode).
   uint64_t generation_ = 1;

@@ -29,7 +29,7 @@ struct ArchInfo {
   const char* notes = "";   // one line for `rocky info` / docs
   bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm [n_embd] required (gemma3)
   bool swa = false;         // honours attention.sliding_window and rope.freq_base_swa (gemma3)
-  // [N9] Gated DeltaNet linear-attention layers (ssm.*, full_attention_interval) beside gated
+  // Gated DeltaNet linear-attention layers (ssm.*, full_attention_interval) beside gated
   // full-attention layers, IMROPE sections (qwen35).
   bool hybrid = false;
 };

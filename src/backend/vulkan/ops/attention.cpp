@@ -27,7 +27,7 @@ namespace {
 // GPUs: below this many tokens the per-(head, token) kernel keeps more workgroups in flight (the
 // tiled one launches ceil(N·G / BR) · n_head_kv of them: 2 for one qwen2.5 decode token) — a
 // guess until measured on a GPU. CPU drivers: the tiled kernel is faster at every N measured on
-// lavapipe (1 … 512 tokens; docs/tuning-log.md, [M6] entry 8), so it always runs there.
+// lavapipe (1 … 512 tokens; docs/tuning-log.md, entry 8), so it always runs there.
 constexpr uint32_t k_flash_min_tokens_gpu = 8;
 constexpr uint32_t k_flash_max_hd = 256;
 
@@ -45,7 +45,7 @@ using tune::FlashTile;
 // docs/tuning-log.md #12); the 32 × 32 tile (38 KB of shared memory at head_dim 128) is the
 // fallback order's second. The tables are the built-in profiles' attn / attn_wide.
 
-// [N5] attention_flash_sg's row group is one subgroup: CT must equal a subgroup size the device
+// attention_flash_sg's row group is one subgroup: CT must equal a subgroup size the device
 // cannot vary (VK_EXT_subgroup_size_control's range is one size), with subgroup arithmetic. (WG is
 // then a multiple of the subgroup size: WG = RG · CT.)
 bool sg_ok(const FlashTile& t, const DeviceInfo& d) {
@@ -104,12 +104,12 @@ const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* pr
 // ≈ 0.5 ms per layer there (docs/tuning-log.md). Cut into chunks of k_split_chunk positions (a
 // multiple of the workgroup size), every chunk gets its own workgroup and attention_merge combines
 // them. Below two chunks nothing changes.
-// Only few-token ubatches split (decode; [N7]'s batched decode): a long ubatch already has
+// Only few-token ubatches split (decode, batched decode): a long ubatch already has
 // n_head · n_tokens workgroups, and its scratch would grow with n_tokens.
 constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 8;
 constexpr uint32_t k_merge_wg = 64;  // attention_merge.comp's workgroup (n_split ≤ 4 · WG)
 
-// [N4][N5][N7] attention_decode.comp serves few-token ubatches (decode, batched decode, short ubatches)
+// attention_decode.comp serves few-token ubatches (decode, batched decode, short ubatches)
 // on NVIDIA GPUs with subgroup arithmetic (the measured ones; Mali spills with it, other GPUs are
 // unmeasured: the per-(head, token) kernels stay there), when the shape fits its layout: head_dim
 // a multiple of 8 up to 2·WG, ≤ 8 query heads per KV head (and, at dispatch, K 16-byte aligned, V
@@ -177,7 +177,7 @@ SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs&
   return {chunk, static_cast<uint32_t>(n_split)};
 }
 
-// [N3]/[N5] Flash attention with split keys: a ubatch of few query rows over a long cache (an
+// /Flash attention with split keys: a ubatch of few query rows over a long cache (an
 // agent's next message at depth 5,000: 50 tokens × 8 heads per KV head = 25 row blocks × 2 KV heads
 // on qwen2.5-3b) gives a grid of a few dozen workgroups, each walking every key — most of a big
 // GPU idles. Below k_fa_split_groups workgroups of the tile the key range is cut into chunks (a
@@ -248,7 +248,7 @@ const FlashTile* pick_flash(const Env& e, const AttnArgs& a, FlashTile* scratch,
 bool want_flash(const Env& e, const AttnArgs& a) {
   const LabOptions* lab = e.lab;
   const DeviceInfo& d = e.info;
-  if (e.tok_pos) return false;  // [N7] per-token key ranges: the per-(head, token) kernels
+  if (e.tok_pos) return false;  // per-token key ranges: the per-(head, token) kernels
   const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
   if (force && (std::strcmp(force, "simple") == 0 || std::strcmp(force, "decode") == 0)) return false;
   if (force && std::strcmp(force, "flash") == 0) return true;
@@ -286,7 +286,7 @@ void dispatch_split_merge(Env& e, const Pipeline& kernel, std::span<const Bound>
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label) {
   constexpr uint32_t k_wg = 64, k_dpt = 8, k_hd_max = k_wg * k_dpt;  // DPT in attention.comp
-  // [N5] Dim pairs per invocation (one 32-bit load per two f16 V values; tuning-log #32) except on
+  // Dim pairs per invocation (one 32-bit load per two f16 V values; tuning-log #32) except on
   // Mali, where they double the work registers (64: half occupancy on the G610).
   const uint32_t pairs = e.info.vendor_id == 0x13B5 ? 0u : 1u;
   if (a.head_dim > k_hd_max) fail("{}: head_dim {} > {} supported by attention.comp", label, a.head_dim, k_hd_max);
@@ -326,7 +326,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
     const SplitPlan sp = fsp;
     const uint64_t need = uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
     // The scratch is sized from the graph before recording (attention_scratch_bytes); a part
-    // recorded without the step buffer ([N7]'s lead run) may plan a split the scratch lacks: unsplit.
+    // recorded without the step buffer (a batched step's lead run) may plan a split the scratch lacks: unsplit.
     const bool split = sp.n_split > 1 && e.attn_scratch != nullptr && e.attn_scratch->size() >= need;
     auto pipe = [&](uint32_t split_sc) -> const Pipeline& {
       const char* name = t.sg ? "attention_flash_sg" : t.roll ? "attention_flash_roll" : "attention_flash";

@@ -1,4 +1,4 @@
-// [N6] gelu_mul — shaders/gelu_mul.comp (GeGLU, elementwise over n elements); scale —
+// gelu_mul — shaders/gelu_mul.comp (GeGLU, elementwise over n elements); scale —
 // shaders/scale.comp (out = a · s).
 #include <cstring>
 

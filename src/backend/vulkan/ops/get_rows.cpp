@@ -37,7 +37,7 @@ uint64_t rows_per_window(Env& e, const Weight& w) {
   return (max - slack) / w.row_bytes;
 }
 
-// [N4] get_rows_mmq.comp: the rows of the weight's mmq repack (its only device copy), windows of
+// get_rows_mmq.comp: the rows of the weight's mmq repack (its only device copy), windows of
 // whole rows as fast::for_each_mmq_window binds them.
 static void get_rows_mmq(Env& e, const Weight& w, Region tokens, uint32_t n_tokens, Region out,
                          const std::string& label) {

@@ -1,4 +1,4 @@
-// [N9] The hybrid linear-attention ops of qwen35 (graph.hpp SSM_CONV, GATED_DELTA, TAKE_ROWS,
+// The hybrid linear-attention ops of qwen35 (graph.hpp SSM_CONV, GATED_DELTA, TAKE_ROWS,
 // SIGMOID_MUL): shaders/ssm_conv.comp, gated_delta.comp (decode, serial), gated_delta_chunk.comp
 // (prefill, chunked), take_rows.comp, sigmoid_mul.comp.
 #include <algorithm>

@@ -10,7 +10,7 @@
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/push_constants.hpp"
 #include "core/error.hpp"
-#include "backend/vulkan/ops/matmul_fast.hpp"  // [M5]
+#include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/shaders/fast_abi.h"
 
 namespace rocky::vulkan::ops {
@@ -39,7 +39,7 @@ bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n) {
   if (e.matmul != MatmulPath::AUTO && e.matmul != MatmulPath::MMQ) return false;
   if (e.prof == nullptr || w.mmq_buf == nullptr || n < 1 || !fast::mmq_supports(w.type) || w.ne0 % 32 != 0)
     return false;
-  const bool q8 = n <= e.mmv_q8 && e.info.int8_dot && matvec_uses_mmq(e, w);        // [N4] the int8-dot matvec
+  const bool q8 = n <= e.mmv_q8 && e.info.int8_dot && matvec_uses_mmq(e, w);        // the int8-dot matvec
   if (!q8 && (n == 1 || (n <= e.mmv_cols && matvec_uses_mmq(e, w)))) return false;  // matvec_mmq, f32 x
   const uint64_t lim = e.rec.max_binding();
   return fast::q8_1_qs_bytes(w.ne0, n) <= lim && fast::q8_1_ds_bytes(w.ne0, n) <= lim &&
@@ -124,7 +124,7 @@ MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof,
   // A profile's rule may not fit a smaller device: its shared-memory reduction needs rows · wg floats.
   while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
   if (q8_cols < 2) return s;
-  // [N7] matvec_q8 of several columns: the profile's column shape (MatvecRule::cols_wg /
+  // matvec_q8 of several columns: the profile's column shape (MatvecRule::cols_wg /
   // cols_rows, unroll 2), or ROCKY_MMV_COLS_SHAPE=WG,ROWS in its place (tuning experiments).
   uint32_t cols_wg = c.cols_wg, cols_rows = c.cols_rows;
   if (const std::string& v = lab != nullptr ? lab->mmv_cols_shape : std::string(); !v.empty()) {
@@ -162,7 +162,7 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
     fail("{}: matvec_mmq norm weight holds {} bytes, {} needed", label, norm->weight.bytes, w.ne0 * 4);
   MatvecShape sh =
       e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
-  if (n > 1) {  // [N7] fewer x values per step as columns grow (registers), and ROWS·n ≤ WG (stores)
+  if (n > 1) {  // fewer x values per step as columns grow (registers), and ROWS·n ≤ WG (stores)
     sh.split = std::max(sh.split, n <= 2 ? 0u : (n <= 4 ? 1u : 2u));
     // ROCKY_MMV_COL_SPLIT=0|1|2 replaces that rule (whole / half / quarter blocks per step for every
     // n > 1): the experiment of lab/h200-bstep.sh (wider loads and fewer loop rounds against the x
@@ -266,7 +266,7 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
     matvec_mmq(e, w, x, y, label);
     return;
   }
-  // [N7] A few columns (a batched decode step, a short ubatch): one multi-column matvec.
+  // A few columns (a batched decode step, a short ubatch): one multi-column matvec.
   if (n > 1 && n <= e.mmv_cols && n <= fast::k_matvec_max_cols && matvec_uses_mmq(e, w) &&
       uint64_t{w.ne0} * n * 4 + 256 <= e.rec.max_binding() && uint64_t{w.rows} * n * 4 + 256 <= e.rec.max_binding()) {
     fast::matvec_mmq(e, w, x, y, label, {}, nullptr, n);
@@ -280,7 +280,7 @@ void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::
     matmul_q8_1(e, w, qs, ds, n, y, label);
     return;
   }
-  // [N4] Only the mmq repack on the device (the backend's default): a product the int8 path does
+  // Only the mmq repack on the device (the backend's default): a product the int8 path does
   // not take (its q8_1 / y regions over one binding, or no q8_1 scratch) runs per token column
   // over the repack with f32 activations.
   if (w.buf == nullptr) {

@@ -281,7 +281,7 @@ void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint
                    ops::Region ds, const std::string& label) {
   if (ne0 % 32) fail("rms_norm_q8_1: ne0 = {} is not a multiple of 32", ne0);
   const uint32_t wg = rms_norm_q8_1_wg(e.info);
-  // [N4] ≤ 8 columns (decode, a batched step): Σx² in two flat passes instead of the tree.
+  // ≤ 8 columns (decode, a batched step): Σx² in two flat passes instead of the tree.
   const uint32_t flat = n_cols <= k_matvec_max_cols && wg % 32 == 0 ? 1u : 0u;
   const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}, {ROCKY_SC_RMS_FLAT, flat}});
   Bound bx = ops::bind(e, x, false), bw = ops::bind(e, w, false), bq = ops::bind(e, qs, true),
@@ -312,7 +312,7 @@ void mul_mmq(ops::Env& e, const tune::DeviceProfile& prof, const ops::Weight& w,
     fail("{}: mul_mmq does not support weight type {} (supported: {})", w.name, dtype_name(w.type),
          mmq_supported_types());
   if (use_dot && !e.info.int8_dot) fail("{}: the device has no shaderIntegerDotProduct (use the fallback)", w.name);
-  if (use_dot && n <= e.mmv_q8 && ops::matvec_uses_mmq(e, w)) {  // [N4] few columns: the int8-dot matvec
+  if (use_dot && n <= e.mmv_q8 && ops::matvec_uses_mmq(e, w)) {  // few columns: the int8-dot matvec
     matvec_q8(e, w, qs, ds, n, y, label, epi);
     return;
   }

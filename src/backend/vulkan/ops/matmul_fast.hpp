@@ -1,4 +1,4 @@
-// [M5] Host side of the fast prefill matmul kernels:
+// Host side of the fast prefill matmul kernels:
 //  - quantize_q8_1 (shaders/quantize_q8_1.comp): f32 activations [K, N] → rocky's q8_1 layout
 //    (fast_abi.h): `qs` = N·K int8 values as 8 words per 32-block (token-major), `ds` = N·K/32
 //    pairs (d, d·Σq) as f32.
@@ -9,7 +9,7 @@
 //    residual in the same dispatch (MmqEpilogue).
 //
 // The mmq layout (repack_for_mmq; shaders/common/mul_mmq.glsl, matvec_mmq.glsl, get_rows_mmq.comp
-// read it) for a weight of `rows` rows of K values (K a multiple of 32), in one buffer. [N4] It is
+// read it) for a weight of `rows` rows of K values (K a multiple of 32), in one buffer. It is
 // the weight's only device copy (the GGUF rows are not uploaded), so it is kept about as compact
 // as the GGUF blocks:
 //  - values at byte 0, row r at r · q_row_bytes: per 32-block of the row, 32 signed int8 (q8_0: q;
@@ -113,7 +113,7 @@ struct MmqEpilogue {
   ops::Region operand{};  // BIAS: ≥ M floats; RESIDUAL: ≥ M·N floats
 };
 
-// [N4] The decode matvec (ops::matvec_mmq; shaders/common/matvec_mmq.glsl) with mul_mmq's
+// The decode matvec (ops::matvec_mmq; shaders/common/matvec_mmq.glsl) with mul_mmq's
 // epilogue: y[m] = (W·x)[m] + operand[m] (BIAS: operand = the bias [M]; RESIDUAL: the residual
 // stream [M], N = 1). Same aliasing rule as mul_mmq (the operand may BE y; x must not overlap y).
 // With `norm` (its weight: f32 [K]): x is the raw input of an RMSNorm folded into the matvec, y =
@@ -123,13 +123,13 @@ struct MatvecNorm {
   ops::Region weight{};
   float eps = 0;
 };
-// [N7] n > 1 (≤ k_matvec_max_cols): n columns in one dispatch, x [K, n], y [M, n] (and a
+// n > 1 (≤ k_matvec_max_cols): n columns in one dispatch, x [K, n], y [M, n] (and a
 // residual operand [M, n]), the weights read once (no norm then).
 constexpr uint32_t k_matvec_max_cols = 8;
 void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y, const std::string& label,
                 const MmqEpilogue& epi, const MatvecNorm* norm = nullptr, uint32_t n = 1);
 
-// [N4][N7] The int8-dot matvec (shaders/common/matvec_q8.glsl): y [M, n] = W · x for n ≤ 64
+// The int8-dot matvec (shaders/common/matvec_q8.glsl): y [M, n] = W · x for n ≤ 64
 // columns with x in q8_1 (qs, ds as quantize_q8_1 / rms_norm_q8_1 / silu_mul_q8_1 write them,
 // mul_mmq's input), packed int8 dots per 16-value half, scales per block, f32 accumulation — the
 // products of mul_mmq, computed as a matvec: a workgroup takes a few rows for up to 8 columns and
@@ -152,7 +152,7 @@ struct MatvecShape {
   bool subgroup = false;
 };
 MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k);
-// [N8] The same from a profile's rule (prof.mmv); the overload above uses the built-in profile of
+// The same from a profile's rule (prof.mmv); the overload above uses the built-in profile of
 // the device's class (tune::builtin_for_device). q8_cols ≥ 2: matvec_q8's shape for that many
 // columns per workgroup — the rule's cols_wg × cols_rows (unroll 2) where it sets one, or
 // ROCKY_MMV_COLS_SHAPE=WG,ROWS; ROCKY_MMV_SHAPE wins over both.

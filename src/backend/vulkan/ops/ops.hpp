@@ -35,9 +35,9 @@ struct Weight {
   uint64_t rows = 0;
   uint64_t row_bytes = 0;
   std::string name;
-  // [M5] The same rows repacked for mul_mmq (fast::repack_for_mmq; layout in matmul_fast.hpp),
+  // The same rows repacked for mul_mmq (fast::repack_for_mmq; layout in matmul_fast.hpp),
   // present when the backend uses the int8 path: values at byte 0 (mmq_q_row_bytes per row), scale
-  // groups at byte mmq_s_offset (mmq_s_row_bytes per row). nullptr otherwise. [N4] The backend
+  // groups at byte mmq_s_offset (mmq_s_row_bytes per row). nullptr otherwise. The backend
   // then uploads only the repack: `buf` is nullptr and every kernel reads mmq_buf (get_rows_mmq,
   // matvec_mmq, mul_mmq; N > 1 matmuls the int8 path cannot take run as matvec_mmq per column).
   const Buffer* mmq_buf = nullptr;
@@ -72,7 +72,7 @@ inline MatmulTile default_tile(const DeviceInfo& d) {
 //           Error vs exact math: that of 8-bit activation blocks (../shared/reference/README.md:
 //           ≤ 0.35 absolute on the logits, like llama.cpp's CPU).
 //   MM    — mul_mm with f32 shared-memory tiles (weights dequantized; NMSE ≤ 1e-6 vs f64).
-//   BASIC — shaders/matmul.comp (the [M4] tiled kernel; f32, windows/chunks over any binding size).
+//   BASIC — shaders/matmul.comp (the tiled kernel; f32, windows/chunks over any binding size).
 //   AUTO  — the default: MMQ (faster than the f32 kernels on the H200 at ub ≥ 128, 2.3× at ub 512,
 //           docs/PERF.md; ≈ 4× on lavapipe).
 enum class MatmulPath { AUTO, MMQ, MM, BASIC };
@@ -80,7 +80,7 @@ enum class MatmulPath { AUTO, MMQ, MM, BASIC };
 MatmulPath parse_matmul_path(const std::string& s, const std::string& what);
 const char* matmul_path_name(MatmulPath p);
 
-// [N9] gated_delta.comp's tile: value columns per workgroup, state rows per invocation (d_k / rows
+// gated_delta.comp's tile: value columns per workgroup, state rows per invocation (d_k / rows
 // parts per column; WG = cols · d_k / rows). 16 × 16 by default: rows 32 put the state in
 // thread-local storage on the Mali-G610 (tests/fast/test_mali.cpp). `chunk`: tokens per chunk of
 // the chunked prefill kernel (gated_delta_chunk.comp, same cols / rows; even, 2 … 128), used for
@@ -111,23 +111,23 @@ struct Env {
   const Buffer* attn_scratch = nullptr;
   // Lab overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE); nullptr = none.
   const LabOptions* lab = nullptr;
-  // [N4] The step buffer (uint [0] = n_past, written by the host before each submit; the backend
+  // The step buffer (uint [0] = n_past, written by the host before each submit; the backend
   // uses word 0 of its token buffer): when set,
   // rope, kv_store, attention and rope_kv read the cache position from it (ROCKY_SC_POS_BUF) and
   // bind whole KV buffers, so nothing recorded depends on n_past and a decode command buffer can
   // be replayed (VulkanOptions::replay_decode). The n_past arguments are then ignored.
   const Buffer* step = nullptr;
-  DeltaTile delta;  // [N9] gated_delta's tile
-  // [N7] Matmuls of up to this many columns (tokens) run as one multi-column decode matvec over
+  DeltaTile delta;  // gated_delta's tile
+  // Matmuls of up to this many columns (tokens) run as one multi-column decode matvec over
   // the repack (fast::matvec_mmq, weights read once) instead of mul_mmq; 1 = only N = 1. The
   // backend sets VulkanOptions::matvec_max_cols.
   uint32_t mmv_cols = 1;
-  // [N4][N7] Matmuls of 1 … this many tokens over a repacked weight take the int8-dot matvec
+  // Matmuls of 1 … this many tokens over a repacked weight take the int8-dot matvec
   // (fast::matvec_q8: q8_1 activations from the producers, packed dots) instead of matvec_mmq (f32
   // x, ≤ mmv_cols) and mul_mmq; 0 = off. Needs shaderIntegerDotProduct. The backend sets it from
   // VulkanOptions::matvec_q8 (the profile's mmv.q8; ROCKY_MMV_Q8).
   uint32_t mmv_q8 = 0;
-  // [N7] A multi-sequence ubatch: `step` (set too) holds the per-token table of abi.h's
+  // A multi-sequence ubatch: `step` (set too) holds the per-token table of abi.h's
   // k_tok_table (position, sequence's first cache column) and the kernels run with POS_BUF = 2;
   // attention runs the per-(head, token) kernels (attention_step / attention_split), never the
   // tiled one (its query rows would need key ranges of their own).
@@ -144,7 +144,7 @@ void rms_norm(Env& e, Region x, Region w, uint32_t ne0, uint32_t n_cols, float e
 void matmul(Env& e, const Weight& w, Region x, uint32_t n, Region y, const std::string& label);
 // True when a prefill matmul of `w` over N = n tokens runs on the int8 path under e.matmul and
 // e.prof (w carries its mmq repack; the q8_1 activations [K, n] and y [M, n] each fit one binding);
-// [N4] also for 1 ≤ n ≤ e.mmv_q8 (the int8-dot matvec, fast::matvec_q8) on a device with int8 dot.
+// also for 1 ≤ n ≤ e.mmv_q8 (the int8-dot matvec, fast::matvec_q8) on a device with int8 dot.
 bool matmul_uses_q8_1(const Env& e, const Weight& w, uint32_t n);
 // The int8 path's product from activations already in q8_1 (fast::q8_1_qs_bytes / ds_bytes of
 // [K, n] at offset 0 of qs / ds): mul_mmq, OpSDot where the device has it. Needs e.prof.
@@ -156,7 +156,7 @@ void binary_elementwise(Env& e, const char* shader, Region a, Region b, uint32_t
 void add(Env& e, Region a, Region b, uint64_t n, Region out, const std::string& label);
 void bias_add(Env& e, Region a, Region bias, uint32_t ne0, uint64_t n, Region out, const std::string& label);
 void silu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
-// [N6] out = gelu_tanh(gate) · up (shaders/gelu_mul.comp); out = a · s (shaders/scale.comp).
+// out = gelu_tanh(gate) · up (shaders/gelu_mul.comp); out = a · s (shaders/scale.comp).
 void gelu_mul(Env& e, Region gate, Region up, uint64_t n, Region out, const std::string& label);
 void scale(Env& e, Region a, float s, uint64_t n, Region out, const std::string& label);
 void take_cols(Env& e, Region x, uint32_t ne0, uint32_t first_col, uint32_t n_cols, Region out,
@@ -170,7 +170,7 @@ void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& la
 // cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16).
 void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache,
               const std::string& label);
-// [N4] rope of q → qo, rope of k → the K cache and v → the V cache at columns n_past + j, one
+// rope of q → qo, rope of k → the K cache and v → the V cache at columns n_past + j, one
 // dispatch (shaders/rope_kv.comp); q [head_dim·n_head, N], k and v [head_dim·n_head_kv, N]; the
 // caches as kv_store's (whole buffers). a.n_head = Q heads; n_head_kv = K/V heads.
 void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n_head_kv, Region qo, Region k_cache,
@@ -178,9 +178,9 @@ void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n
 struct AttnArgs {
   uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
   float scale;
-  uint32_t window = 0;    // [N6] sliding window (graph::AttnParams::window); 0 = every earlier key
-  uint32_t n_kv_max = 0;  // [N7] the longest key range of the ubatch's tokens; 0 = n_past + n_tokens
-  uint32_t tok0 = 0;      // [N7] Env::tok_pos: this call's token j is token tok0 + j of the step's table
+  uint32_t window = 0;    // sliding window (graph::AttnParams::window); 0 = every earlier key
+  uint32_t n_kv_max = 0;  // the longest key range of the ubatch's tokens; 0 = n_past + n_tokens
+  uint32_t tok0 = 0;      // Env::tok_pos: this call's token j is token tok0 + j of the step's table
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label);
@@ -192,7 +192,7 @@ uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
 // key, so that a token crossing into the next chunk records the step again.
 uint64_t attention_split_signature(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a);
 
-// [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS / SIGMOID_MUL).
+// Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS / SIGMOID_MUL).
 // out[i, j] = x[first_row + i, j] for i < ne0 (x has in_ne0 rows).
 void take_rows(Env& e, Region x, uint32_t in_ne0, uint32_t first_row, uint32_t ne0, uint32_t n_cols, Region out,
                const std::string& label);

@@ -1,5 +1,5 @@
-// rms_norm — shaders/rms_norm.comp: one workgroup per column; [N4] up to k_vec_cols columns (the
-// decode token, [N7] a multi-sequence step's decode tokens) whose ne0 and offsets are multiples of 4
+// rms_norm — shaders/rms_norm.comp: one workgroup per column; up to k_vec_cols columns (the
+// decode token, a multi-sequence step's decode tokens) whose ne0 and offsets are multiples of 4
 // go to shaders/rms_norm_vec.comp (x in registers, vec4 loads, a two-pass shared reduction: one
 // short workgroup per column instead of a barrier tree).
 #include <algorithm>

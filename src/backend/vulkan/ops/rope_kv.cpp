@@ -1,4 +1,4 @@
-// rope_kv — shaders/rope_kv.comp: [N4] rope Q, rope K and store K and V in one decode dispatch.
+// rope_kv — shaders/rope_kv.comp: rope Q, rope K and store K and V in one decode dispatch.
 #include <algorithm>
 
 #include "backend/vulkan/ops/ops.hpp"

@@ -36,11 +36,11 @@ using uint = uint32_t;
 // Attention: keys per block (BC) of the online-softmax loop; max head_dim (HD_MAX).
 #define ROCKY_SC_BC 8
 #define ROCKY_SC_HD_MAX 9
-// [N4] 1: the cache position n_past is read from the step buffer (uint [0], written by the host
+// 1: the cache position n_past is read from the step buffer (uint [0], written by the host
 // before each submit) instead of the push constant, so a recorded decode command buffer can be
 // replayed for every token (rope, kv_store, attention, attention_flash, rope_kv).
 #define ROCKY_SC_POS_BUF 10
-// [N7] POS_BUF = 2: a multi-sequence ubatch (graph::Graph::seq / pos): the step buffer holds, per
+// POS_BUF = 2: a multi-sequence ubatch (graph::Graph::seq / pos): the step buffer holds, per
 // token j, its position at word k_tok_table + 2j and its sequence's first cache column (seq ·
 // n_ctx) at word k_tok_table + 2j + 1; token j's cache column is their sum (rope, kv_store,
 // rope_kv, attention_step, attention_split).
@@ -136,11 +136,11 @@ struct AttnPC {
   uint k_off;
   uint v_off;
   float scale;
-  uint window;  // [N6] sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
-  uint tok0;    // [N7] POS_BUF = 2: token j of this dispatch is token tok0 + j of the step's table
+  uint window;  // sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
+  uint tok0;    // POS_BUF = 2: token j of this dispatch is token tok0 + j of the step's table
 };
 
-// [N4] rope_kv: rope of Q [head_dim·n_head, N] → qo, rope of K and V [head_dim·n_head_kv, N] →
+// rope_kv: rope of Q [head_dim·n_head, N] → qo, rope of K and V [head_dim·n_head_kv, N] →
 // the K / V cache columns n_past + j (shaders/rope_kv.comp).
 struct RopeKvPC {
   uint head_dim;
@@ -183,7 +183,7 @@ struct AttnSplitPC {
   uint s_off;    // element offset of the scratch rows (attention_split binding 3, merge binding 0)
 };
 
-// ---- [M6] attention_flash.comp (tiled prefill attention; push constants: AttnSplitPC) ----
+// ---- attention_flash.comp (tiled prefill attention; push constants: AttnSplitPC) ----
 // Query rows per workgroup (BR), rows per invocation (TR), keys per invocation (TC; keys per
 // block BC = TC · WG / (BR / TR)), exact head_dim (HD, a multiple of 4).
 #define ROCKY_SC_FA_BR 40
@@ -192,24 +192,24 @@ struct AttnSplitPC {
 #define ROCKY_SC_FA_HD 43
 // 1: K/V blocks are fetched into registers one phase ahead (global loads overlap compute).
 #define ROCKY_SC_FA_PREFETCH 44
-// [N3]/[N5] 1: the workgroup walks one chunk of the key range (grid z = split) and stores a partial
+// /1: the workgroup walks one chunk of the key range (grid z = split) and stores a partial
 // state for attention_merge.comp (AttnSplitPC's layout) instead of the output.
 #define ROCKY_SC_FA_SPLIT 46
-// [N5] 1 (with ROCKY_SC_KV_F16 = 1): K/V blocks staged in shared memory as packed f16 (the cache's
+// 1 (with ROCKY_SC_KV_F16 = 1): K/V blocks staged in shared memory as packed f16 (the cache's
 // bits; half the bytes of f32), converted where the products read them.
 #define ROCKY_SC_FA_KVH 56
 // attention.comp / attention_step.comp / attention_split.comp: the exact head_dim when each key's
 // dot product may read K in 16-byte units (head_dim a multiple of 8 with f16 K, of 4 with f32, and
 // K's element offset aligned alike); 0 = one element at a time (any head_dim).
 #define ROCKY_SC_ATTN_HD 45
-// [N5] attention / attention_step / attention_split: 1 = each invocation owns dim pairs (one 32-bit
+// attention / attention_step / attention_split: 1 = each invocation owns dim pairs (one 32-bit
 // load per two f16 V values); 0 (the Mali-G610's register budget) = single dims.
 #define ROCKY_SC_ATTN_PAIRS 54
-// [N4][N5][N7] attention_decode.comp: query heads per KV head (n_head / n_head_kv, ≤ 8) that one
+// attention_decode.comp: query heads per KV head (n_head / n_head_kv, ≤ 8) that one
 // workgroup serves from each K/V read.
 #define ROCKY_SC_ATTN_GQA 55
 
-// ---- [N9] Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS) ----
+// ---- Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS) ----
 // take_rows: out[i, j] = x[first_row + i, j], i < ne0 (out rows), x columns of in_ne0 rows.
 struct TakeRowsPC {
   uint ne0;
@@ -253,7 +253,7 @@ struct GatedDeltaPC {
 // Value columns per workgroup, state rows per invocation (the tile of gated_delta.comp).
 #define ROCKY_SC_DELTA_COLS 50
 #define ROCKY_SC_DELTA_ROWS 51
-// [N9] gated_delta_chunk.comp: tokens per chunk of the chunkwise-parallel delta rule (even).
+// gated_delta_chunk.comp: tokens per chunk of the chunkwise-parallel delta rule (even).
 #define ROCKY_SC_DELTA_CHUNK 52
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 #version 450
-// attention_decode ([N4][N5][N7] decode and batched decode over a long KV cache): causal GQA
+// attention_decode (decode and batched decode over a long KV cache): causal GQA
 // attention for ubatches of few tokens, one workgroup per (KV head, token, key chunk) serving all
 // GQA = n_head / n_head_kv query heads of that KV head, so each K and V value is read from memory
 // once per token instead of once per query head (the per-(head, token) kernels of

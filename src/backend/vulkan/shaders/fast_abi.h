@@ -1,4 +1,4 @@
-// [M5] ABI of the fast matmul and roofline shaders (host: src/backend/vulkan/ops/matmul_fast.cpp,
+// ABI of the fast matmul and roofline shaders (host: src/backend/vulkan/ops/matmul_fast.cpp,
 // src/backend/vulkan/roofline.cpp). Same rules as abi.h: 32-bit scalars only.
 //
 // Specialization ids 2..6 (BM, BN, BK, TM, TN) are abi.h's; the fast kernels add WM, WN (the
@@ -31,7 +31,7 @@ namespace rocky::vulkan::abi {
 #define ROCKY_MMQ_EPI_NONE 0
 #define ROCKY_MMQ_EPI_BIAS 1
 #define ROCKY_MMQ_EPI_RESIDUAL 2
-// [N4] matvec_mmq (decode): values per step and invocation = 32 >> SPLIT (0: a whole 32-block,
+// matvec_mmq (decode): values per step and invocation = 32 >> SPLIT (0: a whole 32-block,
 // 1: half, 2: a quarter — fewer live registers, the Mali variant).
 #define ROCKY_SC_MMV_HALF 28
 // matvec_mmq: 1 = x read as vec4 (the host sets it when x's element offset is a multiple of 4).
@@ -40,13 +40,13 @@ namespace rocky::vulkan::abi {
 #define ROCKY_SC_MMV_UNROLL 31
 // rms_norm_vec: vec4 of x each invocation holds (1..8).
 #define ROCKY_SC_RMS_PER 30
-// [N4] matvec_mmq: 1 = x is the raw input of an RMSNorm folded into this matvec (binding 5: the
+// matvec_mmq: 1 = x is the raw input of an RMSNorm folded into this matvec (binding 5: the
 // norm's weight [K] at float offset n_off; eps in MatmulMmqPC): y = (W·(x ∘ w_norm)) / rms(x).
 #define ROCKY_SC_MMV_NORM 32
-// [N7] matvec_mmq: columns (tokens) per dispatch, 1 … 8: each weight unit is loaded once for all of
+// matvec_mmq: columns (tokens) per dispatch, 1 … 8: each weight unit is loaded once for all of
 // them (x [K, n], y / residual [ldy, n]).
 #define ROCKY_SC_MMV_COLS 33
-// [N4] rms_norm_q8_1: 1 = Σx² reduced in two shared-memory passes (two barriers, as rms_norm_vec)
+// rms_norm_q8_1: 1 = Σx² reduced in two shared-memory passes (two barriers, as rms_norm_vec)
 // instead of the barrier tree; the host sets it for the few columns of a decode step.
 #define ROCKY_SC_RMS_FLAT 53
 
@@ -119,7 +119,7 @@ struct MatmulMmqPC {
   float eps;   // … and the norm's epsilon
 };
 
-// [N4] get_rows_mmq: rows of the mmq repack (bindings 0 values, 1 scale groups; ops/get_rows.cpp).
+// get_rows_mmq: rows of the mmq repack (bindings 0 values, 1 scale groups; ops/get_rows.cpp).
 struct GetRowsMmqPC {
   uint ne0;  // row length K (a multiple of 32)
   uint n_tokens;

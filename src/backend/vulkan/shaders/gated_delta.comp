@@ -1,5 +1,5 @@
 #version 450
-// [N9] gated_delta: the gated delta rule of qwen35's linear-attention layers (graph.hpp
+// gated_delta: the gated delta rule of qwen35's linear-attention layers (graph.hpp
 // GATED_DELTA), token by token over the ubatch with the state in registers. One workgroup per
 // (block of DELTA_COLS value columns, value head j); invocation (col, part) holds the DELTA_ROWS
 // state rows part·ROWS … of column col, so d_k = P · ROWS with P = WG / COLS parts. Per token:

@@ -1,5 +1,5 @@
 #version 450
-// [N9] gated_delta_chunk: the gated delta rule of qwen35's linear-attention layers (graph.hpp
+// gated_delta_chunk: the gated delta rule of qwen35's linear-attention layers (graph.hpp
 // GATED_DELTA) for prefill, in the chunkwise-parallel form of Yang, Kautz & Hatamizadeh 2024,
 // "Gated Delta Networks: Improving Mamba2 with Delta Rule" (§3.3, the WY / UT-transform
 // representation of the delta rule, with the gate decay folded in). Same bindings, push constants

@@ -1,5 +1,5 @@
 #version 450
-// [N6] gelu_mul (Gemma's GeGLU): out = gelu_tanh(a) · b with ggml's tanh approximation
+// gelu_mul (Gemma's GeGLU): out = gelu_tanh(a) · b with ggml's tanh approximation
 // gelu(x) = 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))), in f32 (ggml-cpu reads GELU from an f16
 // table; exact f32 is what ../shared/reference/README.md measures as the ideal). The tanh argument
 // is clamped to ±10 (tanh(10) = 1 in f32) so that no driver's exp-based tanh overflows to NaN.

@@ -1,5 +1,5 @@
 #version 450
-// [N4] get_rows over rocky's mmq repack (ops/matmul_fast.hpp; the weight's only device copy when
+// get_rows over rocky's mmq repack (ops/matmul_fast.hpp; the weight's only device copy when
 // the int8 path is on): out[:, j] = dequant(W[:, tok[j]]) for tokens whose row is in this weight
 // window, value i of a row = s0 · q_i (q6_K: the scale of its half), q4_K / q5_K / q5_1 s0 · q_i + s1
 // (common/mmq_scales.glsl): the same f32 values as ggml's dequantize_row_* (bit-exact; `precise`

@@ -2,7 +2,7 @@
 // rms_norm_q8_1: rms_norm whose output is written as q8_1 for the next mul_mmq (fast_abi.h,
 // ProducerQ81PC). One workgroup per column (WG a multiple of 32). Σx² is summed in the same order as
 // rms_norm.comp at the same WG (invocation t: x[t], x[t+WG], ... sequentially, then the tree), with
-// four loads in flight per step; [N4] FLAT (a decode step's few columns, where the dispatch's
+// four loads in flight per step; FLAT (a decode step's few columns, where the dispatch's
 // latency is its cost): the tree's log2(WG) barriers become two shared-memory passes. The q8_1 pass: 8 invocations per 32-block
 // (common/q8_1_store.glsl), each reading 4 consecutive values of x and w (vec4 when the offsets are
 // 16-byte aligned); WG/8 blocks per round, the next round's loads issued before this round's

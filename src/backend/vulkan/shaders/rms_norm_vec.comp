@@ -1,5 +1,5 @@
 #version 450
-// [N4] rms_norm_vec: out[:, j] = x[:, j] / sqrt(mean(x[:, j]²) + eps) · w, like rms_norm.comp (up to
+// rms_norm_vec: out[:, j] = x[:, j] / sqrt(mean(x[:, j]²) + eps) · w, like rms_norm.comp (up to
 // the order of the Σx² summation) for columns whose ne0 is a multiple of 4 with x, w and out at
 // element offsets that are multiples of 4 — the decode token's norm in one short dispatch. One
 // workgroup per column; invocation t holds the PER vec4 t, t + WG, … of x in registers (one load

@@ -1,5 +1,5 @@
 #version 450
-// [N4] rope_kv (decode): one layer's rope of Q, rope of K and the K and V cache stores in one
+// rope_kv (decode): one layer's rope of Q, rope of K and the K and V cache stores in one
 // dispatch (was four: rope Q, rope K, kv_store K, kv_store V). Same rotation as rope.comp (token j
 // at position n_past + j; n_past from the step buffer when POS_BUF = 1): theta_i = pos ·
 // freq_scale · freq_base^(-2i / n_rot) / ff[i]; NORMAL rotates (x[2i], x[2i+1]), NEOX (x[i],
@@ -91,7 +91,7 @@ void main() {
   const uint n_past = POS_BUF == 1u ? step_pos[0] : pc.n_past;
   const uint e = 2u * p;
   const uint n_embd_kv = pc.head_dim * pc.n_head_kv;
-  // [N7] POS_BUF = 2: token j's own position and cache column (abi.h's k_tok_table).
+  // POS_BUF = 2: token j's own position and cache column (abi.h's k_tok_table).
   const uint tpos = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j] : n_past + j;
   const uint col = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j + 1u] + tpos : tpos;
   vec2 r;

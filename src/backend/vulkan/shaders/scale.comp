@@ -1,5 +1,5 @@
 #version 450
-// [N6] scale: out[i] = a[i] · s, s = uintBitsToFloat(pc.ne0) (Gemma's embedding × √n_embd).
+// scale: out[i] = a[i] · s, s = uintBitsToFloat(pc.ne0) (Gemma's embedding × √n_embd).
 // Bindings: 0 a, 1 out. Push constants: BinaryPC (b_off unused).
 #include "common/header.glsl"
 layout(push_constant) uniform PC { BinaryPC pc; };

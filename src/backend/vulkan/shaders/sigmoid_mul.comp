@@ -1,5 +1,5 @@
 #version 450
-// [N9] sigmoid_mul (qwen35's attention output gate): out = a · sigmoid(b), in f32. The exponent is
+// sigmoid_mul (qwen35's attention output gate): out = a · sigmoid(b), in f32. The exponent is
 // clamped so that exp never overflows (sigmoid(−80) = 0 in f32 anyway). Bindings: 0 a, 1 b, 2 out.
 #include "common/header.glsl"
 layout(push_constant) uniform PC { BinaryPC pc; };

@@ -1,5 +1,5 @@
 #version 450
-// [N9] ssm_conv: the causal depthwise conv1d of qwen35's linear-attention layers, with its state,
+// ssm_conv: the causal depthwise conv1d of qwen35's linear-attention layers, with its state,
 // then SiLU (graph.hpp SSM_CONV). Mode 0, grid (ceil(C / WG), n_tokens): one output each; mode 1,
 // grid (ceil(C / WG), 1): after mode 0 (the recorder's barrier between them), each channel's state
 // becomes the last K−1 columns of x̃ = [state | x]. Bindings: 0 x, 1 w (f32 [K, C]), 2 state, 3 out.

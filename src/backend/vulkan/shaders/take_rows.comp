@@ -1,5 +1,5 @@
 #version 450
-// [N9] take_rows: out[i, j] = x[first_row + i, j] (a row range of every column of x [in_ne0, n]).
+// take_rows: out[i, j] = x[first_row + i, j] (a row range of every column of x [in_ne0, n]).
 // Grid: (ceil(ne0 / WG), n_cols). Bindings: 0 x, 1 out.
 #include "common/header.glsl"
 layout(push_constant) uniform PC { TakeRowsPC pc; };

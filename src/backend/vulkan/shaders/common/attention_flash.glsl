@@ -11,7 +11,7 @@
 // are visited last-first so the long (late-token) blocks start first.
 // Causality: token j sees positions p ≤ n_past + j; blocks past the workgroup's last visible
 // position are never loaded, and the mask is evaluated only in blocks that cross the diagonal.
-// [N6] Sliding window W = pc.window > 0: token j sees only p > n_past + j − W; the key loop starts
+// Sliding window W = pc.window > 0: token j sees only p > n_past + j − W; the key loop starts
 // at the first position any row of the workgroup sees, and blocks before the last row's first
 // visible key are masked too. A row whose first blocks are all masked accumulates exp(0) terms
 // against m = −1e30; its first visible key rescales them by exp(−1e30 − m) = 0.

@@ -11,7 +11,7 @@
 // tuning-log #32) but takes 64 work registers on the Mali-G610 (half occupancy), so it is off there.
 // Grid: (n_head, n_tokens). Bindings: 0 q [head_dim·n_head, N], 1 K cache, 2 V cache (uint
 // words: f32 bits, or packed f16 pairs when KV_F16 = 1), 3 out [head_dim·n_head, N];
-// attention_step.comp (ROCKY_ATTN_STEP, [N4] decode replay): 4 step (n_past at [0]).
+// attention_step.comp (ROCKY_ATTN_STEP, decode replay): 4 step (n_past at [0]).
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_HD_MAX) const uint HD_MAX = 256;
 layout(constant_id = ROCKY_SC_ATTN_PAIRS) const uint PAIRS = 0;
@@ -29,7 +29,7 @@ layout(push_constant) uniform PC { AttnPC pc; };
 layout(binding = 3) writeonly buffer Out { float outv[]; };
 #ifdef ROCKY_ATTN_STEP
 layout(binding = 4) readonly buffer Step { uint step_pos[]; };  // [0] = n_past
-// [N7] 2: a multi-sequence ubatch (abi.h's k_tok_table); 1 (the default): n_past at [0].
+// 2: a multi-sequence ubatch (abi.h's k_tok_table); 1 (the default): n_past at [0].
 layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 1;
 #define ROCKY_ATTN_N_PAST step_pos[0]
 #else
@@ -37,7 +37,7 @@ layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 1;
 #endif
 #endif
 // Token j's key positions end at ROCKY_ATTN_POS(j) (inclusive) and start at cache column
-// ROCKY_ATTN_CELL0(j): its sequence's first cell with POS_BUF = 2 ([N7]), else 0.
+// ROCKY_ATTN_CELL0(j): its sequence's first cell with POS_BUF = 2, else 0.
 #if defined(ROCKY_ATTN_SPLIT) || defined(ROCKY_ATTN_STEP)
 #define ROCKY_ATTN_POS(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (pc.tok0 + (j))] : ROCKY_ATTN_N_PAST + (j))
 #define ROCKY_ATTN_CELL0(j) (POS_BUF == 2u ? step_pos[k_tok_table + 2u * (pc.tok0 + (j)) + 1u] : 0u)
@@ -142,7 +142,7 @@ void main() {
     l = l * alpha + red[0];
     uint n_blk = min(WG, k_end - k0);
     if (PAIRS != 0u) {
-      // [N5] Invocation t owns the dim pairs (2·(t + i·WG), +1): one 32-bit load gives both values of
+      // Invocation t owns the dim pairs (2·(t + i·WG), +1): one 32-bit load gives both values of
       // an f16 V (when v_off, D and n_embd_kv are even), half the loads of one dim per load.
       for (uint i = 0u; i < DPT / 2u; ++i) {
         uint d = 2u * (t + i * WG);

@@ -1,6 +1,6 @@
 // Per-element dequantization of ggml weight rows, read from a uint[] storage buffer named `wdata`
 // (declared by the including shader) through byte addressing, so rows of any block size and
-// alignment work without 8/16-bit storage features. Correct and simple, not fast ([M5] adds the
+// alignment work without 8/16-bit storage features. Correct and simple, not fast (adds the
 // fast kernels). Block layouts: ggml/src/ggml-common.h (llama.cpp 0253fb21f); all little-endian.
 //
 // dequant_elem(row, i): element i of the row whose first byte is `row` (byte offset in wdata).

@@ -1,10 +1,10 @@
-// [N4] Body of the decode matvec (N = 1) over rocky's mmq repack, shared by matvec_mmq.comp
+// Body of the decode matvec (N = 1) over rocky's mmq repack, shared by matvec_mmq.comp
 // (MMV_SUBGROUP 1: subgroupAdd reductions, needs GL_KHR_shader_subgroup_arithmetic) and
 // matvec_mmq_shared.comp (MMV_SUBGROUP 0: one shared-memory pass, for devices without subgroup
 // arithmetic in compute shaders).
 //
 //   y[m0 + m] = Σ_k W[k, m] · x[k]  (+ bias[m0 + m] or + residual[m0 + m]: EPILOGUE)
-// [N7] With NCOLS = n > 1, n columns at once (a batched decode step, a short ubatch): x [K, n]
+// With NCOLS = n > 1, n columns at once (a batched decode step, a short ubatch): x [K, n]
 // (column c at element x_off + c·K), y and the residual [ldy, n] (column c at c·ldy): each weight
 // unit is loaded once and used for the n columns, so a step of n tokens reads the weights once.
 //

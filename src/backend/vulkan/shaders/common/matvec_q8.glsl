@@ -1,4 +1,4 @@
-// [N4][N7] Body of the int8-dot decode matvec, shared by matvec_q8.comp (MMV_SUBGROUP 1: subgroupAdd
+// Body of the int8-dot decode matvec, shared by matvec_q8.comp (MMV_SUBGROUP 1: subgroupAdd
 // reductions) and matvec_q8_shared.comp (MMV_SUBGROUP 0: one shared-memory pass).
 //
 //   y[m0 + m, n] = Σ_k W[k, m] · x[k, n]  (+ bias[m0 + m] or + residual[n·ldy + m0 + m]: EPILOGUE)

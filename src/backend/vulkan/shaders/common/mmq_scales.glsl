@@ -1,4 +1,4 @@
-// [N4] Scale groups of rocky's mmq layout (ops/matmul_fast.hpp documents it): per weight row one
+// Scale groups of rocky's mmq layout (ops/matmul_fast.hpp documents it): per weight row one
 // group of SG 32-bit words per 8 blocks of 32 values, holding the GGUF's own scale fields (f16 d,
 // dmin; 6-bit / int8 sub-block scales; q5_1's per-block d and m), and for q6_K with nibbles also
 // the values' high 2 bits.
