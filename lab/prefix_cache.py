@@ -1,26 +1,47 @@
-#!/usr/bin/env bash
-# [N3] prefix KV cache on the H200: a 5,000-token shared prefix + 50 new tokens on the synth
-# qwen2.5-3b Q4_K_M model. Time to first token (streamed /v1/completions, max_tokens 1):
-#   cold     first request (nothing cached)
-#   warm     same process, same slot (-np 1): the prefix stays in the slot's KV (device tier)
-#   ram      same process after the slot's KV was replaced by another prompt: from the RAM tier
-#   restart  a new server on the same --cache-dir (page cache dropped when allowed): disk tier
-# Goal ([N3]): warm ≤ cold/20, restart ≤ cold/10. Writes $OUT/prefix-cache-PRESET.json; prints a table.
-# Usage from the repository root on the device (after ../shared/device/pack.sh .devpack build/rocky,
-# copying this script to .devpack/): .devpack/h200-prefix-cache.sh
-# Environment: SERVE_FLAGS (extra `rocky serve` flags, e.g. an f16 KV flag once [N4] has one),
-# PREFIX (5000), NEW (50), REPS (3: each figure is the median of REPS requests), PRESET (the synth
-# preset, default qwen2.5-3b; [N9] PRESET=qwen3.5-4b: the hybrid model, resumed from state
-# checkpoints at block boundaries, so "warm"/"ram" recompute the prefix's tail past its last block).
-set -u
-D=$(cd "$(dirname "$0")" && pwd); R="$D/run rocky"; O=${OUT:-/tmp/out}; mkdir -p "$O"
-P=${PRESET:-qwen2.5-3b}; M=/tmp/$P-q4_k_m.gguf; C=/tmp/rocky-prefix-cache
-[[ -f $M ]] || timeout 300 $R synth --preset "$P" --type q4_k_m -q -o $M 2>&1 | tail -2
-rm -rf "$C"; mkdir -p "$C"
-python3 - "$R" "$M" "$C" "$O" "${SERVE_FLAGS:-}" "${PREFIX:-5000}" "${NEW:-50}" "${REPS:-3}" "$P" <<'PY'
-import json, os, random, re, signal, statistics, subprocess, sys, threading, time, urllib.request
-run, model, cdir, out, flags, n_prefix, n_new, reps, preset = sys.argv[1:10]
-n_prefix, n_new, reps = int(n_prefix), int(n_new), int(reps)
+#!/usr/bin/env python3
+"""The prefix KV cache's time to first token (python3 stdlib only; runs on the device too).
+
+A shared prefix of --prefix tokens + --new new tokens, streamed /v1/completions with max_tokens 1:
+  cold            first request (nothing cached)
+  warm            same process, same slot (-np 1): the prefix stays in the slot's KV (device tier)
+  ram             same process after the slot's KV was replaced by another prompt: the RAM tier
+  restart_pc      a new server on the same --cache-dir, its files in the page cache: disk tier
+  restart         the same with the page cache dropped (where the machine allows it)
+  restart_nowarm  the same with --no-warmup (the request creates the kernels' pipelines)
+The goal: warm ≤ cold/20, restart ≤ cold/10. On a hybrid model (qwen3.5) the prefix resumes from
+recurrent-state checkpoints at block boundaries, so warm/ram recompute the tail past the last block.
+
+  python3 lab/prefix_cache.py --rocky '.devpack/run rocky' --model /tmp/q3b.gguf [--serve-flags ...]
+
+Prints a table, then one JSON line (what lab/run.py records).
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("--rocky", required=True, help="the command that runs rocky (e.g. '.devpack/run rocky')")
+ap.add_argument("--model", required=True)
+ap.add_argument("--cache-dir", default="/tmp/rocky-prefix-cache", help="emptied first")
+ap.add_argument("--serve-flags", default="", help="extra `rocky serve` flags")
+ap.add_argument("--prefix", type=int, default=5000)
+ap.add_argument("--new", type=int, default=50)
+ap.add_argument("--reps", type=int, default=3, help="each figure is the median of REPS requests")
+ap.add_argument("--spin-s", type=float, default=1.5)
+a = ap.parse_args()
+run, model, cdir, flags = a.rocky, a.model, a.cache_dir, a.serve_flags
+n_prefix, n_new, reps, preset = a.prefix, a.new, a.reps, os.path.basename(a.model)
+shutil.rmtree(cdir, ignore_errors=True)
+os.makedirs(cdir, exist_ok=True)
 
 def start():
     args = run.split() + ["serve", "-m", model, "--port", "0", "-c", str(n_prefix + n_new + 64), "-np", "1",
@@ -84,7 +105,7 @@ prefix = [rng.randrange(1000, 150000) for _ in range(n_prefix)]
 def tail(): return [rng.randrange(1000, 150000) for _ in range(n_new)]
 other = [rng.randrange(1000, 150000) for _ in range(n_prefix)]
 res = {"prefix": n_prefix, "new": n_new, "serve_flags": flags}
-SPIN = float(os.environ.get("SPIN_S", "1.5"))
+SPIN = a.spin_s
 p, url, log = start()
 res["warmup"] = "".join(l for l in log if "warm-up" in l).strip()
 spin(url, SPIN)
@@ -99,7 +120,7 @@ res["ram_ms"] = statistics.median(r[0] for r in ram); res["ram_cached"] = ram[0]
 res["cache_after_first"] = json.load(urllib.request.urlopen(url + "/cache"))
 p.send_signal(signal.SIGTERM); p.wait(120)
 # restart_pc: a new server, the disk tier's files still in the page cache (a server restart);
-# restart: page cache dropped (a reboot; [N3]'s bar, "if you can"); restart_nowarm: the same with
+# restart: page cache dropped (a reboot, where the machine lets us); restart_nowarm: the same with
 # --no-warmup, so the request creates the kernels' pipelines itself.
 def drop():
     try:
@@ -120,9 +141,8 @@ for label, dropit, extra in [("restart_pc", False, ""), ("restart", True, ""), (
 res["timings"] = timings
 res["server_log_tail"] = "".join(log[-8:])
 res["preset"] = preset
-json.dump(res, open(os.path.join(out, f"prefix-cache-{preset}.json"), "w"), indent=1)
 cold = res["cold_ms"]
-print(f"prefix {n_prefix} + {n_new} new tokens ({preset} q4_k_m synth, -np 1, {flags or 'default flags'})")
+print(f"prefix {n_prefix} + {n_new} new tokens ({preset}, -np 1, {flags or 'default flags'})")
 print(res["warmup"] or "(no warm-up line)")
 print(f"(each server first ran {SPIN} s of unrelated back-to-back requests: GPU clocks ramped)")
 for k in ["cold", "warm", "ram", "restart_pc", "restart", "restart_nowarm"]:
@@ -136,4 +156,6 @@ for label, t, tm, made in timings:
 print(f"goal: warm ≤ cold/20 → {'met' if res['warm_ms'] * 20 <= cold else 'NOT met'}; "
       f"restart ≤ cold/10 → {'met' if res['restart_ms'] * 10 <= cold else 'NOT met'} "
       f"(page cache dropped: {res['page_cache_dropped']})")
-PY
+summary = {k: res[k] for k in res if k.endswith("_ms") or k.endswith("_cached")}
+summary.update(prefix=n_prefix, new=n_new, serve_flags=flags, page_cache_dropped=res.get("page_cache_dropped"))
+print(json.dumps(summary))  # the last line: what lab/run.py records
