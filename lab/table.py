@@ -61,9 +61,13 @@ def bench_table(rows):
     for r in sorted(rows, key=lambda r: (r["experiment"], r["run"], r.get("variant", ""), r["test"])):
         ov = ", ".join(f"{k}={v}" for k, v in (r.get("overrides") or {}).items()) or "—"
         roof = f"{r['roof_pct']:.0f}" if r.get("roof_kind") else ""
+        mark = " †" if r.get("source") else ""
         lines.append(f"| {r['experiment']} / {r['run']} | {r.get('variant') or '—'} | {r['test']} | {r['n_ubatch']} | "
-                     f"{fmt_ts(r)} | {roof} | {r.get('build_commit', '?')} | {r.get('driver', '?')} | {ov} | "
+                     f"{fmt_ts(r)} | {roof} | {r.get('build_commit', '?')}{mark} | {r.get('driver', '?')} | {ov} | "
                      f"{r.get('time', '?')[:10]} |")
+    sources = sorted({r["source"] for r in rows if r.get("source")})
+    if sources:
+        lines += [""] + [f"† measured before results were recorded as data: {s}" for s in sources]
     return lines
 
 
@@ -79,7 +83,10 @@ def other_table(recs):
         else:
             text = str(res)
         lines.append(f"- {r['experiment']} / {r['run']}{' / ' + r['variant'] if r.get('variant') else ''} "
-                     f"({r['kind']}, {r.get('time', '?')[:10]}): {text}")
+                     f"({r['kind']}, {r.get('time', '?')[:10]}{', build ' + r['build_commit'] if r.get('build_commit') else ''}"
+                     f"{'; †' if r.get('source') else ''}): {text}")
+    sources = sorted({r["source"] for r in recs if r.get("source")})
+    lines += [f"  † {s}" for s in sources]
     return lines
 
 
