@@ -76,6 +76,8 @@ def run_cmd(cmd, env, timeout, dry):
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         return 124, e.stdout or "", (e.stderr or "") + f"\n(timed out after {timeout} s)"
+    except OSError as e:  # the program is missing (e.g. no .devpack here: pack a build, or pass --rocky)
+        return 127, "", f"{cmd[0]}: {e.strerror}"
 
 
 def last_json(text):
@@ -98,7 +100,10 @@ class Server:
         cmd = rocky + ["serve", "-m", model, "--port", "0"] + args
         print("$ " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + (" " if env else "")
               + " ".join(shlex.quote(c) for c in cmd) + " &", flush=True)
-        self.p = subprocess.Popen(cmd, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            self.p = subprocess.Popen(cmd, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            raise RuntimeError(f"{cmd[0]}: {e.strerror}") from e
         self.log, self.url = [], None
         ready = threading.Event()
 
