@@ -11,25 +11,12 @@
 #include "chat/toolcalls.hpp"
 #include "runtime/generator.hpp"
 #include "server/event_stream.hpp"
+#include "server/anthropic_request.hpp"
 #include "server/request.hpp"
 
 namespace rocky::server::anthropic {
 
 using json = nlohmann::ordered_json;
-
-struct MessagesRequest {
-  std::string model;
-  json messages = json::array();  // OpenAI-shaped chat messages (system first), as the template takes them
-  json tools;                     // null or OpenAI function tools
-  std::string tool_choice = "auto";  // "auto" | "none" ("any" / "tool" need constrained decoding: 400)
-  json chat_template_kwargs = json::object();  // enable_thinking from `thinking`
-  bool stream = false;
-  SamplingFields sampling;
-};
-
-// `count_tokens`: the count_tokens body (no max_tokens, stream or sampling fields). Throws ApiError
-// naming the field (`messages[1].content[0].type`); images and documents are a 400.
-MessagesRequest parse_messages(const json& body, bool count_tokens);
 
 // Anthropic's status and error type for an ApiError: 400 invalid_request_error, 401
 // authentication_error, 403 permission_error, 404 not_found_error, 413 request_too_large, 429

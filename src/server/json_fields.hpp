@@ -68,18 +68,17 @@ inline bool bool_at(const json& o, const char* key, const std::string& param, bo
   return v->get<bool>();
 }
 
-inline std::optional<double> number_at(const json& o, const char* key, const std::string& param, double lo,
-                                       double hi) {
+inline std::optional<double> number_at(const json& o, const char* key, const std::string& param, double lo, double hi) {
   const json* v = get(o, key);
   if (!v) return std::nullopt;
   if (!v->is_number()) bad_type(param, "a number", *v);
   const double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) bad_value(param, fmt::format("must be between {} and {} (got {})", lo, hi, d));
+  if (!std::isfinite(d) || d < lo || d > hi)
+    bad_value(param, fmt::format("must be between {} and {} (got {})", lo, hi, d));
   return d;
 }
 
-inline std::optional<int64_t> int_at(const json& o, const char* key, const std::string& param, int64_t lo,
-                                     int64_t hi) {
+inline std::optional<int64_t> int_at(const json& o, const char* key, const std::string& param, int64_t lo, int64_t hi) {
   const json* v = get(o, key);
   if (!v) return std::nullopt;
   if (!v->is_number_integer() && !v->is_number_unsigned()) bad_type(param, "an integer", *v);

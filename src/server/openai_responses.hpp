@@ -16,47 +16,38 @@
 #include "runtime/generator.hpp"
 #include "server/event_stream.hpp"
 #include "server/request.hpp"
+#include "server/responses_request.hpp"
 
 namespace rocky::server::responses {
 
 using json = nlohmann::ordered_json;
 
-struct ResponsesRequest {
-  std::string model;
-  std::optional<std::string> instructions;  // a system message before the conversation (not stored)
-  json input = json::array();               // this turn's items as OpenAI-shaped chat messages
-  json tools;                               // null or OpenAI chat tools
-  json tools_echo = json::array();          // `tools` as sent (the response object repeats them)
-  std::string tool_choice = "auto";         // "auto" | "none" (required / a named function need constrained decoding: 400)
-  bool parallel_tool_calls = true;
-  std::optional<std::string> previous_response_id;
-  bool store = true;  // OpenAI's default
-  bool stream = false;
-  std::optional<int64_t> max_output_tokens;
-  json metadata = json::object();
-  SamplingFields sampling;
-};
-
-// `input_tokens`: the /v1/responses/input_tokens body (stream, store and sampling unchecked).
-// Throws ApiError naming the field (`input[3].type`, `tools[0].type`, `text.format`).
-ResponsesRequest parse_responses(const json& body, bool input_tokens);
-
 // The conversations of stored responses: each entry is the whole conversation (without
 // `instructions`) up to and including that response's output, so the next turn renders the same
-// prompt prefix (a prefix-cache hit). Bounded: the least recently used entry goes first.
+// prompt prefix (a prefix-cache hit). Bounded by entries and by their JSON size (each entry holds
+// its whole conversation, so a long agent session's entries grow with it): the least recently used
+// entry goes first.
 class ResponseStore {
  public:
   static constexpr size_t k_max_entries = 1024;
-  explicit ResponseStore(size_t max_entries = k_max_entries) : max_(max_entries) {}
+  static constexpr size_t k_max_bytes = size_t{256} << 20;
+  explicit ResponseStore(size_t max_entries = k_max_entries, size_t max_bytes = k_max_bytes)
+      : max_(max_entries), max_bytes_(max_bytes) {}
   void put(const std::string& id, json messages);
   std::optional<json> get(const std::string& id);
   size_t size();
 
  private:
+  struct Entry {
+    json messages;
+    size_t bytes = 0;  // of messages.dump()
+    std::list<std::string>::iterator at;
+  };
+  void erase(const std::string& id);
   std::mutex m_;
-  size_t max_;
+  size_t max_, max_bytes_, bytes_ = 0;
   std::list<std::string> order_;  // most recent first
-  std::unordered_map<std::string, std::pair<json, std::list<std::string>::iterator>> map_;
+  std::unordered_map<std::string, Entry> map_;
 };
 
 // What every response object of one request repeats.

@@ -555,8 +555,8 @@ class App {
       auto prev = response_store_.get(*r->previous_response_id);
       if (!prev)
         throw ApiError(400,
-                       fmt::format("Previous response with id '{}' not found (never stored, stored with "
-                                   "store: false, or evicted from the {} most recent)",
+                       fmt::format("Previous response with id '{}' not found (never stored, stored with store: "
+                                   "false, or evicted from the store of the {} most recent responses)",
                                    *r->previous_response_id, responses::ResponseStore::k_max_entries),
                        "previous_response_id", "previous_response_not_found");
       conversation = std::move(*prev);

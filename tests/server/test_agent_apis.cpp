@@ -43,8 +43,9 @@ std::vector<std::pair<std::string, json>> events(const std::string& s) {
 }
 
 // What a Qwen-style model writes when it thinks, says something and calls a tool.
-const char* k_reply = "<think>need weather</think>Let me check.<tool_call>\n"
-                      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+const char* k_reply =
+    "<think>need weather</think>Let me check.<tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
 
 chat::ReplySyntax hermes() { return {chat::ToolFormat::hermes, chat::ReasoningFormat::deepseek, false, true}; }
 
@@ -58,7 +59,8 @@ runtime::GenerateResult result(runtime::StopReason why, int n_out = 5) {
 }
 
 TEST(AnthropicRequest, TranslatesBlocksOntoChatMessages) {
-  const json body = json::parse(R"({"model":"m","max_tokens":64,"system":[{"type":"text","text":"be"},{"type":"text","text":"brief","cache_control":{"type":"ephemeral"}}],
+  const json body = json::parse(
+      R"({"model":"m","max_tokens":64,"system":[{"type":"text","text":"be"},{"type":"text","text":"brief","cache_control":{"type":"ephemeral"}}],
     "messages":[{"role":"user","content":"weather in Oslo?"},
       {"role":"assistant","content":[{"type":"thinking","thinking":"use the tool","signature":"x"},{"type":"text","text":"Checking."},
         {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Oslo"}}]},
@@ -67,12 +69,16 @@ TEST(AnthropicRequest, TranslatesBlocksOntoChatMessages) {
     "tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],
     "tool_choice":{"type":"auto"},"stop_sequences":["END"],"temperature":0,"top_p":0.9,"top_k":5,"metadata":{"user_id":"u"},"stream":true})");
   const auto r = anthropic::parse_messages(body, false);
-  const json want = json::parse(R"([{"role":"system","content":"be\nbrief"},{"role":"user","content":"weather in Oslo?"},
+  const json want =
+      json::parse(R"([{"role":"system","content":"be\nbrief"},{"role":"user","content":"weather in Oslo?"},
     {"role":"assistant","content":"Checking.","reasoning_content":"use the tool","tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":{"city":"Oslo"}}}]},
     {"role":"tool","tool_call_id":"toolu_1","content":"sunny"},{"role":"tool","tool_call_id":"toolu_2","content":"Error: boom"},
     {"role":"user","content":"and?"}])");
   EXPECT_EQ(r.messages, want) << r.messages.dump(1);
-  EXPECT_EQ(r.tools, json::parse(R"([{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])"));
+  EXPECT_EQ(
+      r.tools,
+      json::parse(
+          R"([{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])"));
   EXPECT_EQ(r.sampling.max_tokens, 64);
   EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(*r.sampling.top_k, 5);
@@ -87,24 +93,31 @@ TEST(AnthropicRequest, NamesBadFields) {
   const auto missing = err(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
   EXPECT_EQ(missing.status, 400);
   EXPECT_EQ(missing.param, "max_tokens");
-  EXPECT_NO_THROW(anthropic::parse_messages(json::parse(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})"), true));
-  const auto image = err(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]}]})");
+  EXPECT_NO_THROW(
+      anthropic::parse_messages(json::parse(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})"), true));
+  const auto image = err(
+      R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]}]})");
   EXPECT_EQ(image.param, "messages[0].content[1].type");
   EXPECT_NE(image.message.find("image"), std::string::npos);
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"document"}]}]})").param,
             "messages[0].content[0].type");
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"any"}})").param,
             "tool_choice.type");
-  EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"tool","name":"x"}})").param,
-            "tool_choice.type");
-  EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tools":[{"type":"web_search_20250305","name":"w"}]})").param,
-            "tools[0].type");
+  EXPECT_EQ(
+      err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"tool","name":"x"}})")
+          .param,
+      "tool_choice.type");
+  EXPECT_EQ(
+      err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tools":[{"type":"web_search_20250305","name":"w"}]})")
+          .param,
+      "tools[0].type");
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tools":[{"name":"w"}]})").param,
             "tools[0].input_schema");
   EXPECT_EQ(err(R"({"max_tokens":0,"messages":[{"role":"user","content":"a"}]})").param, "max_tokens");
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"system","content":"a"}]})").param, "messages[0].role");
-  EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"b"}]}]})").param,
-            "messages[0].content[0].type");
+  EXPECT_EQ(
+      err(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"b"}]}]})").param,
+      "messages[0].content[0].type");
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"stop_sequences":[1]})").param,
             "stop_sequences[0]");
 }
@@ -141,7 +154,10 @@ TEST(AnthropicResponse, MessageWithThinkingTextAndToolUse) {
   EXPECT_EQ(m["content"][2]["name"], "get_weather");
   EXPECT_EQ(m["content"][2]["input"], json::parse(R"({"city":"Oslo"})"));
   EXPECT_EQ(m["content"][2]["id"].get<std::string>().rfind("toolu_", 0), 0u);
-  EXPECT_EQ(m["usage"], json::parse(R"({"input_tokens":8,"cache_creation_input_tokens":0,"cache_read_input_tokens":32,"output_tokens":5})"));
+  EXPECT_EQ(
+      m["usage"],
+      json::parse(
+          R"({"input_tokens":8,"cache_creation_input_tokens":0,"cache_read_input_tokens":32,"output_tokens":5})"));
 
   auto stop = result(runtime::StopReason::StopString);
   stop.stop_word = "END";
@@ -266,7 +282,10 @@ TEST(ResponsesResponse, ObjectAndStoredMessages) {
   EXPECT_EQ(done["object"], "response");
   EXPECT_EQ(done["status"], "incomplete");
   EXPECT_EQ(done["incomplete_details"]["reason"], "max_output_tokens");
-  EXPECT_EQ(done["usage"], json::parse(R"({"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":45})"));
+  EXPECT_EQ(
+      done["usage"],
+      json::parse(
+          R"({"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":45})"));
   const json stored = responses::assistant_messages(reply, output);
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0]["content"], "Let me check.");
@@ -277,7 +296,8 @@ TEST(ResponsesResponse, ObjectAndStoredMessages) {
 TEST(ResponsesStream, EventSequenceNumbered) {
   const auto r = responses::parse_responses(json::parse(R"({"input":"hi"})"), false);
   json stored;
-  responses::ResponseEvents ev({"resp_1", 7, "mod", &r}, [&](const chat::ParsedReply&, const json& out) { stored = out; });
+  responses::ResponseEvents ev({"resp_1", 7, "mod", &r},
+                               [&](const chat::ParsedReply&, const json& out) { stored = out; });
   chat::ReplyStream stream(hermes());
   std::string out = ev.begin();
   const std::string text = k_reply;
@@ -296,13 +316,23 @@ TEST(ResponsesStream, EventSequenceNumbered) {
     if (name == "response.output_text.delta") said += data["delta"].get<std::string>();
     if (names.empty() || names.back() != name || name.find(".delta") == std::string::npos) names.push_back(name);
   }
-  const std::vector<std::string> want = {
-      "response.created",           "response.in_progress",       "response.output_item.added",
-      "response.reasoning_text.delta", "response.reasoning_text.done", "response.output_item.done",
-      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-      "response.output_text.done",  "response.content_part.done", "response.output_item.done",
-      "response.output_item.added", "response.function_call_arguments.delta",
-      "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+  const std::vector<std::string> want = {"response.created",
+                                         "response.in_progress",
+                                         "response.output_item.added",
+                                         "response.reasoning_text.delta",
+                                         "response.reasoning_text.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.output_text.delta",
+                                         "response.output_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.function_call_arguments.delta",
+                                         "response.function_call_arguments.done",
+                                         "response.output_item.done",
+                                         "response.completed"};
   EXPECT_EQ(names, want) << out;
   EXPECT_EQ(said, "Let me check.");
   ASSERT_EQ(stored.size(), 3u);
@@ -319,6 +349,17 @@ TEST(ResponseStore, BoundedLeastRecentlyUsed) {
   EXPECT_EQ(*store.get("a"), json::array({1}));
   EXPECT_EQ(*store.get("c"), json::array({3}));
   EXPECT_EQ(store.size(), 2u);
+  // By bytes: ["xxxx…"] entries of 14 bytes each in a store of 30.
+  responses::ResponseStore small(100, 30);
+  small.put("a", json::array({std::string(10, 'x')}));
+  small.put("b", json::array({std::string(10, 'y')}));
+  small.put("c", json::array({std::string(10, 'z')}));
+  EXPECT_FALSE(small.get("a"));
+  EXPECT_TRUE(small.get("b"));
+  EXPECT_TRUE(small.get("c"));
+  small.put("huge", json::array({std::string(100, 'h')}));
+  EXPECT_FALSE(small.get("huge"));
+  EXPECT_EQ(small.size(), 2u);
 }
 
 }  // namespace
