@@ -45,6 +45,34 @@ EnvOptions read_env() {
   return e;
 }
 
+std::map<std::string, std::string> overrides_in_effect(const EnvOptions& e) {
+  const std::pair<const char*, const std::string*> vars[] = {{"ROCKY_MATMUL", &e.lab.matmul},
+                                                             {"ROCKY_MATMUL_TILE", &e.lab.matmul_tile},
+                                                             {"ROCKY_TUNE", &e.lab.tune},
+                                                             {"ROCKY_ATTN", &e.lab.attn},
+                                                             {"ROCKY_ATTN_TILE", &e.lab.attn_tile},
+                                                             {"ROCKY_ATTN_SPLIT", &e.lab.attn_split},
+                                                             {"ROCKY_ATTN_FA_GRID", &e.lab.attn_fa_grid},
+                                                             {"ROCKY_FUSE_EPILOGUE", &e.lab.fuse_epilogue},
+                                                             {"ROCKY_MMV_SHAPE", &e.lab.mmv_shape},
+                                                             {"ROCKY_DECODE_REPLAY", &e.lab.decode_replay},
+                                                             {"ROCKY_FUSE_DECODE", &e.lab.fuse_decode},
+                                                             {"ROCKY_FOLD_NORM", &e.lab.fold_norm},
+                                                             {"ROCKY_DELTA_CHUNK", &e.lab.delta_chunk},
+                                                             {"ROCKY_MMV_COLS", &e.lab.mmv_cols},
+                                                             {"ROCKY_MMV_COL_SPLIT", &e.lab.mmv_col_split},
+                                                             {"ROCKY_MMV_Q8", &e.lab.mmv_q8},
+                                                             {"ROCKY_MMV_COLS_SHAPE", &e.lab.mmv_cols_shape},
+                                                             {"ROCKY_DEVICE_MEMORY_LIMIT", &e.lab.device_memory_limit},
+                                                             {"ROCKY_VULKAN_TIMEOUT_S", &e.lab.vulkan_timeout_s},
+                                                             {"ROCKY_PIPELINE_STATS", &e.lab.pipeline_stats},
+                                                             {"ROCKY_VULKAN_LOADER", &e.vulkan_loader}};
+  std::map<std::string, std::string> set;
+  for (const auto& [name, value] : vars)
+    if (!value->empty()) set.emplace(name, *value);
+  return set;
+}
+
 void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o) {
   o.lab = e.lab;
   o.cache_dir = e.cache_dir;

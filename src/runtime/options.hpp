@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,10 @@ EnvOptions read_env();
 // What the Vulkan backend and the device tools take from it.
 void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o);  // lab, cache_dir, loader, xdg_runtime_dir, no_profile
 vulkan::InstanceOptions instance_options(const EnvOptions& e);  // loader, xdg_runtime_dir
+
+// The ROCKY_* variables of `e` that are set, name → value: the overrides in effect, as a record
+// states them (`rocky bench -o json`'s "overrides").
+std::map<std::string, std::string> overrides_in_effect(const EnvOptions& e);
 
 // ROCKY_DEVICE_MEMORY_LIMIT as bytes (0 when unset); rocky::Error when set but not a byte count.
 uint64_t device_memory_limit_from_env();
