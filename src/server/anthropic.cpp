@@ -158,4 +158,6 @@ std::string MessageEvents::finish(const chat::ReplyStream::Delta& last, const ch
 
 std::string MessageEvents::error(const ApiError& e) { return named_event("error", error_json(e)); }
 
+std::string MessageEvents::idle() { return named_event("ping", {{"type", "ping"}}); }
+
 }  // namespace rocky::server::anthropic

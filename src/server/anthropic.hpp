@@ -47,6 +47,7 @@ class MessageEvents : public EventSink {
   std::string finish(const chat::ReplyStream::Delta& last, const chat::ParsedReply& reply,
                      const runtime::GenerateResult& r) override;
   std::string error(const ApiError& e) override;
+  std::string idle() override;  // a ping, as Anthropic sends them
 
  private:
   enum class Block { none, text, thinking };

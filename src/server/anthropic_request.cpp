@@ -45,7 +45,8 @@ void translate_message(const json& m, size_t i, json& out) {
   if (role != "user" && role != "assistant")
     bad_value(p + ".role", fmt::format("must be 'user' or 'assistant' (got '{}')", role));
   const json* content = get(m, "content");
-  if (!content) throw ApiError(400, fmt::format("'{}.content' is required", p), p + ".content", "missing_required_parameter");
+  if (!content)
+    throw ApiError(400, fmt::format("'{}.content' is required", p), p + ".content", "missing_required_parameter");
   if (content->is_string()) {
     out.push_back({{"role", role}, {"content", content->get<std::string>()}});
     return;

@@ -14,9 +14,9 @@ using json = nlohmann::ordered_json;
 
 struct MessagesRequest {
   std::string model;
-  json messages = json::array();  // OpenAI-shaped chat messages (system first), as the template takes them
-  json tools;                     // null or OpenAI function tools
-  std::string tool_choice = "auto";  // "auto" | "none" ("any" / "tool" need constrained decoding: 400)
+  json messages = json::array();               // OpenAI-shaped chat messages (system first), as the template takes them
+  json tools;                                  // null or OpenAI function tools
+  std::string tool_choice = "auto";            // "auto" | "none" ("any" / "tool" need constrained decoding: 400)
   json chat_template_kwargs = json::object();  // enable_thinking from `thinking`
   bool stream = false;
   SamplingFields sampling;

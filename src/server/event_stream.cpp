@@ -25,8 +25,11 @@ bool write_events(const Stream& s, httplib::DataSink& out) {
   runtime::Job& job = *s.job;
   StreamState& st = *s.state;
   chat::ReplyStream reply(s.syntax);
+  auto last_write = std::chrono::steady_clock::now();
   auto write = [&](const std::string& text) {
-    if (text.empty() || out.write(text.data(), text.size())) return true;
+    if (text.empty()) return true;
+    last_write = std::chrono::steady_clock::now();
+    if (out.write(text.data(), text.size())) return true;
     job.cancel = true;
     return false;
   };
@@ -49,6 +52,10 @@ bool write_events(const Stream& s, httplib::DataSink& out) {
       if (st.pieces.empty()) break;
     }
     if (got.empty() && !s.probe->alive()) job.cancel = true;
+    if (got.empty() &&
+        std::chrono::steady_clock::now() - last_write > std::chrono::milliseconds(EventSink::k_idle_ms) &&
+        !write(s.sink->idle()))
+      return false;
   }
   if (const auto e = s.settle(job)) {
     write(s.sink->error(*e));

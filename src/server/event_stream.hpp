@@ -31,6 +31,10 @@ struct EventSink {
                              const runtime::GenerateResult& r) = 0;
   // The generation failed or was cut (settle's error): the API's error event.
   virtual std::string error(const ApiError& e) = 0;
+  // Written after k_idle_ms without an event (a long prefill), so that clients and proxies with
+  // idle timeouts keep the stream; "" = nothing.
+  virtual std::string idle() { return {}; }
+  static constexpr int k_idle_ms = 5000;
 };
 
 // Answers `res` with the job's events; the job is cancelled and waited for when the response ends.

@@ -80,7 +80,8 @@ json translate_input(const json& input) {
     if (type == "message") {
       std::string role = string_at(item, "role", p + ".role", true);
       const json* c = get(item, "content");
-      if (!c) throw ApiError(400, fmt::format("'{}.content' is required", p), p + ".content", "missing_required_parameter");
+      if (!c)
+        throw ApiError(400, fmt::format("'{}.content' is required", p), p + ".content", "missing_required_parameter");
       std::string text = content_text(*c, p + ".content");
       if (role == "developer") role = "system";
       if (role == "assistant") {
@@ -102,7 +103,8 @@ json translate_input(const json& input) {
     } else if (type == "function_call_output") {
       const std::string call_id = string_at(item, "call_id", p + ".call_id", true);
       const json* o = get(item, "output");
-      if (!o) throw ApiError(400, fmt::format("'{}.output' is required", p), p + ".output", "missing_required_parameter");
+      if (!o)
+        throw ApiError(400, fmt::format("'{}.output' is required", p), p + ".output", "missing_required_parameter");
       out.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", content_text(*o, p + ".output")}});
     } else if (type == "reasoning") {
       if (!pending_reasoning.empty()) pending_reasoning += "\n";
@@ -151,8 +153,11 @@ json translate_tools(const json& tools, json& echo) {
     }
     bool_at(t, "strict", p + ".strict", true);
     out.push_back({{"type", "function"}, {"function", fn}});
-    json e = {{"type", "function"}, {"name", name}, {"description", fn.value("description", json())},
-              {"parameters", fn["parameters"]}, {"strict", bool_at(t, "strict", p + ".strict", true)}};
+    json e = {{"type", "function"},
+              {"name", name},
+              {"description", fn.value("description", json())},
+              {"parameters", fn["parameters"]},
+              {"strict", bool_at(t, "strict", p + ".strict", true)}};
     echo.push_back(std::move(e));
   }
   return out;

@@ -20,7 +20,7 @@ struct ResponsesRequest {
   json input = json::array();               // this turn's items as OpenAI-shaped chat messages
   json tools;                               // null or OpenAI chat tools
   json tools_echo = json::array();          // `tools` as sent (the response object repeats them)
-  std::string tool_choice = "auto";         // "auto" | "none" (required / a named function need constrained decoding: 400)
+  std::string tool_choice = "auto";  // "auto" | "none" (required / a named function need constrained decoding: 400)
   bool parallel_tool_calls = true;
   std::optional<std::string> previous_response_id;
   bool store = true;  // OpenAI's default

@@ -311,3 +311,22 @@ test('responses errors name the field', async () => {
   const bad = new OpenAI({ baseURL: `${S.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.responses.create({ model: 'stories', input: 'hi' }), (e) => e instanceof OpenAI.AuthenticationError);
 });
+
+test('a stream silent for 5 s gets a ping (Anthropic keeps idle streams alive that way)', async () => {
+  // Each token is followed by 5.5 s of nothing: a ping comes between the text and message_delta.
+  const slow = await startServer(['--test-token-delay-ms', '5500']);
+  try {
+    const r = await fetch(`${slow.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'stories', messages: [{ role: 'user', content: USER }], max_tokens: 2, temperature: 0, stream: true }),
+    });
+    const names = [...(await r.text()).matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+    const firstDelta = names.indexOf('content_block_delta');
+    assert.ok(firstDelta > 0, names.join(' '));
+    assert.ok(names.indexOf('ping', firstDelta) > firstDelta, names.join(' '));
+    assert.ok(names.indexOf('ping', firstDelta) < names.indexOf('message_delta'), names.join(' '));
+  } finally {
+    slow.proc.kill('SIGKILL');
+  }
+});
