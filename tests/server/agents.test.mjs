@@ -119,6 +119,9 @@ test('messages.stream: events in order, text equals messages.create', async () =
   assert.equal(final.content[0].text, whole.content[0].text);
   assert.equal(final.stop_reason, whole.stop_reason);
   assert.equal(final.usage.output_tokens, whole.usage.output_tokens);
+  // The same prompt again: read from the prefix cache (the slot's own KV).
+  assert.ok(final.usage.cache_read_input_tokens > 0, JSON.stringify(final.usage));
+  assert.equal(final.usage.input_tokens + final.usage.cache_read_input_tokens, whole.usage.input_tokens + whole.usage.cache_read_input_tokens);
   assert.equal(types[0], 'message_start');
   assert.equal(types[1], 'content_block_start');
   assert.equal(types.at(-3), 'content_block_stop');
@@ -256,6 +259,10 @@ test('responses.create: text equals chat completions; stream events numbered and
   ]);
   assert.equal(text, r.output_text);
   assert.equal(completed.output[0].content[0].text, r.output_text);
+  // A streamed response is stored too: the next turn can name it.
+  const next = await openai.responses.create({ model: 'stories', previous_response_id: completed.id, input: 'And then?', max_output_tokens: 4, temperature: 0 });
+  assert.equal(next.previous_response_id, completed.id);
+  assert.ok(next.usage.input_tokens > r.usage.input_tokens + r.usage.output_tokens - 2, JSON.stringify(next.usage));
 });
 
 test('responses: function_call items round trip; previous_response_id replays the conversation (a cache hit)', async () => {

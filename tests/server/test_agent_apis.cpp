@@ -225,6 +225,26 @@ TEST(AnthropicStream, EventSequence) {
   EXPECT_EQ(evs[0].second["message"]["usage"]["input_tokens"], 40);
 }
 
+TEST(AgentStreams, ErrorEvents) {
+  anthropic::MessageEvents a("msg_1", "mod", 4);
+  const auto ae = events(a.error(ApiError(503, "the server is shutting down")));
+  ASSERT_EQ(ae.size(), 1u);
+  EXPECT_EQ(ae[0].first, "error");
+  EXPECT_EQ(
+      ae[0].second,
+      json::parse(R"({"type":"error","error":{"type":"overloaded_error","message":"the server is shutting down"}})"));
+  EXPECT_EQ(events(a.idle())[0].first, "ping");
+  const auto r = responses::parse_responses(json::parse(R"({"input":"hi"})"), false);
+  responses::ResponseEvents o({"resp_1", 7, "mod", &r}, nullptr);
+  (void)o.begin();
+  const auto oe = events(o.error(ApiError(500, "boom", "", "server_error")));
+  ASSERT_EQ(oe.size(), 1u);
+  EXPECT_EQ(oe[0].first, "error");
+  EXPECT_EQ(oe[0].second["message"], "boom");
+  EXPECT_EQ(oe[0].second["code"], "server_error");
+  EXPECT_EQ(oe[0].second["sequence_number"], 2);
+}
+
 TEST(ResponsesRequest, TranslatesItems) {
   const json body = json::parse(R"({"model":"m","instructions":"be brief","input":[
       {"role":"developer","content":"dev"},
