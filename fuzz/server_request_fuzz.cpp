@@ -1,13 +1,17 @@
-// The server's request parser (src/server/request.cpp): arbitrary bytes as a request body through
+// The server's request parsers (src/server/request.cpp, and anthropic_request.cpp /
+// responses_request.cpp for the agent APIs): arbitrary bytes as a request body through
 // every endpoint's parser. Each input is either accepted or an ApiError with a 4xx status, a
 // message and a JSON error object; anything else (another exception, a crash, a sanitizer report)
-// fails the run. Accepted chat messages also go through normalise_for_template.
+// fails the run. Accepted chat (and translated agent API) messages also go through
+// normalise_for_template.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "server/anthropic_request.hpp"
 #include "server/request.hpp"
+#include "server/responses_request.hpp"
 
 using namespace rocky::server;
 
@@ -42,5 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_api_error_or_ok([&] { (void)parse_tokenize(j); });
   expect_api_error_or_ok([&] { (void)parse_detokenize(j); });
   expect_api_error_or_ok([&] { (void)parse_apply_template(j); });
+  for (bool count : {false, true}) {
+    expect_api_error_or_ok([&] {
+      const auto r = anthropic::parse_messages(j, count);
+      (void)normalise_for_template(r.messages).dump();
+    });
+    expect_api_error_or_ok([&] {
+      const auto r = responses::parse_responses(j, count);
+      (void)normalise_for_template(r.input).dump();
+    });
+  }
   return 0;
 }

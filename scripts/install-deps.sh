@@ -9,8 +9,8 @@ pkgs=(
   clang libclang-rt-14-dev clang-format
   python3
 )
-# Node.js + npm for the OpenAI Node SDK tests (tests/server); a Node that is already there (e.g.
-# from NodeSource, which bundles npm) is used as it is.
+# Node.js + npm for the OpenAI and Anthropic Node SDK tests (tests/server); a Node that is already
+# there (e.g. from NodeSource, which bundles npm) is used as it is.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
@@ -25,6 +25,6 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 echo "install-deps: all ${#pkgs[@]} packages present"
-# The OpenAI Node SDK, exactly as tests/server/package-lock.json pins it.
+# The OpenAI and Anthropic Node SDKs, exactly as tests/server/package-lock.json pins them.
 (cd "$(dirname "$0")/../tests/server" && npm ci --no-audit --no-fund --loglevel=error)
 echo "install-deps: tests/server node_modules installed"

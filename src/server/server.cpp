@@ -26,10 +26,13 @@
 #include "runtime/scheduler.hpp"
 #include "runtime/session.hpp"
 #include "runtime/warmup.hpp"
+#include "server/anthropic.hpp"
 #include "server/chat_template.hpp"
 #include "server/connection.hpp"
 #include "server/http.hpp"
+#include "server/event_stream.hpp"
 #include "server/metrics.hpp"
+#include "server/openai_responses.hpp"
 #include "server/request.hpp"
 #include "server/responses.hpp"
 #include "server/stream.hpp"
@@ -165,6 +168,14 @@ class App {
     svr.Post("/tokenize", wrap(true, [this](auto& req, auto& res) { tokenize(req, res); }));
     svr.Post("/detokenize", wrap(true, [this](auto& req, auto& res) { detokenize(req, res); }));
     svr.Post("/apply-template", wrap(true, [this](auto& req, auto& res) { apply_template(req, res); }));
+    // The agent APIs: Anthropic Messages (anthropic.cpp) and OpenAI Responses (openai_responses.cpp).
+    svr.Post("/v1/messages", wrap(true, [this](auto& req, auto& res) { anthropic_messages(req, res, false); }));
+    svr.Post("/v1/messages/count_tokens",
+             wrap(true, [this](auto& req, auto& res) { anthropic_messages(req, res, true); }));
+    for (const char* p : {"/v1/responses", "/responses"})
+      svr.Post(p, wrap(true, [this](auto& req, auto& res) { openai_responses(req, res, false); }));
+    for (const char* p : {"/v1/responses/input_tokens", "/responses/input_tokens"})
+      svr.Post(p, wrap(true, [this](auto& req, auto& res) { openai_responses(req, res, true); }));
     // A declared body over --max-body is refused from its headers: cpp-httplib 0.11 would first
     // read (skip) all of it, so a client that declares 20 MB and sends less waited --timeout.
     svr.set_pre_routing_handler([max = o_.max_body](const httplib::Request& req, httplib::Response& res) {
@@ -213,9 +224,11 @@ class App {
           bool bearer = auth.size() > 7 && auth[6] == ' ';
           for (size_t i = 0; bearer && i < 6; ++i)
             bearer = std::tolower(static_cast<unsigned char>(auth[i])) == "bearer"[i];
-          if (!bearer || auth.substr(7) != o_.api_key)
-            throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key",
-                           "authentication_error");
+          // Anthropic's clients send the key as x-api-key.
+          const bool x_api_key = req.has_header("x-api-key") && req.get_header_value("x-api-key") == o_.api_key;
+          if (!x_api_key && (!bearer || auth.substr(7) != o_.api_key))
+            throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')", "",
+                           "invalid_api_key", "authentication_error");
         }
         if (needs_model && !ready_) throw ApiError(503, "the model is loading", "", "loading", "unavailable_error");
         if (needs_model && stopping_)
@@ -223,15 +236,22 @@ class App {
         fn(req, res);
       } catch (const ApiError& e) {
         ++metrics_.errors;
-        send_error(res, e);
+        send_api_error(req, res, e);
       } catch (const std::bad_alloc&) {
         ++metrics_.errors;
-        send_error(res, ApiError(500, "out of host memory", "", "", "server_error"));
+        send_api_error(req, res, ApiError(500, "out of host memory", "", "", "server_error"));
       } catch (const std::exception& e) {
         ++metrics_.errors;
-        send_error(res, ApiError(500, e.what(), "", "", "server_error"));
+        send_api_error(req, res, ApiError(500, e.what(), "", "", "server_error"));
       }
     };
+  }
+
+  // Anthropic's routes answer errors in Anthropic's shape, the others in OpenAI's.
+  static void send_api_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+    if (req.path.rfind("/v1/messages", 0) != 0) return send_error(res, e);
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    send_json(res, anthropic::error_status(e), anthropic::error_json(e));
   }
 
   void health(const httplib::Request&, httplib::Response& res) {
@@ -471,7 +491,103 @@ class App {
                                   [this](const runtime::Job& j) { return settle(j); }});
   }
 
+  // A chat-shaped prompt of an agent API: rendered as chat completions renders it.
+  std::pair<std::string, chat::ReplySyntax> render_chat(const nlohmann::ordered_json& messages,
+                                                        const nlohmann::ordered_json& tools,
+                                                        const std::string& tool_choice,
+                                                        const nlohmann::ordered_json& kwargs) const {
+    TemplateInputs in;
+    in.messages = normalise_for_template(messages);
+    if (tool_choice != "none") in.tools = tools;
+    const bool prefill = !messages.empty() && messages.back().value("role", "") == "assistant";
+    in.add_generation_prompt = !prefill;
+    in.continue_final_message = prefill;
+    in.kwargs = kwargs;
+    std::string prompt = render(in);
+    chat::ReplySyntax syntax = chat::reply_syntax(tmpl_->source(), in.tools, prompt, reasoning_);
+    syntax.parse_tool_calls = tool_choice != "none";
+    return {std::move(prompt), syntax};
+  }
+
+  // Runs an agent API's generation: the whole body from `body` (the parsed reply and the result),
+  // or the stream of `sink`'s events.
+  void generate_door(const httplib::Request& req, httplib::Response& res, std::vector<int32_t> ids,
+                     runtime::GenerateParams p, const chat::ReplySyntax& syntax, bool stream,
+                     std::shared_ptr<EventSink> sink,
+                     const std::function<json(const chat::ParsedReply&, const runtime::GenerateResult&)>& body) {
+    auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    auto job = submit(std::move(ids), std::move(p), probe);
+    if (!stream) {
+      admit(job);
+      while (!job->wait_for_ms(20))
+        if (!probe->alive()) job->cancel = true;
+      probe->release();
+      if (const auto e = settle(*job)) throw *e;
+      send_json(res, 200, body(chat::parse_reply(job->result->text, syntax), *job->result));
+      return;
+    }
+    auto st = collect_pieces(*job);
+    admit(job);
+    stream_events(
+        res, job, st, probe, syntax, [this](const runtime::Job& j) { return settle(j); }, std::move(sink));
+  }
+
+  void anthropic_messages(const httplib::Request& req, httplib::Response& res, bool count_tokens) {
+    const anthropic::MessagesRequest r = anthropic::parse_messages(parse_body(req.body), count_tokens);
+    auto [prompt, syntax] = render_chat(r.messages, r.tools, r.tool_choice, r.chat_template_kwargs);
+    std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
+    if (count_tokens) return send_json(res, 200, {{"input_tokens", ids.size()}});
+    check_fits(ids, "messages");
+    const std::string id = random_id("msg_");
+    auto sink = std::make_shared<anthropic::MessageEvents>(id, model_id_, static_cast<int64_t>(ids.size()));
+    generate_door(req, res, std::move(ids), to_params(r.sampling), syntax, r.stream, sink,
+                  [&](const chat::ParsedReply& reply, const runtime::GenerateResult& g) {
+                    return anthropic::message_json(id, model_id_, reply, g);
+                  });
+  }
+
+  void openai_responses(const httplib::Request& req, httplib::Response& res, bool input_tokens) {
+    auto r =
+        std::make_shared<responses::ResponsesRequest>(responses::parse_responses(parse_body(req.body), input_tokens));
+    // The conversation: the stored one of previous_response_id, then this turn's input.
+    json conversation = json::array();
+    if (r->previous_response_id) {
+      auto prev = response_store_.get(*r->previous_response_id);
+      if (!prev)
+        throw ApiError(400,
+                       fmt::format("Previous response with id '{}' not found (never stored, stored with store: "
+                                   "false, or evicted from the store of the {} most recent responses)",
+                                   *r->previous_response_id, responses::ResponseStore::k_max_entries),
+                       "previous_response_id", "previous_response_not_found");
+      conversation = std::move(*prev);
+    }
+    for (const auto& m : r->input) conversation.push_back(m);
+    json messages = json::array();
+    if (r->instructions) messages.push_back({{"role", "system"}, {"content", *r->instructions}});
+    for (const auto& m : conversation) messages.push_back(m);
+    auto [prompt, syntax] = render_chat(messages, r->tools, r->tool_choice, json::object());
+    std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
+    if (input_tokens) return send_json(res, 200, {{"object", "response.input_tokens"}, {"input_tokens", ids.size()}});
+    check_fits(ids, "input");
+    responses::ResponseHead head{random_id("resp_"), static_cast<int64_t>(std::time(nullptr)), model_id_, r.get()};
+    // Stored once done: the conversation and this reply (the next turn's prompt starts with it).
+    auto store = [this, r, head, conversation](const chat::ParsedReply& reply, const json& output) {
+      if (!r->store) return;
+      json all = conversation;
+      for (const auto& m : responses::assistant_messages(reply, output)) all.push_back(m);
+      response_store_.put(head.id, std::move(all));
+    };
+    auto sink = std::make_shared<responses::ResponseEvents>(head, store);
+    generate_door(req, res, std::move(ids), to_params(r->sampling), syntax, r->stream, sink,
+                  [&](const chat::ParsedReply& reply, const runtime::GenerateResult& g) {
+                    const json output = responses::output_items(reply, head.id);
+                    store(reply, output);
+                    return responses::response_json(head, output, &g);
+                  });
+  }
+
   const ServerOptions o_;
+  responses::ResponseStore response_store_;  // previous_response_id's conversations
   const chat::ReasoningFormat reasoning_ = chat::parse_reasoning_format(o_.reasoning_format);
   std::string model_id_;
   Shapes shapes_;  // the answers' bodies (model_id_ in each)
