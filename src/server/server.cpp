@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "grammar/constraint.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/prefix_cache.hpp"
@@ -29,6 +30,7 @@
 #include "server/chat_template.hpp"
 #include "server/connection.hpp"
 #include "server/request.hpp"
+#include "server/structured.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::server {
@@ -104,6 +106,10 @@ json timings_json(const runtime::GenerateResult& r) {
           // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
           // sampling, detokenizing and streaming)
           {"predicted_eval_ms", r.gen_eval_ms},
+          // rocky's own: structured output — tokens checked against their step's grammar mask (all
+          // passed; 0 without a grammar) and the time spent computing and applying the masks
+          {"grammar_checked_n", r.grammar_checked},
+          {"grammar_ms", r.grammar_ms},
           // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
           // reads, uploads into the KV cache); not part of prompt_ms
           {"cache_ms", r.cache_ms},
@@ -561,8 +567,20 @@ class App {
     send_json(res, 200, {{"prompt", render(in)}});
   }
 
+  // A constraint compiled against the model's vocabulary; a failure (size or time budget) is a 400
+  // naming the field the constraint came from.
+  std::shared_ptr<grammar::CompiledGrammar> compile_constraint(const std::string& gbnf,
+                                                               const std::string& param) const {
+    try {
+      return grammar::compile_gbnf(gbnf, *tok_);
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_value");
+    }
+  }
+
   runtime::GenerateParams to_params(const SamplingFields& s) const {
     runtime::GenerateParams p;
+    if (!s.grammar.empty()) p.grammar = compile_constraint(s.grammar, s.grammar_param);
     if (s.temperature) p.sampling.temp = static_cast<float>(*s.temperature);
     if (s.top_p) p.sampling.top_p = static_cast<float>(*s.top_p);
     if (s.min_p) p.sampling.min_p = static_cast<float>(*s.min_p);
@@ -600,7 +618,17 @@ class App {
     syntax.parse_tool_calls = r.tool_choice != "none";
     std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
     check_fits(ids, "messages");
-    generate(req, res, std::move(ids), to_params(r.sampling), Kind::Chat, r.stream, r.include_usage, syntax);
+    runtime::GenerateParams gp = to_params(r.sampling);
+    // Tool calls in the model's own format: forced for "required" / a named function, lazy (from
+    // the format's trigger on) for "auto" unless another constraint was asked for.
+    if (!in.tools.is_null() && r.tool_choice != "none" && (r.tool_choice != "auto" || !gp.grammar)) {
+      const ToolGrammar tg = tool_call_grammar(syntax.format, in.tools, r.tool_choice, r.tool_choice_name);
+      if (!tg.gbnf.empty()) {
+        gp.grammar = compile_constraint(tg.gbnf, "tools");
+        gp.grammar_triggers = tg.triggers;
+      }
+    }
+    generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Kind kind) {
