@@ -13,6 +13,9 @@
 // schema allows more than the grammar writes, the grammar writes a subset:
 //   - a string's maxLength above minLength + k_max_string_span is written at most
 //     minLength + k_max_string_span characters long (the grammar stays small and fast);
+//   - an array without maxItems (or a larger one) is written with at most minItems +
+//     k_max_array_span items (a small model otherwise tends to list items until its token budget
+//     ends);
 //   - properties not declared are written only when additionalProperties says so explicitly.
 // Annotations ($schema, $id, title, description, default, examples, $comment, readOnly, writeOnly,
 // deprecated) and keywords unknown to JSON Schema are ignored. A JSON Schema keyword the converter
@@ -27,6 +30,7 @@
 namespace rocky::grammar {
 
 inline constexpr int k_max_string_span = 64;
+inline constexpr int k_max_array_span = 8;
 
 // GBNF text whose `root` rule matches the JSON instances of `schema` (plus nothing else). With a
 // `prefix`, every rule name (root included) starts with it, so that several schemas can share one
