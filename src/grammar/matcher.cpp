@@ -157,6 +157,7 @@ uint32_t CompiledGrammar::intern_state(std::vector<uint32_t>& s) {
     st.has_accept = st.has_accept || x == k_accept;
     st.has_boundary = st.has_boundary || x == k_boundary;
   }
+  boundary_flag_.push_back(st.has_boundary ? 1 : 0);
   states_.push_back(std::move(st));
   trans_.resize(states_.size() * 256, id == 0 ? 0 : -1);
   if (id == 0) std::fill(trans_.begin(), trans_.end(), 0);
@@ -187,7 +188,9 @@ void CompiledGrammar::walk(uint32_t node, uint32_t state, std::vector<uint64_t>&
   const uint32_t end = node + t.size_[node];
   for (uint32_t m = node + 1; m < end;) {
     const uint32_t d = t.depth_[m] - base;
-    const uint32_t s = step(walk_states_[d - 1], t.byte_[m]);
+    const uint32_t from = walk_states_[d - 1];
+    const int32_t known = trans_[size_t{from} * 256 + t.byte_[m]];  // the memoised transition, if any
+    const uint32_t s = known >= 0 ? static_cast<uint32_t>(known) : step(from, t.byte_[m]);
     if (s == 0) {
       m += t.size_[m];
       continue;
@@ -197,7 +200,7 @@ void CompiledGrammar::walk(uint32_t node, uint32_t state, std::vector<uint64_t>&
       const auto id = static_cast<uint32_t>(t.toks_[k]);
       bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
-    if (boundary && states_[s].has_boundary && t.size_[m] > 1) boundary->push_back(m);
+    if (boundary && boundary_flag_[s] && t.size_[m] > 1) boundary->push_back(m);
     ++m;
   }
 }

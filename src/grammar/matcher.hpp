@@ -120,7 +120,8 @@ class CompiledGrammar {
   std::unordered_map<uint64_t, uint32_t> stack_index_;
   std::vector<State> states_;
   std::unordered_map<std::string, uint32_t> state_index_;
-  std::vector<int32_t> trans_;  // [state][256], -1 = not computed
+  std::vector<int32_t> trans_;          // [state][256], -1 = not computed
+  std::vector<uint8_t> boundary_flag_;  // [state]: State::has_boundary, packed for the trie walks
   std::unordered_map<uint32_t, KeyInfo> keys_;
   std::unordered_map<uint32_t, uint32_t> mask_slot_;  // state → masks_ index
   std::vector<std::vector<uint64_t>> masks_;
