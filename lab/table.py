@@ -183,6 +183,12 @@ def main():
         print("\n".join(current(recs)) if recs else f"no results under {a.results}")
     else:
         print(PERF_HEAD + "\n## Current figures\n\n" + "\n".join(current(recs) or ["(no results yet)"]).rstrip())
+        # Figures of commands the driver does not run (e.g. `rocky bench-grammar`, a host-side
+        # benchmark): Markdown sections kept beside the results, appended as they are.
+        sec = os.path.join(a.results, "sections")
+        for name in sorted(os.listdir(sec)) if os.path.isdir(sec) else []:
+            if name.endswith(".md"):
+                print("\n" + open(os.path.join(sec, name)).read().rstrip())
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ pkgs=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libopenblas-dev libcpp-httplib-dev
   clang libclang-rt-14-dev clang-format
-  python3
+  python3 python3-jsonschema
 )
 # Node.js + npm for the OpenAI and Anthropic Node SDK tests (tests/server); a Node that is already
 # there (e.g. from NodeSource, which bundles npm) is used as it is.

@@ -22,6 +22,7 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "grammar/constraint.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/generator.hpp"
@@ -51,7 +52,46 @@ struct RunOpts {
   int32_t cache_block = 256;
   uint64_t cache_disk_mib = 8192;
   KvCacheFlags kv;  // -ctk/-ctv (default f16 on the GPU)
+  // Structured output (llama.cpp's flags): at most one of these.
+  std::string grammar, grammar_file, json_schema, json_schema_file;
 };
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot read", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The output constraint the flags ask for (null: none), compiled against the vocabulary. Errors
+// name the flag and the place (line:col or JSON pointer).
+std::shared_ptr<grammar::CompiledGrammar> make_constraint(const RunOpts& o, const tok::Tokenizer& tok) {
+  std::vector<std::string> given;
+  if (!o.grammar.empty()) given.push_back("--grammar");
+  if (!o.grammar_file.empty()) given.push_back("--grammar-file");
+  if (!o.json_schema.empty()) given.push_back("--json-schema");
+  if (!o.json_schema_file.empty()) given.push_back("--json-schema-file");
+  if (given.empty()) return nullptr;
+  if (given.size() > 1) fail("{} and {} both constrain the output; give one", given[0], given[1]);
+  try {
+    if (!o.grammar.empty()) return grammar::compile_gbnf(o.grammar, tok);
+    if (!o.grammar_file.empty()) return grammar::compile_gbnf(read_all(o.grammar_file), tok);
+    const std::string text = o.json_schema.empty() ? read_all(o.json_schema_file) : o.json_schema;
+    nlohmann::json schema;
+    try {
+      schema = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail("not JSON: {}", e.what());
+    }
+    return grammar::compile_json_schema(schema, tok);
+  } catch (const Error& e) {
+    const std::string where = !o.grammar_file.empty()       ? o.grammar_file
+                              : !o.json_schema_file.empty() ? o.json_schema_file
+                                                            : given[0];
+    throw Error(fmt::format("{}: {}", where, e.what()));
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
@@ -163,6 +203,7 @@ int run_run(const RunOpts& o) {
   gp.ignore_eos = o.ignore_eos;
   gp.all_logits = !o.dump_all_logits.empty();
   gp.n_cached = hit.n_cached;
+  gp.grammar = make_constraint(o, tok);
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);
   const runtime::GenerateResult r = generator.generate(ids, gp, on_token, progress, on_prompt_logits);
@@ -254,6 +295,7 @@ int run_chat(const RunOpts& o) {
     gp.max_tokens = o.n_predict;
     gp.ignore_eos = o.ignore_eos;
     gp.n_cached = static_cast<int32_t>(keep);
+    gp.grammar = make_constraint(o, tok);
     auto on_token = [&](const runtime::TokenEvent& ev) {
       if (!o.json) {
         fmt::print("{}", ev.text);
@@ -338,6 +380,10 @@ void add_run(CLI::App& app, Runner& run) {
       ->check(CLI::Range(int64_t{-1}, int64_t{UINT32_MAX}));
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
   sub->add_flag("--json", o->json, "Print one JSON object (prompt_ids, generated_ids, text, timings)");
+  sub->add_option("--grammar", o->grammar, "Constrain the output to this GBNF grammar (llama.cpp syntax)");
+  sub->add_option("--grammar-file", o->grammar_file, "Constrain the output to the GBNF grammar in this file");
+  sub->add_option("-j,--json-schema", o->json_schema, "Constrain the output to JSON valid against this schema (text)");
+  sub->add_option("--json-schema-file", o->json_schema_file, "Constrain the output to this JSON Schema file");
   sub->add_option("--dump-logits", o->dump_logits, "Write the last prompt position's logits (f32 LE)");
   sub->add_option("--dump-all-logits", o->dump_all_logits, "Write every prompt position's logits (f32 LE)");
   sub->add_flag("--cnv,--conversation,--chat", o->chat,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
 
@@ -10,6 +12,27 @@ namespace rocky::runtime {
 namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Sets the logits of the tokens `mask` leaves out to -inf (ids past the mask are not tokens).
+// Returns whether any token stays allowed.
+bool apply_mask(std::vector<float>& logits, const std::vector<uint64_t>& mask) {
+  const size_t n = logits.size();
+  bool any = false;
+  for (size_t w = 0; w < mask.size() && w * 64 < n; ++w) {
+    const uint64_t m = mask[w];
+    any = any || m != 0;
+    if (m == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((m >> (i & 63)) & 1)) logits[i] = -INFINITY;
+  }
+  for (size_t i = mask.size() * 64; i < n; ++i) logits[i] = -INFINITY;
+  return any;
+}
+bool mask_has(const std::vector<uint64_t>& mask, int32_t t) {
+  const auto u = static_cast<size_t>(t);
+  return t >= 0 && u / 64 < mask.size() && ((mask[u / 64] >> (u & 63)) & 1);
+}
 }  // namespace
 
 const char* stop_reason_name(StopReason r) {
@@ -112,17 +135,50 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   StopMatcher stop(p.stop);
   const int64_t max_tokens = p.max_tokens < 0 ? INT64_MAX : p.max_tokens;
 
+  // Structured output (see GenerateParams::grammar).
+  std::optional<grammar::Matcher> gm;
+  bool constrained = false;
+  std::string lazy_text;  // lazy grammar: the text so far, searched for a trigger
+  if (p.grammar) {
+    gm.emplace(p.grammar);
+    constrained = p.grammar_triggers.empty();
+  }
+
   const auto t_gen = Clock::now();
   bool done = max_tokens == 0;
   res.reason = StopReason::Length;
   while (!done) {
+    const std::vector<uint64_t>* mask = nullptr;
+    if (constrained) {
+      const auto t_mask = Clock::now();
+      mask = &gm->mask();
+      if (!apply_mask(logits, *mask)) fail("grammar: no token of the vocabulary can continue the output");
+      res.grammar_ms += ms_since(t_mask);
+    }
     const int32_t t = sampler.sample(logits);
-    if (!p.ignore_eos && tok_.vocab().is_eog(t)) {
+    if (constrained) {
+      // The check tests rely on: the sampled token was in this step's mask and the matcher takes it.
+      if (!mask_has(*mask, t) || !gm->accept(t))
+        fail("grammar: sampled token {} was not allowed by the grammar (internal error)", t);
+      ++res.grammar_checked;
+    }
+    if ((!p.ignore_eos && tok_.vocab().is_eog(t)) || (constrained && gm->finished())) {
       res.reason = StopReason::Eog;
       break;
     }
     sampler.accept(t);
     res.tokens.push_back(t);
+    if (gm && !constrained) {
+      // Lazy grammar: constrain from the first trigger on (the text from the trigger is fed first).
+      lazy_text += tok_.token_to_piece(t, false);
+      for (const std::string& trig : p.grammar_triggers) {
+        const size_t at = trig.empty() ? std::string::npos : lazy_text.find(trig);
+        if (at == std::string::npos) continue;
+        constrained = gm->accept_bytes(std::string_view(lazy_text).substr(at));
+        if (!constrained) gm.reset();  // the text around the trigger already left the grammar
+        break;
+      }
+    }
     const std::string text = stop.push(dec.push(t));
     res.text += text;
     const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;

@@ -17,11 +17,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "grammar/matcher.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -84,6 +86,13 @@ struct GenerateParams {
   bool all_logits = false;   // on_prompt_logits gets every prompt position's logits
   int32_t n_cached = 0;      // leading prompt tokens already in the context; < prompt size
   bool cache_prompt = true;  // read by the Scheduler, not here: false = reuse no cached prefix
+  // Structured output: every sampled token must keep the text inside this grammar (its mask is
+  // applied to the logits before sampling; end-of-generation only where the grammar is complete).
+  // With `grammar_triggers`, the grammar is lazy: text is free until one of the trigger strings
+  // appears, and from the trigger's first byte on it must match the grammar (a tool call in `auto`
+  // mode). The compiled grammar holds per-request caches: one per generation.
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
+  std::vector<std::string> grammar_triggers;
 };
 
 struct TokenEvent {
@@ -100,17 +109,19 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)
   std::string text;             // everything emitted, tail included
   StopReason reason = StopReason::Length;
-  std::string stop_word;       // the stop string that matched (StopString only)
-  int32_t n_prompt = 0;        // prompt tokens
-  int32_t n_cached = 0;        // of which were already in the context
-  double prompt_ms = 0;        // prefill wall time
-  double gen_ms = 0;           // from the first sample to the final flush
-  double gen_eval_ms = 0;      // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
-  double cache_ms = 0;         // before the prefill: restoring the cached prefix (set by the scheduler)
-  double prompt_gpu_ms = 0;    // of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
-  double gen_gpu_ms = 0;       // of gen_ms, GPU time of the decode steps' command buffers
-  uint32_t seed = 0;           // the sampler's seed (drawn at random when none was given)
-  int32_t batch_seqs_max = 1;  // the most sequences in one step that carried this job's tokens
+  std::string stop_word;        // the stop string that matched (StopString only)
+  int32_t n_prompt = 0;         // prompt tokens
+  int32_t n_cached = 0;         // of which were already in the context
+  double prompt_ms = 0;         // prefill wall time
+  double gen_ms = 0;            // from the first sample to the final flush
+  double gen_eval_ms = 0;       // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
+  double cache_ms = 0;          // before the prefill: restoring the cached prefix (set by the scheduler)
+  double prompt_gpu_ms = 0;     // of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
+  double gen_gpu_ms = 0;        // of gen_ms, GPU time of the decode steps' command buffers
+  uint32_t seed = 0;            // the sampler's seed (drawn at random when none was given)
+  int32_t batch_seqs_max = 1;   // the most sequences in one step that carried this job's tokens
+  int32_t grammar_checked = 0;  // sampled tokens checked against that step's grammar mask (all passed)
+  double grammar_ms = 0;        // of gen_ms, computing and applying grammar masks
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+
+#include "core/error.hpp"
+#include "grammar/gbnf.hpp"
+#include "grammar/json_schema.hpp"
 
 namespace rocky::server {
 using json = nlohmann::ordered_json;
@@ -107,6 +112,61 @@ std::vector<std::string> parse_stop(const json& o) {
   return out;
 }
 
+// `grammar`, `json_schema`, `response_format` → GBNF in s.grammar (at most one; each checked).
+void parse_constraint(const json& o, SamplingFields& s) {
+  std::vector<std::string> given;
+  auto set = [&](const std::string& param, const std::function<std::string()>& make) {
+    given.push_back(param);
+    if (given.size() > 1)
+      throw ApiError(400,
+                     fmt::format("'{}' and '{}' both constrain the output; send only one of them", given[0], given[1]),
+                     given[1], "invalid_value");
+    std::string gbnf;
+    try {
+      gbnf = make();
+      (void)grammar::parse_gbnf(gbnf);
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_value");
+    }
+    s.grammar = std::move(gbnf);
+    s.grammar_param = param;
+  };
+  if (const json* v = field(o, "grammar"); v && !v->is_null()) {
+    if (!v->is_string()) bad_type("grammar", "a string", *v);
+    if (!v->get<std::string>().empty()) set("grammar", [&] { return v->get<std::string>(); });
+  }
+  if (const json* v = field(o, "json_schema"); v && !v->is_null()) {
+    if (!v->is_object() && !v->is_boolean()) bad_type("json_schema", "an object", *v);
+    set("json_schema", [&] { return grammar::json_schema_to_gbnf(nlohmann::json::parse(v->dump())); });
+  }
+  if (const json* rf = field(o, "response_format"); rf && !rf->is_null()) {
+    if (!rf->is_object()) bad_type("response_format", "an object", *rf);
+    const std::string t = get_string(*rf, "type", "text", "response_format.type");
+    if (t == "json_object") {
+      if (const json* sc = field(*rf, "schema"); sc && !sc->is_null()) {  // llama-server's extension
+        if (!sc->is_object()) bad_type("response_format.schema", "an object", *sc);
+        set("response_format.schema", [&] { return grammar::json_schema_to_gbnf(nlohmann::json::parse(sc->dump())); });
+      } else {
+        set("response_format", [] { return grammar::json_object_gbnf(); });
+      }
+    } else if (t == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object()) bad_type("response_format.json_schema", "an object", js ? *js : json());
+      if (const json* st = field(*js, "strict"); st && !st->is_null() && !st->is_boolean())
+        bad_type("response_format.json_schema.strict", "a boolean", *st);
+      const json* sc = field(*js, "schema");
+      if (!sc)
+        throw ApiError(400, "'response_format.json_schema.schema' is missing", "response_format.json_schema.schema",
+                       "missing_field");
+      if (!sc->is_object() && !sc->is_boolean()) bad_type("response_format.json_schema.schema", "an object", *sc);
+      set("response_format.json_schema.schema",
+          [&] { return grammar::json_schema_to_gbnf(nlohmann::json::parse(sc->dump())); });
+    } else if (t != "text") {
+      bad_value("response_format.type", fmt::format("is '{}': must be text, json_object or json_schema", t));
+    }
+  }
+}
+
 SamplingFields parse_sampling(const json& o, bool native) {
   SamplingFields s;
   s.temperature = get_number(o, "temperature", 0.0, 1.0e4);
@@ -143,13 +203,7 @@ SamplingFields parse_sampling(const json& o, bool native) {
     if (!v->is_object()) bad_type("logit_bias", "an object of token id → bias", *v);
     if (!v->empty()) bad_value("logit_bias", "is not supported (only {} is accepted)");
   }
-  if (const json* v = field(o, "grammar"); v && !v->is_null()) {
-    if (!v->is_string()) bad_type("grammar", "a string", *v);
-    if (!v->get<std::string>().empty())
-      bad_value("grammar", "is not supported (constrained decoding is not implemented)");
-  }
-  if (const json* v = field(o, "json_schema"); v && !v->is_null())
-    bad_value("json_schema", "is not supported (constrained decoding is not implemented)");
+  parse_constraint(o, s);
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
   if (field(o, "max_completion_tokens"))
     s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
@@ -352,15 +406,10 @@ ChatRequest parse_chat(const json& o) {
     check_tools(*t);
     if (!t->empty()) r.tools = *t;
   }
-  if (const json* tc = field(o, "tool_choice")) {
+  if (const json* tc = field(o, "tool_choice"); tc && !tc->is_null()) {
     if (tc->is_string()) {
       const std::string s = tc->get<std::string>();
-      if (s == "required")
-        throw ApiError(400,
-                       "'tool_choice' \"required\" needs constrained decoding, which rocky does not support yet "
-                       "(use \"auto\")",
-                       "tool_choice", "unsupported_value");
-      if (s != "auto" && s != "none")
+      if (s != "auto" && s != "none" && s != "required")
         bad_value("tool_choice", fmt::format("is '{}': must be auto, none, required or a named function", s));
       r.tool_choice = s;
     } else if (tc->is_object()) {
@@ -368,29 +417,32 @@ ChatRequest parse_chat(const json& o) {
       if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string())
         bad_type("tool_choice.function.name", "a string",
                  fn && fn->is_object() && field(*fn, "name") ? (*fn)["name"] : json());
-      throw ApiError(400,
-                     fmt::format("'tool_choice' naming the function '{}' needs constrained decoding, which rocky "
-                                 "does not support yet (use \"auto\")",
-                                 (*fn)["name"].get<std::string>()),
-                     "tool_choice", "unsupported_value");
+      r.tool_choice = "function";
+      r.tool_choice_name = (*fn)["name"].get<std::string>();
     } else {
       bad_type("tool_choice", "a string or an object", *tc);
+    }
+    if ((r.tool_choice == "required" || r.tool_choice == "function") && r.tools.is_null())
+      bad_value("tool_choice", fmt::format("is '{}' but the request has no tools",
+                                           r.tool_choice == "function" ? r.tool_choice_name : r.tool_choice));
+    if (r.tool_choice == "function") {
+      bool found = false;
+      for (const auto& t : r.tools)
+        if (t.contains("function") && t["function"].value("name", "") == r.tool_choice_name) found = true;
+      if (!found)
+        bad_value("tool_choice.function.name",
+                  fmt::format("'{}' is not one of the request's tools", r.tool_choice_name));
     }
   }
   r.parallel_tool_calls = get_bool(o, "parallel_tool_calls", true);
   r.chat_template_kwargs = kwargs_of(o);
   parse_stream(o, r.stream, r.include_usage);
   r.sampling = parse_sampling(o, false);
-  if (const json* rf = field(o, "response_format")) {
-    if (!rf->is_object()) bad_type("response_format", "an object", *rf);
-    const std::string t = get_string(*rf, "type", "text", "response_format.type");
-    if (t != "text")
-      throw ApiError(400,
-                     fmt::format("'response_format.type' '{}' needs constrained decoding, which rocky does not "
-                                 "support yet",
-                                 t),
-                     "response_format.type", "unsupported_value");
-  }
+  if ((r.tool_choice == "required" || r.tool_choice == "function") && !r.sampling.grammar.empty())
+    throw ApiError(400,
+                   fmt::format("'tool_choice' and '{}' both constrain the output; send only one of them",
+                               r.sampling.grammar_param),
+                   "tool_choice", "invalid_value");
   return r;
 }
 

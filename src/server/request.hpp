@@ -45,13 +45,18 @@ struct SamplingFields {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool cache_prompt = true;  // llama-server's field, on every endpoint: false = reuse no cached prefix
+  // Structured output, as GBNF (checked: it parses): from `grammar`, `json_schema` or
+  // `response_format` (json_object / json_schema), at most one of them; "" = none.
+  std::string grammar;
+  std::string grammar_param;  // the field it came from, for errors
 };
 
 struct ChatRequest {
   std::string model;
   nlohmann::ordered_json messages;   // validated; as sent (normalise_for_template makes the template input)
   nlohmann::ordered_json tools;      // null or the validated array
-  std::string tool_choice = "auto";  // "auto" | "none" (required / named functions → 400 for now)
+  std::string tool_choice = "auto";  // "auto" | "none" | "required" | "function" (a named one)
+  std::string tool_choice_name;      // tool_choice "function": the function's name (one of `tools`)
   bool parallel_tool_calls = true;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool stream = false;

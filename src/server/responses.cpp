@@ -56,6 +56,10 @@ json timings_json(const runtime::GenerateResult& r) {
           // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
           // sampling, detokenizing and streaming)
           {"predicted_eval_ms", r.gen_eval_ms},
+          // rocky's own: structured output — tokens checked against their step's grammar mask (all
+          // passed; 0 without a grammar) and the time spent computing and applying the masks
+          {"grammar_checked_n", r.grammar_checked},
+          {"grammar_ms", r.grammar_ms},
           // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
           // reads, uploads into the KV cache); not part of prompt_ms
           {"cache_ms", r.cache_ms},

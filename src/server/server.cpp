@@ -20,6 +20,7 @@
 
 #include "chat/toolcalls.hpp"
 #include "core/error.hpp"
+#include "grammar/constraint.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/prefix_cache.hpp"
@@ -36,6 +37,7 @@
 #include "server/request.hpp"
 #include "server/responses.hpp"
 #include "server/stream.hpp"
+#include "server/structured.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::server {
@@ -362,8 +364,20 @@ class App {
     send_json(res, 200, {{"prompt", render(in)}});
   }
 
+  // A constraint compiled against the model's vocabulary; a failure (size or time budget) is a 400
+  // naming the field the constraint came from.
+  std::shared_ptr<grammar::CompiledGrammar> compile_constraint(const std::string& gbnf,
+                                                               const std::string& param) const {
+    try {
+      return grammar::compile_gbnf(gbnf, *tok_);
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_value");
+    }
+  }
+
   runtime::GenerateParams to_params(const SamplingFields& s) const {
     runtime::GenerateParams p;
+    if (!s.grammar.empty()) p.grammar = compile_constraint(s.grammar, s.grammar_param);
     if (s.temperature) p.sampling.temp = static_cast<float>(*s.temperature);
     if (s.top_p) p.sampling.top_p = static_cast<float>(*s.top_p);
     if (s.min_p) p.sampling.min_p = static_cast<float>(*s.min_p);
@@ -401,7 +415,17 @@ class App {
     syntax.parse_tool_calls = r.tool_choice != "none";
     std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
     check_fits(ids, "messages");
-    generate(req, res, std::move(ids), to_params(r.sampling), Kind::Chat, r.stream, r.include_usage, syntax);
+    runtime::GenerateParams gp = to_params(r.sampling);
+    // Tool calls in the model's own format: forced for "required" / a named function, lazy (from
+    // the format's trigger on) for "auto" unless another constraint was asked for.
+    if (!in.tools.is_null() && r.tool_choice != "none" && (r.tool_choice != "auto" || !gp.grammar)) {
+      const ToolGrammar tg = tool_call_grammar(syntax.format, in.tools, r.tool_choice, r.tool_choice_name);
+      if (!tg.gbnf.empty()) {
+        gp.grammar = compile_constraint(tg.gbnf, "tools");
+        gp.grammar_triggers = tg.triggers;
+      }
+    }
+    generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Kind kind) {

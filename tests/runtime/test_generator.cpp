@@ -8,6 +8,7 @@
 
 #include "common/shared.hpp"
 #include "core/error.hpp"
+#include "grammar/constraint.hpp"
 #include "runtime/generator.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -244,6 +245,41 @@ TEST(Generator, CachedPrefixIsNotEvaluatedAgain) {
   GenerateResult r = Generator(src, tok).generate(prompt, p);
   EXPECT_EQ(r.n_cached, 2);
   EXPECT_EQ(src.evals[0], std::vector<int32_t>(prompt.begin() + 2, prompt.end()));
+}
+
+// Structured output: the mask steers a source that wants other tokens; every sampled token is
+// checked against its step's mask (grammar_checked counts them, end-of-generation included).
+TEST(Generator, GrammarConstrainsEveryToken) {
+  const tok::Tokenizer& tok = stories();
+  const auto prompt = tok.tokenize("Once", true);
+  const auto noise = tok.tokenize(" upon a time there was a cat", false);
+  ScriptedSource src(static_cast<int32_t>(tok.vocab().size()), 256, noise);
+  Generator g(src, tok);
+  GenerateParams p = greedy(32);
+  p.grammar = grammar::compile_gbnf(R"(root ::= ("yes" | "no") "!"?)", tok);
+  const GenerateResult r = g.generate(prompt, p);
+  EXPECT_TRUE(r.text == "yes" || r.text == "no" || r.text == "yes!" || r.text == "no!") << r.text;
+  EXPECT_EQ(r.reason, StopReason::Eog);
+  EXPECT_EQ(r.grammar_checked, static_cast<int32_t>(r.tokens.size()) + 1);
+}
+
+// A lazy grammar lets text through until a trigger, then constrains from the trigger's first byte.
+TEST(Generator, LazyGrammarStartsAtTrigger) {
+  const tok::Tokenizer& tok = stories();
+  const auto prompt = tok.tokenize("Once", true);
+  auto script = tok.tokenize(" upon a time there was a cat", false);
+  ScriptedSource src(static_cast<int32_t>(tok.vocab().size()), 256, script);
+  Generator g(src, tok);
+  GenerateParams p = greedy(40);
+  p.grammar = grammar::compile_gbnf(R"(root ::= "time" [!?])", tok);
+  p.grammar_triggers = {"time"};
+  const GenerateResult r = g.generate(prompt, p);
+  // Free text up to the trigger (the scripted tokens), then "time" and one of the two marks.
+  ASSERT_GE(r.text.size(), 12u) << r.text;
+  const std::string tail = r.text.substr(r.text.size() - 12);
+  EXPECT_TRUE(tail == "upon a time!" || tail == "upon a time?") << r.text;
+  EXPECT_EQ(r.reason, StopReason::Eog);
+  EXPECT_GT(r.grammar_checked, 0);
 }
 
 }  // namespace

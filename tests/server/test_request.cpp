@@ -168,7 +168,7 @@ TEST(ServerRequest, CompletionPromptForms) {
                                                              {"n_probs", "5"},
                                                              {"grammar", "\"root ::= x\""},
                                                              {"grammar", "7"},
-                                                             {"json_schema", "{\"type\":\"object\"}"},
+                                                             {"json_schema", "{\"type\":\"object\",\"not\":{}}"},
                                                              {"mirostat", "2"},
                                                              {"typical_p", "0.5"}};
   for (const auto& [name, value] : unsupported) {
@@ -197,6 +197,56 @@ TEST(ServerRequest, CompletionPromptForms) {
   EXPECT_TRUE(a.add_generation_prompt);
   EXPECT_TRUE(a.tools.is_null());
   EXPECT_TRUE(a.messages[0]["content"].is_array());  // as given: no normalisation
+}
+
+// Structured output fields: grammar, json_schema, response_format (json_object / json_schema) become
+// checked GBNF; errors name line:col or the JSON pointer; two constraints are a 400 naming both.
+TEST(ServerRequest, StructuredOutput) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  auto chat = [&](const std::string& extra) { return parse_chat(parse_body("{" + msgs + "," + extra + "}")); };
+  auto err = [&](const std::string& extra) {
+    try {
+      chat(extra);
+    } catch (const ApiError& e) {
+      return e;
+    }
+    return ApiError(0, "accepted");
+  };
+  EXPECT_EQ(chat(R"("grammar":"root ::= \"a\"")").sampling.grammar, "root ::= \"a\"");
+  EXPECT_EQ(chat(R"("grammar":"root ::= \"a\"")").sampling.grammar_param, "grammar");
+  EXPECT_NE(chat(R"("response_format":{"type":"json_object"})").sampling.grammar.find("root ::="), std::string::npos);
+  const auto s = chat(
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"integer"}}})");
+  EXPECT_EQ(s.sampling.grammar_param, "response_format.json_schema.schema");
+  EXPECT_TRUE(chat(R"("response_format":{"type":"text"})").sampling.grammar.empty());
+  EXPECT_FALSE(parse_completion(parse_body(R"({"prompt":"x","json_schema":{"type":"boolean"}})"), true)
+                   .sampling.grammar.empty());
+
+  ApiError e = err(R"("grammar":"root ::= \"a\" @")");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "grammar");
+  EXPECT_NE(e.message.find("line 1:14"), std::string::npos) << e.message;
+  e = err(R"("response_format":{"type":"json_schema","json_schema":{"schema":{"properties":{"a":{"multipleOf":2}}}}})");
+  EXPECT_EQ(e.param, "response_format.json_schema.schema");
+  EXPECT_NE(e.message.find("at /properties/a: unsupported keyword 'multipleOf'"), std::string::npos) << e.message;
+  e = err(R"("grammar":"root ::= \"a\"","response_format":{"type":"json_object"})");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("'grammar' and 'response_format'"), std::string::npos) << e.message;
+  e = err(R"("response_format":{"type":"json_schema","json_schema":{"name":"n"}})");
+  EXPECT_EQ(e.param, "response_format.json_schema.schema");
+  e = err(R"("response_format":{"type":"yaml"})");
+  EXPECT_EQ(e.param, "response_format.type");
+
+  // Tool choice: required / named need tools (and the name must be one of them); not with a grammar.
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])";
+  EXPECT_EQ(chat(tools + R"(,"tool_choice":"required")").tool_choice, "required");
+  const auto named = chat(tools + R"(,"tool_choice":{"type":"function","function":{"name":"f"}})");
+  EXPECT_EQ(named.tool_choice, "function");
+  EXPECT_EQ(named.tool_choice_name, "f");
+  EXPECT_EQ(err(tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})").param,
+            "tool_choice.function.name");
+  e = err(tools + R"(,"tool_choice":"required","grammar":"root ::= \"a\"")");
+  EXPECT_NE(e.message.find("'tool_choice' and 'grammar'"), std::string::npos) << e.message;
 }
 
 }  // namespace

@@ -1,0 +1,304 @@
+// TokenTrie, CompiledGrammar and Matcher (see matcher.hpp).
+#include "grammar/matcher.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <unordered_set>
+
+#include "core/error.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky::grammar {
+
+std::shared_ptr<const TokenTrie> TokenTrie::build(const tok::Tokenizer& tok) {
+  const tok::Vocab& v = tok.vocab();
+  std::vector<std::string> pieces(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const auto id = static_cast<tok::TokenId>(i);
+    const uint32_t a = v.attr_of(id);
+    if (a & (tok::attr::k_control | tok::attr::k_unused | tok::attr::k_unknown)) continue;
+    if (a == tok::attr::k_undefined) continue;
+    pieces[i] = tok.token_to_piece(id, false);
+  }
+  return from_pieces(std::move(pieces), v.eog_ids());
+}
+
+std::shared_ptr<const TokenTrie> TokenTrie::from_pieces(std::vector<std::string> pieces, std::vector<int32_t> eog) {
+  auto t = std::make_shared<TokenTrie>();
+  t->pieces_ = std::move(pieces);
+  for (int32_t e : eog)
+    if (e >= 0 && static_cast<size_t>(e) < t->pieces_.size()) {
+      t->pieces_[static_cast<size_t>(e)].clear();  // never text
+      t->eog_.push_back(e);
+    }
+  t->build_nodes();
+  return t;
+}
+
+bool TokenTrie::is_eog(int32_t id) const { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
+
+void TokenTrie::build_nodes() {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < pieces_.size(); ++i)
+    if (!pieces_[i].empty()) ids.push_back(static_cast<int32_t>(i));
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    const std::string& x = pieces_[static_cast<size_t>(a)];
+    const std::string& y = pieces_[static_cast<size_t>(b)];
+    return x != y ? x < y : a < b;
+  });
+  byte_ = {0};
+  depth_ = {0};
+  std::vector<uint32_t> path = {0};
+  std::vector<uint32_t> tok_node;
+  const std::string* prev = nullptr;
+  for (int32_t id : ids) {
+    const std::string& p = pieces_[static_cast<size_t>(id)];
+    size_t common = 0;
+    if (prev)
+      while (common < p.size() && common < prev->size() && (*prev)[common] == p[common]) ++common;
+    path.resize(common + 1);
+    for (size_t d = common; d < p.size(); ++d) {
+      byte_.push_back(static_cast<uint8_t>(p[d]));
+      depth_.push_back(static_cast<uint32_t>(d + 1));
+      path.push_back(static_cast<uint32_t>(byte_.size() - 1));
+    }
+    tok_node.push_back(path.back());
+    toks_.push_back(id);
+    max_depth_ = std::max<uint32_t>(max_depth_, static_cast<uint32_t>(p.size()));
+    prev = &p;
+  }
+  const size_t n = byte_.size();
+  tok_begin_.assign(n + 1, 0);
+  for (uint32_t nd : tok_node) ++tok_begin_[nd + 1];
+  for (size_t i = 0; i < n; ++i) tok_begin_[i + 1] += tok_begin_[i];
+  size_.assign(n, 0);
+  std::vector<uint32_t> open;
+  for (size_t m = 0; m < n; ++m) {
+    while (!open.empty() && depth_[open.back()] >= depth_[m]) {
+      size_[open.back()] = static_cast<uint32_t>(m - open.back());
+      open.pop_back();
+    }
+    open.push_back(static_cast<uint32_t>(m));
+  }
+  for (uint32_t o : open) size_[o] = static_cast<uint32_t>(n - o);
+}
+
+CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie)
+    : g_(std::move(g)), trie_(std::move(trie)) {
+  const auto t0 = std::chrono::steady_clock::now();
+  stacks_.push_back({0, 0});  // k_accept
+  stacks_.push_back({0, 0});  // k_boundary
+  std::vector<uint32_t> none;
+  intern_state(none);  // state 0: dead
+  walk_states_.resize(trie_->max_depth_ + 2);
+  std::vector<uint32_t> init;
+  for (uint32_t a : g_.alts[g_.root]) expand(a, k_accept, init);
+  initial_ = intern_state(init);
+  mask(initial_);
+  compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (compile_ms_ > k_compile_budget_ms)
+    fail("grammar: compiling against the vocabulary took {:.0f} ms, over the limit of {:.0f} ms", compile_ms_,
+         k_compile_budget_ms);
+}
+
+uint32_t CompiledGrammar::stack(uint32_t pos, uint32_t parent) {
+  const uint64_t key = (uint64_t{pos} << 32) | parent;
+  auto it = stack_index_.find(key);
+  if (it != stack_index_.end()) return it->second;
+  if (stacks_.size() >= k_max_stack_nodes)
+    fail("grammar: more than {} parser stack nodes (the nesting is too deep for the limit)", k_max_stack_nodes);
+  const auto id = static_cast<uint32_t>(stacks_.size());
+  stacks_.push_back({pos, parent});
+  stack_index_.emplace(key, id);
+  return id;
+}
+
+void CompiledGrammar::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out) {
+  const Element& e = g_.elems[pos];
+  switch (e.kind) {
+    case Element::End:
+      if (parent <= k_boundary) {
+        out.push_back(parent);
+      } else {
+        const StackNode nd = stacks_[parent];
+        expand(nd.pos, nd.parent, out);
+      }
+      return;
+    case Element::Bytes:
+      if (out.size() >= 4 * k_max_stacks_per_state)
+        fail("grammar: a parser state holds more than {} stacks (the grammar is too ambiguous)",
+             k_max_stacks_per_state);
+      out.push_back(stack(pos, parent));
+      return;
+    case Element::Ref: {
+      const uint32_t cont = pos + 1;
+      const uint32_t np = g_.elems[cont].kind == Element::End ? parent : stack(cont, parent);
+      for (uint32_t a : g_.alts[e.value]) expand(a, np, out);
+      return;
+    }
+  }
+}
+
+uint32_t CompiledGrammar::intern_state(std::vector<uint32_t>& s) {
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  std::string key(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(uint32_t));
+  auto it = state_index_.find(key);
+  if (it != state_index_.end()) return it->second;
+  if (s.size() > k_max_stacks_per_state)
+    fail("grammar: a parser state holds more than {} stacks (the grammar is too ambiguous)", k_max_stacks_per_state);
+  if (states_.size() >= k_max_states)
+    fail("grammar: more than {} parser states (the grammar is too large or too ambiguous for the limit)", k_max_states);
+  const auto id = static_cast<uint32_t>(states_.size());
+  State st;
+  st.stacks = s;
+  for (uint32_t x : s) {
+    st.has_accept = st.has_accept || x == k_accept;
+    st.has_boundary = st.has_boundary || x == k_boundary;
+  }
+  boundary_flag_.push_back(st.has_boundary ? 1 : 0);
+  states_.push_back(std::move(st));
+  trans_.resize(states_.size() * 256, id == 0 ? 0 : -1);
+  if (id == 0) std::fill(trans_.begin(), trans_.end(), 0);
+  state_index_.emplace(std::move(key), id);
+  return id;
+}
+
+uint32_t CompiledGrammar::step(uint32_t state, uint8_t b) {
+  const int32_t t = trans_[size_t{state} * 256 + b];
+  if (t >= 0) return static_cast<uint32_t>(t);
+  std::vector<uint32_t> next;
+  const std::vector<uint32_t> cur = states_[state].stacks;
+  for (uint32_t s : cur) {
+    if (s <= k_boundary) continue;
+    const StackNode nd = stacks_[s];
+    if (g_.sets[g_.elems[nd.pos].value].has(b)) expand(nd.pos + 1, nd.parent, next);
+  }
+  const uint32_t r = intern_state(next);
+  trans_[size_t{state} * 256 + b] = static_cast<int32_t>(r);
+  return r;
+}
+
+void CompiledGrammar::walk(uint32_t node, uint32_t state, std::vector<uint64_t>& bits,
+                           std::vector<uint32_t>* boundary) {
+  const TokenTrie& t = *trie_;
+  const uint32_t base = t.depth_[node];
+  walk_states_[0] = state;
+  const uint32_t end = node + t.size_[node];
+  for (uint32_t m = node + 1; m < end;) {
+    const uint32_t d = t.depth_[m] - base;
+    const uint32_t from = walk_states_[d - 1];
+    const int32_t known = trans_[size_t{from} * 256 + t.byte_[m]];  // the memoised transition, if any
+    const uint32_t s = known >= 0 ? static_cast<uint32_t>(known) : step(from, t.byte_[m]);
+    if (s == 0) {
+      m += t.size_[m];
+      continue;
+    }
+    walk_states_[d] = s;
+    for (uint32_t k = t.tok_begin_[m]; k < t.tok_begin_[m + 1]; ++k) {
+      const auto id = static_cast<uint32_t>(t.toks_[k]);
+      bits[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    if (boundary && boundary_flag_[s] && t.size_[m] > 1) boundary->push_back(m);
+    ++m;
+  }
+}
+
+const CompiledGrammar::KeyInfo& CompiledGrammar::key_info(uint32_t key) {
+  auto it = keys_.find(key);
+  if (it != keys_.end()) return it->second;
+  KeyInfo ki;
+  ki.accept.assign(trie_->n_words(), 0);
+  std::vector<uint32_t> one = {key};
+  const uint32_t s0 = intern_state(one);
+  walk(0, s0, ki.accept, &ki.boundary_nodes);
+  return keys_.emplace(key, std::move(ki)).first->second;
+}
+
+const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
+  auto it = mask_slot_.find(state);
+  if (it != mask_slot_.end()) return masks_[it->second];
+  if (mask_slot_.size() >= 256) {
+    mask_slot_.clear();
+    masks_.clear();
+  }
+  std::vector<uint64_t> bits(trie_->n_words(), 0);
+  const std::vector<uint32_t> stacks = states_[state].stacks;
+  std::vector<uint32_t> chain;
+  for (uint32_t s : stacks) {
+    if (s == k_accept) {
+      for (int32_t e : trie_->eog()) bits[static_cast<size_t>(e) >> 6] |= uint64_t{1} << (e & 63);
+      continue;
+    }
+    if (s == k_boundary) continue;
+    // The key: the top frames down to the first return position that must consume a byte.
+    chain.clear();
+    chain.push_back(stacks_[s].pos);
+    uint32_t p = stacks_[s].parent;
+    uint32_t bottom = k_accept, below = k_accept;
+    while (p != k_accept) {
+      const StackNode nd = stacks_[p];
+      chain.push_back(nd.pos);
+      p = nd.parent;
+      if (!g_.nullable_rest[nd.pos]) {
+        bottom = k_boundary;
+        below = p;
+        break;
+      }
+    }
+    uint32_t key = bottom;
+    for (size_t i = chain.size(); i-- > 0;) key = stack(chain[i], key);
+    const KeyInfo& ki = key_info(key);
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
+    if (bottom != k_boundary || ki.boundary_nodes.empty() || below == k_accept) continue;
+    // Tokens that run past the key: continue them on the real stack below it.
+    std::vector<uint32_t> after;
+    expand(stacks_[below].pos, stacks_[below].parent, after);
+    const uint32_t ps = intern_state(after);
+    const std::vector<uint32_t> nodes = keys_.find(key)->second.boundary_nodes;
+    for (uint32_t n : nodes) walk(n, ps, bits, nullptr);
+  }
+  const auto slot = static_cast<uint32_t>(masks_.size());
+  masks_.push_back(std::move(bits));
+  mask_slot_.emplace(state, slot);
+  return masks_[slot];
+}
+
+bool Matcher::allowed(int32_t token) {
+  if (finished_ || token < 0 || static_cast<size_t>(token) >= g_->trie().n_vocab()) return false;
+  if (g_->trie().is_eog(token)) return g_->accepting(state_);
+  const std::string& p = g_->trie().piece(token);
+  if (p.empty()) return false;
+  uint32_t s = state_;
+  for (char c : p) {
+    s = g_->step(s, static_cast<uint8_t>(c));
+    if (s == 0) return false;
+  }
+  return true;
+}
+
+bool Matcher::accept(int32_t token) {
+  if (finished_ || token < 0 || static_cast<size_t>(token) >= g_->trie().n_vocab()) return false;
+  if (g_->trie().is_eog(token)) {
+    if (!g_->accepting(state_)) return false;
+    finished_ = true;
+    return true;
+  }
+  const std::string& p = g_->trie().piece(token);
+  if (p.empty()) return false;
+  return accept_bytes(p);
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  if (finished_) return false;
+  uint32_t s = state_;
+  for (char c : bytes) {
+    s = g_->step(s, static_cast<uint8_t>(c));
+    if (s == 0) return false;
+  }
+  state_ = s;
+  return true;
+}
+
+}  // namespace rocky::grammar

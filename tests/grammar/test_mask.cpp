@@ -1,0 +1,98 @@
+// Token masks against a brute-force check of every token (a separately compiled copy of the
+// grammar advanced byte by byte): on a small hand-made vocabulary with multi-element, byte-fallback,
+// partial UTF-8 and special tokens, and on Qwen2's real 151,936-token vocabulary.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/shared.hpp"
+#include "grammar/json_schema.hpp"
+#include "grammar_test_util.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rocky::grammar {
+namespace {
+
+bool bit(const std::vector<uint64_t>& m, size_t t) { return (m[t >> 6] >> (t & 63)) & 1; }
+
+// Walks `steps` random allowed tokens (restarting when complete or stuck), comparing each step's
+// mask with a per-token check on an independent matcher. Returns the number of steps compared.
+int compare_walk(const std::string& gbnf, std::shared_ptr<const TokenTrie> trie, int steps, uint32_t seed,
+                 size_t brute_stride = 1) {
+  auto g = std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), trie);
+  auto ref = std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), trie);
+  Matcher m(g), r(ref);
+  std::mt19937 rng(seed);
+  int compared = 0;
+  for (int s = 0; s < steps; ++s) {
+    const std::vector<uint64_t> mask = m.mask();
+    std::vector<int32_t> allowed;
+    const size_t off = brute_stride > 1 ? rng() % brute_stride : 0;
+    for (size_t t = 0; t < trie->n_vocab(); ++t) {
+      const bool want = (t % brute_stride == off) ? r.allowed(static_cast<int32_t>(t)) : bit(mask, t);
+      EXPECT_EQ(bit(mask, t), want) << "step " << s << " token " << t << " '" << trie->piece(static_cast<int32_t>(t))
+                                    << "'";
+      if (bit(mask, t)) allowed.push_back(static_cast<int32_t>(t));
+    }
+    ++compared;
+    if (allowed.empty()) {
+      ADD_FAILURE() << "no token allowed at step " << s;
+      break;
+    }
+    const int32_t t = allowed[rng() % allowed.size()];
+    EXPECT_TRUE(m.accept(t));
+    EXPECT_TRUE(r.accept(t));
+    if (m.finished()) {
+      m.reset();
+      r.reset();
+    }
+  }
+  return compared;
+}
+
+TEST(Mask, SmallVocabMatchesBruteForce) {
+  std::vector<std::string> p = {"{",   "}",     "\"",   "\":",        "\"a", "a\"",     "ab",   "\"}",  ",\"",
+                                "1",   "12",    "-",    ".",          "e",   " ",       "true", "null", "fal",
+                                "se",  "\xc3",  "\xa9", "\xc3\xa9",   "é\"", "[",       "]",    "],",   "\\",
+                                "\\n", "\\u00", "x",    "<|im_end|>", "",    "\"b\": ", "0",    "00",   "\n"};
+  // 30: a special token (not text, left empty), 31: an empty piece, 36: eos.
+  p[30].clear();
+  p.push_back("");
+  for (char c = ' '; c <= '~'; ++c) p.push_back(std::string(1, c));  // every character stays reachable
+  auto trie = TokenTrie::from_pieces(p, {36});
+  const std::string gbnf = json_schema_to_gbnf(nlohmann::json::parse(R"({
+    "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "number"}},
+    "c": {"enum": [true, null, "é"]}}, "required": ["a"]})"));
+  EXPECT_EQ(compare_walk(gbnf, trie, 400, 1), 400);
+}
+
+TEST(Mask, EosOnlyWhenAccepting) {
+  auto trie = TokenTrie::from_pieces({"a", "b", ""}, {2});
+  auto g = std::make_shared<CompiledGrammar>(parse_gbnf(R"(root ::= "a" "b"?)"), trie);
+  Matcher m(g);
+  EXPECT_FALSE(bit(m.mask(), 2));
+  EXPECT_FALSE(m.accept(2));
+  EXPECT_TRUE(m.accept(0));
+  EXPECT_TRUE(bit(m.mask(), 2));
+  EXPECT_TRUE(bit(m.mask(), 1));
+  EXPECT_TRUE(m.accept(2));
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.accept(1));
+}
+
+TEST(Mask, Qwen2VocabMatchesBruteForce) {
+  auto tok = tok::Tokenizer::load(test::shared_path("reference/vocab/ggml-vocab-qwen2-rebuilt.gguf"));
+  auto trie = TokenTrie::build(tok);
+  ASSERT_EQ(trie->n_vocab(), 151936u);
+  // Special tokens are never text.
+  EXPECT_TRUE(trie->piece(tok.vocab().find("<|im_end|>")).empty());
+  const std::string gbnf = json_schema_to_gbnf(nlohmann::json::parse(R"({
+    "type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer",
+    "minimum": 0, "maximum": 150}, "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    "when": {"type": "string", "format": "date"}}, "required": ["name", "age"]})"));
+  // Every 7th token brute-forced per step (all of them would take minutes); 60 steps.
+  EXPECT_EQ(compare_walk(gbnf, trie, 60, 7, 7), 60);
+}
+
+}  // namespace
+}  // namespace rocky::grammar

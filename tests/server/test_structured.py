@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Structured output through `rocky serve` (python3 + python3-jsonschema).
+
+usage: test_structured.py ROCKY_BIN DEVICE SCHEMA_DIR QWEN_TEMPLATE MODEL [MODEL ...]
+
+For every model: every JSON schema in SCHEMA_DIR as a constrained chat request (response_format
+json_schema, temperature 0) must answer 200; a `stop` finish must be JSON valid against the schema
+(formats checked strictly: real calendar dates, RFC 3339 times); at least 90 % must finish with
+`stop`; every token of every reply must have been checked against its step's grammar mask
+(timings.grammar_checked_n == completion tokens, so a `length` finish is a valid prefix). Then tool
+calls (tool_choice "required" and a named function) through the model's own template or the
+ChatML fallback and through the Qwen2.5 template (--chat-template-file), the GBNF samples on
+/completion, and the errors (invalid grammar / schema, two constraints, a grammar that admits
+nothing). Exit 0 when everything passes.
+Environment: ROCKY_TEST_MAX_TOKENS (default 512), ROCKY_TEST_SCHEMA_LIMIT (default 0: all schemas).
+"""
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import jsonschema
+
+BIN, DEVICE, SCHEMA_DIR, QWEN_TEMPLATE = sys.argv[1:5]
+MODELS = sys.argv[5:]
+MAX_TOKENS = int(os.environ.get("ROCKY_TEST_MAX_TOKENS", "512"))
+SCHEMA_LIMIT = int(os.environ.get("ROCKY_TEST_SCHEMA_LIMIT", "0"))  # 0: every schema (a quick local run: a few)
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what, flush=True)
+
+
+class Server:
+    def __init__(self, model, *extra):
+        args = [BIN, "serve", "-m", model, "--port", "0", "-c", "2048", "--device", DEVICE, "--no-warmup", *extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log, self.url = [], None
+        got = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on (http://\S+)", line)
+                if m:
+                    self.url = m.group(1)
+                    got.set()
+            got.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not got.wait(120) or not self.url:
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+        for _ in range(600):
+            try:
+                if self.post("/health", None)[1]["status"] == "ok":
+                    return
+            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("server never became ready:\n" + "".join(self.log))
+
+    def post(self, path, body):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method="POST" if body is not None else "GET",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=600) as r:
+                return r.status, json.loads(r.read().decode())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read().decode())
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+# Strict formats (python3-jsonschema checks date-time / time only with rfc3339-validator).
+FORMATS = jsonschema.FormatChecker()
+TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
+
+
+@FORMATS.checks("date", raises=ValueError)
+def _date(v):
+    if not isinstance(v, str):
+        return True
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        raise ValueError("not YYYY-MM-DD")
+    datetime.date.fromisoformat(v)
+    return True
+
+
+@FORMATS.checks("time")
+def _time(v):
+    return not isinstance(v, str) or bool(TIME_RE.match(v))
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _date_time(v):
+    if not isinstance(v, str):
+        return True
+    d, sep, t = v.partition("T")
+    if not sep:
+        raise ValueError("no T")
+    _date(d)
+    if not TIME_RE.match(t):
+        raise ValueError("bad time")
+    return True
+
+
+@FORMATS.checks("email")
+def _email(v):
+    return not isinstance(v, str) or re.fullmatch(r"[^@\s]+@[^@\s]+", v) is not None
+
+
+@FORMATS.checks("uuid")
+def _uuid(v):
+    return not isinstance(v, str) or re.fullmatch(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}", v) is not None
+
+
+def validate(instance, schema):
+    v = jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
+    errors = list(v.iter_errors(instance))
+    return "; ".join(e.message for e in errors[:3])
+
+
+def schemas():
+    out = []
+    for name in sorted(os.listdir(SCHEMA_DIR)):
+        if name.endswith(".json"):
+            with open(os.path.join(SCHEMA_DIR, name)) as f:
+                out.append((name, json.load(f)))
+    return out[:SCHEMA_LIMIT] if SCHEMA_LIMIT > 0 else out
+
+
+def all_checked(body, what):
+    # Every kept token, plus the end-of-generation token when the reply stopped on it.
+    t = body.get("timings", {})
+    n = body["usage"]["completion_tokens"]
+    check(t.get("grammar_checked_n") in (n, n + 1),
+          f"{what}: {t.get('grammar_checked_n')} of {body['usage']['completion_tokens']} tokens checked against the mask")
+
+
+def run_schemas(srv, label):
+    stops = total = 0
+    t0 = time.time()
+    for name, schema in schemas():
+        total += 1
+        status, body = srv.post("/v1/chat/completions", {
+            "messages": [{"role": "system", "content": "Reply with JSON only."},
+                         {"role": "user", "content": f"Give me the {name[:-5]}."}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}},
+            "temperature": 0, "max_tokens": MAX_TOKENS})
+        check(status == 200, f"{label} {name}: HTTP {status}: {body}")
+        if status != 200:
+            continue
+        choice = body["choices"][0]
+        content = choice["message"]["content"] or ""
+        all_checked(body, f"{label} {name}")
+        if choice["finish_reason"] == "stop":
+            stops += 1
+            try:
+                inst = json.loads(content)
+            except json.JSONDecodeError as e:
+                check(False, f"{label} {name}: not JSON ({e}): {content[:300]!r}")
+                continue
+            err = validate(inst, schema)
+            check(not err, f"{label} {name}: invalid: {err}: {content[:300]!r}")
+        else:
+            check(choice["finish_reason"] == "length", f"{label} {name}: finish_reason {choice['finish_reason']}")
+    print(f"{label}: {stops}/{total} finished with stop ({time.time() - t0:.0f} s)", flush=True)
+    check(stops * 10 >= total * 9, f"{label}: only {stops} of {total} requests finished with stop")
+
+
+TOOLS = []
+
+
+def make_tools():
+    for fn in ("001-Glaiveai2K-schedule_meeting_8546158f.json", "004-Glaiveai2K-track_calories_ecbd9766.json",
+               "007-Glaiveai2K-calculate_gpa_11b0bca5.json"):
+        with open(os.path.join(SCHEMA_DIR, fn)) as f:
+            params = json.load(f)
+        TOOLS.append({"type": "function", "function": {"name": fn.split("-")[2].split("_")[0] + "_" + fn[:3],
+                                                       "description": "a tool", "parameters": params}})
+
+
+def run_tools(srv, label):
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for choice in ["required", {"type": "function", "function": {"name": TOOLS[1]["function"]["name"]}}]:
+        for seed in (1, 2):
+            status, body = srv.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "Plan my day."}], "tools": TOOLS, "tool_choice": choice,
+                "temperature": 0.7, "seed": seed, "max_tokens": 400})
+            what = f"{label} tool_choice {json.dumps(choice)} seed {seed}"
+            check(status == 200, f"{what}: HTTP {status}: {body}")
+            if status != 200:
+                continue
+            msg = body["choices"][0]["message"]
+            calls = msg.get("tool_calls") or []
+            if body["choices"][0]["finish_reason"] == "length":
+                all_checked(body, what)
+                print(f"{what}: length (not a failure; valid prefix)", flush=True)
+                continue
+            check(len(calls) >= 1, f"{what}: no tool_calls: {msg}")
+            for c in calls:
+                name = c["function"]["name"]
+                check(name in by_name, f"{what}: unknown function {name}")
+                if isinstance(choice, dict):
+                    check(name == choice["function"]["name"], f"{what}: called {name}")
+                try:
+                    args = json.loads(c["function"]["arguments"])
+                except json.JSONDecodeError as e:
+                    check(False, f"{what}: arguments not JSON: {e}")
+                    continue
+                if name in by_name:
+                    err = validate(args, by_name[name])
+                    check(not err, f"{what}: arguments invalid: {err}")
+
+
+def run_grammars_and_errors(srv, label):
+    samples = [
+        ('root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= [0-9]{1,3} | "(" expr ")"\n',
+         r"[0-9()+\-]+"),
+        ('root ::= "[" item ("," item){0,3} "]"\nitem ::= "\\"" [a-z]{1,5} "\\""\n', r'\["[a-z]{1,5}"(,"[a-z]{1,5}"){0,3}\]'),
+        ('root ::= "yes" | "no" | "maybe"\n', r"yes|no|maybe"),
+    ]
+    for g, pattern in samples:
+        status, body = srv.post("/completion", {"prompt": "Once upon a time", "grammar": g, "n_predict": 64,
+                                                "temperature": 0})
+        check(status == 200, f"{label} grammar {g!r}: HTTP {status}: {body}")
+        if status == 200 and body.get("stop_type", "eos") != "limit":
+            check(re.fullmatch(pattern, body["content"]) is not None, f"{label} grammar {g!r}: {body['content']!r}")
+    status, body = srv.post("/v1/completions", {"prompt": "x", "response_format": {"type": "json_object"},
+                                                "max_tokens": 128, "temperature": 0})
+    check(status == 200, f"{label} json_object: HTTP {status}")
+    if status == 200 and body["choices"][0]["finish_reason"] == "stop":
+        check(isinstance(json.loads(body["choices"][0]["text"]), dict), f"{label} json_object: not an object")
+    bad = [
+        ({"grammar": 'root ::= "a" @'}, "line 1:14"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+            "n": {"type": "integer", "multipleOf": 2}}}}}}, "at /properties/n: unsupported keyword 'multipleOf'"),
+        ({"json_schema": {"type": "string", "format": "ipv4"}}, "at /format"),
+        ({"grammar": 'root ::= "a"', "response_format": {"type": "json_object"}}, "'grammar' and 'response_format'"),
+        ({"grammar": 'root ::= "a" root'}, "admits no string"),
+    ]
+    for extra, want in bad:
+        status, body = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], **extra})
+        msg = body.get("error", {}).get("message", "")
+        check(status == 400 and want in msg, f"{label} {extra}: HTTP {status}, message {msg!r} (want {want!r})")
+
+
+def main():
+    make_tools()
+    for model in MODELS:
+        label = os.path.basename(model)
+        srv = Server(model)
+        try:
+            run_grammars_and_errors(srv, label)
+            run_tools(srv, label + " (own template)")
+            run_schemas(srv, label)
+        finally:
+            srv.close()
+        srv = Server(model, "--jinja", "--chat-template-file", QWEN_TEMPLATE)
+        try:
+            run_tools(srv, label + " (qwen2.5 template)")
+        finally:
+            srv.close()
+    if FAILS:
+        print(f"{len(FAILS)} failures", flush=True)
+        sys.exit(1)
+    print("all passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
