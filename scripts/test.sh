@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds both test trees and runs them:
+# Builds the test trees and runs them:
 #   build/       the main tree (gcc, Release): unit, op, model and CLI tests (Vulkan on lavapipe)
+#   build-arm64/ the same sources cross-built for aarch64: the CPU-only tests under qemu-user and
+#                the arm64-vs-host greedy comparison (scripts/test-arm64.sh; x86-64 hosts only)
 #   build-fuzz/  clang + libFuzzer + ASan/UBSan: bounded fuzz runs of the parsers
 # Needs ../shared beside the checkout (reference models and outputs); tests fail without it.
 set -euo pipefail
@@ -15,6 +17,7 @@ bash ../shared/mali/setup.sh
 # The tree is formatted with Debian 12's clang-format 14 (.clang-format); a diff fails the run.
 bash scripts/check-format.sh
 bash scripts/build.sh
+[ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] && bash scripts/test-arm64.sh
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROCKY_FUZZ=ON \
   -DROCKY_WERROR="${ROCKY_WERROR:-ON}" >/dev/null
 cmake --build build-fuzz -j "$jobs"

@@ -20,7 +20,8 @@ namespace {
 std::string sha256_hex(const std::vector<uint8_t>& bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr) != 1) throw std::runtime_error("EVP_Digest");
+  if (EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("EVP_Digest");
   static constexpr char k_hex[] = "0123456789abcdef";
   std::string s;
   for (unsigned int i = 0; i < n; ++i) {
@@ -39,6 +40,9 @@ std::string synth_sha256(const std::string& preset, rocky::synth::FileType type,
   o.layers = layers;
   o.vocab = vocab;
   o.progress = false;
+  // One thread: the bytes do not depend on the thread count (test_synth_files checks that), and
+  // qemu-user, which runs this test for arm64, makes every thread start and exit very slow.
+  o.threads = 1;
   rocky::synth::synth_model(o);
   return sha256_hex(rocky::test::read_file_bytes(o.out));
 }
@@ -54,11 +58,13 @@ TEST(SynthChecksum, Qwen2TestQ4KM) {
 
 // `rocky synth --preset qwen2-test --type f32`: every weight as drawn, before any quantization.
 TEST(SynthChecksum, Qwen2TestF32) {
-  EXPECT_EQ(synth_sha256("qwen2-test", rocky::synth::FileType::F32, std::nullopt, std::nullopt), "bd93ad76bda6b904b85731b76473aa37a7d1107a31055a6370da438cc53ac70a");
+  EXPECT_EQ(synth_sha256("qwen2-test", rocky::synth::FileType::F32, std::nullopt, std::nullopt),
+            "bd93ad76bda6b904b85731b76473aa37a7d1107a31055a6370da438cc53ac70a");
 }
 
 // `rocky synth --preset qwen2.5-0.5b --layers 1 --vocab 4096`: a real shape (896 wide, 4864 FFN,
 // GQA 14/2) at one layer, the vocabulary cut to keep the file small.
 TEST(SynthChecksum, Qwen25HalfBOneLayer) {
-  EXPECT_EQ(synth_sha256("qwen2.5-0.5b", rocky::synth::FileType::Q4_K_M, 1u, 4096u), "3c0770bf50182a770b5af351619040b4e9aaf0c3076436a9974fd46995654f1c");
+  EXPECT_EQ(synth_sha256("qwen2.5-0.5b", rocky::synth::FileType::Q4_K_M, 1u, 4096u),
+            "3c0770bf50182a770b5af351619040b4e9aaf0c3076436a9974fd46995654f1c");
 }
