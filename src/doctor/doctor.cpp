@@ -9,6 +9,7 @@
 #include <set>
 
 #include "doctor/known_issues.hpp"
+#include "core/driver_quirks.hpp"
 
 namespace rocky::doctor {
 namespace {
@@ -404,11 +405,15 @@ class Doctor {
       std::string sub = std::to_string(i);
       if (!device_usable(d)) {
         add(sec, "vulkan.device." + sub, Status::warn, title + "; not usable by rocky",
-            "rocky needs Vulkan 1.1 and a compute queue: update this device's driver");
+            d.has_driver_props && known_crashing_driver(d.driver_name, d.driver_info)
+                ? "this driver crashes on rocky's shaders: see issue.lavapipe-arm64-f16 below"
+                : "rocky needs Vulkan 1.1 and a compute queue: update this device's driver");
       } else {
         add(sec, "vulkan.device." + sub, Status::ok, title);
       }
       if (is_cpu_device(d)) issue(sec, "cpu-rasterizer", sub, d.name);
+      if (d.has_driver_props && known_crashing_driver(d.driver_name, d.driver_info))
+        issue(sec, "lavapipe-arm64-f16", sub, fmt::format("{}: {}", d.name, d.driver_info));
       if (is_panvk(d) && d.features_known) {
         if (!d.shader_float16) issue(sec, "panvk-no-fp16", sub, d.name);
         if (!d.integer_dot) issue(sec, "panvk-no-int-dot", sub, d.name);
@@ -741,7 +746,10 @@ const Check* Report::find(std::string_view id) const {
   return nullptr;
 }
 
-bool device_usable(const VulkanDevice& d) { return d.api_version >= (1u << 22 | 1u << 12) && d.has_compute_queue; }
+bool device_usable(const VulkanDevice& d) {
+  return d.api_version >= (1u << 22 | 1u << 12) && d.has_compute_queue &&
+         !(d.has_driver_props && known_crashing_driver(d.driver_name, d.driver_info));
+}
 
 Report diagnose(const Probe& probe) {
   Report r;
