@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   rocky::lab::add_tune(app, run);
   rocky::cli::add_bench(app, run);
   rocky::cli::add_serve(app, run);
+  rocky::cli::add_report(app, run);
   try {
     std::vector<std::string> args;
     for (int i = argc - 1; i >= 1; --i) args.push_back(rewrite_two_letter(argv[i]));
