@@ -125,6 +125,24 @@ struct Manifest {
   std::string error;    // parse error; empty when fine
 };
 
+// A library under another architecture's multiarch directory (/usr/lib/aarch64-linux-gnu/ on an
+// x86-64 host, e.g. mesa-vulkan-drivers:arm64 installed for a cross build): glibc's dlopen says
+// "No such file or directory" for it, but the loader merely skips it.
+bool foreign_multiarch(const std::string& library) {
+#if defined(__x86_64__)
+  constexpr std::string_view k_own = "/x86_64-linux-gnu/";
+#elif defined(__aarch64__)
+  constexpr std::string_view k_own = "/aarch64-linux-gnu/";
+#else
+  constexpr std::string_view k_own = "";
+#endif
+  if (k_own.empty() || library.find(k_own) != std::string::npos) return false;
+  for (std::string_view t : {"/x86_64-linux-gnu/", "/aarch64-linux-gnu/", "/arm-linux-gnueabihf/", "/i386-linux-gnu/",
+                             "/riscv64-linux-gnu/"})
+    if (library.find(t) != std::string::npos) return true;
+  return false;
+}
+
 class Doctor {
  public:
   Doctor(const Probe& p, Report& r) : p_(p), r_(r) {}
@@ -360,7 +378,8 @@ class Doctor {
               ld.file_only ? fmt::format("{} → {} present{} (not loaded: --sysroot)", f, m.library,
                                          ld.resolved == m.library ? "" : " at " + ld.resolved)
                            : fmt::format("{} → {} loads", f, m.library));
-        } else if (contains(ld.error, "wrong ELF class") || contains(ld.error, "wrong architecture")) {
+        } else if (contains(ld.error, "wrong ELF class") || contains(ld.error, "wrong architecture") ||
+                   foreign_multiarch(m.library)) {
           add(sec, id, Status::warn,
               fmt::format("{} → {} is for another architecture (the loader skips it): {}", f, m.library, ld.error),
               "nothing to do unless this is your GPU's driver; then install the package for this "
