@@ -29,7 +29,8 @@ inline std::optional<std::string> known_crashing_driver(std::string_view driver_
   const std::string info(driver_info);
   const int got = std::sscanf(info.c_str(), "Mesa %d.%d.%d", &major, &minor, &patch);
   if (got < 2 || major >= 25) return std::nullopt;
-  const std::string version = got == 3 ? fmt::format("{}.{}.{}", major, minor, patch) : fmt::format("{}.{}", major, minor);
+  const std::string version =
+      got == 3 ? fmt::format("{}.{}.{}", major, minor, patch) : fmt::format("{}.{}", major, minor);
   return fmt::format(
       "lavapipe of Mesa {} on aarch64 aborts inside LLVM when it compiles shaders with f16 data (every quantized "
       "matmul, the f16 KV cache); rocky refuses it. Fix: install Mesa 25.0 or newer (Debian 12: sudo apt install -t "

@@ -100,9 +100,8 @@ void compare(const std::string& model, const std::string& prompt, int n_predict)
     const Top2 a = top2(hv.data() + p * nv, nv), b = top2(cv.data() + p * nv, nv);
     ++compared;
     if (a.arg == b.arg) continue;
-    EXPECT_TRUE(a.gap < 1e-4f && b.gap < 1e-4f)
-        << model << ": position " << p << ": host argmax " << a.arg << " (gap " << a.gap << "), cross argmax " << b.arg
-        << " (gap " << b.gap << ")";
+    EXPECT_TRUE(a.gap < 1e-4f && b.gap < 1e-4f) << model << ": position " << p << ": host argmax " << a.arg << " (gap "
+                                                << a.gap << "), cross argmax " << b.arg << " (gap " << b.gap << ")";
     ++near_ties;
   }
   EXPECT_EQ(compared, static_cast<int>(ids.size()));
@@ -128,8 +127,9 @@ TEST(Arm64Greedy, SynthQwen2Test) {
 // output or a clear error, never an abort: every command exits 0 or 1, and an error names itself.
 TEST(Arm64Qemu, VulkanPathsEndInAClearErrorNeverAnAbort) {
   const std::string model = rocky::test::shared_path("reference/models/stories260K.gguf");
-  for (const std::string& args : std::vector<std::string>{"devices", "doctor", "run --device vulkan -m '" + model + "' -p Once -n 4 --temp 0",
-                                 "run --device auto -m '" + model + "' -p Once -n 4 --temp 0"}) {
+  for (const std::string& args :
+       std::vector<std::string>{"devices", "doctor", "run --device vulkan -m '" + model + "' -p Once -n 4 --temp 0",
+                                "run --device auto -m '" + model + "' -p Once -n 4 --temp 0"}) {
     const Result r = sh(k_cross + " " + args + " 2>&1");
     EXPECT_TRUE(r.rc == 0 || r.rc == 1) << "rocky " << args << ": exit " << r.rc << " (a signal?)\n" << r.out;
     if (r.rc == 1) {
