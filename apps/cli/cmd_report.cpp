@@ -36,11 +36,11 @@ struct ReportOpts {
   std::string out = "rocky-report.json";
   std::string device;  // "" = rocky's default pick
   bool quick = false;
-  uint32_t layers = 0;        // 0: quick 2, else the presets'
-  uint32_t vocab = 0;         // 0: the presets' (tests cut it to keep files small)
+  uint32_t layers = 0;  // 0: quick 2, else the presets'
+  uint32_t vocab = 0;   // 0: the presets' (tests cut it to keep files small)
   std::string n_prompt = "512", n_gen = "128", ubatch = "64,128,512", depth = "0,4096";
-  uint32_t tune_tokens = 0;   // 0: tune's default
-  std::string work_dir;       // models and scratch ("": a directory beside the report)
+  uint32_t tune_tokens = 0;  // 0: tune's default
+  std::string work_dir;      // models and scratch ("": a directory beside the report)
 };
 
 std::string quote(const std::string& s) {
@@ -116,15 +116,18 @@ class Reporter {
     j["status"] = rc == 0 ? "ok" : "failed";
     if (s.json_out) {
       auto parsed = nlohmann::json::parse(out, nullptr, false);
-      if (!parsed.is_discarded()) j["result"] = parsed;
-      else if (!out.empty()) j["stdout"] = tail_lines(out, 200);
+      if (!parsed.is_discarded())
+        j["result"] = parsed;
+      else if (!out.empty())
+        j["stdout"] = tail_lines(out, 200);
     } else if (!out.empty()) {
       j["stdout"] = tail_lines(out, 200);
     }
     j["stderr_tail"] = tail_lines(err, 40);
-    fmt::print(stderr, "report: [{}/{}] {}: {} ({:.1f} s){}\n", index, total, s.title,
-               rc == 0 ? "ok" : "FAILED", secs,
-               rc == 0 ? "" : signal ? fmt::format(" — killed by signal {}", signal) : fmt::format(" — exit {}", rc));
+    fmt::print(stderr, "report: [{}/{}] {}: {} ({:.1f} s){}\n", index, total, s.title, rc == 0 ? "ok" : "FAILED", secs,
+               rc == 0  ? ""
+               : signal ? fmt::format(" — killed by signal {}", signal)
+                        : fmt::format(" — exit {}", rc));
     sections_.push_back(std::move(j));
   }
 
@@ -137,8 +140,9 @@ class Reporter {
 
 std::string markdown(const nlohmann::json& r) {
   std::string md = "# rocky report\n\n";
-  md += fmt::format("- rocky {}; {}{}\n- host: {}\n- started {} (UTC); {:.0f} s in all\n\n", r["rocky"].get<std::string>(),
-                    r["quick"].get<bool>() ? "--quick" : "full", r.contains("device") ? ", --device " + r["device"].get<std::string>() : "",
+  md += fmt::format("- rocky {}; {}{}\n- host: {}\n- started {} (UTC); {:.0f} s in all\n\n",
+                    r["rocky"].get<std::string>(), r["quick"].get<bool>() ? "--quick" : "full",
+                    r.contains("device") ? ", --device " + r["device"].get<std::string>() : "",
                     r["host"].get<std::string>(), r["started"].get<std::string>(), r["seconds"].get<double>());
   md += "| section | status | seconds | command |\n|---|---|---:|---|\n";
   for (const auto& s : r["sections"])
@@ -146,11 +150,13 @@ std::string markdown(const nlohmann::json& r) {
                       s["status"] == "ok" ? "ok" : fmt::format("**failed** (exit {})", s["exit_code"].get<int>()),
                       s["seconds"].get<double>(), s["command"].get<std::string>());
   for (const auto& s : r["sections"]) {
-    md += fmt::format("\n## {}\n\n`{}` — {}, {:.1f} s\n\n", s["title"].get<std::string>(), s["command"].get<std::string>(),
-                      s["status"].get<std::string>(), s["seconds"].get<double>());
+    md += fmt::format("\n## {}\n\n`{}` — {}, {:.1f} s\n\n", s["title"].get<std::string>(),
+                      s["command"].get<std::string>(), s["status"].get<std::string>(), s["seconds"].get<double>());
     std::string body;
-    if (s.contains("result")) body = s["result"].dump(1);
-    else if (s.contains("stdout")) body = s["stdout"].get<std::string>();
+    if (s.contains("result"))
+      body = s["result"].dump(1);
+    else if (s.contains("stdout"))
+      body = s["stdout"].get<std::string>();
     if (!body.empty()) md += "```\n" + tail_lines(body, 150) + (body.back() == '\n' ? "" : "\n") + "```\n";
     const std::string err = s["stderr_tail"].get<std::string>();
     if (!err.empty()) md += "\nstderr (last lines):\n\n```\n" + err + (err.back() == '\n' ? "" : "\n") + "```\n";
@@ -196,9 +202,8 @@ int run_report(const ReportOpts& o) {
   const std::string tune_out = tune_dir + "/report-quick-tune.json";
   std::vector<std::string> tune_args = with({"tune", "--quick", "--fresh", "-m", m3, "-o", tune_out}, dev);
   if (o.tune_tokens) tune_args = with(tune_args, {"--tokens", std::to_string(o.tune_tokens)});
-  std::vector<std::string> bench_args = with({"bench", "-m", m3, "-p", o.n_prompt, "-n", o.n_gen, "--ub", o.ubatch, "-d",
-                                              o.depth, "-o", "json", "-q"},
-                                             dev);
+  std::vector<std::string> bench_args = with(
+      {"bench", "-m", m3, "-p", o.n_prompt, "-n", o.n_gen, "--ub", o.ubatch, "-d", o.depth, "-o", "json", "-q"}, dev);
   if (o.quick) bench_args = with(bench_args, {"-r", "1"});
   bench_args = with(bench_args, {"--roofline-json", roofline_json});
   const std::vector<std::string> roof = with({"roofline", "--json"}, dev);
@@ -213,7 +218,7 @@ int run_report(const ReportOpts& o) {
       {"verify_3b", "verify Qwen2.5-3B shape", with({"verify", "-m", m3, "--json"}, dev)},
       {"bench", "bench pp/tg, ub and depth sweep (Qwen2.5-3B shape)", bench_args},
   };
-  struct utsname u{};
+  struct utsname u {};
   uname(&u);
   const auto started = std::chrono::system_clock::now();
   nlohmann::json r;
@@ -253,7 +258,8 @@ int run_report(const ReportOpts& o) {
 void add_report(CLI::App& app, Runner& run) {
   auto o = std::make_shared<ReportOpts>();
   auto* sub = app.add_subcommand(
-      "report", "Run doctor, devices, roofline, synth, a quick tune, verify and bench; write one JSON and one Markdown file");
+      "report",
+      "Run doctor, devices, roofline, synth, a quick tune, verify and bench; write one JSON and one Markdown file");
   sub->add_option("-o,--output", o->out, "Report file: FILE.json and FILE.md beside it")->capture_default_str();
   sub->add_flag("--quick", o->quick, "2-layer models and one bench repetition (minutes on lavapipe)");
   sub->add_option("--device", o->device, "Vulkan device for the GPU sections: vulkan[:N] (default: rocky's pick)");

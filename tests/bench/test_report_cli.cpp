@@ -15,12 +15,12 @@
 namespace rocky::test {
 namespace {
 
-const std::vector<std::string> k_sections = {"doctor",      "devices",   "roofline", "synth_1.5b", "synth_3b",
-                                             "tune",        "verify_1.5b", "verify_3b", "bench"};
+const std::vector<std::string> k_sections = {"doctor", "devices",     "roofline",  "synth_1.5b", "synth_3b",
+                                             "tune",   "verify_1.5b", "verify_3b", "bench"};
 
 std::vector<std::string> small(const std::string& out) {
-  return {"report", "--quick", "-o", out,  "--layers", "1",  "--vocab",       "2048", "-p",
-          "32",     "-n",      "4",  "--ub", "16,32",  "-d", "0,64",          "--tune-tokens", "32"};
+  return {"report", "--quick", "-o", out,    "--layers", "1",  "--vocab", "2048",          "-p",
+          "32",     "-n",      "4",  "--ub", "16,32",    "-d", "0,64",    "--tune-tokens", "32"};
 }
 
 nlohmann::json check_files(const std::string& base) {
