@@ -1,6 +1,8 @@
 # rocky_add_gtest(NAME SOURCES a.cpp b.cpp LIBS lib... [LABELS l...] [TIMEOUT s])
 # Builds one GoogleTest executable and registers it with CTest as a single test
 # (one process per executable keeps CTest output short and the 2-core CI fast).
+# A test named in ROCKY_CPU_TESTS (tests/CMakeLists.txt) also gets the label `cpu`: it needs no
+# Vulkan device, and the arm64 cross build runs exactly these under qemu-user (`ctest -L cpu`).
 function(rocky_add_gtest name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   find_package(GTest REQUIRED)
@@ -15,6 +17,9 @@ function(rocky_add_gtest name)
   endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT}
                        ENVIRONMENT "XDG_RUNTIME_DIR=${CMAKE_BINARY_DIR}/xdg-runtime")
+  if(name IN_LIST ROCKY_CPU_TESTS)
+    list(APPEND T_LABELS cpu)
+  endif()
   if(T_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
   endif()

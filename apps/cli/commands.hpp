@@ -38,6 +38,7 @@ void add_quantize(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 void add_serve(CLI::App& app, Runner& run);
 void add_bench_grammar(CLI::App& app, Runner& run);
+void add_report(CLI::App& app, Runner& run);
 
 // llama.cpp flags without a meaning in rocky (-ngl: the whole model is on the device; -t: the GPU
 // does the work): accepted so that a llama.cpp command line runs, and named in a note on stderr

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   rocky::cli::add_bench(app, run);
   rocky::cli::add_serve(app, run);
   rocky::cli::add_bench_grammar(app, run);
+  rocky::cli::add_report(app, run);
   try {
     std::vector<std::string> args;
     for (int i = argc - 1; i >= 1; --i) args.push_back(rewrite_two_letter(argv[i]));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "doctor/known_issues.hpp"
+#include "core/driver_quirks.hpp"
 
 namespace rocky::doctor {
 namespace {
@@ -123,6 +124,24 @@ struct Manifest {
   std::string library;  // resolved as the loader would: absolute, manifest-relative, or bare soname
   std::string error;    // parse error; empty when fine
 };
+
+// A library under another architecture's multiarch directory (/usr/lib/aarch64-linux-gnu/ on an
+// x86-64 host, e.g. mesa-vulkan-drivers:arm64 installed for a cross build): glibc's dlopen says
+// "No such file or directory" for it, but the loader merely skips it.
+bool foreign_multiarch(const std::string& library) {
+#if defined(__x86_64__)
+  constexpr std::string_view k_own = "/x86_64-linux-gnu/";
+#elif defined(__aarch64__)
+  constexpr std::string_view k_own = "/aarch64-linux-gnu/";
+#else
+  constexpr std::string_view k_own = "";
+#endif
+  if (k_own.empty() || library.find(k_own) != std::string::npos) return false;
+  for (std::string_view t : {"/x86_64-linux-gnu/", "/aarch64-linux-gnu/", "/arm-linux-gnueabihf/", "/i386-linux-gnu/",
+                             "/riscv64-linux-gnu/"})
+    if (library.find(t) != std::string::npos) return true;
+  return false;
+}
 
 class Doctor {
  public:
@@ -359,7 +378,8 @@ class Doctor {
               ld.file_only ? fmt::format("{} → {} present{} (not loaded: --sysroot)", f, m.library,
                                          ld.resolved == m.library ? "" : " at " + ld.resolved)
                            : fmt::format("{} → {} loads", f, m.library));
-        } else if (contains(ld.error, "wrong ELF class") || contains(ld.error, "wrong architecture")) {
+        } else if (contains(ld.error, "wrong ELF class") || contains(ld.error, "wrong architecture") ||
+                   foreign_multiarch(m.library)) {
           add(sec, id, Status::warn,
               fmt::format("{} → {} is for another architecture (the loader skips it): {}", f, m.library, ld.error),
               "nothing to do unless this is your GPU's driver; then install the package for this "
@@ -404,11 +424,15 @@ class Doctor {
       std::string sub = std::to_string(i);
       if (!device_usable(d)) {
         add(sec, "vulkan.device." + sub, Status::warn, title + "; not usable by rocky",
-            "rocky needs Vulkan 1.1 and a compute queue: update this device's driver");
+            d.has_driver_props && known_crashing_driver(d.driver_name, d.driver_info)
+                ? "this driver crashes on rocky's shaders: see issue.lavapipe-arm64-f16 below"
+                : "rocky needs Vulkan 1.1 and a compute queue: update this device's driver");
       } else {
         add(sec, "vulkan.device." + sub, Status::ok, title);
       }
       if (is_cpu_device(d)) issue(sec, "cpu-rasterizer", sub, d.name);
+      if (d.has_driver_props && known_crashing_driver(d.driver_name, d.driver_info))
+        issue(sec, "lavapipe-arm64-f16", sub, fmt::format("{}: {}", d.name, d.driver_info));
       if (is_panvk(d) && d.features_known) {
         if (!d.shader_float16) issue(sec, "panvk-no-fp16", sub, d.name);
         if (!d.integer_dot) issue(sec, "panvk-no-int-dot", sub, d.name);
@@ -741,7 +765,10 @@ const Check* Report::find(std::string_view id) const {
   return nullptr;
 }
 
-bool device_usable(const VulkanDevice& d) { return d.api_version >= (1u << 22 | 1u << 12) && d.has_compute_queue; }
+bool device_usable(const VulkanDevice& d) {
+  return d.api_version >= (1u << 22 | 1u << 12) && d.has_compute_queue &&
+         !(d.has_driver_props && known_crashing_driver(d.driver_name, d.driver_info));
+}
 
 Report diagnose(const Probe& probe) {
   Report r;

@@ -18,6 +18,14 @@ constexpr std::array k_issues = {
                "install the Vulkan driver for your GPU (Mali-G610: Mesa's panvk on the panthor kernel driver)",
                "Vulkan spec VK_PHYSICAL_DEVICE_TYPE_CPU; https://docs.mesa3d.org/drivers/llvmpipe.html; "
                "rocky shared/PLATFORMS.md (lavapipe measurement)"},
+    KnownIssue{"lavapipe-arm64-f16", Severity::fail,
+               "lavapipe (driver llvmpipe) of Mesa older than 25.0 on an aarch64 host",
+               "this lavapipe aborts inside LLVM when it compiles any shader with f16 data (Debian 12's Mesa "
+               "22.3.6, LLVM 15, on aarch64): rocky refuses the device rather than crash",
+               "install Mesa 25.0 or newer (Debian 12: sudo apt install -t bookworm-backports mesa-vulkan-drivers; "
+               "Debian 13 ships 25.0.7), or run with --device cpu",
+               "rocky's arm64 build under qemu-user: Mesa 22.3.6 lavapipe aborts on f16 shaders, Mesa 25.0.7 works; "
+               "src/core/driver_quirks.hpp"},
     KnownIssue{"panvk-pre-v10-gated", Severity::fail,
                "a Mali GPU older than v10 (Midgard, Bifrost, Valhall-JM), panvk installed, "
                "PAN_I_WANT_A_BROKEN_VULKAN_DRIVER unset and no panvk device enumerated",

@@ -3,7 +3,9 @@
 // splitmix64.c) and Box–Muller normals. The integer stream is identical everywhere; normals use
 // std::log / std::sqrt / std::cos / std::sin of doubles rounded to float, so they are identical
 // wherever the C library's results are (glibc on x86-64 and aarch64 in practice; a libm differing in
-// the last ulp could in rare cases move a grid weight by one step).
+// the last ulp could in rare cases move a grid weight by one step). Whatever includes this header
+// must be compiled with -ffp-contract=off (rocky_synth is): `mean + std * x` fused into an FMA
+// rounds once instead of twice and moves a weight by an ulp.
 #pragma once
 
 #include <cmath>

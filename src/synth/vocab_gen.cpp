@@ -66,7 +66,10 @@ void grow_pieces(std::vector<std::string>& tokens, std::unordered_set<std::strin
     std::string left, right;
     const uint64_t u = r.next() % 100;
     if (u < 30 || n_pieces == 0) {
-      left = (r.next() % 2 ? space : std::string()) + unit[draw_char(r)];
+      // Two draws, sequenced: the character first, then the word-start coin (the order of the
+      // operands of one `+` is unspecified, and compilers differ by target).
+      const uint8_t c = draw_char(r);
+      left = (r.next() % 2 ? space : std::string()) + unit[c];
     } else {
       // Prefer recent pieces a little (longer words grow from their prefixes).
       const size_t span = (r.next() % 2) ? n_pieces : std::min<size_t>(n_pieces, 4096);

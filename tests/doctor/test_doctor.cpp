@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "core/driver_quirks.hpp"
 #include "core/error.hpp"
 #include "doctor/doctor.hpp"
 #include "doctor/known_issues.hpp"
@@ -477,6 +478,30 @@ TEST(KnownIssues, EveryRowHasProblemFixAndSource) {
   ASSERT_FALSE(known_socs().empty());
   EXPECT_EQ(known_socs()[0].gpu_id, 0xa867u);
   EXPECT_EQ(known_socs()[0].csf_firmware, "arm/mali/arch10.8/mali_csffw.bin");
+}
+
+// Debian 12's lavapipe (Mesa 22.3.6) aborts inside LLVM on f16 shaders on aarch64 hosts only: the
+// rule names the Mesa version and the fix, and leaves x86-64, newer Mesa and other drivers alone.
+TEST(KnownIssues, LavapipeF16AbortOnAarch64) {
+  const auto bad = rocky::known_crashing_driver("llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)", true);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_THAT(*bad, HasSubstr("Mesa 22.3.6"));
+  EXPECT_THAT(*bad, HasSubstr("bookworm-backports"));
+  EXPECT_TRUE(rocky::known_crashing_driver("llvmpipe", "Mesa 24.2.8-1ubuntu1~24.04.1 (LLVM 19.1.1)", true));
+  EXPECT_FALSE(rocky::known_crashing_driver("llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)", false));
+  EXPECT_FALSE(rocky::known_crashing_driver("llvmpipe", "Mesa 25.0.7-2 (LLVM 19.1.7)", true));
+  EXPECT_FALSE(rocky::known_crashing_driver("llvmpipe", "Mesa 26.1.0 (LLVM 21.1.2)", true));
+  EXPECT_FALSE(rocky::known_crashing_driver("panvk", "Mesa 22.3.6", true));
+  EXPECT_FALSE(rocky::known_crashing_driver("llvmpipe", "git-4f2a9c1", true));  // no version: no guess
+  const KnownIssue& k = known_issue("lavapipe-arm64-f16");
+  EXPECT_EQ(k.severity, Severity::fail);
+  EXPECT_THAT(std::string(k.fix), HasSubstr("bookworm-backports"));
+  // On this host the doctor flags the fixture's Mesa 22.3.6 lavapipe exactly when it is aarch64.
+  Tree t("lavapipe_arm64");
+  rocky::test::rk3588_panthor(t);
+  Report r = diagnose(board(t, rocky::test::facts_with({rocky::test::lavapipe()})));
+  EXPECT_EQ(r.find("issue.lavapipe-arm64-f16.0") != nullptr, rocky::k_host_aarch64) << render_text(r);
+  EXPECT_EQ(r.usable_device.has_value(), !rocky::k_host_aarch64);
 }
 
 // The real loader on this machine (Mesa lavapipe): the dlopen path finds it and reads the driver

@@ -1,5 +1,7 @@
 #include "backend/vulkan/device.hpp"
 
+#include "core/driver_quirks.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -338,6 +340,9 @@ DeviceInfo Instance::probe(uint32_t index) const {
 
 Device::Device(std::shared_ptr<Instance> instance, uint32_t index) : instance_(std::move(instance)) {
   info_ = instance_->probe(index);
+  // A driver that would abort the process on rocky's shaders is refused here, with the fix.
+  if (auto why = known_crashing_driver(info_.driver_name, info_.driver_info))
+    fail("Vulkan device {} ({}): {}", index, info_.name, *why);
   physical_ = instance_->physical_devices()[index];
   family_ = compute_family(physical_, nullptr);
   if (family_ == UINT32_MAX) fail("Vulkan device {} ({}) has no compute queue", index, info_.name);
