@@ -455,7 +455,8 @@ int run_tune(const TuneOpts& o) {
   const vulkan::DeviceInfo& info = tu.info();
   const tune::DeviceKey key{info.vendor_id, info.device_id,   info.driver_version,
                             info.name,      info.driver_name, info.driver_info};
-  const tune::DeviceProfile& dev_class = tune::select_profile(info.vendor_id, info.driver_name);
+  const tune::DeviceProfile& dev_class =
+      tune::select_profile(info.vendor_id, info.driver_name, info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   const tune::DeviceProfile start = o.start_profile.empty() ? dev_class : tune::builtin_profile(o.start_profile);
   const uint32_t budget =
       o.max_accumulators ? o.max_accumulators : std::max(dev_class.max_accumulators, start.max_accumulators);

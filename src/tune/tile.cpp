@@ -32,8 +32,12 @@ std::string MatmulTile::str() const {
 std::string MatvecRule::str() const {
   return fmt::format("wg{} rows{} groups{} split{} unroll{}{}{}{}", wg, rows, min_groups, split, unroll,
                      wg_by_k ? " byk" : "", q8 ? fmt::format(" q8≤{}", q8) : std::string(),
-                     cols_wg ? fmt::format(" cols{}x{}", cols_wg, cols_rows) : std::string());
+                     cols_wg ? fmt::format(" cols{}x{}", cols_wg, cols_rows) : std::string()) +
+         (cols != 8 ? fmt::format(" ncols≤{}", cols) : std::string()) +
+         (col_split != k_col_split_by_cols ? fmt::format(" csplit{}", col_split) : std::string());
 }
+
+std::string BasicTile::str() const { return fmt::format("bm{} bn{} bk{} tm{} tn{}", bm, bn, bk, tm, tn); }
 
 std::string FlashTile::str() const {
   return fmt::format("wg{} br{} tr{} tc{} pf{}{}{}{}", wg, br, tr, tc, prefetch, kvh ? " kvh1" : "", sg ? " sg1" : "",
@@ -51,6 +55,7 @@ std::string DeviceProfile::tiles_str() const {
   if (!attn.empty()) s += " | attn " + attn.front().str();
   if (!attn_wide.empty() && !(attn_wide.front() == attn.front())) s += " | attn_wide " + attn_wide.front().str();
   if (!attn_split.empty()) s += " | attn_split " + attn_split.front().str();
+  if (has_attn_tile()) s += " | attn_tile " + attn_tile.str();
   return s;
 }
 
@@ -150,6 +155,27 @@ const std::vector<DeviceProfile>& builtin_profiles() {
       // 14.3 ms with one row per invocation and blocks of 16 keys (docs/tuning-log.md #36). Head
       // dims above 128 keep attn_wide.
       if (p.name == "nvidia") p.attn_split = {{128, 16, 1, 2, 1}};
+      // matmul.comp: CPU drivers (lavapipe) run fastest with many accumulators per invocation
+      // (128 × 32, 8 × 4: 32); GPUs keep to 8 (2 × 4; the Mali-G610's full-occupancy budget is 32
+      // registers per thread, ../shared/PLATFORMS.md). 128 invocations either way.
+      if (p.name == "llvmpipe") p.matmul = {128, 32, 8, 8, 4};
+      // CPU drivers: the tiled kernel is faster at every N measured on lavapipe (1 … 512 tokens;
+      // docs/tuning-log.md, entry 8); GPUs take it from 8 tokens (ops/attention.cpp).
+      if (p.name == "llvmpipe") p.attn_rule.flash_min_tokens = 0;
+      // attention_decode where it was measured (NVIDIA: tuning-log #33, #36); the chunked
+      // gated-delta kernel everywhere but there, where the serial one is faster (H200, qwen3.5-4b
+      // pp512: 6,167 against 5,908 t/s with chunks of 32; tuning-log #28).
+      if (p.name == "nvidia") {
+        p.attn_rule.decode = 1;
+        p.delta_chunk = 0;
+      }
+      // Mali: V dim pairs and the f32-cache vector q·k double attention.comp's work registers (64:
+      // half occupancy on the G610); rms_norm_q8_1 in workgroups of 64.
+      if (p.name == "mali-valhall") {
+        p.attn_rule.dim_pairs = 0;
+        p.attn_rule.vec_f32 = 0;
+        p.norm_q8_wg = 64;
+      }
     }
     return v;
   }();
@@ -187,23 +213,9 @@ const DeviceProfile& builtin_profile(const std::string& name) {
   fail("unknown tuning profile '{}' (built in: {})", name, names);
 }
 
-const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name) {
-  if (driver_name.find("llvmpipe") != std::string::npos || driver_name.find("lavapipe") != std::string::npos)
+const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name, bool cpu) {
+  if (cpu || driver_name.find("llvmpipe") != std::string::npos || driver_name.find("lavapipe") != std::string::npos)
     return builtin_profile("llvmpipe");
-  switch (vendor_id) {
-    case 0x13B5: return builtin_profile("mali-valhall");
-    case 0x5143: return builtin_profile("adreno");
-    case 0x8086: return builtin_profile("intel");
-    case 0x1002: return builtin_profile("amd");
-    case 0x10DE: return builtin_profile("nvidia");
-    default: break;
-  }
-  if (driver_name.find("panvk") != std::string::npos) return builtin_profile("mali-valhall");
-  return builtin_profile("generic");
-}
-
-const DeviceProfile& builtin_for_device(uint32_t vendor_id, const std::string& driver_name, bool cpu) {
-  if (cpu) return builtin_profile("llvmpipe");
   switch (vendor_id) {
     case 0x13B5: return builtin_profile("mali-valhall");
     case 0x5143: return builtin_profile("adreno");
@@ -251,8 +263,15 @@ MatvecRule mmv_from_json(const nlohmann::json& j, const MatvecRule& base, const 
       if (r.cols_wg != 0 && r.cols_wg < 4) fail("{}: expected 0 or a power of two ≥ 4", w);
     } else if (k == "cols_rows") {
       r.cols_rows = json_uint(it.value(), 0, 1024, w);
+    } else if (k == "cols") {
+      r.cols = json_uint(it.value(), 1, 8, w);
+    } else if (k == "col_split") {
+      r.col_split = json_uint(it.value(), 0, MatvecRule::k_col_split_by_cols, w);
     } else {
-      fail("{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k, q8, cols_wg, cols_rows)", where, k);
+      fail(
+          "{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k, q8, cols_wg, cols_rows, cols, "
+          "col_split)",
+          where, k);
     }
   }
   if (r.rows > r.wg) fail("{}: rows {} > wg {}", where, r.rows, r.wg);
@@ -261,39 +280,92 @@ MatvecRule mmv_from_json(const nlohmann::json& j, const MatvecRule& base, const 
   return r;
 }
 
+FlashTile flash_from_json(const nlohmann::json& j, const std::string& w) {
+  if (!j.is_object()) fail("{}: expected an object", w);
+  FlashTile t;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "wg")
+      t.wg = json_uint(it.value(), 1, 1024, w + ".wg");
+    else if (k == "br")
+      t.br = json_uint(it.value(), 1, 1024, w + ".br");
+    else if (k == "tr")
+      t.tr = json_uint(it.value(), 1, 1024, w + ".tr");
+    else if (k == "tc")
+      t.tc = json_uint(it.value(), 1, 1024, w + ".tc");
+    else if (k == "prefetch")
+      t.prefetch = json_uint(it.value(), 0, 1, w + ".prefetch");
+    else if (k == "kvh")
+      t.kvh = json_uint(it.value(), 0, 1, w + ".kvh");
+    else if (k == "sg")
+      t.sg = json_uint(it.value(), 0, 1, w + ".sg");
+    else if (k == "roll")
+      t.roll = json_uint(it.value(), 0, 1, w + ".roll");
+    else
+      fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh, sg, roll)", w, k);
+  }
+  if (t.br % t.tr || t.wg % (t.br / t.tr)) fail("{}: want BR % TR == 0 and WG % (BR / TR) == 0", w);
+  if (t.sg && t.roll) fail("{}: roll 1 needs sg 0 (attention_flash_roll reduces rows through shared memory)", w);
+  return t;
+}
+
 std::vector<FlashTile> attn_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_array()) fail("{}: expected an array of tiles", where);
   std::vector<FlashTile> v;
-  for (size_t i = 0; i < j.size(); ++i) {
-    const std::string w = fmt::format("{}[{}]", where, i);
-    if (!j[i].is_object()) fail("{}: expected an object", w);
-    FlashTile t;
-    for (auto it = j[i].begin(); it != j[i].end(); ++it) {
-      const std::string& k = it.key();
-      if (k == "wg")
-        t.wg = json_uint(it.value(), 1, 1024, w + ".wg");
-      else if (k == "br")
-        t.br = json_uint(it.value(), 1, 1024, w + ".br");
-      else if (k == "tr")
-        t.tr = json_uint(it.value(), 1, 1024, w + ".tr");
-      else if (k == "tc")
-        t.tc = json_uint(it.value(), 1, 1024, w + ".tc");
-      else if (k == "prefetch")
-        t.prefetch = json_uint(it.value(), 0, 1, w + ".prefetch");
-      else if (k == "kvh")
-        t.kvh = json_uint(it.value(), 0, 1, w + ".kvh");
-      else if (k == "sg")
-        t.sg = json_uint(it.value(), 0, 1, w + ".sg");
-      else if (k == "roll")
-        t.roll = json_uint(it.value(), 0, 1, w + ".roll");
-      else
-        fail("{}: unknown field '{}' (wg, br, tr, tc, prefetch, kvh, sg, roll)", w, k);
-    }
-    if (t.br % t.tr || t.wg % (t.br / t.tr)) fail("{}: want BR % TR == 0 and WG % (BR / TR) == 0", w);
-    if (t.sg && t.roll) fail("{}: roll 1 needs sg 0 (attention_flash_roll reduces rows through shared memory)", w);
-    v.push_back(t);
-  }
+  for (size_t i = 0; i < j.size(); ++i) v.push_back(flash_from_json(j[i], fmt::format("{}[{}]", where, i)));
   return v;
+}
+
+AttnRule attn_rule_from_json(const nlohmann::json& j, const AttnRule& base, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected an object", where);
+  AttnRule r = base;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const std::string w = where + "." + k;
+    if (k == "flash_min_tokens") {
+      r.flash_min_tokens = json_uint(it.value(), 0, 1u << 20, w);
+    } else if (k == "decode") {
+      r.decode = json_uint(it.value(), 0, 1, w);
+    } else if (k == "decode_tokens") {
+      r.decode_tokens = json_uint(it.value(), 1, 64, w);
+    } else if (k == "split") {
+      r.split = json_uint(it.value(), 0, 1, w);
+    } else if (k == "split_chunk") {
+      r.split_chunk = json_uint(it.value(), 0, 1u << 24, w);
+      if (r.split_chunk % 32) fail("{}: expected 0 (the kernel's chunk) or a multiple of 32 key positions", w);
+    } else if (k == "fa_groups") {
+      r.fa_groups = json_uint(it.value(), 0, 1u << 24, w);
+    } else if (k == "dim_pairs") {
+      r.dim_pairs = json_uint(it.value(), 0, 1, w);
+    } else if (k == "vec_f32") {
+      r.vec_f32 = json_uint(it.value(), 0, 1, w);
+    } else {
+      fail(
+          "{}: unknown field '{}' (flash_min_tokens, decode, decode_tokens, split, split_chunk, fa_groups, dim_pairs, "
+          "vec_f32)",
+          where, k);
+    }
+  }
+  return r;
+}
+
+BasicTile basic_from_json(const nlohmann::json& j, const BasicTile& base, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected an object", where);
+  BasicTile t = base;
+  const std::pair<const char*, uint32_t*> fields[] = {
+      {"bm", &t.bm}, {"bn", &t.bn}, {"bk", &t.bk}, {"tm", &t.tm}, {"tn", &t.tn}};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool known = false;
+    for (const auto& [name, dst] : fields)
+      if (it.key() == name) {
+        *dst = json_uint(it.value(), 1, 1024, where + "." + name);
+        known = true;
+      }
+    if (!known) fail("{}: unknown field '{}' (bm, bn, bk, tm, tn)", where, it.key());
+  }
+  if (t.bm % t.tm || t.bn % t.tn) fail("{}: want TM | BM and TN | BN", where);
+  if (t.invocations() > 1024) fail("{}: {} invocations per workgroup (BM/TM · BN/TN) > 1024", where, t.invocations());
+  return t;
 }
 
 MatmulTile tile_from_json(const nlohmann::json& j, const MatmulTile& base, const std::string& where) {
@@ -331,77 +403,97 @@ DeviceProfile load_profile_override(const std::string& path, const DeviceProfile
   } catch (const nlohmann::json::exception& e) {
     fail("{}: not valid JSON ({})", path, e.what());
   }
-  if (!j.is_object()) fail("{}: expected a JSON object", path);
-  DeviceProfile p = base;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "profile") {
-      if (!it.value().is_string()) fail("{}: profile: expected a name", path);
-      std::string keep_name = it.value().get<std::string>();
-      p = builtin_profile(keep_name);
-    }
-  }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "profile") continue;
-    if (k == "max_accumulators") {
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() == 0 || it.value().get<uint64_t>() > 1024)
-        fail("{}: max_accumulators: expected an integer in 1..1024", path);
-      p.max_accumulators = it.value().get<uint32_t>();
-    } else if (k == "mmq") {
-      p.mmq = tile_from_json(it.value(), p.mmq, path + ": mmq");
-    } else if (k == "mm") {
-      p.mm = tile_from_json(it.value(), p.mm, path + ": mm");
-    } else if (k == "mmq_alt") {
-      if (!it.value().is_array()) fail("{}: mmq_alt: expected an array of tiles", path);
-      p.mmq_alt.clear();
-      for (size_t i = 0; i < it.value().size(); ++i)
-        p.mmq_alt.push_back(tile_from_json(it.value()[i], p.mmq, fmt::format("{}: mmq_alt[{}]", path, i)));
-    } else if (k == "min_workgroups") {
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1000000)
-        fail("{}: min_workgroups: expected an integer in 0..1000000", path);
-      p.min_workgroups = it.value().get<uint32_t>();
-    } else if (k == "mmq_q4k_nibbles") {
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1)
-        fail("{}: mmq_q4k_nibbles: expected 0 or 1", path);
-      p.mmq_q4k_nibbles = it.value().get<uint32_t>() == 1;
-    } else if (k == "mmq_q6k_nibbles") {
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1)
-        fail("{}: mmq_q6k_nibbles: expected 0 or 1", path);
-      p.mmq_q6k_nibbles = it.value().get<uint32_t>() == 1;
-    } else if (k == "mmv") {
-      p.mmv = mmv_from_json(it.value(), p.mmv, path + ": mmv");
-    } else if (k == "attn") {
-      p.attn = attn_from_json(it.value(), path + ": attn");
-    } else if (k == "attn_wide") {
-      p.attn_wide = attn_from_json(it.value(), path + ": attn_wide");
-    } else if (k == "attn_split") {
-      p.attn_split = attn_from_json(it.value(), path + ": attn_split");
-    } else if (k == "modeled") {
-      p.modeled = json_uint(it.value(), 0, 1, path + ": modeled") == 1;
-    } else if (k == "deny") {
-      if (!it.value().is_array()) fail("{}: deny: expected an array", path);
-      p.deny.clear();
-      for (size_t i = 0; i < it.value().size(); ++i) {
-        const nlohmann::json& d = it.value()[i];
-        if (!d.is_object() || !d.contains("kernel") || !d["kernel"].is_string() || !d.contains("tile") ||
-            !d["tile"].is_string())
-          fail("{}: deny[{}]: expected {{\"kernel\": …, \"tile\": …, \"reason\": …}}", path, i);
-        p.deny.push_back(
-            {d["kernel"].get<std::string>(), d["tile"].get<std::string>(), d.value("reason", std::string())});
-      }
-    } else if (k == "device" || k == "tune" || k == "results" || k == "note") {
-      if (k == "device" && !it.value().is_object()) fail("{}: device: expected an object", path);
-      // rocky tune's record (src/tune/store.hpp): the device key is checked where profiles are looked up.
-    } else {
-      fail(
-          "{}: unknown field '{}' (profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, "
-          "mmq_q6k_nibbles, mmv, attn, attn_wide, attn_split, modeled, deny, device, tune, results, note)",
-          path, k);
-    }
-  }
-  p.name += " (override " + path + ")";
+  DeviceProfile p = apply_profile_json(j, base, path);
   p.path = path;
+  return p;
+}
+
+namespace {
+
+uint32_t flag01(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > 1) fail("{}: expected 0 or 1", where);
+  return v.get<uint32_t>();
+}
+
+// One field of a profile object (the format of tile.hpp); false when `k` is not a profile field.
+bool apply_field(DeviceProfile& p, const std::string& k, const nlohmann::json& v, const std::string& where) {
+  const std::string w = where + ": " + k;
+  if (k == "max_accumulators") {
+    p.max_accumulators = json_uint(v, 1, 1024, w);
+  } else if (k == "mmq") {
+    p.mmq = tile_from_json(v, p.mmq, w);
+  } else if (k == "mm") {
+    p.mm = tile_from_json(v, p.mm, w);
+  } else if (k == "mmq_alt") {
+    if (!v.is_array()) fail("{}: expected an array of tiles", w);
+    p.mmq_alt.clear();
+    for (size_t i = 0; i < v.size(); ++i) p.mmq_alt.push_back(tile_from_json(v[i], p.mmq, fmt::format("{}[{}]", w, i)));
+  } else if (k == "min_workgroups") {
+    p.min_workgroups = json_uint(v, 0, 1000000, w);
+  } else if (k == "mmq_q4k_nibbles") {
+    p.mmq_q4k_nibbles = flag01(v, w) == 1;
+  } else if (k == "mmq_q6k_nibbles") {
+    p.mmq_q6k_nibbles = flag01(v, w) == 1;
+  } else if (k == "mmv") {
+    p.mmv = mmv_from_json(v, p.mmv, w);
+  } else if (k == "attn") {
+    p.attn = attn_from_json(v, w);
+  } else if (k == "attn_wide") {
+    p.attn_wide = attn_from_json(v, w);
+  } else if (k == "attn_split") {
+    p.attn_split = attn_from_json(v, w);
+  } else if (k == "attn_tile") {
+    p.attn_tile = v.is_null() ? FlashTile{0, 0, 0, 0} : flash_from_json(v, w);
+  } else if (k == "attn_rule") {
+    p.attn_rule = attn_rule_from_json(v, p.attn_rule, w);
+  } else if (k == "matmul") {
+    p.matmul = basic_from_json(v, p.matmul, w);
+  } else if (k == "delta_chunk") {
+    p.delta_chunk = json_uint(v, 0, 128, w);
+    if (p.delta_chunk == 1 || p.delta_chunk % 2) fail("{}: expected 0 (the serial kernel) or an even 2 … 128", w);
+  } else if (k == "norm_q8_wg") {
+    p.norm_q8_wg = json_uint(v, 0, 1024, w);
+    if (p.norm_q8_wg & (p.norm_q8_wg - 1)) fail("{}: expected 0 (by the device) or a power of two", w);
+  } else if (k == "modeled") {
+    p.modeled = json_uint(v, 0, 1, w) == 1;
+  } else if (k == "deny") {
+    if (!v.is_array()) fail("{}: expected an array", w);
+    p.deny.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const nlohmann::json& d = v[i];
+      if (!d.is_object() || !d.contains("kernel") || !d["kernel"].is_string() || !d.contains("tile") ||
+          !d["tile"].is_string())
+        fail("{}[{}]: expected {{\"kernel\": …, \"tile\": …, \"reason\": …}}", w, i);
+      p.deny.push_back(
+          {d["kernel"].get<std::string>(), d["tile"].get<std::string>(), d.value("reason", std::string())});
+    }
+  } else if (k == "device" || k == "tune" || k == "results" || k == "note") {
+    // rocky tune's record (src/tune/store.hpp): the device key is checked where profiles are looked up.
+    if (k == "device" && !v.is_object()) fail("{}: expected an object", w);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+constexpr const char* k_profile_fields =
+    "profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, mmq_q6k_nibbles, mmv, attn, "
+    "attn_wide, attn_split, attn_tile, attn_rule, matmul, delta_chunk, norm_q8_wg, modeled, deny, device, tune, "
+    "results, note";
+
+}  // namespace
+
+DeviceProfile apply_profile_json(const nlohmann::json& j, const DeviceProfile& base, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected a JSON object", where);
+  DeviceProfile p = base;
+  if (j.contains("profile")) {
+    if (!j["profile"].is_string()) fail("{}: profile: expected a name", where);
+    p = builtin_profile(j["profile"].get<std::string>());
+  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "profile" && !apply_field(p, it.key(), it.value(), where))
+      fail("{}: unknown field '{}' ({})", where, it.key(), k_profile_fields);
+  p.name += " (override " + where + ")";
   return p;
 }
 
