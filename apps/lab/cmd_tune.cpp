@@ -889,7 +889,7 @@ int run_tune(const TuneOpts& o) {
           [&] {
             abufs();
             // A tile whose pipeline spills (H200: 64,32,4,8 → 255 registers + 816 B of local
-            // memory, 2.5× slower; PERF.md session 9) is refused, as spilling matvecs are.
+            // memory, 2.5× slower; docs/tuning-log.md #39) is refused, as spilling matvecs are.
             const std::set<std::string> before = spilled("attention_flash");
             Measure m = tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);
             if (m.error.empty() && spills_new("attention_flash", before))

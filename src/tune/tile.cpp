@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "tune/profile_table.hpp"
 
 namespace rocky::tune {
 
@@ -60,122 +61,24 @@ std::string DeviceProfile::tiles_str() const {
 }
 
 namespace {
-
-MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm, uint32_t wn, uint32_t tm, uint32_t tn,
-                uint32_t prefetch = 1, uint32_t vec4 = 1) {
-  MatmulTile t{bm, bn, bk, wm, wn, tm, tn, 0, 1, prefetch, vec4};
-  t.wg = t.derived_invocations();
-  return t;
-}
-
+DeviceProfile builtin_from_json(const nlohmann::json& j, const std::string& file, const std::string& where);
 }  // namespace
 
 const std::vector<DeviceProfile>& builtin_profiles() {
-  // Budgets: Mali-Valhall 16 (anchors.md: 16 accumulators spill-free, 32 halve occupancy); Adreno
-  // and Intel keep to 32; AMD desktop GPUs 64; NVIDIA 128 (255 registers per thread at 256
-  // invocations: mul_mmq 8×8 compiles to 234 registers without local memory on the H200).
-  auto prof = [](const char* name, uint32_t budget, MatmulTile mmq, MatmulTile mm) {
-    DeviceProfile p;
-    p.name = name;
-    p.max_accumulators = budget;
-    p.mmq = mmq;
-    p.mm = mm;
-    return p;
-  };
-  static const std::vector<DeviceProfile> all = [&] {
+  // Data, not code: src/tune/profiles/<name>.json, embedded at build time (cmake/profiles.cmake),
+  // each a complete profile with its "name" and a "note" saying where its values come from.
+  static const std::vector<DeviceProfile> all = [] {
     std::vector<DeviceProfile> v;
-    // Modeled, never run on a board: `rocky tune --offline mali-g610` (src/tune/profiles/mali-g610.json,
-    // which tests/fast/test_tune.cpp keeps equal to this and the mali label compiles) ranked every
-    // candidate with Mesa 25.0.7's G610 compiler: mul_mmq 64×32, BK 64, 2×4 per invocation (16
-    // accumulator registers; 0.151 static cycles per MAC against 0.215 for the hand-made 64×32 BK 32
-    // 4×2, whose BK 64 form spills for q6_K) and mul_mm 16×64, BK 64, 8×2 (64 invocations). 0 spills,
-    // tls 0 for every type, layout and epilogue. (4×4 → 32 registers spilled 13:68, 200 B: docs/tuning-log.md.)
-    v.push_back(prof("mali-valhall", 16, tile(64, 32, 64, 32, 16, 2, 4, 0, 0), tile(16, 64, 64, 8, 32, 8, 2)));
-    v.push_back(prof("adreno", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
-    v.push_back(prof("intel", 32, tile(64, 64, 32, 32, 32, 4, 4), tile(64, 64, 32, 32, 32, 4, 8)));
-    v.push_back(prof("amd", 64, tile(128, 64, 32, 64, 32, 8, 4), tile(128, 64, 32, 64, 32, 8, 4)));
-    // H200: the full `rocky tune` from the generic profile (docs/tuning-log.md #26; session 4,
-    // lab/h200-tune.sh STAGE=full): mul_mmq 32×128, BK 64, 4×8 per invocation, 128 invocations,
-    // word-by-word shared reads, no register prefetch — 1.84 against 2.09 ms for the earlier
-    // hand-made 128×128 8×8 (tuning-log #8-#9) at q4_K 11008×512×2048; grids under 33 workgroups
-    // (attn_k/attn_v: 256 rows) take 16×64 8×2 (64 invocations). mul_mm 128×128 BK 32 8×4 (512).
-    // pp512 of qwen2.5-3b q4_K_M 10,321 against 9,209 t/s with the hand-made tiles, same call.
-    v.push_back(prof("nvidia", 128, tile(32, 128, 64, 16, 64, 4, 8, 0, 0), tile(128, 128, 32, 64, 64, 8, 4)));
-    v.back().mmq_alt = {tile(16, 64, 64, 8, 32, 8, 2, 1, 0)};
-    // q4_K as nibble pairs (the default): 75.1 against 75.9 TFLOPS with int8 values (−1 %), for
-    // 0.5 byte less per weight (pp512 peak memory of qwen2.5-3b q4_K_M: 5.50 GiB with int8).
-    v.back().min_workgroups = 33;
-    v.push_back(prof("llvmpipe", 32, tile(32, 32, 32, 16, 16, 4, 4), tile(32, 32, 32, 16, 16, 4, 4)));
-    v.push_back(prof("generic", 16, tile(64, 32, 32, 32, 16, 4, 2, 0, 0), tile(64, 32, 32, 32, 16, 4, 4)));
-    // Decode matvec_mmq shapes and flash-attention tiles per device class (moved here from
-    // ops/matmul.cpp and ops/attention.cpp, where the reasons are written down; same values).
-    // NVIDIA takes the int8-dot matvec (q8 ≤ 64 tokens, fast::matvec_q8): on the H200 (qwen2.5-3b
-    // q4_K_M, docs/PERF.md session 6) tg128 277.3 → 343.3 t/s, 4 streams 598 → 830 t/s, pp16 @
-    // d5000 589 → 885 t/s, pp50 @ d5000 1,165 → 1,207 t/s (tuning-log #30). Elsewhere unmeasured: 0.
-    const MatvecRule mmv_cpu{32, 8, 1, 0, 1, 0}, mmv_nv{64, 4, 256, 0, 1, 1, 64, 32, 2}, mmv_arm{64, 1, 1, 2, 1, 0},
-        mmv_gpu{64, 4, 512, 0, 1, 0};
-    const std::vector<FlashTile> attn_cpu{{64, 32, 4, 4, 0}, {64, 32, 4, 1, 0}, {64, 16, 2, 2, 0}, {64, 8, 1, 1, 0}};
-    const std::vector<FlashTile> attn_arm{{128, 16, 1, 2, 0}, {64, 8, 1, 1, 0}};
-    const std::vector<FlashTile> attn_arm_wide{{128, 8, 1, 1, 0}, {64, 8, 1, 1, 0}};
-    const std::vector<FlashTile> attn_gpu{{128, 16, 1, 2, 1}, {128, 32, 2, 4, 1}, {64, 8, 1, 1, 0}};
-    // H200 (docs/tuning-log.md #38): 32 column threads × 2 × 2 scores (64 keys per block) and one
-    // vec4 of O per invocation, K/V blocks as f16 in shared memory; 512 invocations × 32 rows (46.5 KB
-    // at hd 128): pp4096 7,829 t/s, pp512 @ d8192 3,995; 256 × 16 rows (31.7 KB): 7,633 / 3,783 as
-    // the default of call 4 (7,566 / 3,752 in call 3), against 6,507 / 2,787 for the full tune's
-    // tile (128,16,4,2,1). Tiles with fewer than 32 column threads (> 1 vec4 of O each) ran 2.5×
-    // slower there. With an f32 cache or at hd 256 they need more than 48 KB: the next ones.
-    // Session 10 (#43): 256 × 32 rows with K/V staged as f32 (converted once, not at each
-    // product; 40.4 KB, 94 registers, either cache): pp4096 7,882 / pp512 @ d8192 4,257 against
-    // 7,783 / 3,973 for 512,32,2,2,1,1 in the same call. Every tile with ≥ 4 rows per invocation
-    // spilled there (122-176 registers + 272-736 B of local memory).
-    // Session 10 (#45, branch lab-fa-unroll): with the q·k loop rolled (attention_flash_roll),
-    // 256 × 32 rows of 4 × 2 scores per invocation with K/V as f16 in shared memory (45.5 KB at hd
-    // 128, an f16 cache only; 106 registers, no spill): pp4096 8,168.9 / pp512 @ d8192 4,642.5
-    // (-r 2) against 7,892.8 / 4,318.5 for 256,32,2,2,0,0 on main (-r 2). Rolled, 256,32,2,2,0,0
-    // itself was slower (7,832 / 4,220): the roll is that tile's only.
-    const std::vector<FlashTile> attn_nv{{256, 32, 4, 2, 0, 1, 0, 1}, {256, 32, 2, 2, 0, 0}, {512, 32, 2, 2, 1, 1},
-                                         {256, 16, 2, 2, 1, 1},       {128, 16, 4, 2, 1},    {128, 16, 1, 2, 1},
-                                         {128, 32, 2, 4, 1},          {64, 8, 1, 1, 0}};
-    // hd 256 (gemma-3), `rocky tune -m gemma-3-4b --start-profile nvidia`: 8 query rows per
-    // workgroup of 256, 1.03 ms at 8/4 heads × 512 tokens against 2.44 ms for wg128 br16 tr1 tc2 pf1
-    // (the tile gemma ran with before); pp512 8,230 t/s with the tuned file against 6,106 before.
-    const std::vector<FlashTile> attn_nv_wide{{256, 8, 1, 1, 0}, {128, 8, 1, 1, 0}, {64, 8, 1, 1, 0}};
-    for (DeviceProfile& p : v) {
-      p.mmv = p.name == "llvmpipe"       ? mmv_cpu
-              : p.name == "nvidia"       ? mmv_nv
-              : p.name == "mali-valhall" ? mmv_arm
-                                         : mmv_gpu;
-      p.attn = p.name == "llvmpipe"       ? attn_cpu
-               : p.name == "mali-valhall" ? attn_arm
-               : p.name == "nvidia"       ? attn_nv
-                                          : attn_gpu;
-      if (p.name == "mali-valhall") p.attn_wide = attn_arm_wide;
-      if (p.name == "nvidia") p.attn_wide = attn_nv_wide;
-      // An agent's next message at depth (split keys): pp50 @ d5000 41.7 → 27.7 ms, pp16 18.3 →
-      // 14.3 ms with one row per invocation and blocks of 16 keys (docs/tuning-log.md #36). Head
-      // dims above 128 keep attn_wide.
-      if (p.name == "nvidia") p.attn_split = {{128, 16, 1, 2, 1}};
-      // matmul.comp: CPU drivers (lavapipe) run fastest with many accumulators per invocation
-      // (128 × 32, 8 × 4: 32); GPUs keep to 8 (2 × 4; the Mali-G610's full-occupancy budget is 32
-      // registers per thread, ../shared/PLATFORMS.md). 128 invocations either way.
-      if (p.name == "llvmpipe") p.matmul = {128, 32, 8, 8, 4};
-      // CPU drivers: the tiled kernel is faster at every N measured on lavapipe (1 … 512 tokens;
-      // docs/tuning-log.md, entry 8); GPUs take it from 8 tokens (ops/attention.cpp).
-      if (p.name == "llvmpipe") p.attn_rule.flash_min_tokens = 0;
-      // attention_decode where it was measured (NVIDIA: tuning-log #33, #36); the chunked
-      // gated-delta kernel everywhere but there, where the serial one is faster (H200, qwen3.5-4b
-      // pp512: 6,167 against 5,908 t/s with chunks of 32; tuning-log #28).
-      if (p.name == "nvidia") {
-        p.attn_rule.decode = 1;
-        p.delta_chunk = 0;
+    for (size_t i = 0; i < k_embedded_profile_count; ++i) {
+      const EmbeddedProfile& e = k_embedded_profiles[i];
+      const std::string where = fmt::format("built-in profile {}.json", e.file);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(e.bytes, e.bytes + e.size);
+      } catch (const nlohmann::json::exception& ex) {
+        fail("{}: not valid JSON ({})", where, ex.what());
       }
-      // Mali: V dim pairs and the f32-cache vector q·k double attention.comp's work registers (64:
-      // half occupancy on the G610); rms_norm_q8_1 in workgroups of 64.
-      if (p.name == "mali-valhall") {
-        p.attn_rule.dim_pairs = 0;
-        p.attn_rule.vec_f32 = 0;
-        p.norm_q8_wg = 64;
-      }
+      v.push_back(builtin_from_json(j, e.file, where));
     }
     return v;
   }();
@@ -467,8 +370,9 @@ bool apply_field(DeviceProfile& p, const std::string& k, const nlohmann::json& v
       p.deny.push_back(
           {d["kernel"].get<std::string>(), d["tile"].get<std::string>(), d.value("reason", std::string())});
     }
-  } else if (k == "device" || k == "tune" || k == "results" || k == "note") {
-    // rocky tune's record (src/tune/store.hpp): the device key is checked where profiles are looked up.
+  } else if (k == "device" || k == "tune" || k == "results" || k == "note" || k == "name") {
+    // rocky tune's record (src/tune/store.hpp; the device key is checked where profiles are looked
+    // up), a note, a built-in profile's name: no tuning value.
     if (k == "device" && !v.is_object()) fail("{}: expected an object", w);
   } else {
     return false;
@@ -479,7 +383,22 @@ bool apply_field(DeviceProfile& p, const std::string& k, const nlohmann::json& v
 constexpr const char* k_profile_fields =
     "profile, max_accumulators, mmq, mm, mmq_alt, min_workgroups, mmq_q4k_nibbles, mmq_q6k_nibbles, mmv, attn, "
     "attn_wide, attn_split, attn_tile, attn_rule, matmul, delta_chunk, norm_q8_wg, modeled, deny, device, tune, "
-    "results, note";
+    "results, note, name";
+
+// A built-in profile file: an object with every field of a profile, named by its file's stem;
+// "name" and "profile" (the one a search started from: rocky tune writes it), when present, are
+// that name too.
+DeviceProfile builtin_from_json(const nlohmann::json& j, const std::string& file, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected a JSON object", where);
+  for (const char* k : {"name", "profile"})
+    if (j.contains(k) && j[k] != file) fail("{}: \"{}\" must be \"{}\" (the file's name)", where, k, file);
+  DeviceProfile p;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "profile" && it.key() != "name" && !apply_field(p, it.key(), it.value(), where))
+      fail("{}: unknown field '{}' ({})", where, it.key(), k_profile_fields);
+  p.name = file;
+  return p;
+}
 
 }  // namespace
 

@@ -1,6 +1,9 @@
 // Tiles as data: profile selection, budgets, shared-memory limits, JSON overrides.
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <utility>
+
 #include <filesystem>
 #include <fstream>
 
@@ -305,24 +308,65 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   }
 }
 
-// The shipped Mali profile is the modeled one rocky tune --offline mali-g610 wrote
-// (src/tune/profiles/mali-g610.json; the mali label compiles its variants): the built-in
-// mali-valhall holds the same tiles.
-TEST(Tune, BuiltinMaliIsTheModeledProfile) {
-  const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/mali-g610.json";
-  const DeviceProfile f = load_profile_override(path, builtin_profile("generic"));
-  const DeviceProfile& m = builtin_profile("mali-valhall");
-  EXPECT_TRUE(f.modeled);
-  EXPECT_EQ(f.mmq.str(), m.mmq.str());
-  EXPECT_EQ(f.mm.str(), m.mm.str());
-  EXPECT_EQ(f.mmq_alt.size(), m.mmq_alt.size());
-  EXPECT_EQ(f.max_accumulators, m.max_accumulators);
-  EXPECT_TRUE(f.mmv == m.mmv);
-  EXPECT_EQ(f.attn, m.attn);
-  EXPECT_EQ(f.attn_wide, m.attn_wide);
-  EXPECT_EQ(f.attn_split, m.attn_split);
-  EXPECT_EQ(f.mmq_q4k_nibbles, m.mmq_q4k_nibbles);
-  EXPECT_EQ(f.mmq_q6k_nibbles, m.mmq_q6k_nibbles);
+// The built-in profiles are the data files src/tune/profiles/<name>.json, embedded at build time:
+// each file, read from the source tree as an override, gives the built-in profile of its name (the
+// build embedded the files as they are), and every profile keeps the tiles and rules it had when
+// it was C++ (tiles_str of each, as the ops read them).
+TEST(Tune, BuiltinProfilesAreTheDataFiles) {
+  const std::pair<const char*, const char*> k_tiles[] = {
+      {"mali-valhall",
+       "mmq bm64 bn32 bk64 wm32 wn16 tm2 tn4 wg256 step1 pf0 v1 | mm bm16 bn64 bk64 wm8 wn32 tm8 tn2 wg64 step1 pf1 | "
+       "mmv wg64 rows1 groups1 split2 unroll1 | attn wg128 br16 tr1 tc2 pf0 | attn_wide wg128 br8 tr1 tc1 pf0"},
+      {"adreno",
+       "mmq bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1 | mm bm64 bn64 bk32 wm32 wn32 tm4 tn8 wg128 step1 pf1 | "
+       "mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+      {"intel",
+       "mmq bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1 | mm bm64 bn64 bk32 wm32 wn32 tm4 tn8 wg128 step1 pf1 | "
+       "mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+      {"amd",
+       "mmq bm128 bn64 bk32 wm64 wn32 tm8 tn4 wg256 step1 pf1 | mm bm128 bn64 bk32 wm64 wn32 tm8 tn4 wg256 step1 pf1 | "
+       "mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+      {"nvidia",
+       "mmq bm32 bn128 bk64 wm16 wn64 tm4 tn8 wg128 step1 pf0 v1 | alt bm16 bn64 bk64 wm8 wn32 tm8 tn2 wg64 step1 pf1 "
+       "v1 (≥ 33 groups) | mm bm128 bn128 bk32 wm64 wn64 tm8 tn4 wg512 step1 pf1 | mmv wg64 rows4 groups256 split0 "
+       "unroll1 byk q8≤64 cols32x2 | attn wg256 br32 tr4 tc2 pf0 kvh1 roll1 | attn_wide wg256 br8 tr1 tc1 pf0 | "
+       "attn_split wg128 br16 tr1 tc2 pf1"},
+      {"llvmpipe",
+       "mmq bm32 bn32 bk32 wm16 wn16 tm4 tn4 wg64 step1 pf1 | mm bm32 bn32 bk32 wm16 wn16 tm4 tn4 wg64 step1 pf1 | mmv "
+       "wg32 rows8 groups1 split0 unroll1 | attn wg64 br32 tr4 tc4 pf0"},
+      {"generic",
+       "mmq bm64 bn32 bk32 wm32 wn16 tm4 tn2 wg256 step1 pf0 v1 | mm bm64 bn32 bk32 wm32 wn16 tm4 tn4 wg128 step1 pf1 "
+       "| mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+  };
+  EXPECT_EQ(builtin_profiles().size(), std::size(k_tiles));
+  for (const auto& [name, tiles] : k_tiles) {
+    SCOPED_TRACE(name);
+    const DeviceProfile& b = builtin_profile(name);
+    EXPECT_EQ(b.tiles_str(), tiles);
+    const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/" + name + ".json";
+    const DeviceProfile f = load_profile_override(path, builtin_profile("generic"));
+    EXPECT_EQ(f.tiles_str(), b.tiles_str());
+    EXPECT_EQ(f.mmq_alt.size(), b.mmq_alt.size());
+    EXPECT_TRUE(f.mmv == b.mmv);
+    EXPECT_EQ(f.attn, b.attn);
+    EXPECT_EQ(f.attn_wide, b.attn_wide);
+    EXPECT_EQ(f.attn_split, b.attn_split);
+    EXPECT_EQ(f.max_accumulators, b.max_accumulators);
+    EXPECT_EQ(f.min_workgroups, b.min_workgroups);
+    EXPECT_EQ(f.mmq_q4k_nibbles, b.mmq_q4k_nibbles);
+    EXPECT_EQ(f.mmq_q6k_nibbles, b.mmq_q6k_nibbles);
+    EXPECT_TRUE(f.attn_rule == b.attn_rule);
+    EXPECT_EQ(f.matmul, b.matmul);
+    EXPECT_EQ(f.delta_chunk, b.delta_chunk);
+    EXPECT_EQ(f.norm_q8_wg, b.norm_q8_wg);
+    EXPECT_EQ(f.modeled, b.modeled);
+    EXPECT_EQ(f.deny.size(), b.deny.size());
+  }
+  // The Mali profile exists once: the modeled one `rocky tune --offline mali-g610` wrote (the mali
+  // label compiles its variants), with the candidates the offline compiler refused.
+  EXPECT_TRUE(builtin_profile("mali-valhall").modeled);
+  EXPECT_FALSE(builtin_profile("mali-valhall").deny.empty());
+  EXPECT_FALSE(builtin_profile("nvidia").modeled);
 }
 
 }  // namespace
