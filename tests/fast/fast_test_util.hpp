@@ -90,8 +90,8 @@ inline tune::DeviceProfile mmv_profile(const vulkan::DeviceInfo& d, const char* 
   if (shape == nullptr) return p;
   unsigned v[4] = {0, 0, 0, 1};
   if (std::sscanf(shape, "%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3]) < 2) return p;
-  const nlohmann::json mmv = {{"wg", v[0]},   {"rows", v[1]},  {"min_groups", 0},
-                              {"wg_by_k", 0}, {"split", v[2]}, {"unroll", v[3]}};
+  const nlohmann::json mmv = {{"wg", v[0]},    {"rows", v[1]},  {"min_groups", 0u},
+                              {"wg_by_k", 0u}, {"split", v[2]}, {"unroll", v[3]}};
   return tune::apply_profile_json({{"mmv", mmv}}, p, shape);
 }
 
