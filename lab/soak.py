@@ -10,13 +10,15 @@ outcome, server errors (5xx, broken responses, connection failures the client di
       [--device vulkan] [--np 2] [--clients 8] [--requests 100] [--disconnect 0.2]
   python3 lab/soak.py --url http://127.0.0.1:8080 --pid PID      # an already running server
 
-Exit status 0 when there were no server errors and the server is still healthy.
+Exit status 0 when there were no server errors and the server is still healthy. The last line of
+the output is a JSON summary (what lab/run.py records).
 """
 import argparse
 import http.client
 import json
 import random
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -124,7 +126,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url")
     ap.add_argument("--pid", type=int)
-    ap.add_argument("--rocky")
+    ap.add_argument("--rocky", help="the command that runs rocky (e.g. build/rocky or '.devpack/run rocky')")
     ap.add_argument("--model")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--np", type=int, default=2)
@@ -139,7 +141,7 @@ def main():
 
     proc = None
     if args.rocky:
-        cmd = [args.rocky, "serve", "-m", args.model, "--port", "0", "--device", args.device, "-np", str(args.np),
+        cmd = shlex.split(args.rocky) + ["serve", "-m", args.model, "--port", "0", "--device", args.device, "-np", str(args.np),
                "-c", str(args.ctx)]
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         url = None
@@ -231,6 +233,12 @@ def main():
         proc.terminate()
         rc = proc.wait(timeout=30)
         print(f"  server exit status after SIGTERM: {rc}")
+    summary = {"requests": total, "wall_s": wall, "req_per_s": total / wall, "counts": dict(stats.counts),
+               "server_errors": server_errors, "healthy": healthy}
+    if rss:
+        summary.update(rss_start_mib=rss[0][1] / 1024, rss_warm_mib=warm[0][1] / 1024, rss_end_mib=rss[-1][1] / 1024,
+                       rss_max_mib=max(r[1] for r in rss) / 1024)
+    print(json.dumps(summary))  # the last line: what lab/run.py records
     sys.exit(0 if server_errors == 0 and healthy else 1)
 
 

@@ -9,7 +9,7 @@ first `data:` event (the first generated token; /v1/completions sends no role ch
 Gap: one streamed request of --gen tokens (ignore_eos): mean time between consecutive token events.
 Also prints the server's own timings (prompt_ms, predicted_per_token_ms) for the same requests.
 Compare with `rocky bench -m MODEL -p 512 -n 128 -ub 512` on the same device: TTFT vs pp512 time,
-gap vs tg's ms per token ([N2]'s bar: TTFT within 5 %, gap within +0.2 ms).
+gap vs tg's ms per token (the bar: TTFT within 5 %, gap within +0.2 ms).
 Two warm-up requests run first, then --warm-s seconds of back-to-back requests (GPU clocks).
 """
 import argparse
@@ -114,7 +114,7 @@ def main():
     for p in prompts[:2]:  # warm-up: the pipelines of these shapes
         stream(host, port, p, 2)
     # Then --warm-s seconds of back-to-back requests, as bench warms up ≥ 0.5 s before it times:
-    # the GPU's clocks ramp only under sustained load (PERF.md, session 7: the SM clock sat below
+    # the GPU's clocks ramp only under sustained load (docs/perf-log: the SM clock sat below
     # 1,500 MHz in 70–84 % of the samples while two warm-up requests were the only load).
     t_end = time.perf_counter() + a.warm_s
     i = 0
@@ -135,7 +135,7 @@ def main():
     m1 = batch_metrics(host, port)
     gaps = [(b - x) * 1000 for x, b in zip(times, times[1:])]
     steps = m1.get("batch_steps_total", 0) - m0.get("batch_steps_total", 0)
-    if steps > 0:  # [N2] where the gap's steps spent their time (ms per step)
+    if steps > 0:  # where the gap's steps spent their time (ms per step)
         per = {k[len("batch_"):-len("_seconds_total")]: 1000 * (m1[k] - m0.get(k, 0)) / steps
                for k in m1 if k.endswith("_seconds_total")}
         print(f"gap steps: {steps:.0f}, replays {m1.get('batch_replays_total', 0) - m0.get('batch_replays_total', 0):.0f}; "

@@ -14,6 +14,9 @@ export MALI_G610_HOME="${MALI_G610_HOME:-/opt/mali-g610-offline}"
 bash ../shared/mali/setup.sh
 # The tree is formatted with Debian 12's clang-format 14 (.clang-format); a diff fails the run.
 bash scripts/check-format.sh
+# Files ≤ 900 lines, functions ≤ 200 (scripts/check-size.sh). The excluded areas are being split
+# on another branch: they are listed but do not fail the run until their --exclude is dropped.
+bash scripts/check-size.sh --exclude src/backend/vulkan --exclude src/tune --exclude apps/lab
 bash scripts/build.sh
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROCKY_FUZZ=ON \
   -DROCKY_WERROR="${ROCKY_WERROR:-ON}" >/dev/null

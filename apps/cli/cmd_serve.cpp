@@ -29,7 +29,7 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, INT32_MAX));
   sub->add_flag("--cont-batching,--cb", o->cont_batching,
                 "One context for all slots: each step batches every slot's next token and a prompt chunk "
-                "(the prefix cache is off)");
+                "(the prefix cache serves each slot's sequence; off for hybrid models)");
   sub->add_option("--prefill-chunk", o->prefill_chunk,
                   "With --cont-batching: prompt tokens per step while others decode (default = -ub)")
       ->check(CLI::Range(1, INT32_MAX));

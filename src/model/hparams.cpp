@@ -1,8 +1,9 @@
 // Hyper-parameters from GGUF metadata (see hparams.hpp).
 #include "model/hparams.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <span>
 
 #include "core/error.hpp"
 #include "gguf/summary.hpp"
@@ -93,7 +94,7 @@ std::optional<double> numeric(const gguf::Value& v) {
 }
 
 // Every `<arch>.*` key is honoured, or harmless at its value; rocky::Error naming the key otherwise.
-void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa, bool hybrid) {
+void check_keys(const gguf::GgufFile& f, const std::string& arch, std::span<const Key> own) {
   const std::string prefix = arch + ".";
   for (const auto& [key_, value] : f.metadata()) {
     const std::string_view key = key_;
@@ -117,11 +118,7 @@ void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa, bool
                                     : "a string");
     }
     if (r->honoured || std::isnan(r->harmless_value)) continue;
-    if (swa && (*k == Key::SLIDING_WINDOW || *k == Key::ROPE_FREQ_BASE_SWA)) continue;  // read below
-    if (hybrid && (*k == Key::FULL_ATTENTION_INTERVAL || *k == Key::SSM_CONV_KERNEL || *k == Key::SSM_INNER_SIZE ||
-                   *k == Key::SSM_STATE_SIZE || *k == Key::SSM_TIME_STEP_RANK || *k == Key::SSM_GROUP_COUNT ||
-                   *k == Key::ROPE_DIMENSION_SECTIONS))
-      continue;  // read below
+    if (std::find(own.begin(), own.end(), *k) != own.end()) continue;  // the architecture reads it
     const auto v = numeric(value);
     if (r->harmless_value == k_refuse || !v || *v != r->harmless_value) {
       fail(
@@ -132,8 +129,10 @@ void check_keys(const gguf::GgufFile& f, const std::string& arch, bool swa, bool
   }
 }
 
-int32_t checked(const gguf::GgufFile& f, const std::string& key, std::optional<uint64_t> v, bool required,
-                int32_t dflt) {
+}  // namespace
+
+int32_t checked_dim(const gguf::GgufFile& f, const std::string& key, std::optional<uint64_t> v, bool required,
+                    int32_t dflt) {
   if (!v) {
     if (f.has(key)) fail("{}: metadata key '{}' is not a non-negative integer", f.path(), key);
     if (required) fail("{}: missing required metadata key '{}'", f.path(), key);
@@ -142,62 +141,6 @@ int32_t checked(const gguf::GgufFile& f, const std::string& key, std::optional<u
   if (*v == 0 || *v > (1u << 30)) fail("{}: metadata key '{}' has impossible value {}", f.path(), key, *v);
   return static_cast<int32_t>(*v);
 }
-
-// qwen35: the Gated DeltaNet shapes and the IMROPE sections. Text tokens get the positions
-// (p, p, p, 0) (llama.cpp), so a rotated pair whose section is t, h or w turns by p — plain NeoX
-// rope — and a pair in the fourth section would not turn at all; rocky implements the former only
-// and refuses sections that put a rotated pair in the fourth.
-void read_hybrid(const gguf::GgufFile& f, HParams& h) {
-  auto key = [&](Key k) { return gguf::arch_key(h.arch_str, k); };
-  auto req = [&](Key k) { return checked(f, key(k), f.get_uint(key(k)), true, 0); };
-  h.full_attn_interval = req(Key::FULL_ATTENTION_INTERVAL);
-  h.ssm_conv_kernel = req(Key::SSM_CONV_KERNEL);
-  h.ssm_d_state = req(Key::SSM_STATE_SIZE);
-  h.ssm_n_group = req(Key::SSM_GROUP_COUNT);
-  h.ssm_dt_rank = req(Key::SSM_TIME_STEP_RANK);
-  h.ssm_d_inner = req(Key::SSM_INNER_SIZE);
-  if (h.ssm_d_inner % h.ssm_dt_rank != 0) {
-    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(Key::SSM_INNER_SIZE), h.ssm_d_inner,
-         key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank);
-  }
-  if (h.ssm_dt_rank % h.ssm_n_group != 0) {
-    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank,
-         key(Key::SSM_GROUP_COUNT), h.ssm_n_group);
-  }
-  if (h.ssm_conv_kernel < 2 || h.ssm_conv_kernel > 16) {
-    fail("{}: '{}' = {} is outside the supported 2..16", f.path(), key(Key::SSM_CONV_KERNEL), h.ssm_conv_kernel);
-  }
-  if (h.ssm_d_state > 256 || h.ssm_head_v_dim() > 256) {
-    fail("{}: linear-attention head dims {} / {} exceed the supported 256", f.path(), h.ssm_d_state,
-         h.ssm_head_v_dim());
-  }
-  const std::string ks = key(Key::ROPE_DIMENSION_SECTIONS);
-  if (const gguf::Value* v = f.find(ks)) {
-    if (v->type != gguf::ValueType::ARRAY || v->count != 4 ||
-        (v->elem_type != gguf::ValueType::I32 && v->elem_type != gguf::ValueType::U32)) {
-      fail("{}: metadata key '{}' must be an array of 4 integers", f.path(), ks);
-    }
-    int32_t sec[4];
-    std::memcpy(sec, v->raw, sizeof(sec));
-    const int64_t dims = int64_t(sec[0]) + sec[1] + sec[2] + sec[3];
-    for (int32_t i = 0; i < h.n_rot / 2; ++i) {
-      // ggml's IMROPE: sector = i mod Σsections; t when sector % 3 == 0 and sector < 3·s0, h when
-      // % 3 == 1 and < 3·s1, w when % 3 == 2 and < 3·s2, else the fourth section.
-      const int64_t sector = dims > 0 ? i % dims : 0;
-      const bool thw = (sector % 3 == 0 && sector < 3 * int64_t(sec[0])) ||
-                       (sector % 3 == 1 && sector < 3 * int64_t(sec[1])) ||
-                       (sector % 3 == 2 && sector < 3 * int64_t(sec[2]));
-      if (!thw || sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0) {
-        fail(
-            "{}: '{}' = [{}, {}, {}, {}] puts rotated pair {} of {} outside the t/h/w sections; rocky implements "
-            "text positions only for sections that cover every rotated pair",
-            f.path(), ks, sec[0], sec[1], sec[2], sec[3], i, h.n_rot / 2);
-      }
-    }
-  }
-}
-
-}  // namespace
 
 HParams read_hparams(const gguf::GgufFile& f) {
   HParams h;
@@ -208,16 +151,17 @@ HParams read_hparams(const gguf::GgufFile& f) {
          arch::supported_list());
   }
   h.arch = *arch;
-  h.rope_mode = arch::arch_info(h.arch).rope_mode;
-  check_keys(f, h.arch_str, arch::arch_info(h.arch).swa, arch::arch_info(h.arch).hybrid);
+  const arch::ArchInfo& ai = arch::arch_info(h.arch);
+  h.rope_mode = ai.rope_mode;
+  check_keys(f, h.arch_str, ai.own_keys);
   const gguf::ArchSummary s = gguf::arch_summary(f);
   auto key = [&](Key k) { return gguf::arch_key(h.arch_str, k); };
   const std::string a = h.arch_str + ".";
-  h.n_layer = checked(f, key(Key::BLOCK_COUNT), s.n_layer, true, 0);
-  h.n_embd = checked(f, key(Key::EMBEDDING_LENGTH), s.n_embd, true, 0);
-  h.n_ff = checked(f, key(Key::FEED_FORWARD_LENGTH), s.n_ff, true, 0);
-  h.n_head = checked(f, key(Key::HEAD_COUNT), s.n_head, true, 0);
-  h.n_head_kv = checked(f, key(Key::HEAD_COUNT_KV), s.n_head_kv, false, h.n_head);
+  h.n_layer = checked_dim(f, key(Key::BLOCK_COUNT), s.n_layer, true, 0);
+  h.n_embd = checked_dim(f, key(Key::EMBEDDING_LENGTH), s.n_embd, true, 0);
+  h.n_ff = checked_dim(f, key(Key::FEED_FORWARD_LENGTH), s.n_ff, true, 0);
+  h.n_head = checked_dim(f, key(Key::HEAD_COUNT), s.n_head, true, 0);
+  h.n_head_kv = checked_dim(f, key(Key::HEAD_COUNT_KV), s.n_head_kv, false, h.n_head);
   if (h.n_head % h.n_head_kv != 0) {
     fail("{}: {}attention.head_count ({}) is not a multiple of head_count_kv ({})", f.path(), a, h.n_head, h.n_head_kv);
   }
@@ -225,12 +169,13 @@ HParams read_hparams(const gguf::GgufFile& f) {
   if (h.n_embd % h.n_head != 0 && !has_key_length) {
     fail("{}: {}embedding_length ({}) is not a multiple of head_count ({})", f.path(), a, h.n_embd, h.n_head);
   }
-  h.head_dim = checked(f, key(Key::KEY_LENGTH), has_key_length ? s.head_dim : std::nullopt, false, h.n_embd / h.n_head);
-  int32_t vdim = checked(f, key(Key::VALUE_LENGTH), s.value_length, false, h.head_dim);
+  h.head_dim =
+      checked_dim(f, key(Key::KEY_LENGTH), has_key_length ? s.head_dim : std::nullopt, false, h.n_embd / h.n_head);
+  int32_t vdim = checked_dim(f, key(Key::VALUE_LENGTH), s.value_length, false, h.head_dim);
   if (vdim != h.head_dim) {
     fail("{}: {}attention.value_length ({}) != key_length ({}) is not supported", f.path(), a, vdim, h.head_dim);
   }
-  h.n_rot = checked(f, key(Key::ROPE_DIMENSION_COUNT), s.rope_dim, false, h.head_dim);
+  h.n_rot = checked_dim(f, key(Key::ROPE_DIMENSION_COUNT), s.rope_dim, false, h.head_dim);
   if (h.n_rot > h.head_dim || h.n_rot % 2 != 0) {
     fail("{}: {}rope.dimension_count ({}) must be even and at most head_dim ({})", f.path(), a, h.n_rot, h.head_dim);
   }
@@ -251,7 +196,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
     fail("{}: {}attention.layer_norm_rms_epsilon must be positive", f.path(), a);
   }
   h.rms_eps = static_cast<float>(*s.rms_eps);
-  h.n_ctx_train = checked(f, key(Key::CONTEXT_LENGTH), s.n_ctx_train, false, 2048);
+  h.n_ctx_train = checked_dim(f, key(Key::CONTEXT_LENGTH), s.n_ctx_train, false, 2048);
   const std::string embd = gguf::tensor_name(gguf::Tensor::TOKEN_EMBD);
   const gguf::TensorInfo* emb = f.find_tensor(embd);
   if (emb == nullptr) fail("{}: missing tensor '{}'", f.path(), embd);
@@ -263,21 +208,7 @@ HParams read_hparams(const gguf::GgufFile& f) {
   if (auto vs = f.get_uint(key(Key::VOCAB_SIZE)); vs && *vs != emb->ne[1]) {
     fail("{}: {}vocab_size ({}) != {} rows ({})", f.path(), a, *vs, embd, emb->ne[1]);
   }
-  if (arch::arch_info(h.arch).swa) {
-    const std::string kw = key(Key::SLIDING_WINDOW), kb = key(Key::ROPE_FREQ_BASE_SWA);
-    if (f.has(kw)) {
-      const auto v = f.get_uint(kw);
-      if (!v || *v > (1u << 30)) fail("{}: metadata key '{}' is not a non-negative integer", f.path(), kw);
-      h.n_swa = static_cast<int32_t>(*v);
-    }
-    h.swa_pattern = h.n_swa > 0 ? 6 : 0;  // llama.cpp's gemma3 rule (no GGUF key)
-    if (f.has(kb)) {
-      const auto v = f.get_float(kb);
-      if (!v || !(*v > 0) || !std::isfinite(*v)) fail("{}: metadata key '{}' must be a positive number", f.path(), kb);
-      h.rope_freq_base_swa = static_cast<float>(*v);
-    }
-  }
-  if (arch::arch_info(h.arch).hybrid) read_hybrid(f, h);
+  if (ai.read_keys != nullptr) ai.read_keys(f, h);
   return h;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "gguf/gguf.hpp"
@@ -38,7 +39,7 @@ struct HParams {
   float rms_eps = 1e-5f;                                // <arch>.attention.layer_norm_rms_epsilon
   int32_t n_ctx_train = 0;                              // <arch>.context_length
   int32_t n_vocab = 0;  // token_embd.weight ne1 (checked against <arch>.vocab_size if present)
-  // Sliding-window attention (architectures with ArchInfo::swa): layer il is local when
+  // Sliding-window attention (gemma3: read by its arch file): layer il is local when
   // n_swa > 0 and il % swa_pattern < swa_pattern − 1 (gemma3: pattern 6, 5 local : 1 global);
   // local layers use rope_freq_base_swa (<arch>.rope.freq_base_swa, default 10000) and no rope
   // scaling.
@@ -47,7 +48,7 @@ struct HParams {
   float rope_freq_base_swa = 10000.0f;
   bool is_swa_layer(int il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
 
-  // Hybrid linear attention (architectures with ArchInfo::hybrid, qwen35): layer il is a Gated
+  // Hybrid linear attention (ArchInfo::hybrid, qwen35: read by its arch file): layer il is a Gated
   // DeltaNet layer when (il + 1) % full_attn_interval ≠ 0, a gated full-attention layer otherwise.
   int32_t full_attn_interval = 0;  // <arch>.full_attention_interval (0: every layer is attention)
   int32_t ssm_conv_kernel = 0;     // <arch>.ssm.conv_kernel (taps of the causal conv1d)
@@ -62,6 +63,12 @@ struct HParams {
   int32_t n_embd_kv() const { return head_dim * n_head_kv; }  // K/V features per token
   int32_t n_embd_q() const { return head_dim * n_head; }
 };
+
+// A positive integer key (≤ 2^30): `v` is its value as read (nullopt when absent or not a
+// non-negative integer); absent and not `required` gives `dflt`. rocky::Error naming the key
+// otherwise. For the architectures' own keys (ArchInfo::read_keys).
+int32_t checked_dim(const gguf::GgufFile& f, const std::string& key, std::optional<uint64_t> v, bool required,
+                    int32_t dflt);
 
 // Reads and validates the hyper-parameters. Unsupported architectures throw rocky::Error naming
 // the architecture and the supported list; so does a `<arch>.*` key rocky would ignore.

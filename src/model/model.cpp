@@ -36,39 +36,8 @@ const gguf::TensorInfo* bind_tensor(const gguf::GgufFile& f, const std::string& 
 
 namespace {
 
-// qwen35: a Gated DeltaNet layer or a gated full-attention layer, both with the SiLU FFN
-// after post_attention_norm (bound as ffn_norm).
-void bind_hybrid_layer(const gguf::GgufFile& f, const HParams& hp, int il, LayerWeights& L) {
-  auto layer = [&](Tensor t, int64_t ne0, int64_t ne1, const char* suffix = "weight") {
-    return bind_tensor(f, tensor_name(t, il, suffix), ne0, ne1);
-  };
-  if (hp.is_recurrent_layer(il)) {
-    const int64_t hv = hp.ssm_dt_rank;
-    L.wqkv = layer(Tensor::ATTN_QKV, hp.n_embd, hp.ssm_conv_channels());
-    L.wgate = layer(Tensor::ATTN_GATE, hp.n_embd, hp.ssm_d_inner);
-    L.ssm_conv1d = layer(Tensor::SSM_CONV1D, hp.ssm_conv_kernel, hp.ssm_conv_channels());
-    if (L.ssm_conv1d->type != DType::F32) fail("{}: tensor '{}' must be f32", f.path(), L.ssm_conv1d->name);
-    L.ssm_a = layer(Tensor::SSM_A, hv, 0, "");
-    L.ssm_alpha = layer(Tensor::SSM_ALPHA, hp.n_embd, hv);
-    L.ssm_beta = layer(Tensor::SSM_BETA, hp.n_embd, hv);
-    L.ssm_dt_bias = layer(Tensor::SSM_DT, hv, 0, "bias");
-    L.ssm_norm = layer(Tensor::SSM_NORM, hp.ssm_head_v_dim(), 0);
-    L.ssm_out = layer(Tensor::SSM_OUT, hp.ssm_d_inner, hp.n_embd);
-  } else {
-    L.wq = layer(Tensor::ATTN_Q, hp.n_embd, 2 * int64_t(hp.n_embd_q()));
-    L.wk = layer(Tensor::ATTN_K, hp.n_embd, hp.n_embd_kv());
-    L.wv = layer(Tensor::ATTN_V, hp.n_embd, hp.n_embd_kv());
-    L.wo = layer(Tensor::ATTN_OUTPUT, hp.n_embd_q(), hp.n_embd);
-    L.q_norm = layer(Tensor::ATTN_Q_NORM, hp.head_dim, 0);
-    L.k_norm = layer(Tensor::ATTN_K_NORM, hp.head_dim, 0);
-  }
-  L.ffn_norm = layer(Tensor::ATTN_POST_NORM, hp.n_embd, 0);
-  L.ffn_gate = layer(Tensor::FFN_GATE, hp.n_embd, hp.n_ff);
-  L.ffn_up = layer(Tensor::FFN_UP, hp.n_embd, hp.n_ff);
-  L.ffn_down = layer(Tensor::FFN_DOWN, hp.n_ff, hp.n_embd);
-}
-
-// Binds the tensors of a llama-style decoder with the architecture's optional parts.
+// Binds the tensors of a llama-style decoder with the architecture's optional parts (or its own
+// layer binding, ArchInfo::bind_layer).
 void bind_weights(const gguf::GgufFile& f, const HParams& hp, const arch::ArchInfo& a, Weights& w) {
   auto global = [&](Tensor t, int64_t ne0, int64_t ne1, bool optional = false) {
     return bind_tensor(f, tensor_name(t), ne0, ne1, optional);
@@ -86,8 +55,8 @@ void bind_weights(const gguf::GgufFile& f, const HParams& hp, const arch::ArchIn
     };
     LayerWeights L;
     L.attn_norm = layer(Tensor::ATTN_NORM, hp.n_embd, 0);
-    if (a.hybrid) {
-      bind_hybrid_layer(f, hp, il, L);
+    if (a.bind_layer != nullptr) {
+      a.bind_layer(f, hp, il, L);
       w.layers.push_back(L);
       continue;
     }

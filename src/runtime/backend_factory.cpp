@@ -43,6 +43,14 @@ std::unique_ptr<backend::Backend> make_backend(const BackendOptions& bo) {
   return std::make_unique<vulkan::VulkanBackend>(o);
 }
 
+std::string backend_driver(const backend::Backend& b) {
+  // make_backend() makes a VulkanBackend exactly when the stats say "vulkan" (and the CPU backend
+  // otherwise), so the kind tells which class this is.
+  if (b.stats().kind != "vulkan") return "cpu";
+  const vulkan::DeviceInfo& d = static_cast<const vulkan::VulkanBackend&>(b).info();
+  return d.driver_info.empty() ? d.driver_name : d.driver_name + " " + d.driver_info;
+}
+
 std::unique_ptr<backend::Backend> make_backend(const std::string& device, BackendOptions o) {
   o.device = device;
   return make_backend(o);

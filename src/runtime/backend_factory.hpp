@@ -31,6 +31,10 @@ struct BackendOptions {
 // rocky::Error naming the device and the accepted names when o.device is unknown, or naming
 // --matmul when o.matmul is not one of its values.
 std::unique_ptr<backend::Backend> make_backend(const BackendOptions& o);
+// The driver a backend made here runs on, for records: "NVIDIA 560.35.03", "llvmpipe Mesa 22.3.6
+// (LLVM 15.0.6)" (VkPhysicalDeviceDriverProperties' name and info); "cpu" for the CPU backend.
+std::string backend_driver(const backend::Backend& b);
+
 // The same with o.device = device (the older spelling).
 std::unique_ptr<backend::Backend> make_backend(const std::string& device, BackendOptions o = {});
 

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "backend/vulkan/ops/ops.hpp"
+#include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/session.hpp"
@@ -131,6 +132,10 @@ nlohmann::json row_json(const BenchRow& r) {
       {"roof_pct", r.roof_pct},
       {"matmul_path", r.matmul_path},
       {"tiles", r.tiles},
+      {"build_commit", r.build_commit},
+      {"driver", r.driver},
+      {"tune_profile", r.tune_profile},
+      {"overrides", r.overrides},
       {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile},
       {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch}};
 }
@@ -230,7 +235,230 @@ BenchRoofline load_roofline_json(const std::string& path) {
   }
 }
 
-std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(const std::string&)>& log) {
+namespace {
+
+// GPU time per op of a context's last compute() (pp: the last prefill ubatch; tg: the last decode
+// step; -npl: the last step), summed over layers: [{op, ms, dispatches}].
+nlohmann::json profile_of(const backend::Context& c) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  for (const auto& t : c.stats().ops) {
+    std::string key = t.label;
+    if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
+    by_op[key].first += t.ms;
+    by_op[key].second += 1;
+  }
+  nlohmann::json prof = nlohmann::json::array();
+  for (auto& [k, v] : by_op) prof.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
+  return prof;
+}
+
+std::string test_name(std::string t, int32_t d) { return d > 0 ? fmt::format("{} @ d{}", t, d) : t; }
+
+// What the rows of one -ub share: its session, the seeded tokens, the row every test starts from.
+struct UbBench {
+  const BenchParams& p;
+  const model::Model& model;
+  Session& s;
+  const std::vector<int32_t>& tokens;        // the timed runs' (seeded random)
+  const std::vector<int32_t>& depth_tokens;  // what the KV holds before a timed run
+  int32_t ub;
+  BenchRow base;
+  const std::function<void(const std::string&)>& log;
+
+  // s.reset(), then the depth's tokens (untimed): the KV state a timed run starts from.
+  void reset_to(int32_t d) {
+    s.reset();
+    if (d > 0) s.eval(std::span<const int32_t>(depth_tokens.data(), static_cast<size_t>(d)));
+  }
+  // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
+  std::string path_used() const { return s.context().stats().matmul_path; }
+  nlohmann::json profile_by_op() const { return profile_of(s.context()); }
+};
+
+// "pp N [@ dD]": N prompt tokens in ubatches of -ub after D untimed positions.
+BenchRow bench_pp(UbBench& b, int32_t depth, int32_t np) {
+  BenchRow r = b.base;
+  r.n_prompt = np;
+  r.n_depth = depth;
+  r.test = test_name(fmt::format("pp{}", np), depth);
+  std::span<const int32_t> tok(b.tokens.data(), static_cast<size_t>(np));
+  if (b.p.warmup) {  // until the device is busy ≥ k_warmup_s (GPU clocks ramp up; docs/tuning-log.md #12)
+    b.log(fmt::format("bench: ub {} {} warm-up", b.ub, r.test));
+    Timer w;
+    for (int i = 0; i < k_warmup_max_runs && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
+      b.reset_to(depth);
+      b.s.eval(tok);
+    }
+  }
+  std::vector<double> ns;
+  for (int32_t i = 0; i < b.p.reps; ++i) {
+    b.log(fmt::format("bench: ub {} {} rep {}/{}", b.ub, r.test, i + 1, b.p.reps));
+    b.reset_to(depth);
+    if (i == 0) reset_timing(b.s);
+    Timer t;
+    b.s.eval(tok);
+    ns.push_back(t.ns());
+  }
+  stats(r, ns, np);
+  // At a depth the untimed prefill of later repetitions would be counted too: no split then.
+  r.host_ms_per_ubatch = depth == 0 ? host_split(b.s, ns) : nlohmann::json::object();
+  b.log(fmt::format("bench: ub {} {} host ms per ubatch: {}", b.ub, r.test, split_line(r.host_ms_per_ubatch)));
+  r.matmul_path = b.path_used();
+  const bool mmq = r.matmul_path == "mmq";
+  r.flops_per_token = flops_per_token(b.model, depth + (np + 1) / 2.0);
+  r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+  if (b.p.roofline) {
+    const double peak = mmq ? b.p.roofline->int8_dot_tops : b.p.roofline->fp32_tflops;
+    r.roof_kind = mmq ? "int8_dot" : "fp32";
+    r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
+  }
+  if (b.p.profile) r.profile = b.profile_by_op();
+  return r;
+}
+
+// "tg N [@ dD]": N decode steps of one token after D untimed positions.
+BenchRow bench_tg(UbBench& b, int32_t depth, int32_t ng) {
+  BenchRow r = b.base;
+  r.n_gen = ng;
+  r.n_depth = depth;
+  r.test = test_name(fmt::format("tg{}", ng), depth);
+  auto gen = [&] {
+    for (int32_t i = 0; i < ng; ++i) b.s.eval(std::span<const int32_t>(b.tokens.data() + i, 1));
+  };
+  if (b.p.warmup) {
+    b.log(fmt::format("bench: ub {} {} warm-up", b.ub, r.test));
+    Timer w;
+    b.reset_to(depth);
+    for (int i = 0; i < k_warmup_max_runs * 8 && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
+      if (b.s.n_past() >= b.s.n_ctx()) b.reset_to(depth);
+      b.s.eval(std::span<const int32_t>(b.tokens.data(), 1));
+    }
+  }
+  std::vector<double> ns;
+  for (int32_t i = 0; i < b.p.reps; ++i) {
+    b.log(fmt::format("bench: ub {} {} rep {}/{}", b.ub, r.test, i + 1, b.p.reps));
+    b.reset_to(depth);
+    if (i == 0) reset_timing(b.s);
+    Timer t;
+    gen();
+    ns.push_back(t.ns());
+  }
+  stats(r, ns, ng);
+  // At a depth the untimed prefill of later repetitions would be counted too: no split then.
+  r.host_ms_per_ubatch = depth == 0 ? host_split(b.s, ns) : nlohmann::json::object();
+  b.log(fmt::format("bench: ub {} {} host ms per token: {}", b.ub, r.test, split_line(r.host_ms_per_ubatch)));
+  if (b.p.profile) r.profile = b.profile_by_op();
+  r.flops_per_token = flops_per_token(b.model, depth + ng / 2.0);
+  r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+  r.bytes_per_token = bytes_per_token(b.model);
+  r.gbs = r.avg_ts * double(r.bytes_per_token) / 1e9;
+  if (b.p.roofline) {
+    r.roof_kind = "copy";
+    r.roof_pct = b.p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / b.p.roofline->copy_gbs : 0.0;
+  }
+  return r;
+}
+
+// "ppP+tgN xS": S sequences in one context, each prefilled with the first -p prompt (untimed), then
+// N steps that decode one token of every sequence in one ubatch.
+BenchRow bench_npl(UbBench& b, int32_t npl, int32_t ng) {
+  const int32_t npp = b.p.n_prompt.empty() ? 0 : b.p.n_prompt.front();
+  BenchRow r = b.base;
+  r.n_gen = ng;
+  r.n_prompt = npp;
+  r.n_pl = npl;
+  r.test = fmt::format("pp{}+tg{} x{}", npp, ng, npl);
+  const int32_t ctx_pl = std::max(npp + ng + 1, npl);
+  graph::Graph g0 = b.model.build_graph(model::UbatchSpec{1, 0, ctx_pl, model::Logits::LAST});
+  auto ctx = b.s.backend().make_context(backend::ContextOptions{g0.kv, npl});
+  std::map<std::pair<int32_t, int32_t>, std::pair<graph::Graph, graph::Plan>> shapes;  // (n, n_out)
+  auto shape = [&](int32_t n, int32_t n_out) -> std::pair<graph::Graph, graph::Plan>& {
+    auto it = shapes.find({n, n_out});
+    if (it == shapes.end()) {
+      model::UbatchSpec u{n, 0, ctx_pl, n_out > 0 ? model::Logits::LAST : model::Logits::NONE};
+      u.n_out = std::max(n_out, 1);
+      graph::Graph g = b.model.build_graph(u);
+      graph::Plan pl = graph::plan_arena(g);
+      it = shapes.emplace(std::make_pair(n, n_out), std::make_pair(std::move(g), std::move(pl))).first;
+    }
+    return it->second;
+  };
+  std::vector<float> logits(static_cast<size_t>(b.model.hparams().n_vocab) * static_cast<size_t>(npl));
+  backend::HostTiming steps;  // host split of the timed decode steps (not the prefills)
+  double steps_wall_ms = 0;
+  auto run_once = [&] {  // returns the decode steps' wall ns
+    ctx->reset();
+    for (int32_t sq = 0; sq < npl; ++sq)
+      for (int32_t i0 = 0; i0 < npp; i0 += b.ub) {
+        const int32_t n = std::min(b.ub, npp - i0);
+        auto& [g, pl] = shape(n, 0);
+        g.seq.assign(static_cast<size_t>(n), sq);
+        g.pos.resize(static_cast<size_t>(n));
+        for (int32_t j = 0; j < n; ++j) g.pos[static_cast<size_t>(j)] = i0 + j;
+        ctx->compute(g, pl, std::span<const int32_t>(b.tokens.data() + i0, static_cast<size_t>(n)), {});
+      }
+    auto& [g, pl] = shape(npl, npl);
+    g.seq.resize(static_cast<size_t>(npl));
+    g.pos.resize(static_cast<size_t>(npl));
+    std::vector<int32_t> step(static_cast<size_t>(npl));
+    const backend::HostTiming h0 = ctx->stats().host;
+    Timer t;
+    for (int32_t i = 0; i < ng; ++i) {
+      for (int32_t sq = 0; sq < npl; ++sq) {
+        g.seq[static_cast<size_t>(sq)] = sq;
+        g.pos[static_cast<size_t>(sq)] = npp + i;
+        step[static_cast<size_t>(sq)] = b.tokens[static_cast<size_t>((i + sq) % std::max<int32_t>(1, ng))];
+      }
+      ctx->compute(g, pl, step, logits);
+    }
+    const double wall_ns = t.ns();
+    const backend::HostTiming h1 = ctx->stats().host;  // the decode steps' share (no prefill)
+    steps.computes += h1.computes - h0.computes;
+    steps.dispatches += h1.dispatches - h0.dispatches;
+    steps.replays += h1.replays - h0.replays;
+    steps.setup_ms += h1.setup_ms - h0.setup_ms;
+    steps.record_ms += h1.record_ms - h0.record_ms;
+    steps.submit_wait_ms += h1.submit_wait_ms - h0.submit_wait_ms;
+    steps.readback_ms += h1.readback_ms - h0.readback_ms;
+    steps_wall_ms += wall_ns * 1e-6;
+    return wall_ns;
+  };
+  if (b.p.warmup) {
+    b.log(fmt::format("bench: ub {} {} warm-up", b.ub, r.test));
+    run_once();
+  }
+  steps = {};
+  steps_wall_ms = 0;
+  std::vector<double> ns;
+  for (int32_t i = 0; i < b.p.reps; ++i) {
+    b.log(fmt::format("bench: ub {} {} rep {}/{}", b.ub, r.test, i + 1, b.p.reps));
+    ns.push_back(run_once());
+  }
+  stats(r, ns, int64_t{ng} * npl);
+  // Per decode step (one token of each of the npl sequences), as host_split's per token.
+  r.host_ms_per_ubatch = nlohmann::json::object();
+  if (steps.computes > 0 && b.s.backend().stats().kind != "cpu") {
+    const double u = double(steps.computes);
+    nlohmann::json& j = r.host_ms_per_ubatch;
+    j["step"] = steps_wall_ms / u;
+    j["setup"] = steps.setup_ms / u;
+    j["record"] = steps.record_ms / u;
+    j["submit_wait"] = steps.submit_wait_ms / u;
+    j["readback"] = steps.readback_ms / u;
+    j["dispatches"] = double(steps.dispatches) / u;
+    j["replayed"] = double(steps.replays) / u;
+    j["other"] = (steps_wall_ms - steps.setup_ms - steps.record_ms - steps.submit_wait_ms - steps.readback_ms) / u;
+  }
+  b.log(fmt::format("bench: ub {} {} host ms per step: {}", b.ub, r.test, split_line(r.host_ms_per_ubatch)));
+  if (b.p.profile) r.profile = profile_of(*ctx);  // GPU time per op of the last step
+  r.flops_per_token = flops_per_token(b.model, npp + ng / 2.0);
+  r.tflops = r.avg_ts * r.flops_per_token / 1e12;
+  r.bytes_per_token = bytes_per_token(b.model);
+  r.gbs = r.avg_ts / npl * double(r.bytes_per_token) / 1e9;  // the weights are read once per step
+  return r;
+}
+
+void check_params(const BenchParams& p) {
   if (p.reps < 1) fail("bench: -r must be ≥ 1 (got {})", p.reps);
   for (int32_t v : p.n_prompt)
     if (v < 0) fail("bench: -p must be ≥ 0 (got {})", v);
@@ -241,6 +469,12 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   for (int32_t v : p.n_depth)
     if (v < 0) fail("bench: -d must be ≥ 0 (got {})", v);
   if (p.n_depth.empty()) fail("bench: -d needs at least one depth");
+}
+
+}  // namespace
+
+std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(const std::string&)>& log) {
+  check_params(p);
   auto model = model::Model::load(p.model);
   const auto& hp = model->hparams();
   uint64_t size = 0, n_params = 0;
@@ -275,8 +509,6 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     bo.env = p.env;
     if (p.profile) bo.vulkan_for = "bench --profile";
     Session s(*model, make_backend(bo), so);
-    // The kernels the last prefill ubatch used: "mmq" (int8 path), else the option's f32 kernels.
-    auto path_used = [&] { return s.context().stats().matmul_path; };
     BenchRow base;
     base.model = model_label(*model, n_params);
     base.model_file = p.model;
@@ -285,215 +517,26 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.backend = s.backend().name();
     base.n_ubatch = ub;
     base.reps = p.reps;
-    base.matmul_path = path_used();
+    base.matmul_path = s.context().stats().matmul_path;
     base.tiles = s.backend().stats().tiles;  // the tuning profile and its tiles
     if (!base.tiles.empty()) log(fmt::format("bench: ub {} tiles: {}", ub, base.tiles));
     base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
-    // GPU time per op of the last ubatch (pp: the last prefill ubatch; tg: the last decode step).
-    auto profile_of = [&](const backend::Context& c) {
-      std::map<std::string, std::pair<double, int>> by_op;
-      for (const auto& t : c.stats().ops) {
-        std::string key = t.label;
-        if (key.rfind("blk.", 0) == 0) key = key.substr(key.find('.', 4) + 1);
-        by_op[key].first += t.ms;
-        by_op[key].second += 1;
-      }
-      nlohmann::json prof = nlohmann::json::array();
-      for (auto& [k, v] : by_op) prof.push_back({{"op", k}, {"ms", v.first}, {"dispatches", v.second}});
-      return prof;
-    };
-    auto profile_by_op = [&] { return profile_of(s.context()); };
+    base.build_commit = build_commit();
+    base.driver = backend_driver(s.backend());
+    base.tune_profile = base.tiles.substr(0, base.tiles.find(": "));
+    base.overrides = overrides_in_effect(p.env);
+    UbBench b{p, *model, s, tokens, depth_tokens, ub, std::move(base), log};
     std::vector<BenchRow> ub_rows;
-    // s.reset(), then the depth's tokens (untimed): the KV state a timed run starts from.
-    auto reset_to = [&](int32_t d) {
-      s.reset();
-      if (d > 0) s.eval(std::span<const int32_t>(depth_tokens.data(), static_cast<size_t>(d)));
-    };
-    auto test_name = [](std::string t, int32_t d) { return d > 0 ? fmt::format("{} @ d{}", t, d) : t; };
     for (int32_t depth : p.n_depth)
-      for (int32_t np : p.n_prompt) {
-        if (np == 0) continue;
-        BenchRow r = base;
-        r.n_prompt = np;
-        r.n_depth = depth;
-        r.test = test_name(fmt::format("pp{}", np), depth);
-        std::span<const int32_t> tok(tokens.data(), static_cast<size_t>(np));
-        if (p.warmup) {  // until the device is busy ≥ k_warmup_s (GPU clocks ramp up; docs/tuning-log.md #12)
-          log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
-          Timer w;
-          for (int i = 0; i < k_warmup_max_runs && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
-            reset_to(depth);
-            s.eval(tok);
-          }
-        }
-        std::vector<double> ns;
-        for (int32_t i = 0; i < p.reps; ++i) {
-          log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
-          reset_to(depth);
-          if (i == 0) reset_timing(s);
-          Timer t;
-          s.eval(tok);
-          ns.push_back(t.ns());
-        }
-        stats(r, ns, np);
-        // At a depth the untimed prefill of later repetitions would be counted too: no split then.
-        r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
-        log(fmt::format("bench: ub {} {} host ms per ubatch: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
-        r.matmul_path = path_used();
-        const bool mmq = r.matmul_path == "mmq";
-        r.flops_per_token = flops_per_token(*model, depth + (np + 1) / 2.0);
-        r.tflops = r.avg_ts * r.flops_per_token / 1e12;
-        if (p.roofline) {
-          const double peak = mmq ? p.roofline->int8_dot_tops : p.roofline->fp32_tflops;
-          r.roof_kind = mmq ? "int8_dot" : "fp32";
-          r.roof_pct = peak > 0 ? 100.0 * r.tflops / peak : 0.0;
-        }
-        if (p.profile) r.profile = profile_by_op();
-        ub_rows.push_back(std::move(r));
-      }
+      for (int32_t np : p.n_prompt)
+        if (np != 0) ub_rows.push_back(bench_pp(b, depth, np));
     for (int32_t depth : p.n_depth)
-      for (int32_t ng : p.n_gen) {
-        if (ng == 0) continue;
-        BenchRow r = base;
-        r.n_gen = ng;
-        r.n_depth = depth;
-        r.test = test_name(fmt::format("tg{}", ng), depth);
-        auto gen = [&] {
-          for (int32_t i = 0; i < ng; ++i) s.eval(std::span<const int32_t>(tokens.data() + i, 1));
-        };
-        if (p.warmup) {
-          log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
-          Timer w;
-          reset_to(depth);
-          for (int i = 0; i < k_warmup_max_runs * 8 && (i == 0 || w.ns() < k_warmup_s * 1e9); ++i) {
-            if (s.n_past() >= s.n_ctx()) reset_to(depth);
-            s.eval(std::span<const int32_t>(tokens.data(), 1));
-          }
-        }
-        std::vector<double> ns;
-        for (int32_t i = 0; i < p.reps; ++i) {
-          log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
-          reset_to(depth);
-          if (i == 0) reset_timing(s);
-          Timer t;
-          gen();
-          ns.push_back(t.ns());
-        }
-        stats(r, ns, ng);
-        // At a depth the untimed prefill of later repetitions would be counted too: no split then.
-        r.host_ms_per_ubatch = depth == 0 ? host_split(s, ns) : nlohmann::json::object();
-        log(fmt::format("bench: ub {} {} host ms per token: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
-        if (p.profile) r.profile = profile_by_op();
-        r.flops_per_token = flops_per_token(*model, depth + ng / 2.0);
-        r.tflops = r.avg_ts * r.flops_per_token / 1e12;
-        r.bytes_per_token = bytes_per_token(*model);
-        r.gbs = r.avg_ts * double(r.bytes_per_token) / 1e9;
-        if (p.roofline) {
-          r.roof_kind = "copy";
-          r.roof_pct = p.roofline->copy_gbs > 0 ? 100.0 * r.gbs / p.roofline->copy_gbs : 0.0;
-        }
-        ub_rows.push_back(std::move(r));
-      }
+      for (int32_t ng : p.n_gen)
+        if (ng != 0) ub_rows.push_back(bench_tg(b, depth, ng));
     // Parallel decode: npl sequences in one context, one token of each per step.
     for (int32_t npl : p.n_pl)
-      for (int32_t ng : p.n_gen) {
-        if (ng == 0 || npl < 1) continue;
-        const int32_t npp = p.n_prompt.empty() ? 0 : p.n_prompt.front();
-        BenchRow r = base;
-        r.n_gen = ng;
-        r.n_prompt = npp;
-        r.n_pl = npl;
-        r.test = fmt::format("pp{}+tg{} x{}", npp, ng, npl);
-        const int32_t ctx_pl = std::max(npp + ng + 1, npl);
-        graph::Graph g0 = model->build_graph(model::UbatchSpec{1, 0, ctx_pl, model::Logits::LAST});
-        auto ctx = s.backend().make_context(backend::ContextOptions{g0.kv, npl});
-        std::map<std::pair<int32_t, int32_t>, std::pair<graph::Graph, graph::Plan>> shapes;  // (n, n_out)
-        auto shape = [&](int32_t n, int32_t n_out) -> std::pair<graph::Graph, graph::Plan>& {
-          auto it = shapes.find({n, n_out});
-          if (it == shapes.end()) {
-            model::UbatchSpec u{n, 0, ctx_pl, n_out > 0 ? model::Logits::LAST : model::Logits::NONE};
-            u.n_out = std::max(n_out, 1);
-            graph::Graph g = model->build_graph(u);
-            graph::Plan pl = graph::plan_arena(g);
-            it = shapes.emplace(std::make_pair(n, n_out), std::make_pair(std::move(g), std::move(pl))).first;
-          }
-          return it->second;
-        };
-        std::vector<float> logits(static_cast<size_t>(hp.n_vocab) * static_cast<size_t>(npl));
-        backend::HostTiming steps;  // host split of the timed decode steps (not the prefills)
-        double steps_wall_ms = 0;
-        auto run_once = [&] {  // returns the decode steps' wall ns
-          ctx->reset();
-          for (int32_t sq = 0; sq < npl; ++sq)
-            for (int32_t i0 = 0; i0 < npp; i0 += ub) {
-              const int32_t n = std::min(ub, npp - i0);
-              auto& [g, pl] = shape(n, 0);
-              g.seq.assign(static_cast<size_t>(n), sq);
-              g.pos.resize(static_cast<size_t>(n));
-              for (int32_t j = 0; j < n; ++j) g.pos[static_cast<size_t>(j)] = i0 + j;
-              ctx->compute(g, pl, std::span<const int32_t>(tokens.data() + i0, static_cast<size_t>(n)), {});
-            }
-          auto& [g, pl] = shape(npl, npl);
-          g.seq.resize(static_cast<size_t>(npl));
-          g.pos.resize(static_cast<size_t>(npl));
-          std::vector<int32_t> step(static_cast<size_t>(npl));
-          const backend::HostTiming h0 = ctx->stats().host;
-          Timer t;
-          for (int32_t i = 0; i < ng; ++i) {
-            for (int32_t sq = 0; sq < npl; ++sq) {
-              g.seq[static_cast<size_t>(sq)] = sq;
-              g.pos[static_cast<size_t>(sq)] = npp + i;
-              step[static_cast<size_t>(sq)] = tokens[static_cast<size_t>((i + sq) % std::max<int32_t>(1, ng))];
-            }
-            ctx->compute(g, pl, step, logits);
-          }
-          const double wall_ns = t.ns();
-          const backend::HostTiming h1 = ctx->stats().host;  // the decode steps' share (no prefill)
-          steps.computes += h1.computes - h0.computes;
-          steps.dispatches += h1.dispatches - h0.dispatches;
-          steps.replays += h1.replays - h0.replays;
-          steps.setup_ms += h1.setup_ms - h0.setup_ms;
-          steps.record_ms += h1.record_ms - h0.record_ms;
-          steps.submit_wait_ms += h1.submit_wait_ms - h0.submit_wait_ms;
-          steps.readback_ms += h1.readback_ms - h0.readback_ms;
-          steps_wall_ms += wall_ns * 1e-6;
-          return wall_ns;
-        };
-        if (p.warmup) {
-          log(fmt::format("bench: ub {} {} warm-up", ub, r.test));
-          run_once();
-        }
-        steps = {};
-        steps_wall_ms = 0;
-        std::vector<double> ns;
-        for (int32_t i = 0; i < p.reps; ++i) {
-          log(fmt::format("bench: ub {} {} rep {}/{}", ub, r.test, i + 1, p.reps));
-          ns.push_back(run_once());
-        }
-        stats(r, ns, int64_t{ng} * npl);
-        // Per decode step (one token of each of the npl sequences), as host_split's per token.
-        r.host_ms_per_ubatch = nlohmann::json::object();
-        if (steps.computes > 0 && s.backend().stats().kind != "cpu") {
-          const double u = double(steps.computes);
-          nlohmann::json& j = r.host_ms_per_ubatch;
-          j["step"] = steps_wall_ms / u;
-          j["setup"] = steps.setup_ms / u;
-          j["record"] = steps.record_ms / u;
-          j["submit_wait"] = steps.submit_wait_ms / u;
-          j["readback"] = steps.readback_ms / u;
-          j["dispatches"] = double(steps.dispatches) / u;
-          j["replayed"] = double(steps.replays) / u;
-          j["other"] =
-              (steps_wall_ms - steps.setup_ms - steps.record_ms - steps.submit_wait_ms - steps.readback_ms) / u;
-        }
-        log(fmt::format("bench: ub {} {} host ms per step: {}", ub, r.test, split_line(r.host_ms_per_ubatch)));
-        if (p.profile) r.profile = profile_of(*ctx);  // GPU time per op of the last step
-        r.flops_per_token = flops_per_token(*model, npp + ng / 2.0);
-        r.tflops = r.avg_ts * r.flops_per_token / 1e12;
-        r.bytes_per_token = bytes_per_token(*model);
-        r.gbs = r.avg_ts / npl * double(r.bytes_per_token) / 1e9;  // the weights are read once per step
-        ub_rows.push_back(std::move(r));
-      }
+      for (int32_t ng : p.n_gen)
+        if (ng != 0 && npl >= 1) ub_rows.push_back(bench_npl(b, npl, ng));
     const uint64_t peak = s.backend().device_memory_bytes();
     const backend::MemoryStats mem = s.backend().stats().memory;
     for (auto& r : ub_rows) {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
@@ -91,6 +92,11 @@ struct BenchRow {
   double roof_pct = 0;           // % of that peak; 0 when roof_kind is ""
   std::string matmul_path;       // kernels the prefill used: "mmq" (int8 path), "mm", "basic" or "cpu"
   std::string tiles;             // the tuning profile and the tiles of its kernels ("" on the CPU)
+  // The record: what built and ran this row, so a result file says what it measured.
+  std::string build_commit;                      // the git commit rocky was built from (core/build_info.hpp)
+  std::string driver;                            // runtime::backend_driver(): "NVIDIA 560.35.03"; "cpu"
+  std::string tune_profile;                      // the tuning profile in effect (named in `tiles`; "" on the CPU)
+  std::map<std::string, std::string> overrides;  // the ROCKY_* variables set (runtime::overrides_in_effect)
   nlohmann::json
       profile;  // [{op, ms, dispatches}] when BenchParams::profile (pp: last ubatch; tg: last token; -npl: last step)
   // Host wall time per ubatch (tg: per token) of the timed repetitions, ms: graph (build_graph),

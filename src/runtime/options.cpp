@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 
 #include "core/error.hpp"
 #include "tune/tile.hpp"
@@ -138,14 +139,44 @@ vulkan::LabOptions parse_lab(const std::string& tune, const std::string& switche
   return lab;
 }
 
+namespace {
+// The lab variables ROCKY_TUNE and ROCKY_SWITCH replaced: set, they are an error saying what to use
+// (a lab script of before would otherwise run with its setting silently ignored).
+constexpr std::pair<const char*, const char*> k_retired[] = {
+    {"ROCKY_MATMUL", "ROCKY_SWITCH=matmul=…"},
+    {"ROCKY_MATMUL_TILE", R"(ROCKY_TUNE='{"matmul": {"bm": …, "bn": …, "bk": …, "tm": …, "tn": …}}')"},
+    {"ROCKY_ATTN", "ROCKY_SWITCH=attn=…"},
+    {"ROCKY_ATTN_TILE", R"(ROCKY_TUNE='{"attn_tile": {"wg": …, "br": …, "tr": …, "tc": …, …}}')"},
+    {"ROCKY_ATTN_SPLIT", R"(ROCKY_TUNE='{"attn_rule": {"split_chunk": N}}' (0: {"split": 0}))"},
+    {"ROCKY_ATTN_FA_GRID", R"(ROCKY_TUNE='{"attn_rule": {"fa_groups": WORKGROUPS}}')"},
+    {"ROCKY_FUSE_EPILOGUE", "ROCKY_SWITCH=fuse_epilogue=0|1"},
+    {"ROCKY_MMV_SHAPE", R"(ROCKY_TUNE='{"mmv": {"wg": …, "rows": …, "min_groups": 0, "wg_by_k": 0}}')"},
+    {"ROCKY_DECODE_REPLAY", "ROCKY_SWITCH=decode_replay=0|1"},
+    {"ROCKY_FUSE_DECODE", "ROCKY_SWITCH=fuse_decode=0|1"},
+    {"ROCKY_FOLD_NORM", "ROCKY_SWITCH=fold_norm=0|1"},
+    {"ROCKY_DELTA_CHUNK", R"(ROCKY_TUNE='{"delta_chunk": N}')"},
+    {"ROCKY_MMV_COLS", R"(ROCKY_TUNE='{"mmv": {"cols": N}}')"},
+    {"ROCKY_MMV_COL_SPLIT", R"(ROCKY_TUNE='{"mmv": {"col_split": N}}')"},
+    {"ROCKY_MMV_Q8", R"(ROCKY_TUNE='{"mmv": {"q8": N}}')"},
+    {"ROCKY_MMV_COLS_SHAPE", R"(ROCKY_TUNE='{"mmv": {"cols_wg": WG, "cols_rows": ROWS}}')"},
+};
+}  // namespace
+
 EnvOptions read_env() {
+  for (const auto& [name, use] : k_retired)
+    if (!var(name).empty()) fail("{} is no longer read: use {} (README: environment variables)", name, use);
   EnvOptions e;
-  parse_tune(var("ROCKY_TUNE"), e.lab);
-  parse_switches(var("ROCKY_SWITCH"), e.lab);
-  e.lab.pipeline_stats = var("ROCKY_PIPELINE_STATS");
-  e.lab.device_memory_limit = parse_device_memory_limit(var("ROCKY_DEVICE_MEMORY_LIMIT"));
-  e.lab.vulkan_timeout_s = parse_timeout_s(var("ROCKY_VULKAN_TIMEOUT_S"));
-  e.vulkan_loader = var("ROCKY_VULKAN_LOADER");
+  auto rocky_var = [&](const char* name) {  // a ROCKY_* variable, remembered as set when it is
+    std::string v = var(name);
+    if (!v.empty()) e.set.emplace(name, v);
+    return v;
+  };
+  parse_tune(rocky_var("ROCKY_TUNE"), e.lab);
+  parse_switches(rocky_var("ROCKY_SWITCH"), e.lab);
+  e.lab.pipeline_stats = rocky_var("ROCKY_PIPELINE_STATS");
+  e.lab.device_memory_limit = parse_device_memory_limit(rocky_var("ROCKY_DEVICE_MEMORY_LIMIT"));
+  e.lab.vulkan_timeout_s = parse_timeout_s(rocky_var("ROCKY_VULKAN_TIMEOUT_S"));
+  e.vulkan_loader = rocky_var("ROCKY_VULKAN_LOADER");
   if (const std::string x = var("XDG_CACHE_HOME"); !x.empty()) {
     e.cache_dir = x;
   } else if (const std::string h = var("HOME"); !h.empty()) {
@@ -154,6 +185,8 @@ EnvOptions read_env() {
   e.xdg_runtime_dir = var("XDG_RUNTIME_DIR");
   return e;
 }
+
+std::map<std::string, std::string> overrides_in_effect(const EnvOptions& e) { return e.set; }
 
 void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o) {
   o.lab = e.lab;

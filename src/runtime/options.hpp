@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,7 @@ struct EnvOptions {
   std::string vulkan_loader;    // ROCKY_VULKAN_LOADER ("" = the default)
   std::string cache_dir;        // $XDG_CACHE_HOME, else $HOME/.cache, else ""
   std::string xdg_runtime_dir;  // XDG_RUNTIME_DIR ("" = unset)
+  std::map<std::string, std::string> set;  // the ROCKY_* variables set, name → value as given
   // --no-profile (any command): skip the tuning profile `rocky tune` wrote for the device
   // (src/tune/store.hpp). Set by main from the flag, not from the environment.
   bool no_profile = false;
@@ -60,6 +62,10 @@ vulkan::LabOptions parse_lab(const std::string& tune, const std::string& switche
 // What the Vulkan backend and the device tools take from it.
 void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o);  // lab, cache_dir, loader, xdg_runtime_dir, no_profile
 vulkan::InstanceOptions instance_options(const EnvOptions& e);  // loader, xdg_runtime_dir
+
+// The ROCKY_* variables of `e` that are set, name → value: the overrides in effect, as a record
+// states them (`rocky bench -o json`'s "overrides").
+std::map<std::string, std::string> overrides_in_effect(const EnvOptions& e);
 
 // ROCKY_DEVICE_MEMORY_LIMIT as bytes (0 when unset); rocky::Error when set but not a byte count.
 uint64_t device_memory_limit_from_env();

@@ -182,6 +182,7 @@ class PrefixCache {
   void disk_touch(uint64_t key, uint64_t bytes, bool verified, bool state = false);  // mu_ held
   void disk_evict_to(uint64_t limit);                                                // mu_ held; unlinks files
   void disable_disk(const std::string& why);                                         // mu_ held
+  void open_disk();  // the constructor's, for a --cache-dir
   void scan_dir();
   void writer();
 

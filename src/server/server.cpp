@@ -1,3 +1,6 @@
+// `rocky serve`'s routes and lifecycle: the App owns the model, tokenizer, template, prefix cache
+// and scheduler; its handlers parse (request.cpp), run, and answer with responses.cpp's shapes
+// (stream.cpp for SSE, metrics.cpp for /metrics); run_server() binds, loads, serves and stops.
 #include "server/server.hpp"
 
 #include <fmt/format.h>
@@ -8,52 +11,33 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <ctime>
-#include <deque>
 #include <filesystem>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <thread>
 
+#include "chat/toolcalls.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/session.hpp"
-#include "chat/toolcalls.hpp"
+#include "runtime/warmup.hpp"
 #include "server/chat_template.hpp"
 #include "server/connection.hpp"
+#include "server/http.hpp"
+#include "server/metrics.hpp"
 #include "server/request.hpp"
+#include "server/responses.hpp"
+#include "server/stream.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::server {
 namespace {
-using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void send_json(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(dump(j), "application/json; charset=utf-8");
-}
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  if (e.status == 503) res.set_header("Retry-After", "1");
-  send_json(res, e.status, e.to_json());
-}
-
-std::string random_id(const char* prefix) {
-  static std::mutex m;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard lk(m);
-  return fmt::format("{}{:016x}", prefix, rng());
-}
 
 // One slot's session: its own context (KV cache) on the one backend all slots share, so the
 // weights are uploaded once.
@@ -62,86 +46,12 @@ std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const
   return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{o.n_ctx, o.n_ubatch});
 }
 
-const char* finish_reason(const runtime::GenerateResult& r, bool tool_calls = false) {
-  if (tool_calls) return "tool_calls";
-  switch (r.reason) {
-    case runtime::StopReason::Length:
-    case runtime::StopReason::ContextFull: return "length";
-    default: return "stop";
-  }
-}
-
-// One streamed tool call as an OpenAI delta entry.
-json tool_call_delta(const chat::ToolCall& c, size_t index) {
-  return {{"index", index},
-          {"id", c.id.empty() ? chat::random_tool_call_id() : c.id},
-          {"type", "function"},
-          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
-}
-
-json usage_json(const runtime::GenerateResult& r) {
-  const int64_t completion = static_cast<int64_t>(r.tokens.size());
-  return {{"prompt_tokens", r.n_prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", r.n_prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
-}
-
-json timings_json(const runtime::GenerateResult& r) {
-  const double prompt_n = r.n_prompt - r.n_cached;
-  const double predicted_n = static_cast<double>(r.tokens.size());
-  auto per_s = [](double n, double ms) { return ms > 0 ? n / (ms / 1000.0) : 0.0; };
-  auto per_tok = [](double n, double ms) { return n > 0 ? ms / n : 0.0; };
-  return {{"cache_n", r.n_cached},
-          {"prompt_n", static_cast<int64_t>(prompt_n)},
-          {"prompt_ms", r.prompt_ms},
-          {"prompt_per_token_ms", per_tok(prompt_n, r.prompt_ms)},
-          {"prompt_per_second", per_s(prompt_n, r.prompt_ms)},
-          {"predicted_n", static_cast<int64_t>(predicted_n)},
-          {"predicted_ms", r.gen_ms},
-          {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
-          {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
-          // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
-          // sampling, detokenizing and streaming)
-          {"predicted_eval_ms", r.gen_eval_ms},
-          // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
-          // reads, uploads into the KV cache); not part of prompt_ms
-          {"cache_ms", r.cache_ms},
-          // rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
-          // where unknown); prompt_ms − prompt_gpu_ms is host time and gaps
-          {"prompt_gpu_ms", r.prompt_gpu_ms},
-          {"predicted_gpu_ms", r.gen_gpu_ms},
-          {"batch_seqs_max", r.batch_seqs_max}};
-}
-
-std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
-
-enum class Kind { Chat, Completion, Native };
-
-struct Metrics {
-  std::atomic<int64_t> requests{0}, errors{0}, rejected{0}, prompt_tokens{0}, predicted_tokens{0};
-  std::mutex m;
-  double prompt_ms = 0, predicted_ms = 0;
-  void record(const runtime::GenerateResult& r) {
-    prompt_tokens += r.n_prompt - r.n_cached;
-    predicted_tokens += static_cast<int64_t>(r.tokens.size());
-    std::lock_guard lk(m);
-    prompt_ms += r.prompt_ms;
-    predicted_ms += r.gen_ms;
-  }
-};
-
-struct StreamState {
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<std::string> pieces;
-};
-
 class App {
  public:
   explicit App(const ServerOptions& o) : o_(o) {
     std::error_code ec;
     model_id_ = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+    shapes_.model_id = model_id_;
     created_ = static_cast<int64_t>(std::time(nullptr));
   }
 
@@ -206,43 +116,14 @@ class App {
     ready_ = true;
   }
 
-  // llama-server's warm-up, widened to the shapes an agent's turns meet: a throwaway context (its
-  // own KV cache, freed at once) evaluates one ubatch of min(-ub, -c − 1) copies of one token;
-  // then, where -c holds a depth of at least k_warm_min_depth, ubatches of min(48, -ub) and
-  // min(8, -ub) tokens at depth min(1280, -c − both − 1) (zeros imported into the KV cache, not
-  // evaluated): the split-key flash attention (≥ 1,024 keys), its merge and attention_decode; then
-  // one decode step. Pipelines are created on first use and a big one costs ≈ 150 ms on the H200's
-  // driver (PERF.md, session 9): without this the first turn at depth paid 1.2 s. The pipeline
-  // cache file keeps them for the next start.
-  static constexpr int32_t k_warm_depth = 1280, k_warm_min_depth = 1088, k_warm_short = 48, k_warm_tiny = 8;
   void warm_up(const std::shared_ptr<backend::Backend>& be) {
-    const auto t0 = Clock::now();
-    const int32_t n_ctx = std::max<int32_t>(2, sched_ ? sched_->n_ctx() : o_.n_ctx);
-    const int32_t ub = std::max<int32_t>(1, o_.n_ubatch);
-    const int32_t n = std::min<int32_t>(ub, n_ctx - 1);
-    const int32_t n_short = std::min(k_warm_short, ub), n_tiny = std::min(k_warm_tiny, ub);
-    const int32_t depth = std::min(k_warm_depth, n_ctx - n_short - n_tiny - 1);
-    bool deep = depth >= k_warm_min_depth;
-    runtime::Session s(*model_, be,
-                       runtime::SessionOptions{deep ? std::max(n + 1, depth + n_short + n_tiny + 1) : n + 1, ub});
-    deep = deep && !s.recurrent();  // a hybrid model's state cannot be imported as zeros
-    const int32_t id = tok_->vocab().bos() >= 0 ? tok_->vocab().bos() : 0;
-    const std::vector<int32_t> ids(static_cast<size_t>(std::max(n, n_short)), id);
-    const std::span<const int32_t> all(ids);
-    s.eval(all.first(static_cast<size_t>(n)));
-    if (deep) {
-      s.reset();
-      const std::vector<uint8_t> zeros(s.context().kv_export_bytes(depth), 0);
-      s.import_kv(0, depth, zeros);
-      s.eval(all.first(static_cast<size_t>(n_short)));
-      s.eval(all.first(static_cast<size_t>(n_tiny)));
-    }
-    s.eval(all.first(1));
+    const int32_t token = tok_->vocab().bos() >= 0 ? tok_->vocab().bos() : 0;
+    const runtime::WarmupReport w =
+        runtime::warm_up(*model_, be, token, sched_ ? sched_->n_ctx() : o_.n_ctx, o_.n_ubatch);
     const backend::BackendStats bs = be->stats();
-    fmt::print(stderr, "rocky: warm-up: {} + {}1 tokens in {:.0f} ms ({} pipelines, {:.0f} ms creating them)\n", n,
-               deep ? fmt::format("{} + {} at depth {} + ", n_short, n_tiny, depth) : std::string(),
-               std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), bs.pipelines,
-               bs.pipeline_create_ms);
+    fmt::print(stderr, "rocky: warm-up: {} + {}1 tokens in {:.0f} ms ({} pipelines, {:.0f} ms creating them)\n",
+               w.n_prompt, w.deep ? fmt::format("{} + {} at depth {} + ", w.n_short, w.n_tiny, w.depth) : std::string(),
+               w.ms, bs.pipelines, bs.pipeline_create_ms);
   }
 
   void begin_shutdown() {
@@ -365,86 +246,9 @@ class App {
   void metrics(const httplib::Request&, httplib::Response& res) {
     runtime::SchedulerStats st;
     if (ready_ && sched_) st = sched_->stats();
-    double pms, gms;
-    {
-      std::lock_guard lk(metrics_.m);
-      pms = metrics_.prompt_ms;
-      gms = metrics_.predicted_ms;
-    }
-    const double ptps = pms > 0 ? metrics_.prompt_tokens / (pms / 1000.0) : 0.0;
-    const double gtps = gms > 0 ? metrics_.predicted_tokens / (gms / 1000.0) : 0.0;
-    std::string out;
-    auto add = [&](const char* name, const char* type, const char* help, double v) {
-      out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} {}\nrocky:{} {}\n", name, help, name, type, name, v);
-    };
-    add("requests_total", "counter", "Generation requests received.", static_cast<double>(metrics_.requests));
-    add("requests_rejected_total", "counter", "Requests refused with 503 because the queue was full.",
-        static_cast<double>(metrics_.rejected));
-    add("errors_total", "counter", "Requests answered with an error status.", static_cast<double>(metrics_.errors));
-    add("prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(metrics_.prompt_tokens));
-    add("tokens_predicted_total", "counter", "Tokens generated.", static_cast<double>(metrics_.predicted_tokens));
-    add("prompt_tokens_seconds", "gauge", "Average prefill throughput (tokens/s).", ptps);
-    add("predicted_tokens_seconds", "gauge", "Average decode throughput (tokens/s).", gtps);
-    add("requests_queued", "gauge", "Requests waiting for a slot.", static_cast<double>(st.queued));
-    add("slots_busy", "gauge", "Slots generating.", static_cast<double>(st.slots_busy));
-    add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
-    add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
-    add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
-    if (st.batched) {
-      add("batch_seqs_per_step", "gauge", "Sequences in the last batched step.",
-          static_cast<double>(st.batch.last_seqs));
-      add("batch_seqs_per_step_max", "gauge", "The most sequences one batched step carried.",
-          static_cast<double>(st.batch.max_seqs));
-      add("batch_steps_total", "counter", "Batched steps (ubatches) run.", static_cast<double>(st.batch.steps));
-      add("batch_prefill_tokens_total", "counter", "Prompt tokens evaluated in batched steps.",
-          static_cast<double>(st.batch.prefill_tokens));
-      add("batch_decode_tokens_total", "counter", "Decode tokens evaluated in batched steps.",
-          static_cast<double>(st.batch.decode_tokens));
-      // where the steps' wall time goes (runtime::BatchStats).
-      add("batch_step_seconds_total", "counter", "Wall time of the batched steps.", st.batch.step_s);
-      add("batch_compute_seconds_total", "counter", "Of it, the context's compute (record, submit, GPU, readback).",
-          st.batch.compute_s);
-      add("batch_record_seconds_total", "counter", "Of the compute, recording command buffers.", st.batch.record_s);
-      add("batch_submit_wait_seconds_total", "counter", "Of the compute, waiting for the GPU's fences.",
-          st.batch.submit_wait_s);
-      add("batch_readback_seconds_total", "counter", "Of the compute, copying logits to the host.",
-          st.batch.readback_s);
-      add("batch_gather_seconds_total", "counter",
-          "Between steps while a sequence was active (sampling, streaming, the join window).", st.batch.gather_s);
-      add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
-          static_cast<double>(st.batch.replays));
-    }
-    if (backend_) {  // pipelines are created on first use: a request of a new shape pays for them
-      const backend::BackendStats bs = backend_->stats();
-      add("pipelines_created_total", "counter", "Compute pipelines created (first use of a kernel variant).",
-          static_cast<double>(bs.pipelines));
-      add("pipeline_create_seconds_total", "counter", "Wall time spent creating compute pipelines.",
-          bs.pipeline_create_ms / 1000.0);
-    }
-    if (cache_) {
-      const runtime::PrefixCacheStats cs = cache_->stats();
-      auto tiered = [&](const char* name, const char* type, const char* help, auto get) {
-        out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} {}\n", name, help, name, type);
-        for (const auto& [tier, t] : {std::pair<const char*, const runtime::TierStats*>{"device", &cs.device},
-                                      {"ram", &cs.ram},
-                                      {"disk", &cs.disk}})
-          out += fmt::format("rocky:{}{{tier=\"{}\"}} {}\n", name, tier, static_cast<double>(get(*t)));
-      };
-      tiered("prefix_cache_hits_total", "counter", "Prompt blocks found in a prefix-cache tier.",
-             [](const runtime::TierStats& t) { return t.hits; });
-      tiered("prefix_cache_misses_total", "counter", "Prompt block lookups a prefix-cache tier could not answer.",
-             [](const runtime::TierStats& t) { return t.misses; });
-      tiered("prefix_cache_bytes", "gauge", "Bytes held by a prefix-cache tier.",
-             [](const runtime::TierStats& t) { return t.bytes; });
-      tiered("prefix_cache_evictions_total", "counter", "Blocks evicted from a prefix-cache tier.",
-             [](const runtime::TierStats& t) { return t.evictions; });
-      add("prefix_cache_disk_errors_total", "counter", "Damaged disk entries skipped (recomputed).",
-          static_cast<double>(cs.disk_errors));
-      add("prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.",
-          static_cast<double>(cs.disk_writes));
-    }
     res.status = 200;
-    res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   }
 
   json model_meta() const {
@@ -463,39 +267,16 @@ class App {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
   }
 
-  json cache_json() const {
-    const runtime::PrefixCacheStats cs = cache_->stats();
-    auto tier = [](const runtime::TierStats& t, bool with_fill) {
-      json j = {{"hits", t.hits}, {"misses", t.misses}};
-      if (with_fill) {
-        j["bytes"] = t.bytes;
-        j["limit_bytes"] = t.limit;
-        j["blocks"] = t.blocks;
-        j["evictions"] = t.evictions;
-      }
-      return j;
-    };
-    json disk = tier(cs.disk, true);
-    disk["enabled"] = cs.disk_enabled;
-    disk["dir"] = o_.cache_dir;
-    disk["errors"] = cs.disk_errors;
-    disk["writes"] = cs.disk_writes;
-    disk["pending_writes"] = cs.pending_writes;
-    const auto st = sched_->stats();
-    json device = tier(cs.device, false);
-    device["cells_used"] = st.kv_used;
-    device["cells"] = static_cast<int64_t>(st.n_ctx) * st.n_slots;
-    return {{"block_tokens", cs.block},
-            {"identity", fmt::format("{:016x}", cache_->identity().hash())},
-            {"tiers", {{"device", device}, {"ram", tier(cs.ram, true)}, {"disk", disk}}}};
+  json cache_state() const {
+    return cache_json(cache_->stats(), cache_->identity().hash(), o_.cache_dir, sched_->stats());
   }
 
-  void cache_get(const httplib::Request&, httplib::Response& res) { send_json(res, 200, cache_json()); }
+  void cache_get(const httplib::Request&, httplib::Response& res) { send_json(res, 200, cache_state()); }
 
   void cache_delete(const httplib::Request&, httplib::Response& res) {
     cache_->clear();
     sched_->forget_device_prefixes();
-    send_json(res, 200, cache_json());
+    send_json(res, 200, cache_state());
   }
 
   void props(const httplib::Request&, httplib::Response& res) {
@@ -621,62 +402,6 @@ class App {
     generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {});
   }
 
-  json chunk_base(Kind kind, const std::string& id) const {
-    return {{"id", id},
-            {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", static_cast<int64_t>(std::time(nullptr))},
-            {"model", model_id_},
-            {"system_fingerprint", "rocky-0.1.0"}};
-  }
-
-  json delta_chunk(Kind kind, const std::string& id, const std::string& text) const {
-    if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", 0}};
-    json c = chunk_base(kind, id);
-    if (kind == Kind::Chat)
-      c["choices"] = json::array(
-          {{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
-    else
-      c["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
-    return c;
-  }
-
-  json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
-                  const chat::ReplySyntax& syntax) const {
-    if (kind == Kind::Native) {
-      const char* stop_type = r.reason == runtime::StopReason::Eog          ? "eos"
-                              : r.reason == runtime::StopReason::StopString ? "word"
-                              : r.reason == runtime::StopReason::Cancelled  ? "none"
-                                                                            : "limit";
-      return {{"content", r.text},
-              {"id_slot", slot},
-              {"stop", true},
-              {"model", model_id_},
-              {"tokens_predicted", r.tokens.size()},
-              {"tokens_evaluated", r.n_prompt},
-              {"tokens_cached", r.n_cached},
-              {"truncated", false},
-              {"stop_type", stop_type},
-              {"stopping_word", r.stop_word},
-              {"timings", timings_json(r)}};
-    }
-    json c = chunk_base(kind, id);
-    if (kind == Kind::Chat) {
-      const chat::ParsedReply out = chat::parse_reply(r.text, syntax);
-      c["object"] = "chat.completion";
-      c["choices"] = json::array({{{"index", 0},
-                                   {"message", out.to_openai()},
-                                   {"finish_reason", finish_reason(r, !out.tool_calls.empty())},
-                                   {"logprobs", nullptr}}});
-    } else {
-      c["object"] = "text_completion";
-      c["choices"] =
-          json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
-    }
-    c["usage"] = usage_json(r);
-    c["timings"] = timings_json(r);
-    return c;
-  }
-
   std::shared_ptr<runtime::Job> submit(std::vector<int32_t> ids, runtime::GenerateParams p,
                                        const std::shared_ptr<ConnectionProbe>& probe) {
     auto job = std::make_shared<runtime::Job>();
@@ -737,126 +462,19 @@ class App {
         if (!probe->alive()) job->cancel = true;
       probe->release();
       if (const auto e = settle(*job)) throw *e;
-      send_json(res, 200, final_json(kind, id, *job->result, job->slot, syntax));
+      send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax));
       return;
     }
-    auto st = std::make_shared<StreamState>();
-    job->on_token = [st](const runtime::TokenEvent& ev) {
-      if (!ev.text.empty()) {
-        std::lock_guard lk(st->m);
-        st->pieces.emplace_back(ev.text);
-      }
-      st->cv.notify_one();
-      return true;
-    };
+    auto st = collect_pieces(*job);
     admit(job);
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, job, st, probe, kind, id, include_usage, syntax](size_t, httplib::DataSink& sink) {
-          chat::ReplyStream reply(syntax);  // chat: content / reasoning / tool-call deltas
-          size_t n_calls = 0;
-          auto chat_delta = [&](const chat::ReplyStream::Delta& d) {
-            json delta = json::object();
-            if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
-            if (!d.content.empty()) delta["content"] = d.content;
-            if (!d.tool_calls.empty()) {
-              json calls = json::array();
-              for (const auto& c : d.tool_calls) calls.push_back(tool_call_delta(c, n_calls++));
-              delta["tool_calls"] = calls;
-            }
-            json c = chunk_base(kind, id);
-            c["choices"] =
-                json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
-            return c;
-          };
-          auto write = [&](const std::string& s) {
-            if (sink.write(s.data(), s.size())) return true;
-            job->cancel = true;
-            return false;
-          };
-          if (kind == Kind::Chat) {
-            json c = chunk_base(kind, id);
-            c["choices"] = json::array({{{"index", 0},
-                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                         {"finish_reason", nullptr},
-                                         {"logprobs", nullptr}}});
-            if (!write(sse(c))) return false;
-          }
-          for (;;) {
-            std::deque<std::string> got;
-            bool finished = false;
-            {
-              std::unique_lock lk(st->m);
-              st->cv.wait_for(lk, std::chrono::milliseconds(20), [&] { return !st->pieces.empty(); });
-              got.swap(st->pieces);
-              finished = got.empty() && job->done();
-            }
-            for (const auto& piece : got) {
-              if (kind == Kind::Chat) {
-                const auto d = reply.push(piece);
-                if (!d.empty() && !write(sse(chat_delta(d)))) return false;
-              } else if (!write(sse(delta_chunk(kind, id, piece)))) {
-                return false;
-              }
-            }
-            if (finished) {
-              std::lock_guard lk(st->m);
-              if (st->pieces.empty()) break;
-            }
-            if (got.empty() && !probe->alive()) job->cancel = true;
-          }
-          if (const auto e = settle(*job)) {  // an error event, never a finish_reason
-            write(sse(e->to_json()));
-            sink.done();
-            return true;
-          }
-          const runtime::GenerateResult& r = *job->result;
-          bool tool_calls = false;
-          if (kind == Kind::Chat) {
-            const auto d = reply.finish();
-            if (!d.empty() && !write(sse(chat_delta(d)))) return false;
-            tool_calls = !reply.result().tool_calls.empty();
-          }
-          if (kind == Kind::Native) {
-            json f = final_json(kind, id, r, job->slot, syntax);
-            f["content"] = "";
-            write(sse(f));
-          } else {
-            json c = chunk_base(kind, id);
-            if (kind == Kind::Chat)
-              c["choices"] = json::array({{{"index", 0},
-                                           {"delta", json::object()},
-                                           {"finish_reason", finish_reason(r, tool_calls)},
-                                           {"logprobs", nullptr}}});
-            else
-              c["choices"] = json::array(
-                  {{{"index", 0}, {"text", ""}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
-            c["timings"] = timings_json(r);
-            if (!write(sse(c))) return false;
-            if (include_usage) {
-              json u = chunk_base(kind, id);
-              u["choices"] = json::array();
-              u["usage"] = usage_json(r);
-              if (!write(sse(u))) return false;
-            }
-            if (!write("data: [DONE]\n\n")) return false;
-          }
-          sink.done();
-          return true;
-        },
-        [job, probe](bool) {
-          // Runs whether or not the provider did (e.g. the client left before the headers).
-          job->cancel = true;
-          job->wait();
-          probe->release();
-        });
+    stream_reply(res, StreamReply{job, st, probe, shapes_, kind, id, include_usage, syntax,
+                                  [this](const runtime::Job& j) { return settle(j); }});
   }
 
   const ServerOptions o_;
   const chat::ReasoningFormat reasoning_ = chat::parse_reasoning_format(o_.reasoning_format);
   std::string model_id_;
+  Shapes shapes_;  // the answers' bodies (model_id_ in each)
   int64_t created_ = 0;
   std::atomic<bool> ready_{false}, stopping_{false};
   std::atomic<int64_t> in_flight_{0};

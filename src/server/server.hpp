@@ -23,15 +23,12 @@ struct ServerOptions {
   int n_parallel = 1;      // -np: slots
   int32_t n_ubatch = 512;  // -ub
   // --cont-batching: one context for all slots; every step batches the slots' next tokens and
-  // a --prefill-chunk of one waiting prompt (runtime/batch.hpp). Off: one context per slot, the
-  // prefix cache on.
+  // a --prefill-chunk of one waiting prompt (runtime/batch.hpp); the prefix cache serves each
+  // slot's sequence (not on hybrid models). Off: one context per slot.
   bool cont_batching = false;
-  // Before /health says ok, through a throwaway context on the slots' backend: one ubatch of
-  // min(-ub, -c − 1) tokens; where -c holds a depth of at least 1,088 after them, ubatches of
-  // min(48, -ub) and min(8, -ub) tokens at a depth of min(1,280, …) (the split-key attention and
-  // short-ubatch tiles an agent's next message uses; not for recurrent models); one decode step.
-  // So the kernels' pipelines (created on first use) exist before the first request.
-  // --no-warmup (llama-server's flag) skips it.
+  // Before /health says ok, runtime::warm_up (runtime/warmup.hpp) on the slots' backend: the
+  // shapes an agent's turns meet, so the kernels' pipelines (created on first use) exist before the
+  // first request. --no-warmup (llama-server's flag) skips it.
   bool warmup = true;
   int32_t prefill_chunk = 0;  // --prefill-chunk: prompt tokens per step (0 = -ub)
   std::string device = "auto";

@@ -5,8 +5,13 @@
 #include <cctype>
 
 #include "core/error.hpp"
+#include "model/arch/arch.hpp"
 
 namespace rocky::synth {
+
+bool Preset::has_qkv_bias() const { return model::arch::arch_info(arch).qkv_bias; }
+bool Preset::has_qk_norm() const { return model::arch::arch_info(arch).qk_norm; }
+bool Preset::has_post_norms() const { return model::arch::arch_info(arch).post_norms; }
 
 namespace {
 

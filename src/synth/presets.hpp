@@ -109,9 +109,10 @@ struct Preset {
   uint32_t head_dim() const { return key_length ? key_length : n_embd / n_head; }
   uint32_t n_embd_q() const { return head_dim() * n_head; }
   uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
-  bool has_qkv_bias() const { return arch == Arch::QWEN2; }
-  bool has_qk_norm() const { return arch == Arch::QWEN3 || arch == Arch::GEMMA3 || arch == Arch::QWEN35; }
-  bool has_post_norms() const { return arch == Arch::GEMMA3; }
+  // The architecture's tensor set (model/arch/<name>.cpp's ArchInfo flags, read there).
+  bool has_qkv_bias() const;
+  bool has_qk_norm() const;
+  bool has_post_norms() const;
   bool has_rope_freqs() const { return rope_factor > 0; }
   bool hybrid() const { return full_attn_interval > 0; }
   bool is_recurrent_layer(uint32_t il) const { return hybrid() && (il + 1) % full_attn_interval != 0; }

@@ -50,6 +50,47 @@ std::vector<std::string> lines(const std::string& s) {
 
 }  // namespace
 
+// The record: every row says what built and ran it — the git commit (12 hex digits, "-dirty" with
+// uncommitted changes; "unknown" outside git), the driver, the tuning profile, and the ROCKY_*
+// overrides that were set (name → value; an empty object when none).
+TEST(BenchCli, JsonRecordsBuildDriverProfileAndOverrides) {
+  for (const std::string dev : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(dev);
+    for (const bool with_override : {false, true}) {
+      // ROCKY_VULKAN_TIMEOUT_S=1800 is the default: set, it changes nothing but the record.
+      auto r = run_rocky("bench_cli_record",
+                         {"bench", "-m", shared_path(k_model), "-p", "8", "-n", "2", "-r", "1", "--no-roofline", "-o",
+                          "json", "--device", dev},
+                         with_override ? "ROCKY_VULKAN_TIMEOUT_S=1800" : "");
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const json rows = json::parse(r.out);
+      ASSERT_EQ(rows.size(), 2u);
+      for (const json& x : rows) {
+        SCOPED_TRACE(x.dump());
+        const std::string commit = x.at("build_commit").get<std::string>();
+        const bool hex12 = commit.size() >= 12 && commit.find_first_not_of("0123456789abcdef") >= 12;
+        EXPECT_TRUE(commit == "unknown" || (hex12 && (commit.size() == 12 || commit.substr(12) == "-dirty"))) << commit;
+        const std::string driver = x.at("driver").get<std::string>();
+        if (dev == "cpu") {
+          EXPECT_EQ(driver, "cpu");
+          EXPECT_EQ(x.at("tune_profile").get<std::string>(), "");
+        } else {
+          EXPECT_NE(driver, "cpu");
+          EXPECT_FALSE(driver.empty());
+          EXPECT_FALSE(x.at("tune_profile").get<std::string>().empty());
+          EXPECT_EQ(x.at("tiles").get<std::string>().rfind(x.at("tune_profile").get<std::string>() + ": ", 0), 0u);
+        }
+        const json& ov = x.at("overrides");
+        ASSERT_TRUE(ov.is_object());
+        if (with_override)
+          EXPECT_EQ(ov.value("ROCKY_VULKAN_TIMEOUT_S", ""), "1800");
+        else
+          EXPECT_TRUE(ov.empty() || !ov.contains("ROCKY_VULKAN_TIMEOUT_S"));  // the caller's environment may set others
+      }
+    }
+  }
+}
+
 TEST(BenchCli, JsonCarriesEveryField) {
   for (const std::string dev : {"cpu", "vulkan"}) {
     SCOPED_TRACE(dev);

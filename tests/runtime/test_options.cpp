@@ -102,6 +102,7 @@ TEST(Options, ReadEnv) {
   ::setenv("ROCKY_VULKAN_TIMEOUT_S", "30", 1);
   EnvOptions e = read_env();
   EXPECT_EQ(e.lab.tune["mmv"]["q8"], 4);
+  EXPECT_EQ(overrides_in_effect(e).at("ROCKY_SWITCH"), "attn=simple");  // as given
   EXPECT_EQ(e.lab.attn, vulkan::AttnKernel::SIMPLE);
   EXPECT_EQ(e.lab.vulkan_timeout_s, 30u);
   ::setenv("ROCKY_SWITCH", "attn=fastest", 1);
@@ -111,6 +112,11 @@ TEST(Options, ReadEnv) {
   ::unsetenv("ROCKY_VULKAN_TIMEOUT_S");
   e = read_env();
   EXPECT_TRUE(e.lab.tune.is_null());
+  EXPECT_TRUE(e.set.empty() || !e.set.count("ROCKY_TUNE"));
+  // A variable the two replaced is an error saying what to use, not silently ignored.
+  ::setenv("ROCKY_ATTN_TILE", "64,16,2,2", 1);
+  EXPECT_NE(error_of([] { read_env(); }).find("ROCKY_ATTN_TILE is no longer read: use ROCKY_TUNE"), std::string::npos);
+  ::unsetenv("ROCKY_ATTN_TILE");
   EXPECT_EQ(e.lab.vulkan_timeout_s, 1800u);
 }
 

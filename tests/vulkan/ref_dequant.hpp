@@ -1,8 +1,9 @@
 // Naive reference dequantization for the Vulkan tests, written block-by-block after ggml's
 // dequantize_row_* loops (ggml/src/ggml-quants.c, llama.cpp 0253fb21f) — deliberately a different
-// formulation from the shaders' per-element indexing. Checked against ggml's own values in
-// ../shared/reference/ref/dequant/*.json (test_vulkan_ops: RefDequantMatchesGgml).
-// Replace with rocky_quant's dequantize_row once it is on main.
+// formulation from the shaders' per-element indexing and from rocky_quant's dequantize_row, which
+// the tests' reference values come from (vk_test_util.hpp). Kept as the independent check of both:
+// test_vulkan_device compares it with dequantize_row (RefDequantAgreesWithRockyQuant) and with
+// ggml's own values in ../shared/reference/ref/dequant/*.json (DequantMatchesGgml).
 #pragma once
 
 #include <cmath>

@@ -11,8 +11,11 @@
 // rope scaling when the file has it: Gemma-3-4B factor 8) otherwise. Without a sliding window in
 // the file every layer is global. Query scale 1/√head_dim (llama.cpp's rule for every size but
 // 27B, whose files rocky cannot tell apart; not a GGUF key). NeoX rope.
+#include <fmt/format.h>
+
 #include <cmath>
 
+#include "core/error.hpp"
 #include "model/arch/arch.hpp"
 #include "model/blocks.hpp"
 
@@ -46,6 +49,38 @@ graph::Graph build_gemma3(const HParams& hp, const Weights& w, const UbatchSpec&
   return g;
 }
 
+// The sliding window and the local layers' rope base (no GGUF key for the pattern: llama.cpp's
+// fixed 6 for gemma3, 5 local : 1 global).
+constexpr gguf::Key k_own_keys[] = {gguf::Key::SLIDING_WINDOW, gguf::Key::ROPE_FREQ_BASE_SWA};
+
+void read_gemma3_keys(const gguf::GgufFile& f, HParams& h) {
+  const std::string kw = gguf::arch_key(h.arch_str, gguf::Key::SLIDING_WINDOW);
+  const std::string kb = gguf::arch_key(h.arch_str, gguf::Key::ROPE_FREQ_BASE_SWA);
+  if (f.has(kw)) {
+    const auto v = f.get_uint(kw);
+    if (!v || *v > (1u << 30)) fail("{}: metadata key '{}' is not a non-negative integer", f.path(), kw);
+    h.n_swa = static_cast<int32_t>(*v);
+  }
+  h.swa_pattern = h.n_swa > 0 ? 6 : 0;  // llama.cpp's gemma3 rule (no GGUF key)
+  if (f.has(kb)) {
+    const auto v = f.get_float(kb);
+    if (!v || !(*v > 0) || !std::isfinite(*v)) fail("{}: metadata key '{}' must be a positive number", f.path(), kb);
+    h.rope_freq_base_swa = static_cast<float>(*v);
+  }
+}
+
+std::vector<std::string> gemma3_features(const HParams& hp) {
+  std::vector<std::string> out = {fmt::format("embeddings ×√n_embd ({:.4g})", std::sqrt(static_cast<float>(hp.n_embd))),
+                                  "GELU-tanh FFN (GeGLU)"};
+  if (hp.n_swa > 0) {
+    int local = 0;
+    for (int il = 0; il < hp.n_layer; ++il) local += hp.is_swa_layer(il) ? 1 : 0;
+    out.push_back(fmt::format("sliding window {} on {} of {} layers (pattern {}: rope base {:g} local, {:g} global)",
+                              hp.n_swa, local, hp.n_layer, hp.swa_pattern, hp.rope_freq_base_swa, hp.rope_freq_base));
+  }
+  return out;
+}
+
 }  // namespace
 
 // Registered in arch/registry.cpp (extern: the registry refers to it).
@@ -56,7 +91,9 @@ extern const ArchInfo k_gemma3 = [] {
   a.qk_norm = true;
   a.tied_output = true;
   a.post_norms = true;
-  a.swa = true;
+  a.own_keys = k_own_keys;
+  a.read_keys = read_gemma3_keys;
+  a.features = gemma3_features;
   a.build = build_gemma3;
   a.notes = "embeddings ×√n_embd, q/k norms, post-attention/FFN norms, GELU-tanh FFN, sliding window 5 of 6 layers";
   return a;

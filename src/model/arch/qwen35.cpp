@@ -12,8 +12,12 @@
 //     h = x + y;  x = h + down(silu(gate·m) * up·m),  m = norm(h)·post_attention_norm
 //   logits = output · norm(x)·output_norm   (tied to token_embd unless output.weight)
 // Every norm is used as stored (the converter already added HF's 1, except ssm_norm, stored as is).
-#include <cmath>
+#include <fmt/format.h>
 
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
 #include "model/arch/arch.hpp"
 #include "model/blocks.hpp"
 
@@ -138,6 +142,108 @@ graph::Graph build_qwen35(const HParams& hp, const Weights& w, const UbatchSpec&
   return g;
 }
 
+// The Gated DeltaNet shapes, the attention interval and the IMROPE sections.
+constexpr gguf::Key k_own_keys[] = {gguf::Key::FULL_ATTENTION_INTERVAL, gguf::Key::SSM_CONV_KERNEL,
+                                    gguf::Key::SSM_INNER_SIZE,          gguf::Key::SSM_STATE_SIZE,
+                                    gguf::Key::SSM_TIME_STEP_RANK,      gguf::Key::SSM_GROUP_COUNT,
+                                    gguf::Key::ROPE_DIMENSION_SECTIONS};
+
+// qwen35: the Gated DeltaNet shapes and the IMROPE sections. Text tokens get the positions
+// (p, p, p, 0) (llama.cpp), so a rotated pair whose section is t, h or w turns by p — plain NeoX
+// rope — and a pair in the fourth section would not turn at all; rocky implements the former only
+// and refuses sections that put a rotated pair in the fourth.
+void read_qwen35_keys(const gguf::GgufFile& f, HParams& h) {
+  auto key = [&](gguf::Key k) { return gguf::arch_key(h.arch_str, k); };
+  auto req = [&](gguf::Key k) { return checked_dim(f, key(k), f.get_uint(key(k)), true, 0); };
+  h.full_attn_interval = req(gguf::Key::FULL_ATTENTION_INTERVAL);
+  h.ssm_conv_kernel = req(gguf::Key::SSM_CONV_KERNEL);
+  h.ssm_d_state = req(gguf::Key::SSM_STATE_SIZE);
+  h.ssm_n_group = req(gguf::Key::SSM_GROUP_COUNT);
+  h.ssm_dt_rank = req(gguf::Key::SSM_TIME_STEP_RANK);
+  h.ssm_d_inner = req(gguf::Key::SSM_INNER_SIZE);
+  if (h.ssm_d_inner % h.ssm_dt_rank != 0) {
+    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(gguf::Key::SSM_INNER_SIZE), h.ssm_d_inner,
+         key(gguf::Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank);
+  }
+  if (h.ssm_dt_rank % h.ssm_n_group != 0) {
+    fail("{}: '{}' ({}) is not a multiple of '{}' ({})", f.path(), key(gguf::Key::SSM_TIME_STEP_RANK), h.ssm_dt_rank,
+         key(gguf::Key::SSM_GROUP_COUNT), h.ssm_n_group);
+  }
+  if (h.ssm_conv_kernel < 2 || h.ssm_conv_kernel > 16) {
+    fail("{}: '{}' = {} is outside the supported 2..16", f.path(), key(gguf::Key::SSM_CONV_KERNEL), h.ssm_conv_kernel);
+  }
+  if (h.ssm_d_state > 256 || h.ssm_head_v_dim() > 256) {
+    fail("{}: linear-attention head dims {} / {} exceed the supported 256", f.path(), h.ssm_d_state,
+         h.ssm_head_v_dim());
+  }
+  const std::string ks = key(gguf::Key::ROPE_DIMENSION_SECTIONS);
+  if (const gguf::Value* v = f.find(ks)) {
+    if (v->type != gguf::ValueType::ARRAY || v->count != 4 ||
+        (v->elem_type != gguf::ValueType::I32 && v->elem_type != gguf::ValueType::U32)) {
+      fail("{}: metadata key '{}' must be an array of 4 integers", f.path(), ks);
+    }
+    int32_t sec[4];
+    std::memcpy(sec, v->raw, sizeof(sec));
+    const int64_t dims = int64_t(sec[0]) + sec[1] + sec[2] + sec[3];
+    for (int32_t i = 0; i < h.n_rot / 2; ++i) {
+      // ggml's IMROPE: sector = i mod Σsections; t when sector % 3 == 0 and sector < 3·s0, h when
+      // % 3 == 1 and < 3·s1, w when % 3 == 2 and < 3·s2, else the fourth section.
+      const int64_t sector = dims > 0 ? i % dims : 0;
+      const bool thw = (sector % 3 == 0 && sector < 3 * int64_t(sec[0])) ||
+                       (sector % 3 == 1 && sector < 3 * int64_t(sec[1])) ||
+                       (sector % 3 == 2 && sector < 3 * int64_t(sec[2]));
+      if (!thw || sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0) {
+        fail(
+            "{}: '{}' = [{}, {}, {}, {}] puts rotated pair {} of {} outside the t/h/w sections; rocky implements "
+            "text positions only for sections that cover every rotated pair",
+            f.path(), ks, sec[0], sec[1], sec[2], sec[3], i, h.n_rot / 2);
+      }
+    }
+  }
+}
+
+// qwen35: a Gated DeltaNet layer or a gated full-attention layer, both with the SiLU FFN
+// after post_attention_norm (bound as ffn_norm).
+void bind_qwen35_layer(const gguf::GgufFile& f, const HParams& hp, int il, LayerWeights& L) {
+  auto layer = [&](gguf::Tensor t, int64_t ne0, int64_t ne1, const char* suffix = "weight") {
+    return bind_tensor(f, gguf::tensor_name(t, il, suffix), ne0, ne1);
+  };
+  if (hp.is_recurrent_layer(il)) {
+    const int64_t hv = hp.ssm_dt_rank;
+    L.wqkv = layer(gguf::Tensor::ATTN_QKV, hp.n_embd, hp.ssm_conv_channels());
+    L.wgate = layer(gguf::Tensor::ATTN_GATE, hp.n_embd, hp.ssm_d_inner);
+    L.ssm_conv1d = layer(gguf::Tensor::SSM_CONV1D, hp.ssm_conv_kernel, hp.ssm_conv_channels());
+    if (L.ssm_conv1d->type != DType::F32) fail("{}: tensor '{}' must be f32", f.path(), L.ssm_conv1d->name);
+    L.ssm_a = layer(gguf::Tensor::SSM_A, hv, 0, "");
+    L.ssm_alpha = layer(gguf::Tensor::SSM_ALPHA, hp.n_embd, hv);
+    L.ssm_beta = layer(gguf::Tensor::SSM_BETA, hp.n_embd, hv);
+    L.ssm_dt_bias = layer(gguf::Tensor::SSM_DT, hv, 0, "bias");
+    L.ssm_norm = layer(gguf::Tensor::SSM_NORM, hp.ssm_head_v_dim(), 0);
+    L.ssm_out = layer(gguf::Tensor::SSM_OUT, hp.ssm_d_inner, hp.n_embd);
+  } else {
+    L.wq = layer(gguf::Tensor::ATTN_Q, hp.n_embd, 2 * int64_t(hp.n_embd_q()));
+    L.wk = layer(gguf::Tensor::ATTN_K, hp.n_embd, hp.n_embd_kv());
+    L.wv = layer(gguf::Tensor::ATTN_V, hp.n_embd, hp.n_embd_kv());
+    L.wo = layer(gguf::Tensor::ATTN_OUTPUT, hp.n_embd_q(), hp.n_embd);
+    L.q_norm = layer(gguf::Tensor::ATTN_Q_NORM, hp.head_dim, 0);
+    L.k_norm = layer(gguf::Tensor::ATTN_K_NORM, hp.head_dim, 0);
+  }
+  L.ffn_norm = layer(gguf::Tensor::ATTN_POST_NORM, hp.n_embd, 0);
+  L.ffn_gate = layer(gguf::Tensor::FFN_GATE, hp.n_embd, hp.n_ff);
+  L.ffn_up = layer(gguf::Tensor::FFN_UP, hp.n_embd, hp.n_ff);
+  L.ffn_down = layer(gguf::Tensor::FFN_DOWN, hp.n_ff, hp.n_embd);
+}
+
+std::vector<std::string> qwen35_features(const HParams& hp) {
+  int rec = 0;
+  for (int il = 0; il < hp.n_layer; ++il) rec += hp.is_recurrent_layer(il) ? 1 : 0;
+  return {
+      fmt::format("Gated DeltaNet linear attention on {} of {} layers ({} k / {} v heads, dims {} / {}, conv {}), "
+                  "gated full attention every {}th with partial rope {} of {}",
+                  rec, hp.n_layer, hp.ssm_n_group, hp.ssm_dt_rank, hp.ssm_d_state, hp.ssm_head_v_dim(),
+                  hp.ssm_conv_kernel, hp.full_attn_interval, hp.n_rot, hp.head_dim)};
+}
+
 }  // namespace
 
 // Registered in arch/registry.cpp (extern: the registry refers to it).
@@ -148,6 +254,10 @@ extern const ArchInfo k_qwen35 = [] {
   a.qk_norm = true;
   a.tied_output = true;
   a.hybrid = true;
+  a.own_keys = k_own_keys;
+  a.read_keys = read_qwen35_keys;
+  a.bind_layer = bind_qwen35_layer;
+  a.features = qwen35_features;
   a.build = build_qwen35;
   a.notes =
       "hybrid: Gated DeltaNet linear attention (conv1d + gated delta rule) on 3 of 4 layers, gated full "

@@ -1,0 +1,279 @@
+// Restoring a prompt's cached prefix into a context and saving its blocks back: a Session's
+// cells or one sequence of a BatchEngine; attention models by blocks of K/V, hybrid models from
+// the deepest recurrent-state checkpoint at hand (see prefix_cache.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <future>
+
+#include "core/error.hpp"
+#include "runtime/batch.hpp"
+#include "runtime/prefix_cache.hpp"
+#include "runtime/session.hpp"
+
+namespace rocky::runtime {
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+// restore_prefix on a hybrid model (see prefix_cache.hpp): the deepest position ≤ the prompt's
+// last token whose state is at hand, with the K/V of every position before it.
+PrefixHit restore_hybrid(Session& s, PrefixCache* cache, std::span<const int32_t> held,
+                         std::span<const int32_t> prompt) {
+  PrefixHit hit;
+  const int32_t np = static_cast<int32_t>(prompt.size());
+  const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
+  int32_t keep = 0;  // positions whose K/V the context holds for this prompt
+  while (static_cast<size_t>(keep) < n_held && keep < np - 1 &&
+         held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
+    ++keep;
+  // Candidates, deepest wins: the context's own state (it holds exactly the common prefix), a
+  // checkpoint the session holds, a checkpoint of a block whose K/V the context holds, a
+  // checkpoint of a cached block past them (its K/V and its parents' imported).
+  int32_t pos = keep == s.n_past() ? keep : 0;
+  std::span<const uint8_t> state;  // empty: the context's own (pos == n_past) or none (pos == 0)
+  for (const Session::StateCheckpoint& c : s.checkpoints())
+    if (c.pos <= keep && c.pos > pos) {
+      pos = c.pos;
+      state = c.state;
+    }
+  BlockPtr state_block;        // holds `state` when it comes from the cache
+  std::vector<BlockPtr> past;  // cached blocks after the device's, up to the deepest checkpoint
+  std::vector<int> past_tier;
+  int32_t dev_blocks = 0;
+  int32_t shared_at = 0;  // a boundary where this eval should keep the state too (0 = none)
+  if (cache) {
+    const int32_t B = cache->block();
+    const std::vector<uint64_t> keys = cache->chain(prompt);
+    dev_blocks = keep / B;
+    auto parent = [&](size_t b) { return b ? keys[b - 1] : cache->seed(); };
+    if (static_cast<size_t>(dev_blocks) < keys.size())
+      cache->prefetch(std::span<const uint64_t>(keys).subspan(static_cast<size_t>(dev_blocks)));
+    std::vector<BlockPtr> found;
+    std::vector<int> tiers;
+    for (size_t b = static_cast<size_t>(dev_blocks); b < keys.size(); ++b) {
+      const int32_t p0 = static_cast<int32_t>(b) * B;
+      if (p0 + B > np - 1) break;  // a checkpoint past the last prompt token is of no use
+      int tier = 0;
+      BlockPtr blk =
+          cache->find(keys[b], parent(b), p0, prompt.subspan(static_cast<size_t>(p0), static_cast<size_t>(B)), &tier);
+      if (!blk) break;
+      found.push_back(std::move(blk));
+      tiers.push_back(tier);
+    }
+    // The chain this prompt shares with the cache ends at a boundary without a checkpoint (another
+    // prompt with the same head, e.g. a shared system prompt, went on past it): keep the state
+    // there this time, so the next prompt with that head resumes from it.
+    const int32_t shared = (dev_blocks + static_cast<int32_t>(found.size())) * B;
+    if (shared > pos && (found.empty() || found.back()->state.size() != s.state_bytes())) shared_at = shared;
+    size_t deepest = found.size();
+    while (deepest > 0 && found[deepest - 1]->state.size() != s.state_bytes()) --deepest;
+    if (deepest > 0) {
+      past.assign(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(deepest));
+      past_tier.assign(tiers.begin(), tiers.begin() + static_cast<std::ptrdiff_t>(deepest));
+      state_block = past.back();
+      pos = (dev_blocks + static_cast<int32_t>(deepest)) * B;
+      state = state_block->state;
+    } else {
+      // A checkpoint of a block the context holds (deepest first; only those deeper than pos).
+      for (int32_t b = dev_blocks - 1; b >= 0 && (b + 1) * B > pos; --b) {
+        const size_t ub = static_cast<size_t>(b);
+        BlockPtr blk = cache->find(keys[ub], parent(ub), b * B,
+                                   prompt.subspan(static_cast<size_t>(b * B), static_cast<size_t>(B)));
+        if (blk && blk->state.size() == s.state_bytes()) {
+          state_block = std::move(blk);
+          pos = (b + 1) * B;
+          state = state_block->state;
+          break;
+        }
+      }
+    }
+    cache->note_device(std::min(dev_blocks, pos / B), static_cast<int64_t>(keys.size()) * B > pos ? 1 : 0);
+  }
+  if (pos == 0) {
+    s.reset();
+    if (shared_at > 0) s.checkpoint_at(shared_at);
+    return hit;
+  }
+  const int32_t B = cache ? cache->block() : 1;
+  for (size_t i = 0; i < past.size(); ++i) {
+    const int32_t p0 = (dev_blocks + static_cast<int32_t>(i)) * B;
+    s.context().import_kv(p0, B, past[i]->kv);  // positions below n_past: the Session's check does not apply
+    (past_tier[i] == 2 ? hit.from_disk : hit.from_ram) += p0 + B - std::max(p0, keep);
+  }
+  hit.from_device = std::min(keep, pos);
+  if (!state.empty()) s.import_state(pos, state);  // else pos == keep == n_past: the context's own state
+  if (shared_at > pos) s.checkpoint_at(shared_at);
+  hit.n_cached = pos;
+  return hit;
+}
+}  // namespace
+
+namespace {
+// The cells restore_prefix / save_prefix move: a Session's, or one sequence's of a BatchEngine
+// (attention models only: a batched context refuses recurrent state).
+struct SessionCells {
+  Session& s;
+  int32_t n_past() const { return s.n_past(); }
+  void reset() { s.reset(); }
+  void truncate(int32_t n) { s.truncate(n); }
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> b) { s.import_kv(p0, n, b); }
+  std::vector<uint8_t> export_kv(int32_t p0, int32_t n) { return s.export_kv(p0, n); }
+};
+struct BatchCells {
+  BatchEngine& e;
+  int32_t seq;
+  int32_t n_past() const { return e.n_past(seq); }
+  void reset() { e.truncate(seq, 0); }
+  void truncate(int32_t n) { e.truncate(seq, n); }
+  void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> b) { e.import_kv(seq, p0, n, b); }
+  std::vector<uint8_t> export_kv(int32_t p0, int32_t n) { return e.export_kv(seq, p0, n); }
+};
+
+constexpr size_t k_read_ahead = 4;  // restore_cells: block lookups in flight at once
+
+// An attention model's prefix: the cells' own (device tier), then cached blocks.
+template <class Cells>
+PrefixHit restore_cells(Cells& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt) {
+  PrefixHit hit;
+  const int32_t np = static_cast<int32_t>(prompt.size());
+  // Device tier: the common prefix of what the context holds and the prompt.
+  const size_t n_held = std::min(held.size(), static_cast<size_t>(s.n_past()));
+  int32_t keep = 0;
+  while (static_cast<size_t>(keep) < n_held && keep < np - 1 &&
+         held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
+    ++keep;
+  if (keep == 0)
+    s.reset();
+  else
+    s.truncate(keep);
+  hit.from_device = keep;
+  if (cache) {
+    const int32_t B = cache->block();
+    const std::vector<uint64_t> keys = cache->chain(prompt);
+    const int32_t dev_blocks = keep / B;
+    cache->note_device(dev_blocks, static_cast<int64_t>(keys.size()) > dev_blocks ? 1 : 0);
+    if (static_cast<size_t>(dev_blocks) < keys.size())
+      cache->prefetch(std::span<const uint64_t>(keys).subspan(static_cast<size_t>(dev_blocks)));
+    // Lookups (a disk tier's reads and checksums) run on up to k_read_ahead threads ahead of the
+    // imports, which stay in order here (a restart read 19 blocks one after another at
+    // 12 ms each from the page cache). A miss ends the chain; reads already started finish (their
+    // blocks join the RAM tier) before this returns.
+    struct Found {
+      BlockPtr blk;
+      int tier = 0;
+    };
+    std::deque<std::future<Found>> ahead;
+    size_t next = static_cast<size_t>(dev_blocks);
+    auto launch = [&] {
+      while (ahead.size() < k_read_ahead && next < keys.size() && static_cast<int32_t>(next) * B < np - 1) {
+        const size_t b = next++;
+        const int32_t p0 = static_cast<int32_t>(b) * B;
+        const uint64_t key = keys[b], parent = b ? keys[b - 1] : cache->seed();
+        const std::span<const int32_t> toks = prompt.subspan(static_cast<size_t>(p0), static_cast<size_t>(B));
+        ahead.push_back(std::async(std::launch::async, [cache, key, parent, p0, toks] {
+          Found f;
+          f.blk = cache->find(key, parent, p0, toks, &f.tier);
+          return f;
+        }));
+      }
+    };
+    for (size_t b = static_cast<size_t>(dev_blocks); b < keys.size(); ++b) {
+      const int32_t p0 = static_cast<int32_t>(b) * B;
+      if (p0 >= np - 1) break;  // the last prompt token is always evaluated (its logits)
+      launch();
+      Found got = ahead.front().get();
+      ahead.pop_front();
+      const int tier = got.tier;
+      const BlockPtr blk = std::move(got.blk);
+      if (!blk) break;
+      s.truncate(p0);
+      s.import_kv(p0, B, blk->kv);
+      const int32_t gained = std::min(p0 + B, np - 1) - keep;
+      (tier == 2 ? hit.from_disk : hit.from_ram) += gained;
+      keep = std::min(p0 + B, np - 1);
+    }
+  }
+  s.truncate(keep);
+  hit.n_cached = keep;
+  return hit;
+}
+
+// Every full block of `tokens` (the cells' first positions) the cache does not have yet, with its
+// checkpoint where one was taken; blocks up to `n_blocks` only.
+template <class Cells>
+void save_cells(Cells& s, PrefixCache& cache, std::span<const int32_t> tokens, const std::vector<uint64_t>& keys,
+                size_t n_blocks, std::vector<Session::StateCheckpoint>& ckpts, uint64_t state_bytes) {
+  const int32_t B = cache.block();
+  for (size_t b = n_blocks; b-- > 0;) {
+    const int32_t p0 = static_cast<int32_t>(b) * B;
+    Session::StateCheckpoint* ck = nullptr;
+    for (auto& c : ckpts)
+      if (c.pos == p0 + B && c.state.size() == state_bytes) ck = &c;
+    const BlockPtr held = cache.peek(keys[b]);
+    if (held && (!ck || !held->state.empty())) continue;
+    auto blk = std::make_shared<Block>();
+    blk->key = keys[b];
+    blk->parent = b ? keys[b - 1] : cache.seed();
+    blk->p0 = p0;
+    blk->tokens.assign(tokens.begin() + blk->p0, tokens.begin() + blk->p0 + B);
+    blk->kv = held ? held->kv : s.export_kv(blk->p0, B);
+    if (ck) blk->state = std::move(ck->state);
+    cache.put(std::move(blk));
+  }
+  cache.touch_chain(std::span<const uint64_t>(keys).first(n_blocks));
+}
+}  // namespace
+
+PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t> held, std::span<const int32_t> prompt,
+                         bool use) {
+  const int32_t np = static_cast<int32_t>(prompt.size());
+  // On a hybrid model every evaluation snapshots the state at block boundaries (prefix_cache.hpp).
+  s.set_checkpoint_stride(cache && s.recurrent() ? cache->block() : 0);
+  if (!use || np <= 1) {
+    s.reset();
+    return {};
+  }
+  if (s.recurrent()) return restore_hybrid(s, cache, held, prompt);
+  SessionCells c{s};
+  return restore_cells(c, cache, held, prompt);
+}
+
+PrefixHit restore_prefix(BatchEngine& e, int32_t seq, PrefixCache* cache, std::span<const int32_t> held,
+                         std::span<const int32_t> prompt, bool use) {
+  if (e.recurrent()) fail("prefix cache: a batched context holds no recurrent state");
+  BatchCells c{e, seq};
+  if (!use || prompt.size() <= 1) {
+    c.reset();
+    return {};
+  }
+  return restore_cells(c, cache, held, prompt);
+}
+
+void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens) {
+  const auto n = std::min(tokens.size(), static_cast<size_t>(s.n_past()));
+  const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
+  const int32_t B = cache.block();
+  // The session's checkpoints go with their blocks; on a hybrid model only blocks up to the
+  // deepest checkpoint are worth their K/V (nothing can resume past it).
+  std::vector<Session::StateCheckpoint> ckpts = s.take_checkpoints();
+  size_t n_blocks = keys.size();
+  if (s.recurrent()) {
+    int32_t deepest = 0;
+    for (const auto& c : ckpts)
+      if (c.pos % B == 0 && static_cast<size_t>(c.pos) <= n) deepest = std::max(deepest, c.pos);
+    n_blocks = std::min(n_blocks, static_cast<size_t>(deepest / B));
+  }
+  SessionCells c{s};
+  save_cells(c, cache, tokens, keys, n_blocks, ckpts, s.state_bytes());
+}
+
+void save_prefix(BatchEngine& e, int32_t seq, PrefixCache& cache, std::span<const int32_t> tokens) {
+  const auto n = std::min(tokens.size(), static_cast<size_t>(e.n_past(seq)));
+  const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
+  std::vector<Session::StateCheckpoint> none;
+  BatchCells c{e, seq};
+  save_cells(c, cache, tokens, keys, keys.size(), none, 0);
+}
+}  // namespace rocky::runtime

@@ -1,0 +1,104 @@
+#include "server/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace rocky::server {
+
+void Metrics::record(const runtime::GenerateResult& r) {
+  prompt_tokens += r.n_prompt - r.n_cached;
+  predicted_tokens += static_cast<int64_t>(r.tokens.size());
+  std::lock_guard lk(m);
+  prompt_ms += r.prompt_ms;
+  predicted_ms += r.gen_ms;
+}
+
+namespace {
+
+// The batched steps' counters and where their wall time goes (runtime::BatchStats).
+template <class Add>
+void add_batch(const runtime::BatchStats& b, Add add) {
+  add("batch_seqs_per_step", "gauge", "Sequences in the last batched step.", static_cast<double>(b.last_seqs));
+  add("batch_seqs_per_step_max", "gauge", "The most sequences one batched step carried.",
+      static_cast<double>(b.max_seqs));
+  add("batch_steps_total", "counter", "Batched steps (ubatches) run.", static_cast<double>(b.steps));
+  add("batch_prefill_tokens_total", "counter", "Prompt tokens evaluated in batched steps.",
+      static_cast<double>(b.prefill_tokens));
+  add("batch_decode_tokens_total", "counter", "Decode tokens evaluated in batched steps.",
+      static_cast<double>(b.decode_tokens));
+  add("batch_step_seconds_total", "counter", "Wall time of the batched steps.", b.step_s);
+  add("batch_compute_seconds_total", "counter", "Of it, the context's compute (record, submit, GPU, readback).",
+      b.compute_s);
+  add("batch_record_seconds_total", "counter", "Of the compute, recording command buffers.", b.record_s);
+  add("batch_submit_wait_seconds_total", "counter", "Of the compute, waiting for the GPU's fences.", b.submit_wait_s);
+  add("batch_readback_seconds_total", "counter", "Of the compute, copying logits to the host.", b.readback_s);
+  add("batch_gather_seconds_total", "counter",
+      "Between steps while a sequence was active (sampling, streaming, the join window).", b.gather_s);
+  add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
+      static_cast<double>(b.replays));
+}
+
+}  // namespace
+
+std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const backend::Backend* be,
+                            const runtime::PrefixCache* cache) {
+  double pms, gms;
+  {
+    std::lock_guard lk(m.m);
+    pms = m.prompt_ms;
+    gms = m.predicted_ms;
+  }
+  const double ptps = pms > 0 ? m.prompt_tokens / (pms / 1000.0) : 0.0;
+  const double gtps = gms > 0 ? m.predicted_tokens / (gms / 1000.0) : 0.0;
+  std::string out;
+  auto add = [&](const char* name, const char* type, const char* help, double v) {
+    out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} {}\nrocky:{} {}\n", name, help, name, type, name, v);
+  };
+  add("requests_total", "counter", "Generation requests received.", static_cast<double>(m.requests));
+  add("requests_rejected_total", "counter", "Requests refused with 503 because the queue was full.",
+      static_cast<double>(m.rejected));
+  add("errors_total", "counter", "Requests answered with an error status.", static_cast<double>(m.errors));
+  add("prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(m.prompt_tokens));
+  add("tokens_predicted_total", "counter", "Tokens generated.", static_cast<double>(m.predicted_tokens));
+  add("prompt_tokens_seconds", "gauge", "Average prefill throughput (tokens/s).", ptps);
+  add("predicted_tokens_seconds", "gauge", "Average decode throughput (tokens/s).", gtps);
+  add("requests_queued", "gauge", "Requests waiting for a slot.", static_cast<double>(st.queued));
+  add("slots_busy", "gauge", "Slots generating.", static_cast<double>(st.slots_busy));
+  add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
+  add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
+  add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
+  if (st.batched) add_batch(st.batch, add);
+  if (be != nullptr) {  // pipelines are created on first use: a request of a new shape pays for them
+    const backend::BackendStats bs = be->stats();
+    add("pipelines_created_total", "counter", "Compute pipelines created (first use of a kernel variant).",
+        static_cast<double>(bs.pipelines));
+    add("pipeline_create_seconds_total", "counter", "Wall time spent creating compute pipelines.",
+        bs.pipeline_create_ms / 1000.0);
+  }
+  if (cache != nullptr) {
+    const runtime::PrefixCacheStats cs = cache->stats();
+    auto tiered = [&](const char* name, const char* type, const char* help, auto get) {
+      out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} {}\n", name, help, name, type);
+      for (const auto& [tier, t] : {std::pair<const char*, const runtime::TierStats*>{"device", &cs.device},
+                                    {"ram", &cs.ram},
+                                    {"disk", &cs.disk}})
+        out += fmt::format("rocky:{}{{tier=\"{}\"}} {}\n", name, tier, static_cast<double>(get(*t)));
+    };
+    tiered("prefix_cache_hits_total", "counter", "Prompt blocks found in a prefix-cache tier.",
+           [](const runtime::TierStats& t) { return t.hits; });
+    tiered("prefix_cache_misses_total", "counter", "Prompt block lookups a prefix-cache tier could not answer.",
+           [](const runtime::TierStats& t) { return t.misses; });
+    tiered("prefix_cache_bytes", "gauge", "Bytes held by a prefix-cache tier.",
+           [](const runtime::TierStats& t) { return t.bytes; });
+    tiered("prefix_cache_evictions_total", "counter", "Blocks evicted from a prefix-cache tier.",
+           [](const runtime::TierStats& t) { return t.evictions; });
+    add("prefix_cache_disk_errors_total", "counter", "Damaged disk entries skipped (recomputed).",
+        static_cast<double>(cs.disk_errors));
+    add("prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.",
+        static_cast<double>(cs.disk_writes));
+  }
+  return out;
+}
+
+}  // namespace rocky::server

@@ -1,0 +1,31 @@
+// GET /metrics: the server's counters in Prometheus' text format (names rocky:…, as
+// llama-server's llamacpp:…), from the request counters here and the scheduler's, backend's and
+// prefix cache's own statistics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "runtime/generator.hpp"
+#include "runtime/prefix_cache.hpp"
+#include "runtime/scheduler.hpp"
+
+namespace rocky::server {
+
+// The request counters (updated by the handlers, read by /metrics).
+struct Metrics {
+  std::atomic<int64_t> requests{0}, errors{0}, rejected{0}, prompt_tokens{0}, predicted_tokens{0};
+  std::mutex m;
+  double prompt_ms = 0, predicted_ms = 0;  // guarded by m
+  // A generation that ran: its evaluated prompt tokens, predicted tokens and their times.
+  void record(const runtime::GenerateResult& r);
+};
+
+// The text of /metrics. `be` and `cache` may be null (still loading): their lines are left out.
+std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const backend::Backend* be,
+                            const runtime::PrefixCache* cache);
+
+}  // namespace rocky::server

@@ -1,0 +1,195 @@
+#include "server/responses.hpp"
+
+#include <fmt/format.h>
+
+#include <ctime>
+#include <mutex>
+#include <random>
+
+namespace rocky::server {
+
+std::string random_id(const char* prefix) {
+  static std::mutex m;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lk(m);
+  return fmt::format("{}{:016x}", prefix, rng());
+}
+
+const char* finish_reason(const runtime::GenerateResult& r, bool tool_calls) {
+  if (tool_calls) return "tool_calls";
+  switch (r.reason) {
+    case runtime::StopReason::Length:
+    case runtime::StopReason::ContextFull: return "length";
+    default: return "stop";
+  }
+}
+
+json tool_call_delta(const chat::ToolCall& c, size_t index) {
+  return {{"index", index},
+          {"id", c.id.empty() ? chat::random_tool_call_id() : c.id},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+json usage_json(const runtime::GenerateResult& r) {
+  const int64_t completion = static_cast<int64_t>(r.tokens.size());
+  return {{"prompt_tokens", r.n_prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", r.n_prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
+}
+
+json timings_json(const runtime::GenerateResult& r) {
+  const double prompt_n = r.n_prompt - r.n_cached;
+  const double predicted_n = static_cast<double>(r.tokens.size());
+  auto per_s = [](double n, double ms) { return ms > 0 ? n / (ms / 1000.0) : 0.0; };
+  auto per_tok = [](double n, double ms) { return n > 0 ? ms / n : 0.0; };
+  return {{"cache_n", r.n_cached},
+          {"prompt_n", static_cast<int64_t>(prompt_n)},
+          {"prompt_ms", r.prompt_ms},
+          {"prompt_per_token_ms", per_tok(prompt_n, r.prompt_ms)},
+          {"prompt_per_second", per_s(prompt_n, r.prompt_ms)},
+          {"predicted_n", static_cast<int64_t>(predicted_n)},
+          {"predicted_ms", r.gen_ms},
+          {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
+          {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
+          // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
+          // sampling, detokenizing and streaming)
+          {"predicted_eval_ms", r.gen_eval_ms},
+          // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
+          // reads, uploads into the KV cache); not part of prompt_ms
+          {"cache_ms", r.cache_ms},
+          // rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
+          // where unknown); prompt_ms − prompt_gpu_ms is host time and gaps
+          {"prompt_gpu_ms", r.prompt_gpu_ms},
+          {"predicted_gpu_ms", r.gen_gpu_ms},
+          {"batch_seqs_max", r.batch_seqs_max}};
+}
+
+json Shapes::chunk_base(Kind kind, const std::string& id) const {
+  return {{"id", id},
+          {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", static_cast<int64_t>(std::time(nullptr))},
+          {"model", model_id},
+          {"system_fingerprint", "rocky-0.1.0"}};
+}
+
+json Shapes::delta_chunk(Kind kind, const std::string& id, const std::string& text) const {
+  if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", 0}};
+  json c = chunk_base(kind, id);
+  if (kind == Kind::Chat)
+    c["choices"] = json::array(
+        {{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+  else
+    c["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+  return c;
+}
+
+json Shapes::chat_delta(const std::string& id, const chat::ReplyStream::Delta& d, size_t& n_calls) const {
+  json delta = json::object();
+  if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.tool_calls.empty()) {
+    json calls = json::array();
+    for (const auto& c : d.tool_calls) calls.push_back(tool_call_delta(c, n_calls++));
+    delta["tool_calls"] = calls;
+  }
+  json c = chunk_base(Kind::Chat, id);
+  c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+  return c;
+}
+
+json Shapes::role_chunk(const std::string& id) const {
+  json c = chunk_base(Kind::Chat, id);
+  c["choices"] = json::array({{{"index", 0},
+                               {"delta", {{"role", "assistant"}, {"content", ""}}},
+                               {"finish_reason", nullptr},
+                               {"logprobs", nullptr}}});
+  return c;
+}
+
+json Shapes::finish_chunk(Kind kind, const std::string& id, const runtime::GenerateResult& r, bool tool_calls) const {
+  json c = chunk_base(kind, id);
+  if (kind == Kind::Chat)
+    c["choices"] = json::array({{{"index", 0},
+                                 {"delta", json::object()},
+                                 {"finish_reason", finish_reason(r, tool_calls)},
+                                 {"logprobs", nullptr}}});
+  else
+    c["choices"] =
+        json::array({{{"index", 0}, {"text", ""}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
+  c["timings"] = timings_json(r);
+  return c;
+}
+
+json Shapes::usage_chunk(Kind kind, const std::string& id, const runtime::GenerateResult& r) const {
+  json u = chunk_base(kind, id);
+  u["choices"] = json::array();
+  u["usage"] = usage_json(r);
+  return u;
+}
+
+json Shapes::final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
+                        const chat::ReplySyntax& syntax) const {
+  if (kind == Kind::Native) {
+    const char* stop_type = r.reason == runtime::StopReason::Eog          ? "eos"
+                            : r.reason == runtime::StopReason::StopString ? "word"
+                            : r.reason == runtime::StopReason::Cancelled  ? "none"
+                                                                          : "limit";
+    return {{"content", r.text},
+            {"id_slot", slot},
+            {"stop", true},
+            {"model", model_id},
+            {"tokens_predicted", r.tokens.size()},
+            {"tokens_evaluated", r.n_prompt},
+            {"tokens_cached", r.n_cached},
+            {"truncated", false},
+            {"stop_type", stop_type},
+            {"stopping_word", r.stop_word},
+            {"timings", timings_json(r)}};
+  }
+  json c = chunk_base(kind, id);
+  if (kind == Kind::Chat) {
+    const chat::ParsedReply out = chat::parse_reply(r.text, syntax);
+    c["object"] = "chat.completion";
+    c["choices"] = json::array({{{"index", 0},
+                                 {"message", out.to_openai()},
+                                 {"finish_reason", finish_reason(r, !out.tool_calls.empty())},
+                                 {"logprobs", nullptr}}});
+  } else {
+    c["object"] = "text_completion";
+    c["choices"] =
+        json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
+  }
+  c["usage"] = usage_json(r);
+  c["timings"] = timings_json(r);
+  return c;
+}
+
+json cache_json(const runtime::PrefixCacheStats& cs, uint64_t identity, const std::string& dir,
+                const runtime::SchedulerStats& st) {
+  auto tier = [](const runtime::TierStats& t, bool with_fill) {
+    json j = {{"hits", t.hits}, {"misses", t.misses}};
+    if (with_fill) {
+      j["bytes"] = t.bytes;
+      j["limit_bytes"] = t.limit;
+      j["blocks"] = t.blocks;
+      j["evictions"] = t.evictions;
+    }
+    return j;
+  };
+  json disk = tier(cs.disk, true);
+  disk["enabled"] = cs.disk_enabled;
+  disk["dir"] = dir;
+  disk["errors"] = cs.disk_errors;
+  disk["writes"] = cs.disk_writes;
+  disk["pending_writes"] = cs.pending_writes;
+  json device = tier(cs.device, false);
+  device["cells_used"] = st.kv_used;
+  device["cells"] = static_cast<int64_t>(st.n_ctx) * st.n_slots;
+  return {{"block_tokens", cs.block},
+          {"identity", fmt::format("{:016x}", identity)},
+          {"tiers", {{"device", device}, {"ram", tier(cs.ram, true)}, {"disk", disk}}}};
+}
+
+}  // namespace rocky::server

@@ -1,0 +1,66 @@
+// The response bodies, per API: OpenAI chat.completion / text_completion (whole and as stream
+// chunks), llama-server's native /completion, and rocky's /cache. Pure JSON from runtime results:
+// no HTTP here (server.cpp sends them, stream.cpp frames the chunks as SSE events).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chat/toolcalls.hpp"
+#include "runtime/generator.hpp"
+#include "runtime/prefix_cache.hpp"
+#include "runtime/scheduler.hpp"
+
+namespace rocky::server {
+
+using json = nlohmann::ordered_json;
+
+// Which API a generation answers: /v1/chat/completions, /v1/completions, /completion.
+enum class Kind { Chat, Completion, Native };
+
+// "chatcmpl-…" / "cmpl-…": the prefix and 16 random hex digits.
+std::string random_id(const char* prefix);
+
+// OpenAI's finish_reason: "tool_calls" where the reply called tools, "length" at max_tokens or a
+// full context, else "stop".
+const char* finish_reason(const runtime::GenerateResult& r, bool tool_calls = false);
+
+// One streamed tool call as an OpenAI delta entry.
+json tool_call_delta(const chat::ToolCall& c, size_t index);
+
+// OpenAI's usage (with prompt_tokens_details.cached_tokens).
+json usage_json(const runtime::GenerateResult& r);
+
+// llama-server's timings, plus rocky's own fields (predicted_eval_ms, cache_ms, *_gpu_ms, …).
+json timings_json(const runtime::GenerateResult& r);
+
+// The shapes of one model's generation answers.
+struct Shapes {
+  std::string model_id;  // "model" in every answer
+
+  // id, object, created, model, system_fingerprint.
+  json chunk_base(Kind kind, const std::string& id) const;
+  // A streamed piece of text (chat: delta.content; completion: text; native: content).
+  json delta_chunk(Kind kind, const std::string& id, const std::string& text) const;
+  // A streamed chat delta: reasoning_content / content / tool_calls (`n_calls` numbers the calls
+  // across the stream and is advanced past these).
+  json chat_delta(const std::string& id, const chat::ReplyStream::Delta& d, size_t& n_calls) const;
+  // The first chat chunk: delta {role: assistant, content: ""}.
+  json role_chunk(const std::string& id) const;
+  // The last OpenAI chunk: an empty delta/text with the finish_reason and the timings.
+  json finish_chunk(Kind kind, const std::string& id, const runtime::GenerateResult& r, bool tool_calls) const;
+  // stream_options.include_usage's chunk: no choices, the usage.
+  json usage_chunk(Kind kind, const std::string& id, const runtime::GenerateResult& r) const;
+  // The whole answer (not streamed); chat parses the reply's tool calls and reasoning by `syntax`.
+  // Native: llama-server's /completion body (also its last streamed event, with content "").
+  json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
+                  const chat::ReplySyntax& syntax) const;
+};
+
+// GET /cache: the prefix cache's tiers (device cells from the scheduler), identity and block size.
+json cache_json(const runtime::PrefixCacheStats& cs, uint64_t identity, const std::string& dir,
+                const runtime::SchedulerStats& st);
+
+}  // namespace rocky::server

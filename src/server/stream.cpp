@@ -1,0 +1,103 @@
+#include "server/stream.hpp"
+
+#include <chrono>
+
+#include "server/http.hpp"
+
+namespace rocky::server {
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+std::shared_ptr<StreamState> collect_pieces(runtime::Job& job) {
+  auto st = std::make_shared<StreamState>();
+  job.on_token = [st](const runtime::TokenEvent& ev) {
+    if (!ev.text.empty()) {
+      std::lock_guard lk(st->m);
+      st->pieces.emplace_back(ev.text);
+    }
+    st->cv.notify_one();
+    return true;
+  };
+  return st;
+}
+
+namespace {
+
+// The provider's body: writes the whole stream; false where the client left (write failed).
+bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
+  runtime::Job& job = *s.job;
+  StreamState& st = *s.state;
+  chat::ReplyStream reply(s.syntax);
+  size_t n_calls = 0;
+  auto write = [&](const std::string& text) {
+    if (sink.write(text.data(), text.size())) return true;
+    job.cancel = true;
+    return false;
+  };
+  if (s.kind == Kind::Chat && !write(sse(s.shapes.role_chunk(s.id)))) return false;
+  for (;;) {
+    std::deque<std::string> got;
+    bool finished = false;
+    {
+      std::unique_lock lk(st.m);
+      st.cv.wait_for(lk, std::chrono::milliseconds(20), [&] { return !st.pieces.empty(); });
+      got.swap(st.pieces);
+      finished = got.empty() && job.done();
+    }
+    for (const auto& piece : got) {
+      if (s.kind == Kind::Chat) {
+        const auto d = reply.push(piece);
+        if (!d.empty() && !write(sse(s.shapes.chat_delta(s.id, d, n_calls)))) return false;
+      } else if (!write(sse(s.shapes.delta_chunk(s.kind, s.id, piece)))) {
+        return false;
+      }
+    }
+    if (finished) {
+      std::lock_guard lk(st.m);
+      if (st.pieces.empty()) break;
+    }
+    if (got.empty() && !s.probe->alive()) job.cancel = true;
+  }
+  if (const auto e = s.settle(job)) {  // an error event, never a finish_reason
+    write(sse(e->to_json()));
+    sink.done();
+    return true;
+  }
+  const runtime::GenerateResult& r = *job.result;
+  bool tool_calls = false;
+  if (s.kind == Kind::Chat) {
+    const auto d = reply.finish();
+    if (!d.empty() && !write(sse(s.shapes.chat_delta(s.id, d, n_calls)))) return false;
+    tool_calls = !reply.result().tool_calls.empty();
+  }
+  if (s.kind == Kind::Native) {
+    json f = s.shapes.final_json(s.kind, s.id, r, job.slot, s.syntax);
+    f["content"] = "";
+    write(sse(f));
+  } else {
+    if (!write(sse(s.shapes.finish_chunk(s.kind, s.id, r, tool_calls)))) return false;
+    if (s.include_usage && !write(sse(s.shapes.usage_chunk(s.kind, s.id, r)))) return false;
+    if (!write("data: [DONE]\n\n")) return false;
+  }
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+void stream_reply(httplib::Response& res, StreamReply s) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  auto job = s.job;
+  auto probe = s.probe;
+  res.set_chunked_content_provider(
+      "text/event-stream", [s = std::move(s)](size_t, httplib::DataSink& sink) { return write_stream(s, sink); },
+      [job, probe](bool) {
+        // Runs whether or not the provider did (e.g. the client left before the headers).
+        job->cancel = true;
+        job->wait();
+        probe->release();
+      });
+}
+
+}  // namespace rocky::server
