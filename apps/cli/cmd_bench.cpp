@@ -51,7 +51,7 @@ int run_bench(BenchOpts o) {
       auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(process_env()));
       vulkan::Device dev(inst, idx);
       vulkan::RooflineOptions ro;
-      ro.timeout_s = vulkan::parse_timeout_s(process_env().lab.vulkan_timeout_s);
+      ro.timeout_s = process_env().lab.vulkan_timeout_s;
       vulkan::Roofline r = vulkan::measure_roofline(dev, ro);
       o.p.roofline = runtime::BenchRoofline{r.fp32_tflops, r.int8_dot_tops, r.copy_gbs};
     }

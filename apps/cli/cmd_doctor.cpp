@@ -25,7 +25,7 @@ void add_profile_check(doctor::Report& r) {
   doctor::Check c;
   c.id = "tune.profile";
   c.section = "Tuning";
-  const std::string builtin = tune::select_profile(d.vendor_id, d.driver_name).name;
+  const std::string builtin = tune::select_profile(d.vendor_id, d.driver_name, d.is_cpu).name;
   const std::string dir = tune::profiles_dir(process_env().cache_dir);
   const tune::ProfileLookup found =
       tune::find_profile(dir, {d.vendor_id, d.device_id, d.driver_version, d.name, d.driver_name, d.driver_info});

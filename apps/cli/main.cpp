@@ -31,7 +31,12 @@ const runtime::EnvOptions& process_env() { return g_env; }
 }  // namespace rocky::cli
 
 int main(int argc, char** argv) {
-  rocky::cli::g_env = rocky::runtime::read_env();                                    // the one read of the environment
+  try {
+    rocky::cli::g_env = rocky::runtime::read_env();  // the one read of the environment
+  } catch (const rocky::Error& e) {
+    fmt::print(stderr, "rocky: error: {}\n", e.what());
+    return 1;
+  }
   CLI::App app{"rocky — LLM prefill on Vulkan GPUs without matrix cores", "rocky"};  // name: help says "Usage: rocky"
   app.require_subcommand(1);
   app.set_version_flag("--version", "rocky 0.1.0");

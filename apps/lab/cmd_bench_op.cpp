@@ -102,7 +102,7 @@ int bench_matvec(const BenchOpts& o, const vulkan::DeviceInfo& info, const vulka
   if (N > (q8 ? vulkan::fast::k_matvec_q8_max_cols : vulkan::fast::k_matvec_max_cols))
     fail("bench-op --kernel {}: N = {} columns (at most {})", q8 ? "mmv-q8" : "mmv", N,
          q8 ? vulkan::fast::k_matvec_q8_max_cols : vulkan::fast::k_matvec_max_cols);
-  const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(env.lab, info, M, K);
+  const vulkan::fast::MatvecShape sh = vulkan::fast::matvec_shape(*env.prof, info, M, K);
   const std::string kname = q8 ? "matvec_q8" : "matvec_mmq";
   // As in a decode step, the weights come from device memory, not the last-level cache: the repack
   // is copied until the copies hold ≥ 256 MiB (at most 32), and consecutive dispatches read
@@ -237,14 +237,18 @@ int run_bench_op(const BenchOpts& o) {
   auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(penv));
   vulkan::Device dev(inst, o.device);
   const vulkan::DeviceInfo& info = dev.info();
-  const uint64_t timeout_s = vulkan::parse_timeout_s(penv.lab.vulkan_timeout_s);
+  const uint64_t timeout_s = penv.lab.vulkan_timeout_s;
   vulkan::Roofline roof;
   vulkan::RooflineOptions ro;
   ro.timeout_s = timeout_s;
   if (!o.no_roofline) roof = vulkan::measure_roofline(dev, ro);
 
-  tune::DeviceProfile prof = tune::select_profile(info.vendor_id, info.driver_name);
+  // The device's built-in profile, --tune FILE over it, ROCKY_TUNE's fragment over that: the tiles
+  // and the matvec shapes measured.
+  tune::DeviceProfile prof =
+      tune::select_profile(info.vendor_id, info.driver_name, info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   if (!o.tune.empty()) prof = tune::load_profile_override(o.tune, prof);
+  if (!penv.lab.tune.is_null()) prof = tune::apply_profile_json(penv.lab.tune, prof, penv.lab.tune_source);
   prof.refuse_spills = !o.allow_spills;
   const bool use_dot = o.kernel == "mmq";
 
@@ -252,7 +256,7 @@ int run_bench_op(const BenchOpts& o) {
   vulkan::Pipelines pipes(dev, true, penv.cache_dir);
   vulkan::Recorder rec(dev, info.max_storage_buffer_range, timeout_s);
   vulkan::ops::Env env{rec, pipes, info, {}, 128, false};
-  env.lab = &penv.lab;  // ROCKY_MMV_SHAPE and the other lab overrides (runtime::read_env)
+  env.prof = &prof;
   if (o.pipeline_stats) pipes.set_capture_statistics(true);
 
   // Random weights (scales fixed to small finite values) and activations.

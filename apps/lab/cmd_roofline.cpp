@@ -27,7 +27,7 @@ int run_roofline(const RooflineOpts& o) {
   auto inst = std::make_shared<vulkan::Instance>(runtime::instance_options(process_env()));
   vulkan::Device dev(inst, o.device);
   vulkan::RooflineOptions ro;
-  ro.timeout_s = vulkan::parse_timeout_s(process_env().lab.vulkan_timeout_s);
+  ro.timeout_s = process_env().lab.vulkan_timeout_s;
   ro.reps = o.reps;
   ro.target_ms = o.target_ms;
   vulkan::Roofline r = vulkan::measure_roofline(dev, ro);

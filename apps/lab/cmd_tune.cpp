@@ -455,7 +455,8 @@ int run_tune(const TuneOpts& o) {
   const vulkan::DeviceInfo& info = tu.info();
   const tune::DeviceKey key{info.vendor_id, info.device_id,   info.driver_version,
                             info.name,      info.driver_name, info.driver_info};
-  const tune::DeviceProfile& dev_class = tune::select_profile(info.vendor_id, info.driver_name);
+  const tune::DeviceProfile& dev_class =
+      tune::select_profile(info.vendor_id, info.driver_name, info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   const tune::DeviceProfile start = o.start_profile.empty() ? dev_class : tune::builtin_profile(o.start_profile);
   const uint32_t budget =
       o.max_accumulators ? o.max_accumulators : std::max(dev_class.max_accumulators, start.max_accumulators);
@@ -888,7 +889,7 @@ int run_tune(const TuneOpts& o) {
           [&] {
             abufs();
             // A tile whose pipeline spills (H200: 64,32,4,8 → 255 registers + 816 B of local
-            // memory, 2.5× slower; PERF.md session 9) is refused, as spilling matvecs are.
+            // memory, 2.5× slower; docs/tuning-log.md #39) is refused, as spilling matvecs are.
             const std::set<std::string> before = spilled("attention_flash");
             Measure m = tu.measure(attn_fn(p), ab->out, qh.size(), &ref, 1e-8);
             if (m.error.empty() && spills_new("attention_flash", before))

@@ -1,41 +1,182 @@
-// Environment reader (see options.hpp).
+// Environment reader and parsers (see options.hpp).
 #include "runtime/options.hpp"
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <utility>
+
+#include "core/error.hpp"
+#include "tune/tile.hpp"
 
 namespace rocky::runtime {
 
 namespace {
+
 std::string var(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::string();
 }
+
+bool inline_json(const std::string& v) {
+  const size_t i = v.find_first_not_of(" \t\r\n");
+  return i != std::string::npos && v[i] == '{';
+}
+
+bool parse_flag(const std::string& key, const std::string& v) {
+  if (v != "0" && v != "1") fail("ROCKY_SWITCH: {}={}: expected 0 or 1", key, v);
+  return v == "1";
+}
+
+}  // namespace
+
+void parse_tune(const std::string& value, vulkan::LabOptions& lab) {
+  lab.tune = nullptr;
+  lab.tune_source.clear();
+  if (value.empty()) return;
+  std::string text = value;
+  std::string source = "ROCKY_TUNE";
+  if (!inline_json(value)) {
+    source = "ROCKY_TUNE " + value;
+    std::ifstream f(value);
+    if (!f) fail("{}: cannot open the tuning profile", source);
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON ({})", source, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object (a tuning profile or a fragment of one)", source);
+  (void)tune::apply_profile_json(j, tune::builtin_profile("generic"), source);  // unknown fields, ranges
+  lab.tune = std::move(j);
+  lab.tune_source = source;
+}
+
+void parse_switches(const std::string& value, vulkan::LabOptions& lab) {
+  if (value.empty()) return;
+  std::set<std::string> seen;
+  size_t at = 0;
+  while (at <= value.size()) {
+    const size_t comma = value.find(',', at);
+    const std::string item = value.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? value.size() + 1 : comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail(
+          "ROCKY_SWITCH='{}': '{}' is not key=value (keys: matmul, attn, fuse_epilogue, decode_replay, "
+          "fuse_decode, fold_norm)",
+          value, item);
+    const std::string key = item.substr(0, eq), v = item.substr(eq + 1);
+    if (!seen.insert(key).second) fail("ROCKY_SWITCH='{}': {} given twice", value, key);
+    if (key == "matmul") {
+      if (v == "auto")
+        lab.matmul = vulkan::MatmulPath::AUTO;
+      else if (v == "mmq")
+        lab.matmul = vulkan::MatmulPath::MMQ;
+      else if (v == "mm")
+        lab.matmul = vulkan::MatmulPath::MM;
+      else if (v == "basic")
+        lab.matmul = vulkan::MatmulPath::BASIC;
+      else
+        fail("ROCKY_SWITCH: matmul={}: expected auto, mmq, mm or basic", v);
+    } else if (key == "attn") {
+      if (v == "auto")
+        lab.attn = vulkan::AttnKernel::AUTO;
+      else if (v == "flash")
+        lab.attn = vulkan::AttnKernel::FLASH;
+      else if (v == "simple")
+        lab.attn = vulkan::AttnKernel::SIMPLE;
+      else if (v == "decode")
+        lab.attn = vulkan::AttnKernel::DECODE;
+      else
+        fail("ROCKY_SWITCH: attn={}: expected auto, flash, simple or decode", v);
+    } else if (key == "fuse_epilogue") {
+      lab.fuse_epilogue = parse_flag(key, v);
+    } else if (key == "decode_replay") {
+      lab.decode_replay = parse_flag(key, v);
+    } else if (key == "fuse_decode") {
+      lab.fuse_decode = parse_flag(key, v);
+    } else if (key == "fold_norm") {
+      lab.fold_norm = parse_flag(key, v);
+    } else {
+      fail("ROCKY_SWITCH: unknown switch '{}' (matmul, attn, fuse_epilogue, decode_replay, fuse_decode, fold_norm)",
+           key);
+    }
+  }
+}
+
+uint64_t parse_device_memory_limit(const std::string& value) {
+  const char* s = value.c_str();
+  if (*s == '\0') return 0;
+  // strtoull accepts a sign ("-5" wraps to ~2^64, i.e. no limit) and saturates on overflow: digits only.
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (*s < '0' || *s > '9' || end == s || *end != '\0' || errno == ERANGE)
+    fail("ROCKY_DEVICE_MEMORY_LIMIT='{}' is not a byte count", s);
+  return v;
+}
+
+uint64_t parse_timeout_s(const std::string& value) {
+  if (value.empty()) return 1800;
+  const char* s = value.c_str();
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (*s < '0' || *s > '9' || end == s || *end != '\0' || errno == ERANGE || v == 0)
+    fail("ROCKY_VULKAN_TIMEOUT_S='{}': expected a positive count of seconds", value);
+  return v;
+}
+
+vulkan::LabOptions parse_lab(const std::string& tune, const std::string& switches) {
+  vulkan::LabOptions lab;
+  parse_tune(tune, lab);
+  parse_switches(switches, lab);
+  return lab;
+}
+
+namespace {
+// The lab variables ROCKY_TUNE and ROCKY_SWITCH replaced: set, they are an error saying what to use
+// (a lab script of before would otherwise run with its setting silently ignored).
+constexpr std::pair<const char*, const char*> k_retired[] = {
+    {"ROCKY_MATMUL", "ROCKY_SWITCH=matmul=…"},
+    {"ROCKY_MATMUL_TILE", R"(ROCKY_TUNE='{"matmul": {"bm": …, "bn": …, "bk": …, "tm": …, "tn": …}}')"},
+    {"ROCKY_ATTN", "ROCKY_SWITCH=attn=…"},
+    {"ROCKY_ATTN_TILE", R"(ROCKY_TUNE='{"attn_tile": {"wg": …, "br": …, "tr": …, "tc": …, …}}')"},
+    {"ROCKY_ATTN_SPLIT", R"(ROCKY_TUNE='{"attn_rule": {"split_chunk": N}}' (0: {"split": 0}))"},
+    {"ROCKY_ATTN_FA_GRID", R"(ROCKY_TUNE='{"attn_rule": {"fa_groups": WORKGROUPS}}')"},
+    {"ROCKY_FUSE_EPILOGUE", "ROCKY_SWITCH=fuse_epilogue=0|1"},
+    {"ROCKY_MMV_SHAPE", R"(ROCKY_TUNE='{"mmv": {"wg": …, "rows": …, "min_groups": 0, "wg_by_k": 0}}')"},
+    {"ROCKY_DECODE_REPLAY", "ROCKY_SWITCH=decode_replay=0|1"},
+    {"ROCKY_FUSE_DECODE", "ROCKY_SWITCH=fuse_decode=0|1"},
+    {"ROCKY_FOLD_NORM", "ROCKY_SWITCH=fold_norm=0|1"},
+    {"ROCKY_DELTA_CHUNK", R"(ROCKY_TUNE='{"delta_chunk": N}')"},
+    {"ROCKY_MMV_COLS", R"(ROCKY_TUNE='{"mmv": {"cols": N}}')"},
+    {"ROCKY_MMV_COL_SPLIT", R"(ROCKY_TUNE='{"mmv": {"col_split": N}}')"},
+    {"ROCKY_MMV_Q8", R"(ROCKY_TUNE='{"mmv": {"q8": N}}')"},
+    {"ROCKY_MMV_COLS_SHAPE", R"(ROCKY_TUNE='{"mmv": {"cols_wg": WG, "cols_rows": ROWS}}')"},
+};
 }  // namespace
 
 EnvOptions read_env() {
+  for (const auto& [name, use] : k_retired)
+    if (!var(name).empty()) fail("{} is no longer read: use {} (README: environment variables)", name, use);
   EnvOptions e;
-  e.lab.matmul = var("ROCKY_MATMUL");
-  e.lab.matmul_tile = var("ROCKY_MATMUL_TILE");
-  e.lab.tune = var("ROCKY_TUNE");
-  e.lab.attn = var("ROCKY_ATTN");
-  e.lab.attn_tile = var("ROCKY_ATTN_TILE");
-  e.lab.attn_split = var("ROCKY_ATTN_SPLIT");
-  e.lab.attn_fa_grid = var("ROCKY_ATTN_FA_GRID");
-  e.lab.fuse_epilogue = var("ROCKY_FUSE_EPILOGUE");
-  e.lab.mmv_shape = var("ROCKY_MMV_SHAPE");
-  e.lab.decode_replay = var("ROCKY_DECODE_REPLAY");
-  e.lab.fuse_decode = var("ROCKY_FUSE_DECODE");
-  e.lab.fold_norm = var("ROCKY_FOLD_NORM");
-  e.lab.delta_chunk = var("ROCKY_DELTA_CHUNK");
-  e.lab.mmv_cols = var("ROCKY_MMV_COLS");
-  e.lab.mmv_col_split = var("ROCKY_MMV_COL_SPLIT");
-  e.lab.mmv_q8 = var("ROCKY_MMV_Q8");
-  e.lab.mmv_cols_shape = var("ROCKY_MMV_COLS_SHAPE");
-  e.lab.device_memory_limit = var("ROCKY_DEVICE_MEMORY_LIMIT");
-  e.lab.vulkan_timeout_s = var("ROCKY_VULKAN_TIMEOUT_S");
-  e.lab.pipeline_stats = var("ROCKY_PIPELINE_STATS");
-  e.vulkan_loader = var("ROCKY_VULKAN_LOADER");
+  auto rocky_var = [&](const char* name) {  // a ROCKY_* variable, remembered as set when it is
+    std::string v = var(name);
+    if (!v.empty()) e.set.emplace(name, v);
+    return v;
+  };
+  parse_tune(rocky_var("ROCKY_TUNE"), e.lab);
+  parse_switches(rocky_var("ROCKY_SWITCH"), e.lab);
+  e.lab.pipeline_stats = rocky_var("ROCKY_PIPELINE_STATS");
+  e.lab.device_memory_limit = parse_device_memory_limit(rocky_var("ROCKY_DEVICE_MEMORY_LIMIT"));
+  e.lab.vulkan_timeout_s = parse_timeout_s(rocky_var("ROCKY_VULKAN_TIMEOUT_S"));
+  e.vulkan_loader = rocky_var("ROCKY_VULKAN_LOADER");
   if (const std::string x = var("XDG_CACHE_HOME"); !x.empty()) {
     e.cache_dir = x;
   } else if (const std::string h = var("HOME"); !h.empty()) {
@@ -45,33 +186,7 @@ EnvOptions read_env() {
   return e;
 }
 
-std::map<std::string, std::string> overrides_in_effect(const EnvOptions& e) {
-  const std::pair<const char*, const std::string*> vars[] = {{"ROCKY_MATMUL", &e.lab.matmul},
-                                                             {"ROCKY_MATMUL_TILE", &e.lab.matmul_tile},
-                                                             {"ROCKY_TUNE", &e.lab.tune},
-                                                             {"ROCKY_ATTN", &e.lab.attn},
-                                                             {"ROCKY_ATTN_TILE", &e.lab.attn_tile},
-                                                             {"ROCKY_ATTN_SPLIT", &e.lab.attn_split},
-                                                             {"ROCKY_ATTN_FA_GRID", &e.lab.attn_fa_grid},
-                                                             {"ROCKY_FUSE_EPILOGUE", &e.lab.fuse_epilogue},
-                                                             {"ROCKY_MMV_SHAPE", &e.lab.mmv_shape},
-                                                             {"ROCKY_DECODE_REPLAY", &e.lab.decode_replay},
-                                                             {"ROCKY_FUSE_DECODE", &e.lab.fuse_decode},
-                                                             {"ROCKY_FOLD_NORM", &e.lab.fold_norm},
-                                                             {"ROCKY_DELTA_CHUNK", &e.lab.delta_chunk},
-                                                             {"ROCKY_MMV_COLS", &e.lab.mmv_cols},
-                                                             {"ROCKY_MMV_COL_SPLIT", &e.lab.mmv_col_split},
-                                                             {"ROCKY_MMV_Q8", &e.lab.mmv_q8},
-                                                             {"ROCKY_MMV_COLS_SHAPE", &e.lab.mmv_cols_shape},
-                                                             {"ROCKY_DEVICE_MEMORY_LIMIT", &e.lab.device_memory_limit},
-                                                             {"ROCKY_VULKAN_TIMEOUT_S", &e.lab.vulkan_timeout_s},
-                                                             {"ROCKY_PIPELINE_STATS", &e.lab.pipeline_stats},
-                                                             {"ROCKY_VULKAN_LOADER", &e.vulkan_loader}};
-  std::map<std::string, std::string> set;
-  for (const auto& [name, value] : vars)
-    if (!value->empty()) set.emplace(name, *value);
-  return set;
-}
+std::map<std::string, std::string> overrides_in_effect(const EnvOptions& e) { return e.set; }
 
 void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o) {
   o.lab = e.lab;
@@ -88,6 +203,6 @@ vulkan::InstanceOptions instance_options(const EnvOptions& e) {
   return io;
 }
 
-uint64_t device_memory_limit_from_env() { return vulkan::parse_device_memory_limit(var("ROCKY_DEVICE_MEMORY_LIMIT")); }
+uint64_t device_memory_limit_from_env() { return parse_device_memory_limit(var("ROCKY_DEVICE_MEMORY_LIMIT")); }
 
 }  // namespace rocky::runtime

@@ -1,20 +1,21 @@
 // The program's environment, read once at its boundary (apps/cli main, tests that set variables):
-// the one place in rocky's engine that calls getenv. Nothing under src/backend/ reads the
-// environment; what it needs arrives as options (vulkan::VulkanOptions, vulkan::InstanceOptions).
+// the one place in rocky's engine that calls getenv, and the one that parses what it read into
+// typed values (vulkan::LabOptions). Nothing under src/backend/ reads the environment or parses a
+// variable; what it needs arrives as options (vulkan::VulkanOptions, vulkan::InstanceOptions).
 //
-// Precedence, for every setting that has a flag: a ROCKY_* lab override (environment) > the flag >
-// the default. The lab overrides are for tuning experiments and lab scripts; a bad value is an
-// error (exit 1) when the backend that uses it is made (the README lists them):
-//   ROCKY_MATMUL=auto|mmq|mm|basic        prefill matmul kernels (wins over --matmul)
-//   ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn      matmul.comp tile
-//   ROCKY_TUNE=FILE                       mul_mmq / mul_mm tiles, JSON (src/tune/tile.hpp)
-//   ROCKY_ATTN=flash|simple               attention kernel
-//   ROCKY_ATTN_TILE=WG,BR,TR,TC[,…]       flash-attention tile (fields: ops/attention.cpp)
-//   ROCKY_FUSE_EPILOGUE=0|1               mul_mmq bias / residual epilogues
-//   ROCKY_MMV_SHAPE=WG,ROWS               matvec_mmq shape
-//   ROCKY_DEVICE_MEMORY_LIMIT=BYTES       cap on device memory (0 or unset: none)
-//   ROCKY_VULKAN_TIMEOUT_S=S              fence wait before a GPU counts as hung (default 1800)
-//   ROCKY_VULKAN_LOADER=PATH              the Vulkan loader to dlopen (default libvulkan.so.1)
+// The variables (the README lists them with examples). A bad value — an unreadable or malformed
+// file or fragment, an unknown profile field or switch, a value out of range — is a rocky::Error
+// naming the variable (exit 1), never a silent default:
+//   ROCKY_TUNE=FILE | {JSON}    a tuning-profile fragment applied over the device's profile:
+//                               tiles, attention tiles and rule, matvec shapes, delta chunk, the
+//                               matmul.comp tile … (the format of src/tune/tile.hpp)
+//   ROCKY_SWITCH=K=V,…          the A/B kill switches: matmul=auto|mmq|mm|basic,
+//                               attn=auto|flash|simple|decode, fuse_epilogue=0|1, decode_replay=0|1,
+//                               fuse_decode=0|1, fold_norm=0|1 (they win over the flags)
+//   ROCKY_PIPELINE_STATS=PREFIX the driver's statistics of the pipelines named PREFIX… ("all")
+//   ROCKY_DEVICE_MEMORY_LIMIT=BYTES  cap on device memory (0 or unset: none)
+//   ROCKY_VULKAN_TIMEOUT_S=S    fence wait before a GPU counts as hung (default 1800)
+//   ROCKY_VULKAN_LOADER=PATH    the Vulkan loader to dlopen (default libvulkan.so.1)
 // Paths: the VkPipelineCache lives under $XDG_CACHE_HOME/rocky (else $HOME/.cache/rocky; neither
 // set: not persisted); XDG_RUNTIME_DIR is only checked to explain a failed device creation.
 #pragma once
@@ -31,17 +32,32 @@
 namespace rocky::runtime {
 
 struct EnvOptions {
-  vulkan::LabOptions lab;       // the ROCKY_* lab overrides as set ("" = unset)
+  vulkan::LabOptions lab;       // ROCKY_TUNE, ROCKY_SWITCH, ROCKY_PIPELINE_STATS, the memory cap, the timeout
   std::string vulkan_loader;    // ROCKY_VULKAN_LOADER ("" = the default)
   std::string cache_dir;        // $XDG_CACHE_HOME, else $HOME/.cache, else ""
   std::string xdg_runtime_dir;  // XDG_RUNTIME_DIR ("" = unset)
+  std::map<std::string, std::string> set;  // the ROCKY_* variables set, name → value as given
   // --no-profile (any command): skip the tuning profile `rocky tune` wrote for the device
   // (src/tune/store.hpp). Set by main from the flag, not from the environment.
   bool no_profile = false;
 };
 
-// Reads every variable above now.
+// Reads and parses every variable above now (rocky::Error naming the one that is bad).
 EnvOptions read_env();
+
+// The parsers read_env uses, one per variable (tests call them with a value):
+// ROCKY_TUNE: "{…}" is an inline JSON object, anything else a file; checked by applying it to the
+// generic built-in profile (unknown fields, ranges); into lab.tune / lab.tune_source.
+void parse_tune(const std::string& value, vulkan::LabOptions& lab);
+// ROCKY_SWITCH: "key=value,…" into lab's switches (an unknown or repeated key is an error).
+void parse_switches(const std::string& value, vulkan::LabOptions& lab);
+// ROCKY_DEVICE_MEMORY_LIMIT: bytes, digits only ("" = 0, none).
+uint64_t parse_device_memory_limit(const std::string& value);
+// ROCKY_VULKAN_TIMEOUT_S: a positive count of seconds ("" = 1800).
+uint64_t parse_timeout_s(const std::string& value);
+
+// The lab options ROCKY_TUNE = `tune` and ROCKY_SWITCH = `switches` give (tests, tools).
+vulkan::LabOptions parse_lab(const std::string& tune, const std::string& switches);
 
 // What the Vulkan backend and the device tools take from it.
 void apply_env(const EnvOptions& e, vulkan::VulkanOptions& o);  // lab, cache_dir, loader, xdg_runtime_dir, no_profile

@@ -101,17 +101,13 @@ nlohmann::json tile_json(const MatmulTile& t) {
           {"tm", t.tm},    {"tn", t.tn}, {"wg", t.wg}, {"bk_step", t.bk_step}, {"prefetch", t.prefetch},
           {"vec4", t.vec4}};
 }
+nlohmann::json flash_tile_json(const FlashTile& t) {
+  return {{"wg", t.wg},   {"br", t.br}, {"tr", t.tr},    {"tc", t.tc}, {"prefetch", t.prefetch},
+          {"kvh", t.kvh}, {"sg", t.sg}, {"roll", t.roll}};
+}
 nlohmann::json flash_json(const std::vector<FlashTile>& v) {
   nlohmann::json a = nlohmann::json::array();
-  for (const FlashTile& t : v)
-    a.push_back({{"wg", t.wg},
-                 {"br", t.br},
-                 {"tr", t.tr},
-                 {"tc", t.tc},
-                 {"prefetch", t.prefetch},
-                 {"kvh", t.kvh},
-                 {"sg", t.sg},
-                 {"roll", t.roll}});
+  for (const FlashTile& t : v) a.push_back(flash_tile_json(t));
   return a;
 }
 }  // namespace
@@ -130,10 +126,26 @@ nlohmann::json profile_to_json(const DeviceProfile& p, const std::string& base_n
   j["mmq_q6k_nibbles"] = p.mmq_q6k_nibbles ? 1 : 0;
   j["mmv"] = {{"wg", p.mmv.wg},       {"rows", p.mmv.rows},       {"min_groups", p.mmv.min_groups},
               {"split", p.mmv.split}, {"unroll", p.mmv.unroll},   {"wg_by_k", p.mmv.wg_by_k},
-              {"q8", p.mmv.q8},       {"cols_wg", p.mmv.cols_wg}, {"cols_rows", p.mmv.cols_rows}};
+              {"q8", p.mmv.q8},       {"cols_wg", p.mmv.cols_wg}, {"cols_rows", p.mmv.cols_rows},
+              {"cols", p.mmv.cols}};
+  if (p.mmv.col_split != MatvecRule::k_col_split_by_cols) j["mmv"]["col_split"] = p.mmv.col_split;
   j["attn"] = flash_json(p.attn);
   j["attn_wide"] = flash_json(p.attn_wide);
   j["attn_split"] = flash_json(p.attn_split);
+  if (p.has_attn_tile()) j["attn_tile"] = flash_tile_json(p.attn_tile);
+  const AttnRule& r = p.attn_rule;
+  j["attn_rule"] = {{"flash_min_tokens", r.flash_min_tokens},
+                    {"decode", r.decode},
+                    {"decode_tokens", r.decode_tokens},
+                    {"split", r.split},
+                    {"split_chunk", r.split_chunk},
+                    {"fa_groups", r.fa_groups},
+                    {"dim_pairs", r.dim_pairs},
+                    {"vec_f32", r.vec_f32}};
+  j["matmul"] = {
+      {"bm", p.matmul.bm}, {"bn", p.matmul.bn}, {"bk", p.matmul.bk}, {"tm", p.matmul.tm}, {"tn", p.matmul.tn}};
+  j["delta_chunk"] = p.delta_chunk;
+  j["norm_q8_wg"] = p.norm_q8_wg;
   j["deny"] = nlohmann::json::array();
   for (const DenyEntry& d : p.deny) j["deny"].push_back({{"kernel", d.kernel}, {"tile", d.tile}, {"reason", d.reason}});
   return j;

@@ -9,8 +9,10 @@
 // Profiles (DeviceProfile) give the tile per kernel family and the accumulator-register budget per
 // thread (e.g. 16 on Mali-Valhall: ../shared/anchors.md, 16 accumulators spill-free; 128 on NVIDIA,
 // where mul_mmq 8×8 (128 accumulator registers) runs in 234 registers, docs/tuning-log.md). They
-// are chosen from the Vulkan vendor id and driver name (select_profile), and can be overridden from
-// a JSON file (load_profile_override):
+// hold every other per-device choice of the kernels too (attn_rule, matmul, delta_chunk, …: no
+// vendor branches in ops code). They are chosen from the device type, Vulkan vendor id and driver
+// name (select_profile), and overridden by a JSON file or fragment (load_profile_override,
+// apply_profile_json; rocky tune's files, ROCKY_TUNE):
 //   {"profile": "mali-valhall",            // optional: start from this built-in profile
 //    "max_accumulators": 16,
 //    "mmq": {"bm":64,"bn":32,"bk":32,"wm":32,"wn":16,"tm":4,"tn":4,"wg":64,"bk_step":1,"prefetch":1,"vec4":1},
@@ -18,10 +20,16 @@
 //    "mmq_alt": [{...}, ...],                // more mul_mmq tiles, in order of preference
 //    "min_workgroups": 100,                  // pick_mmq_tile: first tile with this many workgroups
 //    "mmq_q4k_nibbles": 1,                   // q4_K and q6_K repacked as nibble pairs (else int8)
-//    "mmv": {"wg":64,"rows":4,"min_groups":512,"split":0,"unroll":1,"wg_by_k":0},  // decode matvec_mmq
+//    "mmv": {"wg":64,"rows":4,"min_groups":512,"split":0,"unroll":1,"wg_by_k":0,"q8":0,"cols_wg":0,
+//            "cols_rows":0,"cols":8,"col_split":3},  // decode matvecs (MatvecRule)
 //    "attn": [{"wg":128,"br":16,"tr":1,"tc":2,"prefetch":1,"kvh":0,"sg":0,"roll":0}, ...],  // flash-attention tiles, best first
 //    "attn_wide": [...],                     // the same for head_dim > 128 (absent/empty: "attn")
 //    "attn_split": [...],                    // the same for split keys (few query rows; absent/empty: the above)
+//    "attn_tile": {...},                     // one flash tile for every head_dim in their place (null: none)
+//    "attn_rule": {"flash_min_tokens":8,"decode":0,"decode_tokens":16,"split":1,"split_chunk":0,
+//                  "fa_groups":256,"dim_pairs":1,"vec_f32":1},   // the kernels' choice (AttnRule)
+//    "matmul": {"bm":32,"bn":32,"bk":16,"tm":2,"tn":4},  // shaders/matmul.comp's tile (BasicTile)
+//    "delta_chunk": 32, "norm_q8_wg": 0,     // gated-delta chunk (0: serial); rms_norm_q8_1's workgroup
 //    "modeled": 0,                           // 1: ranked by an offline compiler's model, never run
 //    "deny": [{"kernel":"mul_mmq","tile":"bm…","reason":"…"}],  // candidates rocky tune refused
 //    "device": {...}, "tune": {...}, "results": [...]}  // written by rocky tune (src/tune/store.hpp)
@@ -31,6 +39,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/dtype.hpp"
 
@@ -71,6 +81,12 @@ struct MatvecRule {
   // `cols_wg` invocations (power of two), at most `cols_rows` rows per workgroup, unroll 2, for every
   // K; 0 = the one-column shape above (NVIDIA: 32, 2 — 4 streams 953 → 1,042 t/s, tuning-log #41).
   uint32_t cols_wg = 0, cols_rows = 0;
+  // Matmuls of 2 … `cols` tokens run as one multi-column matvec over the repack (≤ 8; 1 = mul_mmq
+  // for every N > 1; VulkanOptions::matvec_max_cols). `col_split` 0|1|2: that matvec's step for
+  // every N > 1 (whole / half / quarter blocks); k_col_split_by_cols = by the column count (≤ 2
+  // columns: whole, ≤ 4: half, else quarter, and never below `split`).
+  static constexpr uint32_t k_col_split_by_cols = 3;
+  uint32_t cols = 8, col_split = k_col_split_by_cols;
   std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk", " q8≤N", " cols32x2")
   bool operator==(const MatvecRule&) const = default;
 };
@@ -97,6 +113,34 @@ struct FlashTile {
   }
   std::string str() const;  // "wg128 br16 tr1 tc2 pf1" (+ " kvh1", " sg1", " roll1")
   bool operator==(const FlashTile&) const = default;
+};
+
+// The tile of shaders/matmul.comp (MatmulPath::BASIC; ops::MatmulTile): BM rows × BN tokens per
+// workgroup, BK k values per shared-memory stage, TM × TN outputs per invocation; invocations per
+// workgroup (BM / TM) · (BN / TN), accumulators TM · TN.
+struct BasicTile {
+  uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // all 0 = unset (VulkanOptions::tile: the profile's)
+  uint32_t invocations() const { return (bm / tm) * (bn / tn); }
+  uint32_t accumulators() const { return tm * tn; }
+  uint32_t shared_bytes() const { return (bm + bn) * bk * 4; }
+  std::string str() const;  // "bm32 bn32 bk16 tm2 tn4"
+  bool operator==(const BasicTile&) const = default;
+};
+
+// How ops/attention.cpp chooses among its kernels (the reasons are written there):
+//   flash_min_tokens  the tiled kernel (attention_flash) from this many tokens of a ubatch (0: always);
+//   decode            1: attention_decode.comp serves ubatches of ≤ decode_tokens (needs subgroup
+//                     arithmetic; measured on NVIDIA only: tuning-log #33, #36; Mali spills with it);
+//   split             0: never cut a decode's or a short ubatch's key range (split keys);
+//   split_chunk       key positions per split of the decode kernels (0: 32 for attention_decode,
+//                     128 for the per-(head, token) kernel; else a multiple of 32);
+//   fa_groups         a flash grid of fewer workgroups than this has its keys split (0: never);
+//   dim_pairs         attention.comp reads V as f16 pairs (one 32-bit load per two values);
+//   vec_f32           attention.comp's vector q·k with an f32 cache too (Mali: 0, 64 work registers).
+struct AttnRule {
+  uint32_t flash_min_tokens = 8, decode = 0, decode_tokens = 16, split = 1, split_chunk = 0, fa_groups = 256,
+           dim_pairs = 1, vec_f32 = 1;
+  bool operator==(const AttnRule&) const = default;
 };
 
 // A candidate rocky tune refused (failed to compile, spilled, lost the device, ran past the
@@ -131,6 +175,18 @@ struct DeviceProfile {
   // for a short ubatch over a long cache — the split-key case, few row blocks — empty = the others).
   MatvecRule mmv;
   std::vector<FlashTile> attn, attn_wide, attn_split;
+  // A flash tile for every head_dim in place of the tables above (lab experiments: ROCKY_TUNE's
+  // "attn_tile"); a rocky::Error where it does not fit the device. wg 0 = none.
+  FlashTile attn_tile{0, 0, 0, 0};
+  bool has_attn_tile() const { return attn_tile.wg != 0; }
+  AttnRule attn_rule;
+  // shaders/matmul.comp's tile (MatmulPath::BASIC).
+  BasicTile matmul{32, 32, 16, 2, 4};
+  // Tokens per chunk of the chunked gated-delta-rule kernel (qwen3.5's linear attention; even,
+  // 2 … 128; 0 = the serial kernel for every ubatch; VulkanOptions::delta_chunk).
+  uint32_t delta_chunk = 32;
+  // rms_norm_q8_1's workgroup (fast::rms_norm_q8_1_wg): 0 = 256 where the device allows, else 128.
+  uint32_t norm_q8_wg = 0;
   // Made by `rocky tune --offline` from a compiler's model (never run on the device), the
   // candidates the search refused, and the file the profile came from ("" = built in).
   bool modeled = false;
@@ -147,12 +203,10 @@ struct DeviceProfile {
 const std::vector<DeviceProfile>& builtin_profiles();
 const DeviceProfile& builtin_profile(const std::string& name);
 
-// The profile for a device: PCI vendor id (0x13B5 Arm, 0x5143 Qualcomm, 0x8086 Intel, 0x1002 AMD,
-// 0x10DE NVIDIA) and driver name ("llvmpipe" → llvmpipe; panvk → mali-valhall).
-const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name);
-// The same by device class, as the matvec and attention rules chose before they were data: a CPU
-// device → llvmpipe, else by vendor id (panvk → mali-valhall), else generic.
-const DeviceProfile& builtin_for_device(uint32_t vendor_id, const std::string& driver_name, bool cpu);
+// The one profile selector: a CPU device or a llvmpipe / lavapipe driver → llvmpipe; else by PCI
+// vendor id (0x13B5 Arm → mali-valhall, 0x5143 Qualcomm → adreno, 0x8086 intel, 0x1002 amd,
+// 0x10DE nvidia); else a panvk driver → mali-valhall; else generic.
+const DeviceProfile& select_profile(uint32_t vendor_id, const std::string& driver_name, bool cpu);
 
 // The mul_mmq tile for an M × N product: the first of {mmq, mmq_alt...} whose grid
 // ceil(M/BM)·ceil(N/BN) has at least min_workgroups workgroups — when N < mmq's BN, the one of
@@ -162,6 +216,9 @@ const MatmulTile& pick_mmq_tile(const DeviceProfile& p, uint32_t m, uint32_t n);
 
 // Apply a JSON override file (format above) to `base`.
 DeviceProfile load_profile_override(const std::string& path, const DeviceProfile& base);
+// Apply a parsed override (a file's contents or ROCKY_TUNE's inline fragment) to `base`; `where`
+// names it in errors and in the profile's name.
+DeviceProfile apply_profile_json(const nlohmann::json& j, const DeviceProfile& base, const std::string& where);
 
 // Why `t` cannot run ("" when it can): shape constraints (divisibility, BK a multiple of 32,
 // derived invocations == wg ≤ max_invocations, the warp = (WM/TM)·(WN/TN)), `accumulators` (the

@@ -46,7 +46,7 @@ std::vector<int32_t> ubatches() {
 
 TEST(BenchMemory, PeakWithinWeightsKvArena) {
   using namespace rocky;
-  unsetenv("ROCKY_MATMUL");  // the default path
+  unsetenv("ROCKY_SWITCH");  // the default path
   const std::string path = test::scratch_dir("bench_memory") + "/q15-2l.gguf";
   auto s = test::run_rocky("bench_memory", {"synth", "--preset", "qwen2.5-1.5b", "--layers", "2", "--type", "q4_k_m",
                                             "--vocab", "2048", "-q", "-o", path});

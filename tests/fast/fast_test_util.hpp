@@ -3,10 +3,13 @@
 //    ops::Env (max_binding 0 = the device's maxStorageBufferRange);
 //  - random ggml weight rows: random bytes with finite small f16 scales (both signs, except q4_K's d
 //    and dmin, which stay positive), and their values as quant::dequantize_row gives them (the
-//    reference the GPU results are held to).
+//    reference the GPU results are held to);
+//  - mmv_profile: the device's built-in profile with a fixed matvec shape, as a lab's ROCKY_TUNE
+//    fragment {"mmv": {…}} sets one.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -19,6 +22,9 @@
 #include "backend/vulkan/recorder.hpp"
 #include "core/dtype.hpp"
 #include "quant/quant.hpp"
+#include "tune/tile.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace rocky::test {
 
@@ -74,6 +80,19 @@ inline std::vector<uint8_t> random_weights(DType t, uint32_t k, uint32_t m, std:
   for (uint32_t r = 0; r < m; ++r)
     quant::dequantize_row(t, w.data() + row_bytes(t, k) * r, deq.data() + size_t{r} * k, k);
   return w;
+}
+
+// The device's built-in profile (tune::select_profile) with its matvec rule set to
+// "WG,ROWS[,SPLIT[,UNROLL]]" for every M and K (min_groups 0, wg_by_k 0) through the profile parser
+// (rocky::Error naming the shape when it is not a valid rule); nullptr: the profile unchanged.
+inline tune::DeviceProfile mmv_profile(const vulkan::DeviceInfo& d, const char* shape) {
+  tune::DeviceProfile p = tune::select_profile(d.vendor_id, d.driver_name, d.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+  if (shape == nullptr) return p;
+  unsigned v[4] = {0, 0, 0, 1};
+  if (std::sscanf(shape, "%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3]) < 2) return p;
+  const nlohmann::json mmv = {{"wg", v[0]},    {"rows", v[1]},  {"min_groups", 0u},
+                              {"wg_by_k", 0u}, {"split", v[2]}, {"unroll", v[3]}};
+  return tune::apply_profile_json({{"mmv", mmv}}, p, shape);
 }
 
 }  // namespace rocky::test

@@ -184,8 +184,7 @@ struct Run {
 };
 
 Run run_model(const model::Model& m, const std::vector<int32_t>& tokens, bool fuse) {
-  ::unsetenv("ROCKY_MATMUL");  // the defaults (int8 path on lavapipe), not a lab override
-  ::unsetenv("ROCKY_FUSE_EPILOGUE");
+  ::unsetenv("ROCKY_SWITCH");  // the defaults (int8 path, fused epilogues on lavapipe), not a lab override
   VulkanOptions o;
   o.validation = true;
   o.persist_pipeline_cache = false;

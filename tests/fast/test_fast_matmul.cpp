@@ -429,7 +429,7 @@ TEST(FastMatmul, ProducersEqualQuantizeOfTheF32Op) {
     auto qr = [&](int i) { return ops::Region{&q[i], 0, q[i].size()}; };
     auto dr = [&](int i) { return ops::Region{&d[i], 0, d[i].size()}; };
     const uint32_t wg = h.env->wg;
-    h.env->wg = fast::rms_norm_q8_1_wg(h.dev->info());  // rms_norm.comp at rms_norm_q8_1's size
+    h.env->wg = fast::rms_norm_q8_1_wg(ops::profile(*h.env), h.dev->info());  // rms_norm.comp at rms_norm_q8_1's size
     h.rec->begin();
     fast::rms_norm_q8_1(*h.env, xr, wr, ne0, n, eps, qr(0), dr(0), "rms_norm_q8_1");
     ops::rms_norm(*h.env, xr, wr, ne0, n, eps, {&fb, 0, bytes}, "rms_norm");

@@ -164,8 +164,8 @@ void check_int8_path(const std::string& model, const std::string& ref_dir, const
   const int32_t n = static_cast<int32_t>(tokens.size());
   ASSERT_GT(n, 1) << "a prefill of one token would not use the matmul path";
   Graph g = build_llama(m, n, 0, n + 8, false);
-  // The backend's default options (validation on); ROCKY_MATMUL must not override them here.
-  ::unsetenv("ROCKY_MATMUL");
+  // The backend's default options (validation on); no lab switch may override them here.
+  ::unsetenv("ROCKY_SWITCH");
   auto& be = shared_backend(false, 0, false, vulkan::VulkanOptions{}.matmul);
   Int8Run run = run_graph(be, g, tokens, m.n_vocab);
   std::vector<float>& logits = run.logits;

@@ -256,8 +256,8 @@ TEST(Mali, AttentionFlashIsSpillFree) {
   EXPECT_EQ(n, 32);
 }
 
-// The shipped Mali profile (src/tune/profiles/mali-g610.json) is the one `rocky tune --offline
-// mali-g610` wrote — modeled, never run on a board — and the built-in mali-valhall holds its tiles,
+// The shipped Mali profile (src/tune/profiles/mali-valhall.json, the built-in mali-valhall) is the
+// one `rocky tune --offline mali-g610` wrote — modeled, never run on a board —
 // so EveryShippedVariantIsSpillFree and AttentionFlashIsSpillFree compile every variant of it; its
 // tiles are compiled here once more straight from the file (every mul_mmq type, both layouts,
 // every epilogue; mul_mm and mul_mm_f16) and its deny list holds only real refusals.
@@ -266,7 +266,7 @@ TEST(Mali, ShippedProfileIsModeledAndSpillFree) {
   const char* home_env = std::getenv("MALI_G610_HOME");
   const std::string home = home_env ? home_env : "/opt/mali-g610-offline";
   const std::string spv_dir = std::string(ROCKY_BINARY_DIR) + "/src/backend/vulkan/shaders/";
-  const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/mali-g610.json";
+  const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/mali-valhall.json";
   const rocky::tune::DeviceProfile f =
       rocky::tune::load_profile_override(path, rocky::tune::builtin_profile("generic"));
   const rocky::tune::DeviceProfile& m = rocky::tune::builtin_profile("mali-valhall");

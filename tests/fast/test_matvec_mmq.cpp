@@ -44,23 +44,18 @@ struct HarnessEnv : ::testing::Environment {
 };
 ::testing::Environment* const k_env = ::testing::AddGlobalTestEnvironment(new HarnessEnv);
 
+using test::mmv_profile;
 using test::random_weights;
 
 enum class Via { DIRECT, MATMUL };
 
-// A matvec_mmq variant: ROCKY_MMV_SHAPE (nullptr: the device's default), the reduction, x's f32
+// A matvec_mmq variant: a fixed shape WG,ROWS[,SPLIT[,UNROLL]] (mmv_profile; nullptr: the device's
+// default), the reduction, x's f32
 // offset inside its buffer (odd: scalar loads; a multiple of 4: vec4 loads).
 struct Variant {
   const char* shape = nullptr;
   bool subgroup = true;
   uint32_t x_elem_off = 3;
-};
-
-struct ShapeEnv {  // the lab options with ROCKY_MMV_SHAPE = v (nullptr: unset), as read_env makes them
-  explicit ShapeEnv(const char* v) {
-    if (v) lab.mmv_shape = v;
-  }
-  LabOptions lab;
 };
 
 // y = W · x on the GPU (x at an offset inside its buffer, y at an odd one), + the epilogue.
@@ -71,8 +66,8 @@ std::vector<float> run_matvec(Recorder& rec, DType t, const std::vector<uint8_t>
   DeviceInfo info = h.dev->info();
   info.subgroup_arith = info.subgroup_arith && var.subgroup;
   ops::Env env{rec, *h.pipes, info, {}, 128, false};
-  ShapeEnv shape(var.shape);
-  env.lab = &shape.lab;
+  const tune::DeviceProfile prof = mmv_profile(info, var.shape);
+  env.prof = &prof;
   const uint64_t xo = uint64_t{var.x_elem_off} * 4, yo = 5 * 4;
   Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
   Buffer xb = h.mem->create("x", xo + x.size() * 4, BufferKind::DEVICE);
@@ -189,12 +184,12 @@ TEST(MatvecMmq, MatmulN1TakesIt) {
 // The multi-column matvec (fast::matvec_mmq with n columns; ops::matmul with Env::mmv_cols):
 // x [K, n] at an odd offset, y [M, n]; every column within the f64 bound of its own product, for
 // n = 2 … 8, M not a multiple of the rows, both reductions, the residual epilogue per column, and
-// ops::matmul taking it (bit-identical to the direct call). col_split: ROCKY_MMV_COL_SPLIT ("" = the rule).
+// ops::matmul taking it (bit-identical to the direct call). col_split: the profile's mmv.col_split ("" = the rule).
 // quick: q4_K and q6_K (nibbles), M = 37, n = 3 and 8, with subgroups, no residual.
 void multi_column(const std::string& col_split, bool quick = false) {
-  SCOPED_TRACE("ROCKY_MMV_COL_SPLIT='" + col_split + "'");
-  LabOptions lab;
-  lab.mmv_col_split = col_split;
+  SCOPED_TRACE("mmv.col_split '" + col_split + "'");
+  tune::DeviceProfile prof = mmv_profile(harness().dev->info(), nullptr);
+  if (!col_split.empty()) prof.mmv.col_split = static_cast<uint32_t>(std::stoul(col_split));
   Harness& h = harness();
   std::mt19937 rng(4242);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -214,7 +209,7 @@ void multi_column(const std::string& col_split, bool quick = false) {
             info.subgroup_arith = info.subgroup_arith && sg;
             ops::Env env{*h.rec, *h.pipes, info, {}, 128, false};
             env.mmv_cols = 8;
-            env.lab = &lab;
+            env.prof = &prof;
             std::vector<float> x(size_t{k} * n), r(size_t{m} * n);
             for (auto& v : x) v = g(rng);
             for (auto& v : r) v = g(rng);
@@ -262,27 +257,19 @@ void multi_column(const std::string& col_split, bool quick = false) {
 }
 
 TEST(MatvecMmq, MultiColumn) { multi_column(""); }
-// ROCKY_MMV_COL_SPLIT: whole, half and quarter blocks per step for every n (the rule takes
-// 0 / 1 / 2 by n), same bound; a bad value is an error.
+// mmv.col_split: whole, half and quarter blocks per step for every n (the rule takes 0 / 1 / 2 by
+// n), same bound; a bad value is an error naming the field.
 TEST(MatvecMmq, MultiColumnForcedSplit) {
   for (const char* v : {"0", "1", "2"}) multi_column(v, true);
-  Harness& h = harness();
-  LabOptions lab;
-  lab.mmv_col_split = "3";
-  ops::Env env{*h.rec, *h.pipes, h.dev->info(), {}, 128, false};
-  env.lab = &lab;
-  std::mt19937 rng(5);
-  std::vector<float> deq;
-  auto wbytes = random_weights(DType::Q4_0, 64, 8, rng, deq);
-  Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
-  Buffer xb = h.mem->create("x", 64 * 2 * 4, BufferKind::DEVICE),
-         yb = h.mem->create("y", 8 * 2 * 4, BufferKind::DEVICE);
-  ops::Weight w{&wb, DType::Q4_0, 64, 8, row_bytes(DType::Q4_0, 64), "w"};
-  Buffer rb = fast::upload_for_mmq(*h.mem, w, wbytes.data(), false);
-  w.mmq_buf = &rb;
-  h.rec->begin();
-  EXPECT_THROW(fast::matvec_mmq(env, w, {&xb, 0, 64 * 2 * 4}, {&yb, 0, 8 * 2 * 4}, "bad split", {}, nullptr, 2), Error);
-  h.rec->submit_and_wait();
+  for (const char* bad : {"4", "-1", "\"1\""}) {
+    try {
+      (void)tune::apply_profile_json(nlohmann::json::parse(std::string(R"({"mmv": {"col_split": )") + bad + "}}"),
+                                     tune::builtin_profile("generic"), "ROCKY_TUNE");
+      ADD_FAILURE() << "col_split " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ROCKY_TUNE: mmv.col_split"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A 4 KiB binding limit: the weight goes in windows of a few rows (q8_0 K = 800: 800-byte rows, 5
@@ -330,39 +317,41 @@ TEST(MatvecMmq, Epilogues) {
 }
 
 // Shape choice: rows per workgroup shrink for small M on a GPU class (enough workgroups), never
-// below 1; ROCKY_MMV_SHAPE overrides and is validated.
+// below 1; a fixed shape (ROCKY_TUNE's mmv fields) is taken as it is, and validated.
 TEST(MatvecMmq, ShapeChoice) {
   DeviceInfo nv = harness().dev->info();
   nv.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   nv.vendor_id = 0x10DE;
+  nv.driver_name = "NVIDIA";
   nv.max_workgroup_invocations = 1024;
   nv.shared_memory = 49152;
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 11008, 2048).rows, 4u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 2048, 11008).rows, 4u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 512, 2048).rows, 2u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 256, 2048).rows, 1u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 151936, 2048).wg, 32u);  // ≤ 64 blocks per row
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 151936, 2048).unroll, 1u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 3584, 3584).wg, 64u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 2048, 11008).wg, 128u);  // ≥ 256 blocks: 128 × 2 steps
-  EXPECT_EQ(fast::matvec_shape(nullptr, nv, 2048, 11008).unroll, 2u);
+  const tune::DeviceProfile& nv_prof = tune::select_profile(nv.vendor_id, nv.driver_name, false);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 11008, 2048).rows, 4u);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 2048, 11008).rows, 4u);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 512, 2048).rows, 2u);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 256, 2048).rows, 1u);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 151936, 2048).wg, 32u);  // ≤ 64 blocks per row
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 151936, 2048).unroll, 1u);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 3584, 3584).wg, 64u);
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 2048, 11008).wg, 128u);  // ≥ 256 blocks: 128 × 2 steps
+  EXPECT_EQ(fast::matvec_shape(nv_prof, nv, 2048, 11008).unroll, 2u);
   DeviceInfo mali = nv;
   mali.vendor_id = 0x13B5;
+  mali.driver_name = "panvk";
   mali.type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
-  EXPECT_EQ(fast::matvec_shape(nullptr, mali, 2048, 2048).split, 2u);
-  EXPECT_EQ(fast::matvec_shape(nullptr, mali, 2048, 2048).rows, 1u);
+  const tune::DeviceProfile& mali_prof = tune::select_profile(mali.vendor_id, mali.driver_name, false);
+  EXPECT_EQ(fast::matvec_shape(mali_prof, mali, 2048, 2048).split, 2u);
+  EXPECT_EQ(fast::matvec_shape(mali_prof, mali, 2048, 2048).rows, 1u);
   {
-    ShapeEnv s("128,4,1,2");
-    const fast::MatvecShape o = fast::matvec_shape(&s.lab, nv, 256, 2048);
+    const tune::DeviceProfile p = mmv_profile(nv, "128,4,1,2");
+    const fast::MatvecShape o = fast::matvec_shape(p, nv, 256, 2048);
     EXPECT_EQ(o.wg, 128u);
     EXPECT_EQ(o.rows, 4u);
     EXPECT_EQ(o.split, 1u);
     EXPECT_EQ(o.unroll, 2u);
   }
-  for (const char* bad : {"3,1", "64", "64,0", "64,2,3", "64,65", "64,2,0,3", "64,2,0,0"}) {
-    ShapeEnv s(bad);
-    EXPECT_THROW(fast::matvec_shape(&s.lab, nv, 256, 2048), Error) << bad;
-  }
+  for (const char* bad : {"3,1", "64,0", "64,2,3", "64,65", "64,2,0,3", "64,2,0,0"})
+    EXPECT_THROW(mmv_profile(nv, bad), Error) << bad;
 }
 
 // rms_norm of one column (the decode token: shaders/rms_norm_vec.comp when ne0 and the

@@ -42,6 +42,7 @@ struct HarnessEnv : ::testing::Environment {
 };
 ::testing::Environment* const k_env = ::testing::AddGlobalTestEnvironment(new HarnessEnv);
 
+using test::mmv_profile;
 using test::random_weights;
 
 enum class Kernel { MATVEC_Q8, MUL_MMQ, MUL_MMQ_ROUTED };
@@ -53,7 +54,7 @@ struct Case {
 };
 
 struct Variant {
-  const char* shape = nullptr;  // ROCKY_MMV_SHAPE (nullptr: the device's default)
+  const char* shape = nullptr;  // WG,ROWS[,SPLIT[,UNROLL]] (mmv_profile; nullptr: the device's default)
   bool subgroup = true;
   uint32_t cols_wg = 0, cols_rows = 0;  // the profile's shape for several columns (0: the profile's own)
 };
@@ -71,11 +72,8 @@ Result run(Recorder& rec, const Case& c, const std::vector<uint8_t>& wbytes, con
   DeviceInfo info = h.dev->info();
   info.subgroup_arith = info.subgroup_arith && var.subgroup;
   ops::Env env{rec, *h.pipes, info, {}, 128, false};
-  LabOptions lab;
-  if (var.shape) lab.mmv_shape = var.shape;
-  env.lab = &lab;
   env.mmv_q8 = kern == Kernel::MUL_MMQ ? 0 : fast::k_matvec_q8_max_cols;
-  tune::DeviceProfile prof = tune::select_profile(info.vendor_id, info.driver_name);
+  tune::DeviceProfile prof = mmv_profile(info, var.shape);
   if (var.cols_wg != 0) {
     prof.mmv.cols_wg = var.cols_wg;
     prof.mmv.cols_rows = var.cols_rows;

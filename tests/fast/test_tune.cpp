@@ -1,6 +1,9 @@
 // Tiles as data: profile selection, budgets, shared-memory limits, JSON overrides.
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <utility>
+
 #include <filesystem>
 #include <fstream>
 
@@ -19,14 +22,14 @@ std::string write(const std::string& name, const std::string& text) {
 }
 
 TEST(Tune, ProfilesByVendorAndDriver) {
-  EXPECT_EQ(select_profile(0x13B5, "panvk").name, "mali-valhall");
-  EXPECT_EQ(select_profile(0, "panvk").name, "mali-valhall");
-  EXPECT_EQ(select_profile(0x5143, "turnip").name, "adreno");
-  EXPECT_EQ(select_profile(0x8086, "Intel open-source Mesa driver").name, "intel");
-  EXPECT_EQ(select_profile(0x1002, "radv").name, "amd");
-  EXPECT_EQ(select_profile(0x10DE, "NVIDIA").name, "nvidia");
-  EXPECT_EQ(select_profile(0x10005, "llvmpipe").name, "llvmpipe");
-  EXPECT_EQ(select_profile(0x1234, "other").name, "generic");
+  EXPECT_EQ(select_profile(0x13B5, "panvk", false).name, "mali-valhall");
+  EXPECT_EQ(select_profile(0, "panvk", false).name, "mali-valhall");
+  EXPECT_EQ(select_profile(0x5143, "turnip", false).name, "adreno");
+  EXPECT_EQ(select_profile(0x8086, "Intel open-source Mesa driver", false).name, "intel");
+  EXPECT_EQ(select_profile(0x1002, "radv", false).name, "amd");
+  EXPECT_EQ(select_profile(0x10DE, "NVIDIA", false).name, "nvidia");
+  EXPECT_EQ(select_profile(0x10005, "llvmpipe", false).name, "llvmpipe");
+  EXPECT_EQ(select_profile(0x1234, "other", false).name, "generic");
   EXPECT_THROW(builtin_profile("nope"), rocky::Error);
 }
 
@@ -140,6 +143,13 @@ TEST(Tune, ProfileFileRoundTrip) {
   p.attn_split = {{128, 16, 2, 2, 1}, {64, 8, 1, 1, 1}};  // the split-key tiles
   p.modeled = true;
   p.deny = {{"mul_mmq", "bm128 …", "spills"}};
+  p.mmv.cols = 4;
+  p.mmv.col_split = 1;
+  p.attn_tile = {64, 16, 2, 2, 1, 0, 0, 0};
+  p.attn_rule = {4, 0, 12, 0, 64, 100, 0, 0};
+  p.matmul = {64, 32, 16, 4, 4};
+  p.delta_chunk = 16;
+  p.norm_q8_wg = 128;
   nlohmann::json j = profile_to_json(p, "nvidia");
   j["device"] = key_to_json({0x10DE, 0x2335, 0x12345678, "H200", "NVIDIA", "580"});
   j["tune"] = {{"tool", "rocky tune"}, {"complete", 1}};
@@ -157,6 +167,11 @@ TEST(Tune, ProfileFileRoundTrip) {
   EXPECT_EQ(q.attn, p.attn);
   EXPECT_EQ(q.attn_wide, p.attn_wide);
   EXPECT_EQ(q.attn_split, p.attn_split);
+  EXPECT_EQ(q.attn_tile, p.attn_tile);
+  EXPECT_TRUE(q.attn_rule == p.attn_rule);
+  EXPECT_EQ(q.matmul, p.matmul);
+  EXPECT_EQ(q.delta_chunk, 16u);
+  EXPECT_EQ(q.norm_q8_wg, 128u);
   EXPECT_TRUE(q.modeled);
   ASSERT_EQ(q.deny.size(), 1u);
   EXPECT_EQ(q.deny[0].reason, "spills");
@@ -183,6 +198,34 @@ TEST(Tune, ProfileFileRoundTrip) {
   err(R"({"attn": [{"wg": 64, "br": 16, "tr": 2, "tc": 2, "sg": 1, "roll": 1}]})", "attn[0]: roll 1 needs sg 0");
   err(R"({"deny": [{"kernel": 1}]})", "deny[0]");
   err(R"({"modeled": 2})", "modeled: expected an integer in 0..1");
+  err(R"({"mmv": {"cols": 9}})", "mmv.cols: expected an integer in 1..8");
+  err(R"({"mmv": {"col_split": 4}})", "mmv.col_split");
+  err(R"({"attn_tile": [1]})", "attn_tile: expected an object");
+  err(R"({"attn_tile": {"wg": 64, "br": 16, "tr": 2, "tc": 2, "sg": 1, "roll": 1}})", "attn_tile: roll 1 needs sg 0");
+  err(R"({"attn_rule": {"decode": 2}})", "attn_rule.decode: expected an integer in 0..1");
+  err(R"({"attn_rule": {"split_chunk": 48}})", "attn_rule.split_chunk: expected 0");
+  err(R"({"attn_rule": {"window": 1}})", "attn_rule: unknown field 'window'");
+  err(R"({"matmul": {"bm": 32, "tm": 3}})", "matmul: want TM | BM");
+  err(R"({"matmul": {"bm": 1024, "bn": 1024, "tm": 1, "tn": 1}})", "invocations per workgroup");
+  err(R"({"delta_chunk": 9})", "delta_chunk: expected 0");
+  err(R"({"norm_q8_wg": 96})", "norm_q8_wg: expected 0");
+}
+
+// ROCKY_TUNE's inline fragment goes over a profile the way a file does; null attn_tile clears one.
+TEST(Tune, InlineFragmentOverProfile) {
+  const DeviceProfile& base = builtin_profile("nvidia");
+  const DeviceProfile p =
+      apply_profile_json(nlohmann::json::parse(R"({"mmv": {"q8": 0}, "attn_rule": {"decode": 0}, "delta_chunk": 32,
+                                "attn_tile": {"wg": 64, "br": 8, "tr": 1, "tc": 1}})"),
+                         base, "ROCKY_TUNE");
+  EXPECT_EQ(p.mmv.q8, 0u);
+  EXPECT_EQ(p.mmv.wg, base.mmv.wg);  // fields not given keep the base's
+  EXPECT_EQ(p.attn_rule.decode, 0u);
+  EXPECT_EQ(p.attn_rule.decode_tokens, base.attn_rule.decode_tokens);
+  EXPECT_EQ(p.delta_chunk, 32u);
+  EXPECT_EQ(p.attn_tile.str(), "wg64 br8 tr1 tc1 pf0");
+  EXPECT_EQ(p.name, "nvidia (override ROCKY_TUNE)");
+  EXPECT_FALSE(apply_profile_json(nlohmann::json::parse(R"({"attn_tile": null})"), p, "x").has_attn_tile());
 }
 
 // Lookup by device key: the file named by the key; files of the same device under another
@@ -240,30 +283,90 @@ TEST(Tune, MatvecAndAttentionInTheProfiles) {
   EXPECT_EQ(builtin_profile("nvidia").attn_split.front().str(), "wg128 br16 tr1 tc2 pf1");
   EXPECT_TRUE(builtin_profile("llvmpipe").attn_split.empty());
   EXPECT_TRUE(builtin_profile("mali-valhall").attn_split.empty());
-  EXPECT_EQ(builtin_for_device(0x10DE, "llvmpipe", false).name, "nvidia");
-  EXPECT_EQ(builtin_for_device(0x10DE, "NVIDIA", true).name, "llvmpipe");
-  EXPECT_EQ(builtin_for_device(0x1234, "panvk", false).name, "mali-valhall");
-  EXPECT_EQ(builtin_for_device(0x1234, "x", false).name, "generic");
+  // One selector: a CPU device is llvmpipe whatever its vendor and driver name.
+  EXPECT_EQ(select_profile(0x10DE, "NVIDIA", true).name, "llvmpipe");
+  EXPECT_EQ(select_profile(0x1234, "panvk", false).name, "mali-valhall");
+  EXPECT_EQ(select_profile(0x1234, "x", false).name, "generic");
+  EXPECT_EQ(select_profile(0x1AE0, "SwiftShader driver", true).name, "llvmpipe");
+  // The choices that were vendor branches in ops code (same values).
+  EXPECT_EQ(builtin_profile("nvidia").attn_rule.decode, 1u);
+  EXPECT_EQ(builtin_profile("nvidia").delta_chunk, 0u);
+  for (const char* n : {"mali-valhall", "adreno", "intel", "amd", "llvmpipe", "generic"}) {
+    EXPECT_EQ(builtin_profile(n).attn_rule.decode, 0u) << n;
+    EXPECT_EQ(builtin_profile(n).delta_chunk, 32u) << n;
+    EXPECT_EQ(builtin_profile(n).attn_rule.flash_min_tokens, std::string(n) == "llvmpipe" ? 0u : 8u) << n;
+    EXPECT_EQ(builtin_profile(n).matmul.str(),
+              std::string(n) == "llvmpipe" ? "bm128 bn32 bk8 tm8 tn4" : "bm32 bn32 bk16 tm2 tn4")
+        << n;
+    const bool mali = std::string(n) == "mali-valhall";
+    EXPECT_EQ(builtin_profile(n).attn_rule.dim_pairs, mali ? 0u : 1u) << n;
+    EXPECT_EQ(builtin_profile(n).attn_rule.vec_f32, mali ? 0u : 1u) << n;
+    EXPECT_EQ(builtin_profile(n).norm_q8_wg, mali ? 64u : 0u) << n;
+    EXPECT_EQ(builtin_profile(n).mmv.cols, 8u) << n;
+    EXPECT_EQ(builtin_profile(n).mmv.col_split, MatvecRule::k_col_split_by_cols) << n;
+    EXPECT_FALSE(builtin_profile(n).has_attn_tile()) << n;
+  }
 }
 
-// The shipped Mali profile is the modeled one rocky tune --offline mali-g610 wrote
-// (src/tune/profiles/mali-g610.json; the mali label compiles its variants): the built-in
-// mali-valhall holds the same tiles.
-TEST(Tune, BuiltinMaliIsTheModeledProfile) {
-  const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/mali-g610.json";
-  const DeviceProfile f = load_profile_override(path, builtin_profile("generic"));
-  const DeviceProfile& m = builtin_profile("mali-valhall");
-  EXPECT_TRUE(f.modeled);
-  EXPECT_EQ(f.mmq.str(), m.mmq.str());
-  EXPECT_EQ(f.mm.str(), m.mm.str());
-  EXPECT_EQ(f.mmq_alt.size(), m.mmq_alt.size());
-  EXPECT_EQ(f.max_accumulators, m.max_accumulators);
-  EXPECT_TRUE(f.mmv == m.mmv);
-  EXPECT_EQ(f.attn, m.attn);
-  EXPECT_EQ(f.attn_wide, m.attn_wide);
-  EXPECT_EQ(f.attn_split, m.attn_split);
-  EXPECT_EQ(f.mmq_q4k_nibbles, m.mmq_q4k_nibbles);
-  EXPECT_EQ(f.mmq_q6k_nibbles, m.mmq_q6k_nibbles);
+// The built-in profiles are the data files src/tune/profiles/<name>.json, embedded at build time:
+// each file, read from the source tree as an override, gives the built-in profile of its name (the
+// build embedded the files as they are), and every profile keeps the tiles and rules it had when
+// it was C++ (tiles_str of each, as the ops read them).
+TEST(Tune, BuiltinProfilesAreTheDataFiles) {
+  const std::pair<const char*, const char*> k_tiles[] = {
+      {"mali-valhall",
+       "mmq bm64 bn32 bk64 wm32 wn16 tm2 tn4 wg256 step1 pf0 v1 | mm bm16 bn64 bk64 wm8 wn32 tm8 tn2 wg64 step1 pf1 | "
+       "mmv wg64 rows1 groups1 split2 unroll1 | attn wg128 br16 tr1 tc2 pf0 | attn_wide wg128 br8 tr1 tc1 pf0"},
+      {"adreno",
+       "mmq bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1 | mm bm64 bn64 bk32 wm32 wn32 tm4 tn8 wg128 step1 pf1 | "
+       "mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+      {"intel",
+       "mmq bm64 bn64 bk32 wm32 wn32 tm4 tn4 wg256 step1 pf1 | mm bm64 bn64 bk32 wm32 wn32 tm4 tn8 wg128 step1 pf1 | "
+       "mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+      {"amd",
+       "mmq bm128 bn64 bk32 wm64 wn32 tm8 tn4 wg256 step1 pf1 | mm bm128 bn64 bk32 wm64 wn32 tm8 tn4 wg256 step1 pf1 | "
+       "mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+      {"nvidia",
+       "mmq bm32 bn128 bk64 wm16 wn64 tm4 tn8 wg128 step1 pf0 v1 | alt bm16 bn64 bk64 wm8 wn32 tm8 tn2 wg64 step1 pf1 "
+       "v1 (≥ 33 groups) | mm bm128 bn128 bk32 wm64 wn64 tm8 tn4 wg512 step1 pf1 | mmv wg64 rows4 groups256 split0 "
+       "unroll1 byk q8≤64 cols32x2 | attn wg256 br32 tr4 tc2 pf0 kvh1 roll1 | attn_wide wg256 br8 tr1 tc1 pf0 | "
+       "attn_split wg128 br16 tr1 tc2 pf1"},
+      {"llvmpipe",
+       "mmq bm32 bn32 bk32 wm16 wn16 tm4 tn4 wg64 step1 pf1 | mm bm32 bn32 bk32 wm16 wn16 tm4 tn4 wg64 step1 pf1 | mmv "
+       "wg32 rows8 groups1 split0 unroll1 | attn wg64 br32 tr4 tc4 pf0"},
+      {"generic",
+       "mmq bm64 bn32 bk32 wm32 wn16 tm4 tn2 wg256 step1 pf0 v1 | mm bm64 bn32 bk32 wm32 wn16 tm4 tn4 wg128 step1 pf1 "
+       "| mmv wg64 rows4 groups512 split0 unroll1 | attn wg128 br16 tr1 tc2 pf1"},
+  };
+  EXPECT_EQ(builtin_profiles().size(), std::size(k_tiles));
+  for (const auto& [name, tiles] : k_tiles) {
+    SCOPED_TRACE(name);
+    const DeviceProfile& b = builtin_profile(name);
+    EXPECT_EQ(b.tiles_str(), tiles);
+    const std::string path = std::string(ROCKY_SOURCE_DIR) + "/src/tune/profiles/" + name + ".json";
+    const DeviceProfile f = load_profile_override(path, builtin_profile("generic"));
+    EXPECT_EQ(f.tiles_str(), b.tiles_str());
+    EXPECT_EQ(f.mmq_alt.size(), b.mmq_alt.size());
+    EXPECT_TRUE(f.mmv == b.mmv);
+    EXPECT_EQ(f.attn, b.attn);
+    EXPECT_EQ(f.attn_wide, b.attn_wide);
+    EXPECT_EQ(f.attn_split, b.attn_split);
+    EXPECT_EQ(f.max_accumulators, b.max_accumulators);
+    EXPECT_EQ(f.min_workgroups, b.min_workgroups);
+    EXPECT_EQ(f.mmq_q4k_nibbles, b.mmq_q4k_nibbles);
+    EXPECT_EQ(f.mmq_q6k_nibbles, b.mmq_q6k_nibbles);
+    EXPECT_TRUE(f.attn_rule == b.attn_rule);
+    EXPECT_EQ(f.matmul, b.matmul);
+    EXPECT_EQ(f.delta_chunk, b.delta_chunk);
+    EXPECT_EQ(f.norm_q8_wg, b.norm_q8_wg);
+    EXPECT_EQ(f.modeled, b.modeled);
+    EXPECT_EQ(f.deny.size(), b.deny.size());
+  }
+  // The Mali profile exists once: the modeled one `rocky tune --offline mali-g610` wrote (the mali
+  // label compiles its variants), with the candidates the offline compiler refused.
+  EXPECT_TRUE(builtin_profile("mali-valhall").modeled);
+  EXPECT_FALSE(builtin_profile("mali-valhall").deny.empty());
+  EXPECT_FALSE(builtin_profile("nvidia").modeled);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // Both attention kernels (shaders/attention_flash.comp, the tiled prefill kernel, and
-// shaders/attention.comp, the per-(head, token) kernel; forced with ROCKY_ATTN) against the CPU
+// shaders/attention.comp, the per-(head, token) kernel; forced with the attn switch) against the CPU
 // oracle's attention (backend/cpu/ops.hpp: f64 dot products, softmax and sums) on random data of
 // awkward shapes: n_tokens 1, 3, 37, 130 × n_past 0, 5, 77 (the cache filled by an earlier
 // ubatch) × head_dim 64, 128 × GQA groups 1, 2, 7 × f32 and f16 KV cache; half the shapes use
 // scale 1 (peaked softmax), half 1/√head_dim; the tiled kernel also with other tiles (register
-// prefetch on, keys per block 8 … 32) through ROCKY_ATTN_TILE. With an f16 cache the oracle reads the same
+// prefetch on, keys per block 8 … 32) through the profile's attn_tile. With an f16 cache the oracle reads the same
 // f16-rounded K and V, so both caches are held to the f32-arithmetic bound: NMSE ≤ 1e-10.
 // Validation layer + synchronization validation on; zero errors asserted.
 #include <fmt/format.h>
@@ -17,6 +17,9 @@
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -38,14 +41,48 @@ using graph::Op;
 
 constexpr double k_tol = 1e-10;
 
+// The lab overrides these tests set, by name — "attn" (ROCKY_SWITCH attn=flash|simple|decode),
+// "tile" (WG,BR,TR,TC[,PREFETCH[,KVH[,SG[,ROLL]]]]: ROCKY_TUNE's attn_tile), "split" (0: never
+// split, else key positions per split: attn_rule.split / split_chunk) and "grid" (attn_rule.fa_groups)
+// — and the LabOptions the program's boundary parses from them (runtime::parse_lab).
+std::map<std::string, std::string>& lab_vars() {
+  static std::map<std::string, std::string> v;
+  return v;
+}
+void set_var(const char* name, const std::string& value) { lab_vars()[name] = value; }
+void unset_var(const char* name) { lab_vars().erase(name); }
+vulkan::LabOptions lab_now() {
+  auto get = [](const char* n) { return lab_vars().count(n) ? lab_vars()[n] : std::string(); };
+  nlohmann::json tune = nlohmann::json::object();
+  if (const std::string t = get("tile"); !t.empty()) {
+    static const char* const k_fields[] = {"wg", "br", "tr", "tc", "prefetch", "kvh", "sg", "roll"};
+    std::vector<uint32_t> v;
+    for (size_t at = 0; at <= t.size();) {
+      const size_t c = std::min(t.find(',', at), t.size());
+      v.push_back(static_cast<uint32_t>(std::stoul(t.substr(at, c - at))));
+      at = c + 1;
+    }
+    for (size_t i = 0; i < v.size() && i < 8; ++i) tune["attn_tile"][k_fields[i]] = v[i];
+  }
+  if (const std::string sp = get("split"); !sp.empty()) {
+    if (sp == "0")
+      tune["attn_rule"]["split"] = 0;
+    else
+      tune["attn_rule"]["split_chunk"] = std::stoul(sp);
+  }
+  if (const std::string g = get("grid"); !g.empty()) tune["attn_rule"]["fa_groups"] = std::stoul(g);
+  const std::string attn = get("attn");
+  return runtime::parse_lab(tune.empty() ? std::string() : tune.dump(), attn.empty() ? "" : "attn=" + attn);
+}
+
 class VulkanAttention : public ::testing::Test {
  protected:
   void TearDown() override {
-    unsetenv("ROCKY_ATTN");
-    unsetenv("ROCKY_ATTN_TILE");
-    unsetenv("ROCKY_ATTN_SPLIT");
+    unset_var("attn");
+    unset_var("tile");
+    unset_var("split");
     for (auto& [key, be] : shared_backends()) {
-      be->set_lab(runtime::read_env().lab);
+      be->set_lab(lab_now());
       EXPECT_EQ(be->instance().error_count(), 0u) << "validation errors (kv_f16=" << std::get<0>(key) << ")";
       be->release_weights();
     }
@@ -117,12 +154,12 @@ double run_shape(vulkan::VulkanBackend& be, bool kv_f16, const Shape& s, std::mt
   return nmse(out, std::vector<double>(ref_f.begin(), ref_f.end()));
 }
 
-// tile: a ROCKY_ATTN_TILE value for the flash kernel (nullptr = the device's table).
+// tile: an attn_tile (lab_now) for the flash kernel (nullptr = the device's table).
 void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vector<int32_t> head_dims = {64, 128}) {
-  setenv("ROCKY_ATTN", kernel, 1);
-  if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
+  set_var("attn", kernel);
+  if (tile) set_var("tile", tile);
   auto& be = shared_backend(kv_f16);
-  be.set_lab(runtime::read_env().lab);  // the program boundary's read of ROCKY_ATTN / ROCKY_ATTN_TILE
+  be.set_lab(lab_now());  // as the program boundary parses ROCKY_SWITCH / ROCKY_TUNE
   std::mt19937 rng(kv_f16 ? 71 : 70);
   double worst = 0;
   int cases = 0;
@@ -143,7 +180,7 @@ void sweep(const char* kernel, bool kv_f16, const char* tile = nullptr, std::vec
   }
   std::printf("attention %-6s kv_f16=%d tile %-12s: %d shapes, worst NMSE %.3g (bound %.0e)\n", kernel, kv_f16,
               tile ? tile : "default", cases, worst, k_tol);
-  unsetenv("ROCKY_ATTN_TILE");
+  unset_var("tile");
 }
 
 TEST_F(VulkanAttention, FlashF32Kv) { sweep("flash", false); }
@@ -176,13 +213,13 @@ TEST_F(VulkanAttention, SimpleF32Kv) { sweep("simple", false); }
 
 // Sliding window (gemma3's local layers): token at q sees q − W < p ≤ q. Windows shorter than
 // a key block, than the prompt and than n_past; both kernels, head_dim 64 and Gemma's 256.
-// tile: a ROCKY_ATTN_TILE value (the shipped GPU tiles prefetch K/V through registers).
+// tile: an attn_tile (the shipped GPU tiles prefetch K/V through registers).
 void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr,
                   std::vector<int32_t> head_dims = {64, 256}) {
-  setenv("ROCKY_ATTN", kernel, 1);
-  if (tile) setenv("ROCKY_ATTN_TILE", tile, 1);
+  set_var("attn", kernel);
+  if (tile) set_var("tile", tile);
   auto& be = shared_backend(kv_f16);
-  be.set_lab(runtime::read_env().lab);
+  be.set_lab(lab_now());
   std::mt19937 rng(kv_f16 ? 73 : 72);
   int cases = 0;
   for (int32_t w : {1, 5, 40})
@@ -195,7 +232,7 @@ void sweep_window(const char* kernel, bool kv_f16, const char* tile = nullptr,
               << kernel << " kv_f16=" << kv_f16 << " window=" << w << " n_tokens=" << n << " n_past=" << n_past
               << " head_dim=" << hd << " tile " << (tile ? tile : "default");
         }
-  unsetenv("ROCKY_ATTN_TILE");
+  unset_var("tile");
 }
 TEST_F(VulkanAttention, FlashSlidingWindow) {
   sweep_window("flash", false);
@@ -211,8 +248,8 @@ TEST_F(VulkanAttention, DecodeF16Kv) { sweep("decode", true, nullptr, {64, 80, 1
 TEST_F(VulkanAttention, DecodeSlidingWindow) { sweep_window("decode", true); }
 
 // Deep caches: decode after 2,049 and 2,300 positions and 3 tokens after 700 — the split
-// path (attention_split + attention_merge; ROCKY_ATTN_SPLIT chunks of 64 positions and the default
-// 128) and the unsplit kernel (ROCKY_ATTN_SPLIT=0) against the oracle; head_dim 80 (not a power
+// path (attention_split + attention_merge; attn_rule.split_chunk 64 and the default 128) and the
+// unsplit kernel (attn_rule.split 0) against the oracle; head_dim 80 (not a power
 // of two) and 128, GQA 7, 2 and 1, sliding windows of 300 and 200 positions; the tiled kernel with
 // 37 tokens after 2,049.
 TEST_F(VulkanAttention, DeepCacheSplitDecode) {
@@ -224,41 +261,41 @@ TEST_F(VulkanAttention, DeepCacheSplitDecode) {
         // The cache is filled by the tiled kernel (the per-(head, token) one is O(N²) on lavapipe),
         // the decode ubatch runs the per-(head, token) kernel or attention_decode with this split.
         auto decode_kernel = [&] {
-          setenv("ROCKY_ATTN", kernel, 1);
-          setenv("ROCKY_ATTN_SPLIT", split, 1);
-          be.set_lab(runtime::read_env().lab);
+          set_var("attn", kernel);
+          set_var("split", split);
+          be.set_lab(lab_now());
         };
         // (n_tokens, n_past, head_dim, group, n_head_kv): the fills cost heads · head_dim · n_past².
         for (const Shape& s : {Shape{1, 2049, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{1, 2300, 128, 2, 2, 0.0884f},
                                Shape{3, 700, 128, 1, 2, 1.0f},
                                // sliding windows: chunks count from the window's first position
                                Shape{1, 2049, 128, 2, 1, 0.0884f, 300}, Shape{3, 700, 64, 2, 1, 1.0f, 200}}) {
-          setenv("ROCKY_ATTN", "flash", 1);
-          be.set_lab(runtime::read_env().lab);
+          set_var("attn", "flash");
+          be.set_lab(lab_now());
           EXPECT_LE(run_shape(be, kv_f16, s, rng, decode_kernel), k_tol)
               << kernel << " split=" << split << " kv_f16=" << kv_f16 << " n=" << s.n_tokens << " n_past=" << s.n_past
               << " head_dim=" << s.head_dim;
         }
       }
-    setenv("ROCKY_ATTN", "flash", 1);
-    unsetenv("ROCKY_ATTN_SPLIT");
-    be.set_lab(runtime::read_env().lab);
+    set_var("attn", "flash");
+    unset_var("split");
+    be.set_lab(lab_now());
     const Shape s{37, 2049, 128, 2, 1, 1.0f};
     EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol) << "flash kv_f16=" << kv_f16 << " n_past=" << s.n_past;
   }
-  unsetenv("ROCKY_ATTN_SPLIT");
+  unset_var("split");
 }
 
-// The flash kernel with tile(kv_f16) (a ROCKY_ATTN_TILE value) on deep caches, both caches, with the
-// prefill grid's keys split (ROCKY_ATTN_FA_GRID far above the grid) and unsplit (0).
+// The flash kernel with tile(kv_f16) (an attn_tile) on deep caches, both caches, with the prefill
+// grid's keys split (attn_rule.fa_groups far above the grid) and unsplit (0).
 void deep_tile_sweep(const std::function<std::string(bool)>& tile, uint32_t seed, std::initializer_list<Shape> shapes) {
   for (const bool kv_f16 : {false, true}) {
     auto& be = shared_backend(kv_f16);
     for (const char* grid : {"1048576", "0"}) {
-      setenv("ROCKY_ATTN", "flash", 1);
-      setenv("ROCKY_ATTN_TILE", tile(kv_f16).c_str(), 1);
-      setenv("ROCKY_ATTN_FA_GRID", grid, 1);
-      be.set_lab(runtime::read_env().lab);
+      set_var("attn", "flash");
+      set_var("tile", tile(kv_f16).c_str());
+      set_var("grid", grid);
+      be.set_lab(lab_now());
       std::mt19937 rng(seed + (kv_f16 ? 0 : 1));
       for (const Shape& s : shapes) {
         EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
@@ -267,7 +304,7 @@ void deep_tile_sweep(const std::function<std::string(bool)>& tile, uint32_t seed
       }
     }
   }
-  unsetenv("ROCKY_ATTN_FA_GRID");
+  unset_var("grid");
 }
 
 // attention_flash_sg (a row group is one subgroup: subgroup row reductions, K and V staged
@@ -289,9 +326,9 @@ TEST_F(VulkanAttention, FlashSubgroupTiles) {
                    Shape{5, 2100, 64, 2, 2, 1.0f, 700}});
   // CT = 2 · subgroup size: refused, naming the sizes.
   auto& be = shared_backend(false);
-  setenv("ROCKY_ATTN", "flash", 1);
-  setenv("ROCKY_ATTN_TILE", fmt::format("{},8,2,2,0,0,1", 8 * sg).c_str(), 1);
-  be.set_lab(runtime::read_env().lab);
+  set_var("attn", "flash");
+  set_var("tile", fmt::format("{},8,2,2,0,0,1", 8 * sg).c_str());
+  be.set_lab(lab_now());
   std::mt19937 rng(101);
   try {
     run_shape(be, false, Shape{37, 5, 64, 2, 1, 0.125f}, rng);
@@ -301,8 +338,8 @@ TEST_F(VulkanAttention, FlashSubgroupTiles) {
         << e.what();
   }
   be.release_weights();
-  unsetenv("ROCKY_ATTN_TILE");
-  unsetenv("ROCKY_ATTN");
+  unset_var("tile");
+  unset_var("attn");
 }
 
 // attention_flash_roll (tile field roll: the q·k loop rolled in steps of 4 vec4, the P·V key
@@ -321,34 +358,34 @@ TEST_F(VulkanAttention, FlashRolledTiles) {
                   {Shape{37, 2049, 128, 2, 1, 0.0884f}, Shape{130, 2300, 72, 7, 1, 1.0f / std::sqrt(72.0f)},
                    Shape{5, 2100, 80, 2, 2, 1.0f, 700}});
   auto& be = shared_backend(false);
-  setenv("ROCKY_ATTN", "flash", 1);
-  setenv("ROCKY_ATTN_TILE", "64,16,4,2,0,0,1,1", 1);
+  set_var("attn", "flash");
+  set_var("tile", "64,16,4,2,0,0,1,1");
   std::mt19937 rng(105);
   try {
-    be.set_lab(runtime::read_env().lab);
+    be.set_lab(lab_now());
     run_shape(be, false, Shape{37, 5, 64, 2, 1, 0.125f}, rng);
     ADD_FAILURE() << "a tile with SG and ROLL ran";
   } catch (const rocky::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not both SG and ROLL"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("attn_tile: roll 1 needs sg 0"), std::string::npos) << e.what();
   }
   be.release_weights();
-  unsetenv("ROCKY_ATTN_TILE");
-  unsetenv("ROCKY_ATTN");
+  unset_var("tile");
+  unset_var("attn");
 }
 
 // /The tiled kernel with split keys (ops/attention.cpp flash_split_plan: a grid of few
 // row blocks over a long cache — an agent's next message at depth): 1, 5, 13 and 50 tokens after
 // 1,100 … 1,500 positions, head_dim 80 / 128 / 64, GQA 7 / 2 / 1, a sliding window of 300, both
-// caches; each split's partial state is merged by attention_merge. ROCKY_ATTN_SPLIT=0 (unsplit) must
+// caches; each split's partial state is merged by attention_merge. attn_rule.split 0 (unsplit) must
 // give the same bound.
 TEST_F(VulkanAttention, FlashSplitKeysAtDepth) {
   for (const bool kv_f16 : {false, true}) {
     auto& be = shared_backend(kv_f16);
     std::mt19937 rng(kv_f16 ? 95 : 94);
     for (const char* split : {"", "0"}) {
-      setenv("ROCKY_ATTN", "flash", 1);
-      setenv("ROCKY_ATTN_SPLIT", split, 1);
-      be.set_lab(runtime::read_env().lab);
+      set_var("attn", "flash");
+      set_var("split", split);
+      be.set_lab(lab_now());
       for (const Shape& s : {Shape{1, 1100, 80, 7, 1, 1.0f / std::sqrt(80.0f)}, Shape{5, 1500, 128, 2, 2, 0.0884f},
                              Shape{50, 1100, 64, 1, 2, 1.0f}, Shape{13, 1300, 128, 2, 1, 0.0884f, 300}}) {
         EXPECT_LE(run_shape(be, kv_f16, s, rng), k_tol)
@@ -357,7 +394,7 @@ TEST_F(VulkanAttention, FlashSplitKeysAtDepth) {
       }
     }
   }
-  unsetenv("ROCKY_ATTN_SPLIT");
+  unset_var("split");
 }
 
 // A profile's attn_split tiles run the split-key case (a short ubatch over a long cache) in
@@ -374,14 +411,12 @@ TEST_F(VulkanAttention, ProfileSplitTileRunsSplitKeys) {
   o.validation = true;
   o.persist_pipeline_cache = false;
   o.matmul = vulkan::ops::MatmulPath::BASIC;
-  o.lab.tune = path;
+  o.lab = runtime::parse_lab(path, "");
   vulkan::VulkanBackend tuned(o);
   auto& plain = shared_backend(false);
-  setenv("ROCKY_ATTN", "flash", 1);
-  plain.set_lab(runtime::read_env().lab);
-  vulkan::LabOptions lab = runtime::read_env().lab;
-  lab.tune = path;
-  tuned.set_lab(lab);
+  set_var("attn", "flash");
+  plain.set_lab(lab_now());
+  tuned.set_lab(runtime::parse_lab(path, "attn=flash"));
   for (const Shape& s : {Shape{5, 1500, 128, 2, 2, 0.0884f}, Shape{13, 1300, 64, 7, 1, 0.125f}}) {
     std::mt19937 r1(7), r2(7);
     const double e_tuned = run_shape(tuned, false, s, r1);
@@ -404,7 +439,7 @@ TEST_F(VulkanAttention, ProfileSplitTileRunsSplitKeys) {
 TEST_F(VulkanAttention, MultiSeqStepMixedLengths) {
   for (const bool kv_f16 : {false, true}) {
     auto& be = shared_backend(kv_f16);
-    be.set_lab(runtime::read_env().lab);
+    be.set_lab(lab_now());
     std::mt19937 rng(kv_f16 ? 95 : 94);
     // (head_dim, group, n_head_kv): the f16 case is qwen2.5's head_dim with 2 KV heads.
     const int32_t hd = kv_f16 ? 128 : 64, group = kv_f16 ? 2 : 4, n_kv = kv_f16 ? 2 : 1, n_head = n_kv * group;
@@ -477,9 +512,9 @@ TEST_F(VulkanAttention, MultiSeqStepMixedLengths) {
     // "" = the per-(head, token) step kernel (lavapipe's default), "decode" = attention_decode.comp.
     for (const char* kernel : {"", "decode"})
       for (const char* split : {"", "64", "0"}) {
-        setenv("ROCKY_ATTN", kernel, 1);
-        setenv("ROCKY_ATTN_SPLIT", split, 1);
-        be.set_lab(runtime::read_env().lab);
+        set_var("attn", kernel);
+        set_var("split", split);
+        be.set_lab(lab_now());
         const backend::HostTiming h0 = ctx->stats().host;
         for (int rep = 0; rep < 2; ++rep) {  // recorded, then replayed (the step writes K/V it holds already)
           std::vector<float> out(qn * 4);
@@ -498,32 +533,39 @@ TEST_F(VulkanAttention, MultiSeqStepMixedLengths) {
         const uint64_t per = (h1.dispatches - h0.dispatches) / 2;
         EXPECT_EQ(per, std::string(split) == "0" ? 6u : 7u) << "kernel '" << kernel << "' split '" << split << "'";
       }
-    unsetenv("ROCKY_ATTN");
-    unsetenv("ROCKY_ATTN_SPLIT");
-    be.set_lab(runtime::read_env().lab);
+    unset_var("attn");
+    unset_var("split");
+    be.set_lab(lab_now());
     ctx.reset();
     be.release_weights();
   }
 }
 
-// A malformed ROCKY_ATTN_SPLIT is a clear error, not a silent default.
+// A malformed split chunk or grid target (ROCKY_TUNE's attn_rule) is a clear error naming the
+// field where the program's boundary parses it, not a silent default.
 TEST_F(VulkanAttention, SplitChunkValidated) {
-  auto& be = shared_backend(false);
-  std::mt19937 rng(92);
-  for (const char* bad : {"100", "abc", "64x"}) {
-    setenv("ROCKY_ATTN", "simple", 1);
-    setenv("ROCKY_ATTN_SPLIT", bad, 1);
-    be.set_lab(runtime::read_env().lab);
-    EXPECT_THROW(run_shape(be, false, Shape{1, 300, 64, 2, 1, 0.125f}, rng), rocky::Error) << bad;
-    be.release_weights();
+  for (const char* bad : {"100", "\"abc\"", "-64", "64.5"}) {
+    try {
+      (void)runtime::parse_lab(std::string(R"({"attn_rule": {"split_chunk": )") + bad + "}}", "attn=simple");
+      ADD_FAILURE() << "split_chunk " << bad << " accepted";
+    } catch (const rocky::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ROCKY_TUNE: attn_rule.split_chunk"), std::string::npos) << e.what();
+    }
   }
-  unsetenv("ROCKY_ATTN_SPLIT");
+  for (const char* bad : {"\"abc\"", "-1", "1.5"}) {
+    try {
+      (void)runtime::parse_lab(std::string(R"({"attn_rule": {"fa_groups": )") + bad + "}}", "");
+      ADD_FAILURE() << "fa_groups " << bad << " accepted";
+    } catch (const rocky::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ROCKY_TUNE: attn_rule.fa_groups"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Prefill ubatches split their keys too when the grid is small for the device
-// (ROCKY_ATTN_FA_GRID: the invocation target): 130 and 64 tokens after 1,100 … 2,000 positions, a
+// (attn_rule.fa_groups: the workgroup target): 130 and 64 tokens after 1,100 … 2,000 positions, a
 // sliding window of 1,200, both caches, with a target that splits (2²⁰) and one that never does (0) — both
-// within the bound, with different bits (the split ran). Malformed targets are errors.
+// within the bound, with different bits (the split ran). Malformed targets: SplitChunkValidated.
 TEST_F(VulkanAttention, FlashGridTargetSplitsPrefill) {
   for (const bool kv_f16 : {false, true}) {
     auto& be = shared_backend(kv_f16);
@@ -531,9 +573,9 @@ TEST_F(VulkanAttention, FlashGridTargetSplitsPrefill) {
                            Shape{37, 1500, 80, 1, 2, 1.0f}}) {
       double e[2] = {0, 0};
       for (int i = 0; i < 2; ++i) {
-        setenv("ROCKY_ATTN", "flash", 1);
-        setenv("ROCKY_ATTN_FA_GRID", i == 0 ? "1048576" : "0", 1);
-        be.set_lab(runtime::read_env().lab);
+        set_var("attn", "flash");
+        set_var("grid", i == 0 ? "1048576" : "0");
+        be.set_lab(lab_now());
         std::mt19937 rng(kv_f16 ? 97 : 96);
         e[i] = run_shape(be, kv_f16, s, rng);
         EXPECT_LE(e[i], k_tol) << "grid target " << (i == 0 ? "2^20" : "0") << " kv_f16=" << kv_f16
@@ -542,16 +584,8 @@ TEST_F(VulkanAttention, FlashGridTargetSplitsPrefill) {
       EXPECT_NE(e[0], e[1]) << "the split did not run (n=" << s.n_tokens << ", kv_f16=" << kv_f16 << ")";
     }
   }
-  auto& be = shared_backend(false);
-  std::mt19937 rng(98);
-  for (const char* bad : {"abc", "12x", "-1"}) {
-    setenv("ROCKY_ATTN_FA_GRID", bad, 1);
-    be.set_lab(runtime::read_env().lab);
-    EXPECT_THROW(run_shape(be, false, Shape{64, 1100, 64, 2, 1, 0.125f}, rng), rocky::Error) << bad;
-    be.release_weights();
-  }
-  unsetenv("ROCKY_ATTN_FA_GRID");
-  unsetenv("ROCKY_ATTN");
+  unset_var("grid");
+  unset_var("attn");
 }
 
 // Op timing (not run by CI; --gtest_also_run_disabled_tests): GPU time of the attention dispatch
@@ -575,8 +609,8 @@ TEST(VulkanAttentionBench, DISABLED_OpTime) {
   std::mt19937 rng(5);
   for (auto [n, n_past] : cases) {
     for (const char* kernel : {"simple", "flash"}) {
-      setenv("ROCKY_ATTN", kernel, 1);
-      be.set_lab(runtime::read_env().lab);
+      set_var("attn", kernel);
+      be.set_lab(lab_now());
       const int32_t total = n + n_past;
       auto eq = make_weight(DType::F32, int64_t(hd) * n_head, total, rng, "q");
       auto ek = make_weight(DType::F32, int64_t(hd) * n_kv, total, rng, "k");
@@ -610,7 +644,7 @@ TEST(VulkanAttentionBench, DISABLED_OpTime) {
       be.release_weights();
     }
   }
-  unsetenv("ROCKY_ATTN");
+  unset_var("attn");
   EXPECT_GT(cases.size(), 0u);
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -194,7 +195,7 @@ TEST(VulkanCli, RunOnVulkanMatchesCpu) {
 
 // --matmul: the default (auto) takes the int8 path on quantized weights and verify then holds it to
 // the int8 bound (0.35 absolute, ../shared/reference/README.md); --matmul basic is the f32 path with
-// the tight rel 1e-3; a bad value is a usage error (exit 2), a bad ROCKY_MATMUL an error (exit 1).
+// the tight rel 1e-3; a bad value is a usage error (exit 2), a bad ROCKY_SWITCH matmul an error (exit 1).
 TEST(VulkanCli, VerifyMatmulPathsAndTolerances) {
   const std::string model = std::string(ROCKY_SHARED_DIR) + "/reference/models/synth/synth-llama-q8_0.gguf";
   Result a = run_cmd(k_rocky + " verify -m " + model + " --json");
@@ -212,16 +213,60 @@ TEST(VulkanCli, VerifyMatmulPathsAndTolerances) {
   EXPECT_EQ(jb["int8_matmuls"].get<int>(), 0);
   EXPECT_EQ(jb["tolerance_kind"], "rel");
   EXPECT_LE(jb["rel"].get<double>(), 1e-3);
-  // ROCKY_MATMUL overrides the option (lab scripts).
-  Result c = run_cmd("ROCKY_MATMUL=basic " + k_rocky + " verify -m " + model + " --json");
+  // The lab switch overrides the option (lab scripts).
+  Result c = run_cmd("ROCKY_SWITCH=matmul=basic " + k_rocky + " verify -m " + model + " --json");
   ASSERT_EQ(c.code, 0) << c.out;
   EXPECT_NE(c.out.find("\"int8_matmuls\": 0"), std::string::npos) << c.out;
   Result d = run_cmd(k_rocky + " verify -m " + model + " --matmul fast");
   EXPECT_EQ(d.code, 2) << d.out;
   EXPECT_NE(d.out.find("--matmul"), std::string::npos) << d.out;
-  Result e = run_cmd("ROCKY_MATMUL=fast " + k_rocky + " verify -m " + model);
+  Result e = run_cmd("ROCKY_SWITCH=matmul=fast " + k_rocky + " verify -m " + model);
   EXPECT_EQ(e.code, 1) << e.out;
-  EXPECT_NE(e.out.find("ROCKY_MATMUL 'fast': expected auto, mmq, mm or basic"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("ROCKY_SWITCH: matmul=fast: expected auto, mmq, mm or basic"), std::string::npos) << e.out;
+}
+
+// The lab variables are parsed once when rocky starts: a bad ROCKY_TUNE (file, fragment, field,
+// range), ROCKY_SWITCH (key, value), ROCKY_VULKAN_TIMEOUT_S or ROCKY_DEVICE_MEMORY_LIMIT is an error
+// naming it (exit 1) before any command runs, never a silent default; good values run.
+TEST(VulkanCli, BadLabVariablesAreErrors) {
+  const std::string dir = std::string(ROCKY_BINARY_DIR) + "/test-scratch";
+  std::filesystem::create_directories(dir);
+  const std::string bad_json = dir + "/bad-tune.json";
+  {
+    std::ofstream f(bad_json);
+    f << "{\"mmq\": {\"bm\": 64,}}";
+  }
+  const std::pair<std::string, std::string> cases[] = {
+      {"ROCKY_TUNE=/nonexistent/profile.json", "ROCKY_TUNE /nonexistent/profile.json: cannot open"},
+      {"ROCKY_TUNE=" + bad_json, "ROCKY_TUNE " + bad_json + ": not valid JSON"},
+      {"ROCKY_TUNE='{\"mmv\": {\"q8\": 8'", "ROCKY_TUNE: not valid JSON"},
+      {"ROCKY_TUNE='[1, 2]'", "ROCKY_TUNE [1, 2]: cannot open"},  // not an inline object: a path
+      {"ROCKY_TUNE='{\"tiles\": 1}'", "ROCKY_TUNE: unknown field 'tiles'"},
+      {"ROCKY_TUNE='{\"mmv\": {\"colz\": 1}}'", "ROCKY_TUNE: mmv: unknown field 'colz'"},
+      {"ROCKY_TUNE='{\"mmv\": {\"q8\": 65}}'", "ROCKY_TUNE: mmv.q8: expected an integer in 0..64"},
+      {"ROCKY_TUNE='{\"attn_rule\": {\"decode_tokens\": 0}}'", "ROCKY_TUNE: attn_rule.decode_tokens"},
+      {"ROCKY_TUNE='{\"attn_tile\": {\"wg\": 64, \"br\": 16, \"tr\": 3}}'", "ROCKY_TUNE: attn_tile"},
+      {"ROCKY_TUNE='{\"delta_chunk\": 7}'", "ROCKY_TUNE: delta_chunk"},
+      {"ROCKY_TUNE='{\"profile\": \"cray\"}'", "unknown tuning profile 'cray'"},
+      {"ROCKY_SWITCH=fuse_epilogue=2", "ROCKY_SWITCH: fuse_epilogue=2: expected 0 or 1"},
+      {"ROCKY_SWITCH=attn=fast", "ROCKY_SWITCH: attn=fast"},
+      {"ROCKY_SWITCH=replay=0", "ROCKY_SWITCH: unknown switch 'replay'"},
+      {"ROCKY_SWITCH=fold_norm", "is not key=value"},
+      {"ROCKY_SWITCH=fold_norm=0,fold_norm=1", "fold_norm given twice"},
+      {"ROCKY_VULKAN_TIMEOUT_S=soon", "ROCKY_VULKAN_TIMEOUT_S='soon'"},
+      {"ROCKY_VULKAN_TIMEOUT_S=0", "ROCKY_VULKAN_TIMEOUT_S='0'"},
+      {"ROCKY_DEVICE_MEMORY_LIMIT=lots", "ROCKY_DEVICE_MEMORY_LIMIT='lots'"},
+  };
+  for (const auto& [env, want] : cases) {
+    Result r = run_cmd(env + " " + k_rocky + " devices");
+    EXPECT_EQ(r.code, 1) << env << "\n" << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << env << "\n" << r.out;
+  }
+  Result ok = run_cmd(
+      "ROCKY_TUNE='{\"mmv\": {\"q8\": 8}, \"attn_rule\": {\"split_chunk\": 64}}' "
+      "ROCKY_SWITCH=fuse_epilogue=0,attn=simple,matmul=mm ROCKY_VULKAN_TIMEOUT_S=60 " +
+      k_rocky + " devices");
+  EXPECT_EQ(ok.code, 0) << ok.out;
 }
 
 }  // namespace

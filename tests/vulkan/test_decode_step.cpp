@@ -25,6 +25,7 @@
 #include "backend/vulkan/vulkan_backend.hpp"
 #include "quant/quant.hpp"
 #include "model/model.hpp"
+#include "runtime/options.hpp"
 #include "common/shared.hpp"
 #include "vk_test_util.hpp"
 
@@ -353,7 +354,7 @@ void check_model(const char* file, bool kv_f16, int n_gen, bool host_io = false)
   EXPECT_LE(worst_cpu, m->hparams().full_attn_interval > 0 ? 1.35 : 0.35) << "GPU decode vs the CPU oracle";
 }
 
-// The int8-dot decode matvec (VulkanOptions::matvec_q8 via ROCKY_MMV_Q8; fast::matvec_q8 fed
+// The int8-dot decode matvec (the profile's mmv.q8 through ROCKY_TUNE; fast::matvec_q8 fed
 // by the q8_1 producers): replayed = recorded bit for bit, the CPU oracle within the q8_1 paths'
 // bound (0.35 absolute; 1.35 on the hybrid qwen35), and close to the f32-activation matvec's decode.
 void check_q8_decode(const char* file, bool kv_f16, int n_gen) {
@@ -364,9 +365,8 @@ void check_q8_decode(const char* file, bool kv_f16, int n_gen) {
   std::vector<int32_t> prompt(9), gen(static_cast<size_t>(n_gen));
   for (auto& t : prompt) t = tok(rng);
   for (auto& t : gen) t = tok(rng);
-  vulkan::LabOptions on, off;
-  on.mmv_q8 = "8";
-  off.mmv_q8 = "0";
+  const vulkan::LabOptions on = runtime::parse_lab(R"({"mmv": {"q8": 8}})", ""),
+                           off = runtime::parse_lab(R"({"mmv": {"q8": 0}})", "");
   const Decode replayed = run_decode(*m, prompt, gen, true, false, kv_f16, false, on);
   const Decode recorded = run_decode(*m, prompt, gen, false, false, kv_f16, false, on);
   const Decode f32x = run_decode(*m, prompt, gen, false, false, kv_f16, false, off);
@@ -384,7 +384,7 @@ void check_q8_decode(const char* file, bool kv_f16, int n_gen) {
               worst_f32x);
   EXPECT_LE(worst_cpu, bound) << "GPU decode with q8_1 activations vs the CPU oracle";
   EXPECT_LE(worst_f32x, bound) << "q8_1 vs f32 activations";
-  EXPECT_GT(worst_f32x, 0.0) << "ROCKY_MMV_Q8 changed nothing: the int8-dot matvec did not run";
+  EXPECT_GT(worst_f32x, 0.0) << "mmv.q8 changed nothing: the int8-dot matvec did not run";
 }
 
 TEST(DecodeStep, Q8MatvecDecodeQwen2) { check_q8_decode("synth-qwen2-q4_k_m.gguf", true, 16); }
@@ -400,7 +400,7 @@ TEST(DecodeStep, ReplayedDecodeQwen3) { check_model("synth-qwen3-q4_k_m.gguf", f
 TEST(DecodeStep, ReplayedDecodeQwen35) { check_model("synth-qwen35-q4_k_m.gguf", false, 16); }
 
 // The split decode attention under replay (chunks of 64 positions, as a GPU decodes at depth; the
-// per-(head, token) kernel, ROCKY_ATTN=simple, and the GPUs' GQA kernel, ROCKY_ATTN=decode): its
+// per-(head, token) kernel, attn=simple, and the GPUs' GQA kernel, attn=decode): its
 // (chunk, n_split) is in the replay key, so the step is recorded again when a token's key range
 // crosses into a new chunk (n_kv 65 and 129 here) and replayed in between — bit-exact against
 // re-recording every token, and within the q8_1 bound of the CPU oracle.
@@ -411,9 +411,8 @@ void check_split_replay(const char* kernel) {
   std::vector<int32_t> prompt(7), gen(140);
   for (auto& t : prompt) t = tok(rng);
   for (auto& t : gen) t = tok(rng);
-  vulkan::LabOptions lab;
-  lab.attn = kernel;
-  lab.attn_split = "64";
+  const vulkan::LabOptions lab =
+      runtime::parse_lab(R"({"attn_rule": {"split_chunk": 64}})", std::string("attn=") + kernel);
   const Decode replayed = run_decode(*m, prompt, gen, true, true, false, false, lab);
   const Decode recorded = run_decode(*m, prompt, gen, false, true, false, false, lab);
   const auto cpu = cpu_decode(*m, prompt, gen);

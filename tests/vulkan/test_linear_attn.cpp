@@ -7,12 +7,15 @@
 // values). Validation layer on: zero errors asserted. NMSE ≤ 1e-9 (f32 vs f64).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <random>
 #include <string>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "core/error.hpp"
+#include "tune/tile.hpp"
 #include "vk_test_util.hpp"
 
 namespace rocky::test {
@@ -243,24 +246,29 @@ TEST(VulkanLinearAttn, GatedDeltaChunkedVsCpu) {
   }
 }
 
-// ROCKY_DELTA_CHUNK (LabOptions::delta_chunk) and VulkanOptions::delta_chunk: 0 or an even 2 … 128;
-// anything else is a rocky::Error naming it.
+// The tuning profile's delta_chunk (ROCKY_TUNE's fragment) and VulkanOptions::delta_chunk: 0 or an
+// even 2 … 128; anything else is a rocky::Error naming it.
 TEST(VulkanLinearAttn, DeltaChunkOptionIsChecked) {
-  for (const char* bad : {"7", "130", "x", "-2", "32k"}) {
-    vulkan::VulkanOptions o;
-    o.persist_pipeline_cache = false;
-    o.lab.delta_chunk = bad;
+  for (const char* bad : {"7", "130", "\"x\"", "-2", "1"}) {
+    const std::string frag = std::string(R"({"delta_chunk": )") + bad + "}";
     try {
-      vulkan::VulkanBackend be(o);
-      ADD_FAILURE() << "ROCKY_DELTA_CHUNK=" << bad << " accepted";
+      (void)tune::apply_profile_json(nlohmann::json::parse(frag), tune::builtin_profile("generic"), "ROCKY_TUNE");
+      ADD_FAILURE() << frag << " accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ROCKY_DELTA_CHUNK"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ROCKY_TUNE: delta_chunk"), std::string::npos) << e.what();
     }
   }
-  vulkan::VulkanOptions o;
-  o.persist_pipeline_cache = false;
-  o.delta_chunk = 3;
-  EXPECT_THROW(vulkan::VulkanBackend be(o), Error);
+  for (uint32_t bad : {3u, 7u, 130u}) {
+    vulkan::VulkanOptions o;
+    o.persist_pipeline_cache = false;
+    o.delta_chunk = bad;
+    try {
+      vulkan::VulkanBackend be(o);
+      ADD_FAILURE() << "VulkanOptions::delta_chunk " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("VulkanOptions::delta_chunk"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

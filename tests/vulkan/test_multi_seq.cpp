@@ -26,6 +26,7 @@
 #include "common/shared.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "runtime/options.hpp"
 
 using namespace rocky;
 
@@ -174,8 +175,9 @@ double max_abs(const Logits& a) {
 std::unique_ptr<vulkan::VulkanBackend> make_vk(bool f32_kernels, bool kv_f16, bool replay, bool host_io,
                                                const char* split = nullptr, const char* attn = nullptr) {
   vulkan::VulkanOptions o;
-  if (split) o.lab.attn_split = split;
-  if (attn) o.lab.attn = attn;
+  // split: key positions per split (ROCKY_TUNE's attn_rule.split_chunk); attn: ROCKY_SWITCH attn=….
+  o.lab = runtime::parse_lab(split ? std::string(R"({"attn_rule": {"split_chunk": )") + split + "}}" : "",
+                             attn ? std::string("attn=") + attn : "");
   o.validation = true;
   o.persist_pipeline_cache = false;
   o.kv_f16 = kv_f16;
@@ -224,7 +226,7 @@ void check_vulkan(const char* f, bool f32_kernels, bool kv_f16, bool host_io, co
                   const char* attn = nullptr) {
   SCOPED_TRACE(std::string(f) + (f32_kernels ? " f32 kernels" : " int8 path") + (kv_f16 ? " f16 KV" : " f32 KV") +
                (host_io ? " host_io" : "") + (split ? " split " + std::string(split) : "") +
-               (attn ? " ROCKY_ATTN=" + std::string(attn) : ""));
+               (attn ? " attn=" + std::string(attn) : ""));
   auto m = load(f);
   const Plan plan = make_plan(m->hparams().n_vocab, 11, split != nullptr);
   auto cpu = backend::cpu::make_cpu_backend();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/vulkan/vulkan_backend.hpp"
+#include "tune/tile.hpp"
 #include "graph/graph.hpp"
 #include "graph/planner.hpp"
 #include "quant/quant.hpp"
@@ -131,7 +132,7 @@ struct SharedBackendsEnv : ::testing::Environment {
 inline ::testing::Environment* const k_shared_backends_env = ::testing::AddGlobalTestEnvironment(new SharedBackendsEnv);
 
 // A backend per configuration, created once per test binary with validation on. gpu_tile: the
-// matmul tile GPUs get (ops::default_tile of a non-CPU device), so lavapipe tests it too.
+// matmul tile GPUs get (the generic profile's `matmul`), so lavapipe tests it too.
 // matmul: the prefill kernels. The Vulkan tests compare with f32-exact references at rel ≤ 1e-3 /
 // NMSE ≤ 1e-6, so they pin BASIC (matmul.comp); the int8 default (VulkanOptions{}.matmul) is
 // checked against its own 0.35-absolute bound in tests/fast/test_fast_model.cpp.
@@ -145,11 +146,7 @@ inline vulkan::VulkanBackend& shared_backend(bool kv_f16 = false, uint64_t max_b
     o.max_binding = max_binding;
     o.persist_pipeline_cache = false;
     o.matmul = matmul;
-    if (gpu_tile) {
-      vulkan::DeviceInfo gpu;
-      gpu.type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
-      o.tile = vulkan::ops::default_tile(gpu);
-    }
+    if (gpu_tile) o.tile = tune::builtin_profile("generic").matmul;
     b = std::make_unique<vulkan::VulkanBackend>(o);
   }
   return *b;

@@ -28,18 +28,6 @@ uint32_t find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, Vk
 
 }  // namespace
 
-uint64_t parse_device_memory_limit(const std::string& value) {
-  const char* s = value.c_str();
-  if (*s == '\0') return 0;
-  // strtoull accepts a sign ("-5" wraps to ~2^64, i.e. no limit) and saturates on overflow: digits only.
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (*s < '0' || *s > '9' || end == s || *end != '\0' || errno == ERANGE)
-    fail("ROCKY_DEVICE_MEMORY_LIMIT='{}' is not a byte count", s);
-  return v;
-}
-
 Buffer::~Buffer() { release(); }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {

@@ -6,7 +6,7 @@
 // copy). HOST buffers are host-visible staging/readback buffers.
 //
 // Cap: `limit_bytes` (0 = none; the backend fills it from ROCKY_DEVICE_MEMORY_LIMIT=BYTES, which the
-// program's boundary reads: LabOptions, parse_device_memory_limit). An
+// program's boundary parses: LabOptions::device_memory_limit). An
 // allocation that would pass the cap, or that the driver refuses, throws OutOfMemoryError naming
 // the allocation and suggesting a smaller context (-c) or ubatch (-ub).
 #pragma once

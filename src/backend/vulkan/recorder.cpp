@@ -17,13 +17,6 @@ constexpr uint64_t k_wait_timeout_ns = 5ull * 1000 * 1000 * 1000;
 
 // A hung GPU is an error, not a hang. One ubatch of a large model on a CPU driver (lavapipe) can
 // legitimately take many minutes, so the default is generous; ROCKY_VULKAN_TIMEOUT_S overrides it.
-uint64_t parse_timeout_s(const std::string& value) {
-  const char* e = value.c_str();
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(e, &end, 10);
-  return (end != e && *end == '\0' && v > 0) ? uint64_t(v) : uint64_t{1800};
-}
-
 Recorder::Recorder(Device& dev, uint64_t max_binding, uint64_t timeout_s)
     : dev_(dev), timeout_s_(timeout_s > 0 ? timeout_s : 1800) {
   max_binding_ = dev.info().max_storage_buffer_range;

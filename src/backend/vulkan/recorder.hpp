@@ -43,7 +43,7 @@ struct OpTiming {
 class Recorder {
  public:
   // timeout_s: how long a fence wait may take before the GPU counts as hung (rocky::Error); the
-  // programs pass ROCKY_VULKAN_TIMEOUT_S (parse_timeout_s).
+  // programs pass ROCKY_VULKAN_TIMEOUT_S (LabOptions::vulkan_timeout_s).
   Recorder(Device& dev, uint64_t max_binding, uint64_t timeout_s = 1800);
   ~Recorder();
   Recorder(const Recorder&) = delete;

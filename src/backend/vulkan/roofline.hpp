@@ -19,7 +19,7 @@ struct RooflineOptions {
   uint32_t reps = 3;          // timed repetitions after the warm-up (best is kept)
   double target_ms = 0;       // per-dispatch time to calibrate to (0: 4 ms on a GPU, 30 ms on a CPU device)
   uint64_t copy_bytes = 0;    // per buffer (0: 512 MiB on a GPU, 32 MiB on a CPU device; clamped to limits)
-  uint64_t timeout_s = 1800;  // fence waits (ROCKY_VULKAN_TIMEOUT_S: parse_timeout_s)
+  uint64_t timeout_s = 1800;  // fence waits (ROCKY_VULKAN_TIMEOUT_S: LabOptions::vulkan_timeout_s)
 };
 
 struct Roofline {

@@ -38,98 +38,64 @@ static void release_host_pages(const void* p, uint64_t n) {
 }
 
 VulkanBackend::VulkanBackend(const VulkanOptions& opts) : opts_(opts) {
-  const LabOptions& lab = opts_.lab;  // precedence: lab override > option > default
-  // ROCKY_MATMUL_TILE=bm,bn,bk,tm,tn overrides the matmul tile (tuning experiments).
-  if (const char* t = lab.matmul_tile.c_str(); *t) {
-    ops::MatmulTile m;
-    if (std::sscanf(t, "%u,%u,%u,%u,%u", &m.bm, &m.bn, &m.bk, &m.tm, &m.tn) != 5 || m.tm == 0 || m.tn == 0 ||
-        m.bm % m.tm || m.bn % m.tn || m.bk == 0) {
-      fail("ROCKY_MATMUL_TILE='{}': expected bm,bn,bk,tm,tn with tm | bm and tn | bn", t);
-    }
-    opts_.tile = m;
-  }
+  const LabOptions& lab = opts_.lab;  // precedence: lab switch > option > tuning profile > default
   InstanceOptions io;
   io.validation = opts.validation;
   io.loader = opts.loader;
   io.xdg_runtime_dir = opts.xdg_runtime_dir;
   instance_ = std::make_shared<Instance>(io);
   device_ = std::make_unique<Device>(instance_, opts.device);
-  uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : parse_device_memory_limit(lab.device_memory_limit);
+  uint64_t limit = opts.memory_limit != 0 ? opts.memory_limit : lab.device_memory_limit;
   memory_ = std::make_unique<Memory>(*device_, limit, opts.max_allocation);
   pipelines_ = std::make_unique<Pipelines>(*device_, opts.persist_pipeline_cache, opts.cache_dir);
   if (!lab.pipeline_stats.empty()) pipelines_->set_capture_statistics(true);
-  if (opts_.tile.bm == 0) opts_.tile = ops::default_tile(device_->info());
-  // Prefill matmul kernels: the option, or ROCKY_MATMUL=auto|mmq|mm|basic (lab scripts).
-  if (!lab.matmul.empty()) opts_.matmul = ops::parse_matmul_path(lab.matmul, "ROCKY_MATMUL");
-  // ROCKY_FUSE_EPILOGUE=0|1 overrides fuse_epilogue (A/B runs of rocky bench in lab scripts).
-  if (!lab.fuse_epilogue.empty()) {
-    const std::string& v = lab.fuse_epilogue;
-    if (v != "0" && v != "1") fail("ROCKY_FUSE_EPILOGUE='{}': expected 0 or 1", v);
-    opts_.fuse_epilogue = v == "1";
-  }
-  if (!lab.decode_replay.empty()) {  // ROCKY_DECODE_REPLAY=0|1 overrides replay_decode
-    const std::string& v = lab.decode_replay;
-    if (v != "0" && v != "1") fail("ROCKY_DECODE_REPLAY='{}': expected 0 or 1", v);
-    opts_.replay_decode = v == "1";
-  }
-  if (!lab.fuse_decode.empty()) {  // ROCKY_FUSE_DECODE=0|1 overrides fuse_decode
-    const std::string& v = lab.fuse_decode;
-    if (v != "0" && v != "1") fail("ROCKY_FUSE_DECODE='{}': expected 0 or 1", v);
-    opts_.fuse_decode = v == "1";
-  }
-  if (!lab.mmv_cols.empty()) {  // ROCKY_MMV_COLS=N overrides matvec_max_cols
-    const std::string& v = lab.mmv_cols;
-    if (v.size() != 1 || v[0] < '1' || v[0] > '8') fail("ROCKY_MMV_COLS='{}': expected 1 … 8", v);
-    opts_.matvec_max_cols = uint32_t(v[0] - '0');
-  }
-  if (!lab.mmv_q8.empty()) {  // ROCKY_MMV_Q8=N overrides matvec_q8
-    const std::string& v = lab.mmv_q8;
-    const bool digits =
-        !v.empty() && v.size() <= 2 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    const int n = digits ? std::stoi(v) : -1;
-    if (n < 0 || n > int(fast::k_matvec_q8_max_cols))
-      fail("ROCKY_MMV_Q8='{}': expected 0 (off) … {} columns", v, fast::k_matvec_q8_max_cols);
-    opts_.matvec_q8 = uint32_t(n);
-  }
-  if (!lab.fold_norm.empty()) {  // ROCKY_FOLD_NORM=0|1 overrides fold_norm
-    const std::string& v = lab.fold_norm;
-    if (v != "0" && v != "1") fail("ROCKY_FOLD_NORM='{}': expected 0 or 1", v);
-    opts_.fold_norm = v == "1";
-  }
-  if (!lab.delta_chunk.empty()) {  // ROCKY_DELTA_CHUNK=N overrides delta_chunk
-    const std::string& v = lab.delta_chunk;
-    const bool digits =
-        !v.empty() && v.size() <= 3 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    const int n = digits ? std::stoi(v) : -1;
-    if (n != 0 && (n < 2 || n > 128 || n % 2 != 0))
-      fail("ROCKY_DELTA_CHUNK='{}': expected 0 (serial kernel) or an even chunk size 2 … 128", v);
-    opts_.delta_chunk = uint32_t(n);
-  }
-  if (opts_.delta_chunk == VulkanOptions::k_delta_chunk_auto)
-    opts_.delta_chunk = device_->info().vendor_id == 0x10DE ? 0 : 32;
-  if (opts_.delta_chunk != 0 && (opts_.delta_chunk < 2 || opts_.delta_chunk > 128 || opts_.delta_chunk % 2 != 0))
-    fail("VulkanOptions::delta_chunk {}: expected 0 (serial kernel) or an even chunk size 2 … 128", opts_.delta_chunk);
-  // Tiles of mul_mmq / mul_mm: the device's profile (ROCKY_TUNE=FILE overrides; src/tune/tile.hpp).
-  // A profile `rocky tune` wrote for this device and driver (CACHE_DIR/rocky/profiles; src/tune/store.hpp)
-  // replaces the built-in one, said on stderr; no_profile (--no-profile) skips it.
-  mmq_profile_ = tune::select_profile(device_->info().vendor_id, device_->info().driver_name);
+  // The A/B kill switches (ROCKY_SWITCH, parsed at the program's boundary).
+  if (lab.matmul) opts_.matmul = *lab.matmul;
+  if (lab.fuse_epilogue) opts_.fuse_epilogue = *lab.fuse_epilogue;
+  if (lab.decode_replay) opts_.replay_decode = *lab.decode_replay;
+  if (lab.fuse_decode) opts_.fuse_decode = *lab.fuse_decode;
+  if (lab.fold_norm) opts_.fold_norm = *lab.fold_norm;
+  // The device's tuning profile (src/tune): the built-in one of its class; a profile `rocky tune`
+  // wrote for this device and driver (CACHE_DIR/rocky/profiles; src/tune/store.hpp) replaces it,
+  // said on stderr (no_profile, --no-profile, skips it); ROCKY_TUNE's fragment goes over either.
+  const DeviceInfo& di = device_->info();
+  base_profile_ = tune::select_profile(di.vendor_id, di.driver_name, di.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   if (!opts.no_profile) {
-    const DeviceInfo& di = device_->info();
     const tune::ProfileLookup found =
         tune::find_profile(tune::profiles_dir(opts.cache_dir),
                            {di.vendor_id, di.device_id, di.driver_version, di.name, di.driver_name, di.driver_info});
     for (const std::string& n : found.notes) fmt::print(stderr, "rocky: {}\n", n);
     if (!found.path.empty()) {
-      mmq_profile_ = tune::load_profile_override(found.path, mmq_profile_);
-      mmq_profile_.name = "tuned (" + found.path + ")";
+      base_profile_ = tune::load_profile_override(found.path, base_profile_);
+      base_profile_.name = "tuned (" + found.path + ")";
       fmt::print(stderr, "rocky: tuning profile {} (--no-profile: the built-in one)\n", found.path);
     }
   }
-  if (!lab.tune.empty()) mmq_profile_ = tune::load_profile_override(lab.tune, mmq_profile_);
-  if (opts_.matvec_q8 == VulkanOptions::k_matvec_q8_auto) opts_.matvec_q8 = mmq_profile_.mmv.q8;
-  if (opts_.matvec_q8 > fast::k_matvec_q8_max_cols)
-    fail("VulkanOptions::matvec_q8 {}: expected 0 (off) … {} columns", opts_.matvec_q8, fast::k_matvec_q8_max_cols);
-  if (!device_->info().int8_dot) opts_.matvec_q8 = 0;
+  apply_profile();
+}
+
+void VulkanBackend::apply_profile() {
+  const LabOptions& lab = opts_.lab;
+  mmq_profile_ =
+      lab.tune.is_null() ? base_profile_ : tune::apply_profile_json(lab.tune, base_profile_, lab.tune_source);
+  // The options a profile field backs: set explicitly (tests, tools) they win, else the profile's.
+  tile_ = opts_.tile.bm != 0 ? opts_.tile : mmq_profile_.matmul;
+  if (tile_.tm == 0 || tile_.tn == 0 || tile_.bm % tile_.tm || tile_.bn % tile_.tn || tile_.bk == 0)
+    fail("VulkanOptions::tile {}: expected TM | BM, TN | BN and BK > 0", tile_.str());
+  matvec_max_cols_ = opts_.matvec_max_cols != VulkanOptions::k_auto ? opts_.matvec_max_cols : mmq_profile_.mmv.cols;
+  matvec_q8_ = opts_.matvec_q8 != VulkanOptions::k_auto ? opts_.matvec_q8 : mmq_profile_.mmv.q8;
+  if (matvec_q8_ > fast::k_matvec_q8_max_cols)
+    fail("VulkanOptions::matvec_q8 {}: expected 0 (off) … {} columns", matvec_q8_, fast::k_matvec_q8_max_cols);
+  if (!device_->info().int8_dot) matvec_q8_ = 0;
+  delta_chunk_ = opts_.delta_chunk != VulkanOptions::k_auto ? opts_.delta_chunk : mmq_profile_.delta_chunk;
+  if (delta_chunk_ != 0 && (delta_chunk_ < 2 || delta_chunk_ > 128 || delta_chunk_ % 2 != 0))
+    fail("VulkanOptions::delta_chunk {}: expected 0 (serial kernel) or an even chunk size 2 … 128", delta_chunk_);
+}
+
+void VulkanBackend::set_lab(const LabOptions& lab) {
+  opts_.lab = lab;
+  apply_profile();
+  ++generation_;
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -316,8 +282,7 @@ VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o
         o.n_seq);
   n_seq_ = o.n_seq;
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
-  recorder_ =
-      std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, parse_timeout_s(be_.opts_.lab.vulkan_timeout_s));
+  recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, be_.opts_.lab.vulkan_timeout_s);
   kv_f16_ = be_.opts_.kv_f16;
   const uint64_t elem = kv_f16_ ? 2 : 4;
   const uint64_t cells = uint64_t(kv_.n_ctx) * uint64_t(n_seq_);
@@ -857,13 +822,13 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     }
   }
   recorder_->drop_capture();
-  ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.opts_.tile, 128, be_.opts_.kv_f16};
+  ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.tile_, 128, be_.opts_.kv_f16};
   env.matmul = be_.opts_.matmul;
   env.prof = &be_.mmq_profile_;
-  env.lab = &be_.opts_.lab;
-  env.mmv_cols = std::clamp<uint32_t>(be_.opts_.matvec_max_cols, 1, fast::k_matvec_max_cols);
-  env.mmv_q8 = be_.opts_.matvec_q8;
-  env.delta.chunk = be_.opts_.delta_chunk;
+  env.attn = be_.opts_.lab.attn;
+  env.mmv_cols = std::clamp<uint32_t>(be_.matvec_max_cols_, 1, fast::k_matvec_max_cols);
+  env.mmv_q8 = be_.matvec_q8_;
+  env.delta.chunk = be_.delta_chunk_;
   // Discrete GPUs (host_io): the step and token id are copied into device memory first (one 8-byte
   // copy in the command buffer), so the decode kernels do not each read host memory over PCIe.
   if ((decode || multi) && host_io && (!step_dev_ || step_dev_.size() < step_bytes)) {
@@ -1010,7 +975,7 @@ uint64_t VulkanContext::replay_key_of(const graph::Graph& g, const graph::Plan& 
     mix(i < p.offset.size() ? p.offset[i] : ~0ull);
     if (n.op == Op::ATTENTION)  // each call's split plan, as record_node issues them
       for (const AttnCall& c : attn_calls(attn_args(g, n, kv_), run, g.n_tokens))
-        mix(ops::attention_split_signature(&be_.opts_.lab, be_.device_->info(), c.a));
+        mix(ops::attention_split_signature(be_.mmq_profile_, be_.opts_.lab.attn, be_.device_->info(), c.a));
   }
   return h;
 }

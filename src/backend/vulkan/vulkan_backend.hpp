@@ -26,14 +26,16 @@ struct VulkanOptions {
   uint32_t device = 0;          // index in `rocky devices`
   bool validation = false;      // validation layer + synchronization validation
   uint64_t max_binding = 0;     // --max-binding BYTES (0 = the device's maxStorageBufferRange)
-  uint64_t memory_limit = 0;    // cap in bytes (0 = ROCKY_DEVICE_MEMORY_LIMIT, else none)
+  uint64_t memory_limit = 0;    // cap in bytes (0 = LabOptions::device_memory_limit, else none)
   uint64_t max_allocation = 0;  // one buffer's cap (0 = maxMemoryAllocationSize; tests: a small device)
   bool kv_f16 = false;          // f16 KV cache
   bool profile = false;         // per-dispatch GPU time (timings())
   bool persist_pipeline_cache = true;
-  ops::MatmulTile tile{};  // all 0: ops::default_tile(device); ROCKY_MATMUL_TILE overrides
-  // Prefill matmul kernels (ops::MatmulPath; CLI --matmul auto|mmq|mm|basic). The environment
-  // variable ROCKY_MATMUL=auto|mmq|mm|basic overrides it (lab scripts).
+  // Options that a tuning-profile field backs take k_auto (or an all-0 tile): the profile's value.
+  static constexpr uint32_t k_auto = ~0u;
+  ops::MatmulTile tile{};  // matmul.comp's tile; all 0: the profile's `matmul`
+  // Prefill matmul kernels (ops::MatmulPath; CLI --matmul auto|mmq|mm|basic). The lab switch
+  // ROCKY_SWITCH matmul=… overrides it.
   ops::MatmulPath matmul = ops::MatmulPath::AUTO;
   // Int8 path: the op producing an activation (rms_norm, silu·mul) writes q8_1 directly when every
   // consumer is an int8 matmul; false = f32 op + one quantize_q8_1 per activation (A/B, tests).
@@ -41,7 +43,7 @@ struct VulkanOptions {
   // Int8 path: a MATMUL whose only consumer is the next node, an ADD_BIAS (q/k/v bias) or an ADD
   // (residual), adds the bias / residual in mul_mmq's epilogue and writes straight into that
   // node's output; the ADD_BIAS / ADD dispatch is skipped (fast::MmqEpilogue). false = separate
-  // dispatches (A/B, tests). The environment variable ROCKY_FUSE_EPILOGUE=0|1 overrides it.
+  // dispatches (A/B, tests). ROCKY_SWITCH fuse_epilogue=0|1 overrides it.
   bool fuse_epilogue = true;
   // Per-ubatch I/O without staging submits: token ids live in host-visible memory and the logits
   // are copied into a host readback buffer inside the ubatch's command buffer. Always so when the
@@ -54,45 +56,41 @@ struct VulkanOptions {
   // replayed for every later token (Recorder::replay) — rope, the KV store and attention read
   // n_past from a step buffer the host writes before each submit, so nothing recorded depends on
   // it. Re-recorded after any change of the graph, plan, weights or a buffer it binds; never while
-  // profiling. false = record every token (A/B, tests). ROCKY_DECODE_REPLAY=0|1 overrides it.
+  // profiling. false = record every token (A/B, tests). ROCKY_SWITCH decode_replay=0|1 overrides it.
   bool replay_decode = true;
   // Decode: rope of Q and K and the K and V cache stores of a layer in one dispatch
-  // (shaders/rope_kv.comp) instead of four. ROCKY_FUSE_DECODE=0|1 overrides it.
+  // (shaders/rope_kv.comp) instead of four. ROCKY_SWITCH fuse_decode=0|1 overrides it.
   bool fuse_decode = true;
   // Decode: an RMSNorm read only by matvecs is folded into them (plan_norm_fold; each matvec
   // scales by 1 / rms(x) itself) — 2 dispatches fewer per layer. Off by default: on the H200 it
   // made ffn_gate / ffn_up / attn_q ≈ 5 µs slower each (every workgroup reads the norm weight too)
-  // while the norm it removed costs ≈ 4.8 µs (tuning-log #24). ROCKY_FOLD_NORM=0|1 overrides it.
+  // while the norm it removed costs ≈ 4.8 µs (tuning-log #24). ROCKY_SWITCH fold_norm=0|1 overrides it.
   bool fold_norm = false;
   // Matmuls of 2 … this many tokens (a batched decode step, a short ubatch) run as one
   // multi-column matvec over the repack (weights read once) instead of mul_mmq, whose 64–128-wide
   // token tiles sat mostly empty: on the H200 a 2-sequence step cost more than two 1-token steps
-  // (bench -npl: 229 t/s at 1 sequence, 91 at 2). 1 = mul_mmq for every N > 1. ROCKY_MMV_COLS.
-  uint32_t matvec_max_cols = 8;
+  // (bench -npl: 229 t/s at 1 sequence, 91 at 2). 1 = mul_mmq for every N > 1. k_auto: the
+  // profile's mmv.cols (8 in every built-in profile).
+  uint32_t matvec_max_cols = k_auto;
   // Matmuls of 1 … this many tokens over a repacked weight run as the int8-dot matvec
   // (fast::matvec_q8: the q8_1 producers feed it, as they feed mul_mmq) instead of the f32-activation
-  // matvec and mul_mmq; 0 = off; at most fast::k_matvec_q8_max_cols. k_matvec_q8_auto (the
-  // default): the tuning profile's mmv.q8. Needs shaderIntegerDotProduct (else off). ROCKY_MMV_Q8=N
-  // overrides it.
-  static constexpr uint32_t k_matvec_q8_auto = ~0u;
-  uint32_t matvec_q8 = k_matvec_q8_auto;
+  // matvec and mul_mmq; 0 = off; at most fast::k_matvec_q8_max_cols. k_auto: the tuning profile's
+  // mmv.q8. Needs shaderIntegerDotProduct (else off).
+  uint32_t matvec_q8 = k_auto;
   // Tokens per chunk of the chunked gated-delta-rule kernel for ubatches of more than one
   // token (gated_delta_chunk.comp; even, 2 … 128, lowered to fit the device's shared memory);
   // 0 = the serial kernel (gated_delta.comp, always the decode kernel) for every ubatch (A/B).
-  // k_delta_chunk_auto (the default): 32, except on NVIDIA, where the serial kernel is faster
-  // (H200, qwen3.5-4b pp512: 6,167 against 5,908 t/s with chunks of 32; docs/PERF.md session 4).
-  // ROCKY_DELTA_CHUNK=N overrides it.
-  static constexpr uint32_t k_delta_chunk_auto = ~0u;
-  uint32_t delta_chunk = k_delta_chunk_auto;
-  // Lab overrides (ROCKY_*), as the program's boundary read them (runtime::read_env): they win over
-  // the options above (matmul, tile, fuse_epilogue, memory_limit). The backend never reads the
-  // environment.
+  // k_auto: the profile's delta_chunk (32; 0 on NVIDIA, where the serial kernel is faster).
+  uint32_t delta_chunk = k_auto;
+  // Lab overrides (ROCKY_*), as the program's boundary parsed them (runtime::read_env): the switches
+  // win over the options above, the tuning fragment goes over the device's profile. The backend
+  // never reads the environment.
   LabOptions lab;
   // Where the VkPipelineCache file lives (CACHE_DIR/rocky; "" = not persisted): $XDG_CACHE_HOME or
   // ~/.cache, from runtime::read_env.
   std::string cache_dir;
   // Skip the tuning profile `rocky tune` wrote for this device (CACHE_DIR/rocky/profiles): the
-  // built-in one (and ROCKY_TUNE) only. CLI --no-profile.
+  // built-in one (and ROCKY_TUNE's fragment) only. CLI --no-profile.
   bool no_profile = false;
   std::string loader;                          // ROCKY_VULKAN_LOADER ("" = libvulkan.so.1)
   std::optional<std::string> xdg_runtime_dir;  // for the hint when device creation fails (InstanceOptions)
@@ -231,16 +229,16 @@ class VulkanBackend final : public backend::Backend {
   const DeviceInfo& info() const { return device_->info(); }
   Instance& instance() const { return *instance_; }
   size_t pipeline_count() const { return pipelines_->size(); }
-  const ops::MatmulTile& tile() const { return opts_.tile; }
+  const ops::MatmulTile& tile() const { return tile_; }
+  // The tuning profile in effect (built in, `rocky tune`'s file, ROCKY_TUNE's fragment over it).
+  const tune::DeviceProfile& profile() const { return mmq_profile_; }
   ops::MatmulPath matmul_path() const { return opts_.matmul; }
   const VulkanOptions& options() const { return opts_; }
-  // Lab / tests: replace the overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE)
-  // for the next compute() of every context (not while one computes); the others were applied when
-  // the backend was made.
-  void set_lab(const LabOptions& lab) {
-    opts_.lab = lab;
-    ++generation_;
-  }
+  // Lab / tests: replace the lab overrides for the next compute() of every context (not while one
+  // computes): the attention switch and ROCKY_TUNE's fragment (the profile is made again: tiles,
+  // rules, matvec shapes, delta chunk); the other switches were applied when the backend was made,
+  // and weights already uploaded keep the layout they were repacked in.
+  void set_lab(const LabOptions& lab);
 
   // A default context for single-stream tools and tests (the lab commands, tests/vulkan): init_kv
   // makes it (again when the shape changes; the same shape zeroes it in place), compute() without
@@ -279,8 +277,12 @@ class VulkanBackend final : public backend::Backend {
   // Bumped whenever the weights or the lab overrides change: recorded decode command buffers of
   // every context are then stale (VulkanOptions::replay_decode).
   uint64_t generation_ = 1;
-  // Int8 prefill path: the device's tuning profile (ROCKY_TUNE=FILE overrides).
-  tune::DeviceProfile mmq_profile_;
+  // The device's tuning profile: base_profile_ (built in, or `rocky tune`'s file) with ROCKY_TUNE's
+  // fragment over it, and the options it backs as resolved (apply_profile).
+  void apply_profile();
+  tune::DeviceProfile base_profile_, mmq_profile_;
+  ops::MatmulTile tile_;
+  uint32_t matvec_max_cols_ = 8, matvec_q8_ = 0, delta_chunk_ = 0;
   std::unique_ptr<VulkanContext> default_;
 };
 

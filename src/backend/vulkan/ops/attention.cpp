@@ -1,16 +1,16 @@
-// attention — two kernels, chosen per call:
+// attention — the kernels, chosen per call by the tuning profile's attn_rule (tune::AttnRule) and
+// tiles, or forced by the lab switch (Env::attn: ROCKY_SWITCH attn=flash|simple|decode):
 //   shaders/attention_flash.comp: tiled FlashAttention-2-style prefill (Br query rows × Bc keys per
 //     step, K/V blocks staged once per GQA group, register tiles, online softmax) — head_dim % 4
-//     == 0 (≤ 256) and, on GPUs, n_tokens ≥ k_flash_min_tokens_gpu;
+//     == 0 (≤ 256) and n_tokens ≥ attn_rule.flash_min_tokens;
 //   shaders/attention.comp: one workgroup per (head, token), keys across invocations — decode and
 //     the shapes the tiled kernel does not take (odd head_dim).
-//   shaders/attention_decode.comp: decode, batched decode and short ubatches (≤ 16 tokens) on GPUs, one workgroup per
-//     (KV head, token, key chunk) for all its query heads (want_decode);
-// ROCKY_ATTN=flash|simple|decode forces one (tests, benchmarks); anything else or unset = the rule above.
+//   shaders/attention_decode.comp: decode, batched decode and short ubatches (≤ attn_rule.decode_tokens)
+//     where attn_rule.decode is 1, one workgroup per (KV head, token, key chunk) for all its query
+//     heads (decode_capable);
 // Decode at depth splits the key range (attention_split.comp + attention_merge.comp; see
-// split_plan); ROCKY_ATTN_SPLIT=CHUNK sets the chunk (0 = never split).
-// ROCKY_ATTN_TILE=WG,BR,TR,TC[,PREFETCH[,KVH[,SG[,ROLL]]]] replaces the tile table (tuning; rocky::Error when it is
-// malformed or does not fit the device).
+// split_plan; attn_rule.split_chunk sets the chunk, attn_rule.split 0 never splits).
+// The profile's attn_tile replaces the tile tables (tuning; rocky::Error when it does not fit the device).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -24,11 +24,10 @@
 namespace rocky::vulkan::ops {
 namespace {
 
-// GPUs: below this many tokens the per-(head, token) kernel keeps more workgroups in flight (the
-// tiled one launches ceil(N·G / BR) · n_head_kv of them: 2 for one qwen2.5 decode token) — a
-// guess until measured on a GPU. CPU drivers: the tiled kernel is faster at every N measured on
-// lavapipe (1 … 512 tokens; docs/tuning-log.md, entry 8), so it always runs there.
-constexpr uint32_t k_flash_min_tokens_gpu = 8;
+// attn_rule.flash_min_tokens: on GPUs (8) below this many tokens the per-(head, token) kernel keeps
+// more workgroups in flight (the tiled one launches ceil(N·G / BR) · n_head_kv of them: 2 for one
+// qwen2.5 decode token) — a guess until measured on a GPU. CPU drivers (0): the tiled kernel is
+// faster at every N measured on lavapipe (1 … 512 tokens; docs/tuning-log.md, entry 8).
 constexpr uint32_t k_flash_max_hd = 256;
 
 // Tiles are data (tune::FlashTile, in the tuning profile: src/tune/tile.cpp): invocations, query
@@ -57,44 +56,30 @@ bool fits(const FlashTile& t, const DeviceInfo& d, uint32_t hd, bool kv_f16) {
   return t.shared_bytes(hd, kv_f16) <= d.shared_memory && t.wg <= d.max_workgroup_invocations && (!t.sg || sg_ok(t, d));
 }
 
-// ROCKY_ATTN_TILE, parsed and checked once per call (cheap next to recording a dispatch).
-bool tile_override(const LabOptions* lab, const DeviceInfo& d, uint32_t hd, bool kv_f16, FlashTile* out) {
-  if (lab == nullptr || lab->attn_tile.empty()) return false;
-  const char* env = lab->attn_tile.c_str();
-  FlashTile t{};
-  char tail = 0;
-  const int got = std::sscanf(env, "%u,%u,%u,%u,%u,%u,%u,%u%c", &t.wg, &t.br, &t.tr, &t.tc, &t.prefetch, &t.kvh, &t.sg,
-                              &t.roll, &tail);
-  if (got < 4 || got > 8 || !t.wg || !t.br || !t.tr || !t.tc || t.br % t.tr || t.wg % (t.br / t.tr) || t.wg > 1024 ||
-      t.prefetch > 1 || t.kvh > 1 || t.sg > 1 || t.roll > 1 || (t.sg && t.roll)) {
-    fail(
-        "ROCKY_ATTN_TILE='{}': want WG,BR,TR,TC[,PREFETCH 0|1[,KVH 0|1[,SG 0|1[,ROLL 0|1]]]] with WG ≤ 1024, "
-        "BR % TR == 0, WG % (BR / TR) == 0 and not both SG and ROLL",
-        env);
-  }
+// The profile's attn_tile, checked against the device (cheap next to recording a dispatch).
+const FlashTile* forced_tile(const tune::DeviceProfile& prof, const DeviceInfo& d, uint32_t hd, bool kv_f16) {
+  if (!prof.has_attn_tile()) return nullptr;
+  const FlashTile& t = prof.attn_tile;
   if (t.sg && !sg_ok(t, d)) {
     fail(
-        "ROCKY_ATTN_TILE='{}': SG 1 needs WG / (BR / TR) = {} column threads to equal the device's fixed subgroup "
-        "size (device: {}, range {} … {}, subgroup arithmetic {})",
-        env, t.ct(), d.subgroup_size, d.subgroup_min, d.subgroup_max, d.subgroup_arith ? "yes" : "no");
+        "tuning profile {}: attn_tile {}: sg 1 needs WG / (BR / TR) = {} column threads to equal the device's fixed "
+        "subgroup size (device: {}, range {} … {}, subgroup arithmetic {})",
+        prof.name, t.str(), t.ct(), d.subgroup_size, d.subgroup_min, d.subgroup_max, d.subgroup_arith ? "yes" : "no");
   }
   if (!fits(t, d, hd, kv_f16)) {
-    fail("ROCKY_ATTN_TILE='{}': needs {} B of shared memory and {} invocations at head_dim {} (device: {} B, {})", env,
-         t.shared_bytes(hd, kv_f16), t.wg, hd, d.shared_memory, d.max_workgroup_invocations);
+    fail(
+        "tuning profile {}: attn_tile {}: needs {} B of shared memory and {} invocations at head_dim {} (device: {} "
+        "B, {})",
+        prof.name, t.str(), t.shared_bytes(hd, kv_f16), t.wg, hd, d.shared_memory, d.max_workgroup_invocations);
   }
-  *out = t;
-  return true;
+  return &t;
 }
 
 // The tile for this device and head_dim, or nullptr when none fits (then attention.comp runs).
-// The tiles: the profile's (e.prof), else the built-in profile of the device's class.
-const FlashTile* flash_tile(const LabOptions* lab, const tune::DeviceProfile* prof, const DeviceInfo& d, uint32_t hd,
-                            bool kv_f16, FlashTile* scratch) {
+const FlashTile* flash_tile(const tune::DeviceProfile& prof, const DeviceInfo& d, uint32_t hd, bool kv_f16) {
   if (hd % 4 != 0 || hd > k_flash_max_hd) return nullptr;
-  if (tile_override(lab, d, hd, kv_f16, scratch)) return scratch;
-  if (prof == nullptr)
-    prof = &tune::builtin_for_device(d.vendor_id, d.driver_name, d.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
-  for (const FlashTile& t : prof->attn_tiles(hd))
+  if (const FlashTile* t = forced_tile(prof, d, hd, kv_f16)) return t;
+  for (const FlashTile& t : prof.attn_tiles(hd))
     if (fits(t, d, hd, kv_f16)) return &t;
   return nullptr;
 }
@@ -110,18 +95,17 @@ constexpr uint32_t k_split_chunk = 128, k_split_max = 128, k_split_max_tokens = 
 constexpr uint32_t k_merge_wg = 64;  // attention_merge.comp's workgroup (n_split ≤ 4 · WG)
 
 // attention_decode.comp serves few-token ubatches (decode, batched decode, short ubatches)
-// on NVIDIA GPUs with subgroup arithmetic (the measured ones; Mali spills with it, other GPUs are
-// unmeasured: the per-(head, token) kernels stay there), when the shape fits its layout: head_dim
-// a multiple of 8 up to 2·WG, ≤ 8 query heads per KV head (and, at dispatch, K 16-byte aligned, V
-// pairs aligned). ROCKY_ATTN=simple keeps the per-(head, token) kernels; ROCKY_ATTN=decode uses
-// this one wherever it fits (CPU drivers included: the tests). Its blocks are k_decode_bk keys,
-// and so are its chunks: a decode token at depth 512 gets 16 chunks per KV head (the GPU's
-// latency is hidden by workgroups, not by long loops).
-// It takes ubatches up to k_decode_tokens by default — an agent's next message at depth: pp16 @
-// d5000 18.3 ms with the split flash kernel, 12.2 ms with this one; pp50 30.1 against the split
-// tile's 27.7 (docs/tuning-log.md #36) — and, forced (ROCKY_ATTN=decode), up to k_decode_max_tokens.
-constexpr uint32_t k_decode_wg = 128, k_decode_gqa_max = 8, k_decode_bk = 32, k_decode_tokens = 16,
-                   k_decode_max_tokens = 64;
+// where the profile's attn_rule.decode is 1 (NVIDIA, the measured GPUs; Mali spills with it, other
+// GPUs are unmeasured: the per-(head, token) kernels stay there) on GPUs with subgroup arithmetic,
+// when the shape fits its layout: head_dim a multiple of 8 up to 2·WG, ≤ 8 query heads per KV head
+// (and, at dispatch, K 16-byte aligned, V pairs aligned). attn=simple keeps the per-(head, token)
+// kernels; attn=decode uses this one wherever it fits (CPU drivers included: the tests). Its
+// blocks are k_decode_bk keys, and so are its chunks: a decode token at depth 512 gets 16 chunks
+// per KV head (the GPU's latency is hidden by workgroups, not by long loops).
+// It takes ubatches up to attn_rule.decode_tokens (16) by default — an agent's next message at
+// depth: pp16 @ d5000 18.3 ms with the split flash kernel, 12.2 ms with this one; pp50 30.1 against
+// the split tile's 27.7 (docs/tuning-log.md #36) — and, forced, up to k_decode_max_tokens.
+constexpr uint32_t k_decode_wg = 128, k_decode_gqa_max = 8, k_decode_bk = 32, k_decode_max_tokens = 64;
 
 // attention_decode.comp's shared memory: qs4 (GQA·HD floats), sp / red_m / red_l (GQA·WG each),
 // osum (2·GQA·WG), ps (GQA·BK), ml (2·GQA).
@@ -130,16 +114,15 @@ uint64_t decode_shared_bytes(const AttnArgs& a) {
   return 4 * (g * a.head_dim + 5 * g * k_decode_wg + g * k_decode_bk + 2 * g);
 }
 
-bool decode_capable(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
-  const char* force = lab != nullptr ? lab->attn.c_str() : "";
-  if (std::strcmp(force, "simple") == 0) return false;
-  const bool forced = std::strcmp(force, "decode") == 0;
-  // By default only where it was measured (NVIDIA: tuning-log #33, #36); CPU drivers and Mali (it
-  // spills on the G610) never; other GPUs keep the per-(head, token) kernels until measured.
-  if (!forced && (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || d.vendor_id != 0x10DE)) return false;
-  return d.subgroup_arith && a.n_tokens <= (forced ? k_decode_max_tokens : k_decode_tokens) && a.head_dim % 8 == 0 &&
-         a.head_dim <= 2 * k_decode_wg && a.n_head_kv > 0 && a.n_head / a.n_head_kv <= k_decode_gqa_max &&
-         k_decode_wg <= d.max_workgroup_invocations && decode_shared_bytes(a) <= d.shared_memory;
+bool decode_capable(const tune::AttnRule& r, AttnKernel force, const DeviceInfo& d, const AttnArgs& a) {
+  if (force == AttnKernel::SIMPLE) return false;
+  const bool forced = force == AttnKernel::DECODE;
+  if (!forced && !r.decode) return false;
+  return d.subgroup_arith &&
+         a.n_tokens <= (forced ? k_decode_max_tokens : std::min(r.decode_tokens, k_decode_max_tokens)) &&
+         a.head_dim % 8 == 0 && a.head_dim <= 2 * k_decode_wg && a.n_head_kv > 0 &&
+         a.n_head / a.n_head_kv <= k_decode_gqa_max && k_decode_wg <= d.max_workgroup_invocations &&
+         decode_shared_bytes(a) <= d.shared_memory;
 }
 
 struct SplitPlan {
@@ -151,19 +134,12 @@ struct SplitPlan {
 // recorded again when a token crosses into the next chunk; in between, splits past a token's
 // range write the empty state.
 // Chunks: k_decode_bk positions for attention_decode, else k_split_chunk (either kernel takes any
-// chunk; ROCKY_ATTN_SPLIT must be a multiple of k_decode_bk).
-SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
-  const uint32_t wg = decode_capable(lab, d, a) ? k_decode_bk : 64;  // the rounding of longer chunks
+// chunk; attn_rule.split_chunk, a multiple of k_decode_bk, replaces both).
+SplitPlan split_plan(const tune::AttnRule& r, AttnKernel force, const DeviceInfo& d, const AttnArgs& a) {
+  const uint32_t wg = decode_capable(r, force, d, a) ? k_decode_bk : 64;  // the rounding of longer chunks
   uint32_t chunk = wg == k_decode_bk ? k_decode_bk : k_split_chunk;
-  if (lab != nullptr && !lab->attn_split.empty()) {
-    const std::string& v = lab->attn_split;
-    char* end = nullptr;
-    const unsigned long c = std::strtoul(v.c_str(), &end, 10);
-    if (end == v.c_str() || *end != '\0' || (c != 0 && (c % k_decode_bk != 0 || c > (1u << 24))))
-      fail("ROCKY_ATTN_SPLIT='{}': expected 0 (off) or a multiple of {} key positions", v, k_decode_bk);
-    if (c == 0) return {};
-    chunk = static_cast<uint32_t>(c);
-  }
+  if (!r.split) return {};
+  if (r.split_chunk != 0) chunk = r.split_chunk;
   if (a.n_tokens > (wg == k_decode_bk ? k_decode_max_tokens : k_split_max_tokens)) return {};
   uint64_t n_kv = a.n_kv_max > 0 ? a.n_kv_max : uint64_t{a.n_past} + a.n_tokens;  // the longest key range
   if (a.window > 0) n_kv = std::min<uint64_t>(n_kv, a.window);                    // a sliding window bounds it
@@ -183,26 +159,14 @@ SplitPlan split_plan(const LabOptions* lab, const DeviceInfo& d, const AttnArgs&
 // GPU idles. Below k_fa_split_groups workgroups of the tile the key range is cut into chunks (a
 // multiple of the tile's BC, ≥ k_fa_split_min_chunk keys) until the grid reaches it;
 // attention_merge combines the partial states. Not under the replayed decode (n_past is on the
-// device only there). ROCKY_ATTN_FA_GRID=N sets the target in invocations instead (0: never split).
-constexpr uint32_t k_fa_split_groups = 256, k_fa_split_min_chunk = 512, k_fa_split_max = 64;
+// device only there). attn_rule.fa_groups sets the target (0: never split).
+constexpr uint32_t k_fa_split_min_chunk = 512, k_fa_split_max = 64;
 
-// The split's target in invocations for tile t.
-uint64_t fa_grid_target(const LabOptions* lab, const FlashTile& t) {
-  if (lab == nullptr || lab->attn_fa_grid.empty()) return uint64_t{k_fa_split_groups} * t.wg;
-  const std::string& v = lab->attn_fa_grid;
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (end == v.c_str() || *end != '\0' || n > (1ull << 30))
-    fail("ROCKY_ATTN_FA_GRID='{}': expected a count of invocations (0 = never split)", v);
-  return n;
-}
-
-SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const AttnArgs& a, bool pos_on_device) {
-  if (pos_on_device) return {};
-  if (lab != nullptr && lab->attn_split == "0") return {};  // ROCKY_ATTN_SPLIT=0: never split
+SplitPlan flash_split_plan(const tune::AttnRule& r, const FlashTile& t, const AttnArgs& a, bool pos_on_device) {
+  if (pos_on_device || !r.split) return {};
   const uint64_t rows = uint64_t{a.n_tokens} * (a.n_head / a.n_head_kv);
   const uint64_t grid = (rows + t.br - 1) / t.br * a.n_head_kv;
-  const uint64_t target = fa_grid_target(lab, t);
+  const uint64_t target = uint64_t{r.fa_groups} * t.wg;  // in invocations
   if (grid == 0 || grid * t.wg >= target) return {};
   // Keys any row of the ubatch sees: from the window's first key of token 0 (or 0) to the last token.
   const uint64_t first = a.window > 0 && uint64_t{a.n_past} + 1 > a.window ? a.n_past + 1 - a.window : 0;
@@ -220,21 +184,17 @@ SplitPlan flash_split_plan(const LabOptions* lab, const FlashTile& t, const Attn
 
 // The flash tile and its split plan: the profile's attn (attn_wide) table, and when that tile's
 // grid is split (a short ubatch over a long cache) the profile's attn_split table instead, if it
-// has a tile that fits (head_dim ≤ 128; ROCKY_ATTN_TILE wins over both). attention() and
+// has a tile that fits (head_dim ≤ 128; the profile's attn_tile wins over both). attention() and
 // attention_scratch_bytes() use this one choice, so the scratch fits the plan.
-const FlashTile* pick_flash(const Env& e, const AttnArgs& a, FlashTile* scratch, SplitPlan* sp) {
-  const FlashTile* t = flash_tile(e.lab, e.prof, e.info, a.head_dim, e.kv_f16, scratch);
+const FlashTile* pick_flash(const Env& e, const AttnArgs& a, SplitPlan* sp) {
+  const tune::DeviceProfile& prof = profile(e);
+  const FlashTile* t = flash_tile(prof, e.info, a.head_dim, e.kv_f16);
   if (t == nullptr) return nullptr;
-  *sp = flash_split_plan(e.lab, *t, a, pos_buf(e) != 0);
-  const bool overridden = e.lab != nullptr && !e.lab->attn_tile.empty();
-  if (sp->n_split > 1 && !overridden && a.head_dim <= 128) {
-    const tune::DeviceProfile& prof = e.prof != nullptr
-                                          ? *e.prof
-                                          : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
-                                                                     e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+  *sp = flash_split_plan(prof.attn_rule, *t, a, pos_buf(e) != 0);
+  if (sp->n_split > 1 && !prof.has_attn_tile() && a.head_dim <= 128) {
     for (const FlashTile& c : prof.attn_split)
       if (fits(c, e.info, a.head_dim, e.kv_f16)) {
-        const SplitPlan c_sp = flash_split_plan(e.lab, c, a, pos_buf(e) != 0);
+        const SplitPlan c_sp = flash_split_plan(prof.attn_rule, c, a, pos_buf(e) != 0);
         if (c_sp.n_split > 1) {
           *sp = c_sp;
           return &c;
@@ -246,20 +206,18 @@ const FlashTile* pick_flash(const Env& e, const AttnArgs& a, FlashTile* scratch,
 }
 
 bool want_flash(const Env& e, const AttnArgs& a) {
-  const LabOptions* lab = e.lab;
-  const DeviceInfo& d = e.info;
   if (e.tok_pos) return false;  // per-token key ranges: the per-(head, token) kernels
-  const char* force = lab != nullptr ? lab->attn.c_str() : nullptr;
-  if (force && (std::strcmp(force, "simple") == 0 || std::strcmp(force, "decode") == 0)) return false;
-  if (force && std::strcmp(force, "flash") == 0) return true;
-  if (force && *force) fail("ROCKY_ATTN='{}': expected flash, simple or decode (or unset)", force);
-  if (decode_capable(lab, d, a)) return false;  // attention_decode (≤ k_decode_tokens tokens)
-  return d.type == VK_PHYSICAL_DEVICE_TYPE_CPU || a.n_tokens >= k_flash_min_tokens_gpu;
+  if (e.attn == AttnKernel::SIMPLE || e.attn == AttnKernel::DECODE) return false;
+  if (e.attn == AttnKernel::FLASH) return true;
+  const tune::AttnRule& r = profile(e).attn_rule;
+  if (decode_capable(r, e.attn, e.info, a)) return false;  // attention_decode (≤ decode_tokens tokens)
+  return a.n_tokens >= r.flash_min_tokens;
 }
 
 // decode_capable, and K / V aligned for the kernel's 16-byte K and 32/64-bit V loads.
 bool want_decode(const Env& e, const AttnArgs& a, const abi::AttnPC& pc) {
-  return decode_capable(e.lab, e.info, a) && pc.k_off % (e.kv_f16 ? 8 : 4) == 0 && pc.v_off % 2 == 0;
+  return decode_capable(profile(e).attn_rule, e.attn, e.info, a) && pc.k_off % (e.kv_f16 ? 8 : 4) == 0 &&
+         pc.v_off % 2 == 0;
 }
 
 // A split kernel's dispatch over grid (x, y, n_split) writing its partial states to
@@ -286,9 +244,10 @@ void dispatch_split_merge(Env& e, const Pipeline& kernel, std::span<const Bound>
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label) {
   constexpr uint32_t k_wg = 64, k_dpt = 8, k_hd_max = k_wg * k_dpt;  // DPT in attention.comp
-  // Dim pairs per invocation (one 32-bit load per two f16 V values; tuning-log #32) except on
-  // Mali, where they double the work registers (64: half occupancy on the G610).
-  const uint32_t pairs = e.info.vendor_id == 0x13B5 ? 0u : 1u;
+  // Dim pairs per invocation (one 32-bit load per two f16 V values; tuning-log #32) where the
+  // profile says so (not on Mali, where they double the work registers: 64, half occupancy on the G610).
+  const tune::AttnRule& rule = profile(e).attn_rule;
+  const uint32_t pairs = rule.dim_pairs;
   if (a.head_dim > k_hd_max) fail("{}: head_dim {} > {} supported by attention.comp", label, a.head_dim, k_hd_max);
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv) {
     fail("{}: n_head {} is not a multiple of n_head_kv {}", label, a.n_head, a.n_head_kv);
@@ -313,14 +272,14 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                  a.scale,
                  a.window,
                  a.tok0};
-  // attention.comp's vector q·k (ROCKY_SC_ATTN_HD): K rows and K's offset in 16-byte units. Not
-  // with an f32 cache on Mali: 64 work registers there (half occupancy; f16, the GPU default: 32).
+  // attention.comp's vector q·k (ROCKY_SC_ATTN_HD): K rows and K's offset in 16-byte units. With an
+  // f32 cache only where attn_rule.vec_f32 (not on Mali: 64 work registers there, half occupancy;
+  // f16, the GPU default: 32).
   const uint32_t kvec = e.kv_f16 ? 8 : 4;
-  const bool vec_ok = e.kv_f16 || e.info.vendor_id != 0x13B5;
+  const bool vec_ok = e.kv_f16 || rule.vec_f32 != 0;
   const uint32_t attn_hd = vec_ok && a.head_dim % kvec == 0 && pc.k_off % kvec == 0 ? a.head_dim : 0;
-  FlashTile scratch{};
   SplitPlan fsp;
-  const FlashTile* tile = want_flash(e, a) ? pick_flash(e, a, &scratch, &fsp) : nullptr;
+  const FlashTile* tile = want_flash(e, a) ? pick_flash(e, a, &fsp) : nullptr;
   if (tile) {
     const FlashTile& t = *tile;
     const SplitPlan sp = fsp;
@@ -354,7 +313,7 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   }
   // attention_decode.comp: decode and batched decode with the GQA heads of a KV head in one
   // workgroup (each K/V value read once per token), split like attention_split.comp.
-  const SplitPlan sp = split_plan(e.lab, e.info, a);
+  const SplitPlan sp = split_plan(rule, e.attn, e.info, a);
   if (want_decode(e, a, pc)) {
     const uint32_t gqa = a.n_head / a.n_head_kv;
     const Pipeline& pd = e.pipes.get("attention_decode", {{ROCKY_SC_WG, k_decode_wg},
@@ -409,17 +368,17 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
 }
 
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a) {
-  FlashTile scratch{};
   SplitPlan fsp;
-  if (want_flash(e, a) && pick_flash(e, a, &scratch, &fsp) != nullptr)
+  if (want_flash(e, a) && pick_flash(e, a, &fsp) != nullptr)
     return fsp.n_split > 1 ? uint64_t{a.n_head} * a.n_tokens * fsp.n_split * (a.head_dim + 2u) * 4u : 0;
-  const SplitPlan sp = split_plan(e.lab, e.info, a);
+  const SplitPlan sp = split_plan(profile(e).attn_rule, e.attn, e.info, a);
   if (sp.n_split < 2) return 0;
   return uint64_t{a.n_head} * a.n_tokens * sp.n_split * (a.head_dim + 2u) * 4u;
 }
 
-uint64_t attention_split_signature(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a) {
-  const SplitPlan sp = split_plan(lab, d, a);
+uint64_t attention_split_signature(const tune::DeviceProfile& prof, AttnKernel attn, const DeviceInfo& d,
+                                   const AttnArgs& a) {
+  const SplitPlan sp = split_plan(prof.attn_rule, attn, d, a);
   return uint64_t{sp.chunk} << 32 | sp.n_split;
 }
 

@@ -51,6 +51,12 @@ void matmul_q8_1(Env& e, const Weight& w, Region qs, Region ds, uint32_t n, Regi
   fast::mul_mmq(e, *e.prof, w, qs, ds, n, y, e.info.int8_dot, label);
 }
 
+const tune::DeviceProfile& profile(const Env& e) {
+  return e.prof != nullptr
+             ? *e.prof
+             : tune::select_profile(e.info.vendor_id, e.info.driver_name, e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+}
+
 bool matvec_uses_mmq(const Env& e, const Weight& w) {
   (void)e;
   return w.mmq_buf != nullptr && fast::mmq_supports(w.type) && w.ne0 % 32 == 0 && w.mmq_q_row_bytes > 0;
@@ -79,27 +85,11 @@ namespace rocky::vulkan::fast {
 //    (8 x values live) × 1 row — the offline G610 compiler gives 32 work registers for every type
 //    and both reductions (2 rows: 64 for q6_K with subgroups, i.e. half occupancy);
 //  - anything else: 64 × up to 4 rows, ≥ 512 groups.
-MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k) {
-  return matvec_shape(lab, tune::builtin_for_device(d.vendor_id, d.driver_name, d.type == VK_PHYSICAL_DEVICE_TYPE_CPU),
-                      d, m, k);
-}
-
-MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m,
-                         uint64_t k, uint32_t q8_cols) {
+// A lab experiment sets any of these through ROCKY_TUNE (e.g. {"mmv": {"wg": 64, "rows": 2, "min_groups": 0}}).
+MatvecShape matvec_shape(const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m, uint64_t k,
+                         uint32_t q8_cols) {
   MatvecShape s;
   s.subgroup = d.subgroup_arith;
-  // ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides the choice (tuning experiments; tuning-log).
-  if (const char* v = lab != nullptr ? lab->mmv_shape.c_str() : nullptr; v && *v) {
-    const int n = std::sscanf(v, "%u,%u,%u,%u", &s.wg, &s.rows, &s.split, &s.unroll);
-    if (n < 2 || s.wg < 4 || (s.wg & (s.wg - 1)) || s.rows == 0 || s.rows > s.wg || s.split > 2 || s.unroll < 1 ||
-        s.unroll > 2 || s.wg > d.max_workgroup_invocations || uint64_t{s.rows} * s.wg * 4 > d.shared_memory) {
-      fail(
-          "ROCKY_MMV_SHAPE='{}': expected WG,ROWS[,SPLIT[,UNROLL]] with WG a power of two in 4..{}, 1 ≤ ROWS ≤ WG, "
-          "SPLIT 0|1|2, UNROLL 1|2",
-          v, d.max_workgroup_invocations);
-    }
-    return s;
-  }
   const tune::MatvecRule& c = prof.mmv;
   s.wg = std::min(c.wg, d.max_workgroup_invocations);
   s.split = c.split;
@@ -124,22 +114,10 @@ MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof,
   // A profile's rule may not fit a smaller device: its shared-memory reduction needs rows · wg floats.
   while (s.rows > 1 && uint64_t{s.rows} * s.wg * 4 > d.shared_memory) s.rows /= 2;
   if (q8_cols < 2) return s;
-  // matvec_q8 of several columns: the profile's column shape (MatvecRule::cols_wg /
-  // cols_rows, unroll 2), or ROCKY_MMV_COLS_SHAPE=WG,ROWS in its place (tuning experiments).
-  uint32_t cols_wg = c.cols_wg, cols_rows = c.cols_rows;
-  if (const std::string& v = lab != nullptr ? lab->mmv_cols_shape : std::string(); !v.empty()) {
-    unsigned wg = 0, rows = 0;
-    char tail = 0;
-    if (std::sscanf(v.c_str(), "%u,%u%c", &wg, &rows, &tail) != 2 || wg < 4 || (wg & (wg - 1)) || rows == 0 ||
-        rows > wg || wg > d.max_workgroup_invocations)
-      fail("ROCKY_MMV_COLS_SHAPE='{}': expected WG,ROWS with WG a power of two in 4..{} and 1 ≤ ROWS ≤ WG", v,
-           d.max_workgroup_invocations);
-    cols_wg = wg;
-    cols_rows = rows;
-  }
-  if (cols_wg != 0) {
-    s.wg = std::min(cols_wg, d.max_workgroup_invocations);
-    s.rows = cols_rows;
+  // matvec_q8 of several columns: the profile's column shape (MatvecRule::cols_wg / cols_rows, unroll 2).
+  if (c.cols_wg != 0) {
+    s.wg = std::min(c.cols_wg, d.max_workgroup_invocations);
+    s.rows = c.cols_rows;
     s.unroll = 2;
   }
   return s;
@@ -160,17 +138,14 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
          epi.operand.bytes, epi_need);
   if (norm != nullptr && (!norm->weight.buf || norm->weight.bytes < w.ne0 * 4))
     fail("{}: matvec_mmq norm weight holds {} bytes, {} needed", label, norm->weight.bytes, w.ne0 * 4);
-  MatvecShape sh =
-      e.prof ? matvec_shape(e.lab, *e.prof, e.info, w.rows, w.ne0) : matvec_shape(e.lab, e.info, w.rows, w.ne0);
+  const tune::DeviceProfile& prof = ops::profile(e);
+  MatvecShape sh = matvec_shape(prof, e.info, w.rows, w.ne0);
   if (n > 1) {  // fewer x values per step as columns grow (registers), and ROWS·n ≤ WG (stores)
     sh.split = std::max(sh.split, n <= 2 ? 0u : (n <= 4 ? 1u : 2u));
-    // ROCKY_MMV_COL_SPLIT=0|1|2 replaces that rule (whole / half / quarter blocks per step for every
-    // n > 1): the experiment of lab/h200-bstep.sh (wider loads and fewer loop rounds against the x
-    // registers, n · 32 >> SPLIT floats per step).
-    if (const std::string& v = e.lab != nullptr ? e.lab->mmv_col_split : std::string(); !v.empty()) {
-      if (v.size() != 1 || v[0] < '0' || v[0] > '2') fail("ROCKY_MMV_COL_SPLIT='{}': expected 0, 1 or 2", v);
-      sh.split = uint32_t(v[0] - '0');
-    }
+    // The profile's mmv.col_split 0|1|2 replaces that rule (whole / half / quarter blocks per step
+    // for every n > 1): wider loads and fewer loop rounds against the x registers, n · 32 >> SPLIT
+    // floats per step (docs/tuning-log.md #27).
+    if (prof.mmv.col_split != tune::MatvecRule::k_col_split_by_cols) sh.split = prof.mmv.col_split;
     sh.rows = std::max(1u, std::min(sh.rows, sh.wg / n));
     while (sh.rows > 1 && uint64_t{sh.rows * n + 1} * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;
   }
@@ -222,10 +197,7 @@ void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds
          epi.operand.bytes, epi_need);
   // Columns per workgroup: groups of ≤ 8, as even as possible (12 columns: 2 × 6).
   const uint32_t groups = (n + k_matvec_max_cols - 1) / k_matvec_max_cols, cols = (n + groups - 1) / groups;
-  const tune::DeviceProfile& prof = e.prof ? *e.prof
-                                           : tune::builtin_for_device(e.info.vendor_id, e.info.driver_name,
-                                                                      e.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
-  MatvecShape sh = matvec_shape(e.lab, prof, e.info, w.rows, w.ne0, cols);
+  MatvecShape sh = matvec_shape(ops::profile(e), e.info, w.rows, w.ne0, cols);
   sh.wg = std::max<uint32_t>(sh.wg, 4);                     // the shared-memory reduction reads 4 at a time
   sh.rows = std::max(1u, std::min(sh.rows, sh.wg / cols));  // ≤ one output per invocation where it can
   while (sh.rows > 1 && uint64_t{sh.rows} * cols * sh.wg * 4 > e.info.shared_memory) sh.rows /= 2;

@@ -271,8 +271,8 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
 
 static_assert(sizeof(abi::ProducerQ81PC) == 8 * 4);
 
-uint32_t rms_norm_q8_1_wg(const DeviceInfo& info) {
-  if (info.vendor_id == 0x13B5) return 64;
+uint32_t rms_norm_q8_1_wg(const tune::DeviceProfile& prof, const DeviceInfo& info) {
+  if (prof.norm_q8_wg != 0) return std::min(prof.norm_q8_wg, info.max_workgroup_invocations);
   return info.max_workgroup_invocations >= 256 && info.max_workgroup_size[0] >= 256 ? 256
                                                                                     : 128;  // Vulkan's minimum is 128
 }
@@ -280,7 +280,7 @@ uint32_t rms_norm_q8_1_wg(const DeviceInfo& info) {
 void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps, ops::Region qs,
                    ops::Region ds, const std::string& label) {
   if (ne0 % 32) fail("rms_norm_q8_1: ne0 = {} is not a multiple of 32", ne0);
-  const uint32_t wg = rms_norm_q8_1_wg(e.info);
+  const uint32_t wg = rms_norm_q8_1_wg(ops::profile(e), e.info);
   // ≤ 8 columns (decode, a batched step): Σx² in two flat passes instead of the tree.
   const uint32_t flat = n_cols <= k_matvec_max_cols && wg % 32 == 0 ? 1u : 0u;
   const Pipeline& p = e.pipes.get("rms_norm_q8_1", {{ROCKY_SC_WG, wg}, {ROCKY_SC_RMS_FLAT, flat}});

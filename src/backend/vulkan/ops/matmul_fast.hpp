@@ -95,10 +95,10 @@ void quantize_q8_1(ops::Env& e, ops::Region x, uint32_t k, uint32_t n, ops::Regi
 // (ne0 a multiple of 32). Same q8_1 values as quantize_q8_1 of the f32 result.
 void rms_norm_q8_1(ops::Env& e, ops::Region x, ops::Region w, uint32_t ne0, uint32_t n_cols, float eps, ops::Region qs,
                    ops::Region ds, const std::string& label);
-// rms_norm_q8_1's workgroup (one per column; a power of two): 64 on Mali (the `mali` label's
-// variant), else 256 (128 where the device allows no more), so that a 2,048-wide column's Σx² pass
-// has 8 loads per invocation and enough bytes in flight on a big GPU.
-uint32_t rms_norm_q8_1_wg(const DeviceInfo& info);
+// rms_norm_q8_1's workgroup (one per column; a power of two): the profile's norm_q8_wg where set
+// (Mali: 64, the `mali` label's variant), else 256 (128 where the device allows no more), so that a
+// 2,048-wide column's Σx² pass has 8 loads per invocation and enough bytes in flight on a big GPU.
+uint32_t rms_norm_q8_1_wg(const tune::DeviceProfile& prof, const DeviceInfo& info);
 void silu_mul_q8_1(ops::Env& e, ops::Region gate, ops::Region up, uint32_t ne0, uint32_t n_cols, ops::Region qs,
                    ops::Region ds, const std::string& label);
 
@@ -141,23 +141,20 @@ constexpr uint32_t k_matvec_q8_max_cols = 64;
 void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds, uint32_t n, ops::Region y,
                const std::string& label, const MmqEpilogue& epi = {});
 
-// Shape of matvec_mmq (data per device class, then fitted to the weight's M and K): invocations per
-// workgroup (a power of two ≥ 4), rows per workgroup, 32 >> split values per step (split 0, 1,
-// 2), steps per loop iteration (1 or 2), and whether the subgroup-reduction variant runs.
-// ROCKY_MMV_SHAPE=WG,ROWS[,SPLIT[,UNROLL]] overrides.
+// Shape of matvec_mmq (data per device class: the profile's mmv rule, then fitted to the weight's
+// M and K): invocations per workgroup (a power of two ≥ 4), rows per workgroup, 32 >> split values
+// per step (split 0, 1, 2), steps per loop iteration (1 or 2), and whether the subgroup-reduction
+// variant runs.
 struct MatvecShape {
   uint32_t wg = 64, rows = 4;
   uint32_t split = 0;
   uint32_t unroll = 1;
   bool subgroup = false;
 };
-MatvecShape matvec_shape(const LabOptions* lab, const DeviceInfo& d, uint64_t m, uint64_t k);
-// The same from a profile's rule (prof.mmv); the overload above uses the built-in profile of
-// the device's class (tune::builtin_for_device). q8_cols ≥ 2: matvec_q8's shape for that many
-// columns per workgroup — the rule's cols_wg × cols_rows (unroll 2) where it sets one, or
-// ROCKY_MMV_COLS_SHAPE=WG,ROWS; ROCKY_MMV_SHAPE wins over both.
-MatvecShape matvec_shape(const LabOptions* lab, const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m,
-                         uint64_t k, uint32_t q8_cols = 1);
+// q8_cols ≥ 2: matvec_q8's shape for that many columns per workgroup — the rule's cols_wg ×
+// cols_rows (unroll 2) where it sets one.
+MatvecShape matvec_shape(const tune::DeviceProfile& prof, const DeviceInfo& d, uint64_t m, uint64_t k,
+                         uint32_t q8_cols = 1);
 
 // The mmq repack of `w` bound in windows of whole rows, each window's two bindings (values at
 // 16-byte granularity, scale groups at 4; ws_off in words) within the recorder's binding limit including the

@@ -47,22 +47,9 @@ struct Weight {
   bool mmq_nibbles = false;  // q4_K / q6_K values as nibble pairs (16 bytes per 32-block)
 };
 
-// Matmul tile shape, mapped to the named specialization constants ROCKY_SC_BM … ROCKY_SC_TN.
-// Invocations per workgroup = (bm / tm) · (bn / tn); accumulators per invocation = tm · tn.
-struct MatmulTile {
-  uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // all 0 = the device class default
-  uint32_t invocations() const { return (bm / tm) * (bn / tn); }
-  uint32_t accumulators() const { return tm * tn; }
-  uint32_t shared_bytes() const { return (bm + bn) * bk * 4; }
-};
-
-// The tile for a device class (data, not code): CPU drivers (lavapipe) run fastest with many
-// accumulators per invocation; GPUs get a small register budget (8 accumulators: the Mali-G610
-// full-occupancy budget is 32 registers per thread, see ../shared/PLATFORMS.md).
-inline MatmulTile default_tile(const DeviceInfo& d) {
-  if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return MatmulTile{128, 32, 8, 8, 4};  // 128 invocations, 32 acc
-  return MatmulTile{32, 32, 16, 2, 4};                                             // 128 invocations, 8 acc
-}
+// matmul.comp's tile (tune::BasicTile, mapped to the named specialization constants ROCKY_SC_BM …
+// ROCKY_SC_TN): the tuning profile's `matmul`.
+using MatmulTile = tune::BasicTile;
 
 // Which kernels run the prefill matmuls (N > 1; N = 1 uses matvec_mmq.comp when the weight carries
 // its mmq repack, else matvec.comp):
@@ -75,7 +62,7 @@ inline MatmulTile default_tile(const DeviceInfo& d) {
 //   BASIC — shaders/matmul.comp (the tiled kernel; f32, windows/chunks over any binding size).
 //   AUTO  — the default: MMQ (faster than the f32 kernels on the H200 at ub ≥ 128, 2.3× at ub 512,
 //           docs/PERF.md; ≈ 4× on lavapipe).
-enum class MatmulPath { AUTO, MMQ, MM, BASIC };
+using vulkan::MatmulPath;  // lab_options.hpp
 // "auto" | "mmq" | "mm" | "basic"; rocky::Error naming `what` (e.g. "--matmul") otherwise.
 MatmulPath parse_matmul_path(const std::string& s, const std::string& what);
 const char* matmul_path_name(MatmulPath p);
@@ -109,8 +96,8 @@ struct Env {
   // Scratch of the split decode attention (attention_scratch_bytes; the context sizes it before
   // recording). Unset: attention never splits.
   const Buffer* attn_scratch = nullptr;
-  // Lab overrides read at dispatch (ROCKY_ATTN, ROCKY_ATTN_TILE, ROCKY_MMV_SHAPE); nullptr = none.
-  const LabOptions* lab = nullptr;
+  // The attention kernel forced by the lab switch (ROCKY_SWITCH attn=…); AUTO = the profile's rule.
+  AttnKernel attn = AttnKernel::AUTO;
   // The step buffer (uint [0] = n_past, written by the host before each submit; the backend
   // uses word 0 of its token buffer): when set,
   // rope, kv_store, attention and rope_kv read the cache position from it (ROCKY_SC_POS_BUF) and
@@ -125,7 +112,7 @@ struct Env {
   // Matmuls of 1 … this many tokens over a repacked weight take the int8-dot matvec
   // (fast::matvec_q8: q8_1 activations from the producers, packed dots) instead of matvec_mmq (f32
   // x, ≤ mmv_cols) and mul_mmq; 0 = off. Needs shaderIntegerDotProduct. The backend sets it from
-  // VulkanOptions::matvec_q8 (the profile's mmv.q8; ROCKY_MMV_Q8).
+  // VulkanOptions::matvec_q8 (the profile's mmv.q8).
   uint32_t mmv_q8 = 0;
   // A multi-sequence ubatch: `step` (set too) holds the per-token table of abi.h's
   // k_tok_table (position, sequence's first cache column) and the kernels run with POS_BUF = 2;
@@ -133,6 +120,10 @@ struct Env {
   // tiled one (its query rows would need key ranges of their own).
   bool tok_pos = false;
 };
+
+// The profile the kernels' rules and tiles come from: e.prof, else (direct users of ops: tests)
+// the built-in profile of the device's class (tune::select_profile).
+const tune::DeviceProfile& profile(const Env& e);
 
 // True when the shaders dequantize `t` (get_rows, matmul, matvec).
 bool gpu_supports(DType t);
@@ -186,11 +177,12 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                const std::string& label);
 // Bytes of Env::attn_scratch that attention(a) uses: > 0 when it runs split (decode at depth:
 // attention_decode (GPUs) or the per-(head, token) kernel with the key range cut into chunks of
-// ROCKY_ATTN_SPLIT or 32 / 128 positions, at most 128 of them, then attention_merge), else 0.
+// the profile's attn_rule.split_chunk or 32 / 128 positions, at most 128 of them, then attention_merge), else 0.
 uint64_t attention_scratch_bytes(const Env& e, const AttnArgs& a);
 // (chunk, n_split) of that split as one word (0 chunks: no split): part of the replayed decode's
 // key, so that a token crossing into the next chunk records the step again.
-uint64_t attention_split_signature(const LabOptions* lab, const DeviceInfo& d, const AttnArgs& a);
+uint64_t attention_split_signature(const tune::DeviceProfile& prof, AttnKernel attn, const DeviceInfo& d,
+                                   const AttnArgs& a);
 
 // Hybrid linear attention (qwen35; graph.hpp SSM_CONV / GATED_DELTA / TAKE_ROWS / SIGMOID_MUL).
 // out[i, j] = x[first_row + i, j] for i < ne0 (x has in_ne0 rows).
