@@ -11,7 +11,7 @@ R=".devpack/run rocky"; M=/tmp/q3b.gguf; O=${OUT:-/tmp/out}; mkdir -p "$O"
 timeout 300 $R bench -m $M -p 512 -n 128 -npl 1,2,4,8 -ub 512 -r 3 --no-roofline -o json -q > /tmp/npl.json 2> /tmp/npl.err ||
   tail -5 /tmp/npl.err
 cp /tmp/npl.json "$O/" 2>/dev/null
-$R serve -m $M -ub 512 -c 8192 -np 4 --cont-batching --prefill-chunk 512 --port 8080 > /dev/null 2> /tmp/serve.err &
+$R serve -m $M -ub 512 -c 8192 -np 4 --kv-unified --cont-batching --prefill-chunk 512 --port 8080 > /dev/null 2> /tmp/serve.err &
 srv=$!
 for i in $(seq 1 600); do curl -sf http://127.0.0.1:8080/health 2>/dev/null | grep -q '"ok"' && break; sleep 0.2; done
 python3 - <<'PY' > /tmp/gap.json 2> /tmp/gap.err

@@ -139,7 +139,7 @@ def main():
 
     proc = None
     if args.rocky:
-        cmd = [args.rocky, "serve", "-m", args.model, "--port", "0", "--device", args.device, "-np", str(args.np),
+        cmd = [args.rocky, "serve", "-m", args.model, "--port", "0", "--device", args.device, "-np", str(args.np), "--kv-unified",
                "-c", str(args.ctx)]
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         url = None

@@ -107,6 +107,71 @@ std::vector<std::string> parse_stop(const json& o) {
   return out;
 }
 
+// A bias value: a number, or false (llama-server: never sample the token) → -inf.
+double bias_value(const json& v, const std::string& param) {
+  if (v.is_boolean()) {
+    if (v.get<bool>()) bad_value(param, "must be a number or false (true has no meaning)");
+    return -std::numeric_limits<double>::infinity();
+  }
+  if (!v.is_number()) bad_type(param, "a number or false", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) bad_value(param, "must be finite");
+  return d;
+}
+
+// A key or entry naming a token: an id (integer, or a string of digits as OpenAI's JSON keys are),
+// else a text to tokenize (llama-server's form).
+LogitBias bias_target(const json& k, const std::string& param) {
+  LogitBias b;
+  b.param = param;
+  if (k.is_number_integer()) {
+    b.id = k.get<int64_t>();
+    if (b.id < 0) bad_value(param, fmt::format("is {}, not a token id", b.id));
+  } else if (k.is_string()) {
+    const std::string t = k.get<std::string>();
+    bool digits = !t.empty() && t.size() <= 9;
+    for (char c : t) digits = digits && c >= '0' && c <= '9';
+    if (digits)
+      b.id = std::stoll(t);
+    else if (t.empty())
+      bad_value(param, "is an empty string (a token id or a text)");
+    else
+      b.text = t;
+  } else {
+    bad_type(param, "a token id or a string", k);
+  }
+  return b;
+}
+
+// OpenAI: {"15043": -100}; llama-server also: [[15043, 1.0], ["Hello", false]] and text keys.
+std::vector<LogitBias> parse_logit_bias(const json& o) {
+  std::vector<LogitBias> out;
+  const json* v = field(o, "logit_bias");
+  if (!v) return out;
+  if (v->is_object()) {
+    if (v->size() > 1024) bad_value("logit_bias", fmt::format("has {} entries (at most 1024)", v->size()));
+    for (const auto& [k, b] : v->items()) {
+      const std::string param = "logit_bias." + k;
+      LogitBias e = bias_target(json(k), param);
+      e.bias = bias_value(b, param);
+      out.push_back(std::move(e));
+    }
+  } else if (v->is_array()) {
+    if (v->size() > 1024) bad_value("logit_bias", fmt::format("has {} entries (at most 1024)", v->size()));
+    for (size_t i = 0; i < v->size(); ++i) {
+      const std::string param = fmt::format("logit_bias[{}]", i);
+      const json& p = (*v)[i];
+      if (!p.is_array() || p.size() != 2) bad_type(param, "a [token, bias] pair", p);
+      LogitBias e = bias_target(p[0], param + "[0]");
+      e.bias = bias_value(p[1], param + "[1]");
+      out.push_back(std::move(e));
+    }
+  } else {
+    bad_type("logit_bias", "an object of token → bias or a list of [token, bias] pairs", *v);
+  }
+  return out;
+}
+
 SamplingFields parse_sampling(const json& o, bool native) {
   SamplingFields s;
   s.temperature = get_number(o, "temperature", 0.0, 1.0e4);
@@ -133,16 +198,13 @@ SamplingFields parse_sampling(const json& o, bool native) {
     if (!v->is_number()) bad_type(name, "a number", *v);
     if (v->get<double>() != neutral) bad_value(name, fmt::format("is not supported (only {} is accepted)", neutral));
   };
-  neutral_number("presence_penalty", 0);
-  neutral_number("frequency_penalty", 0);
+  s.presence_penalty = get_number(o, "presence_penalty", -2.0, 2.0);
+  s.frequency_penalty = get_number(o, "frequency_penalty", -2.0, 2.0);
   neutral_number("best_of", 1);
   neutral_number("n_probs", 0);
   neutral_number("mirostat", 0);
   neutral_number("typical_p", 1);
-  if (const json* v = field(o, "logit_bias"); v && !v->is_null()) {
-    if (!v->is_object()) bad_type("logit_bias", "an object of token id → bias", *v);
-    if (!v->empty()) bad_value("logit_bias", "is not supported (only {} is accepted)");
-  }
+  s.logit_bias = parse_logit_bias(o);
   if (const json* v = field(o, "grammar"); v && !v->is_null()) {
     if (!v->is_string()) bad_type("grammar", "a string", *v);
     if (!v->get<std::string>().empty())
@@ -155,7 +217,7 @@ SamplingFields parse_sampling(const json& o, bool native) {
     s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
   else if (field(o, "max_tokens"))
     s.max_tokens = parse_max_tokens(o, "max_tokens");
-  else if (native)
+  else if (native && field(o, "n_predict"))
     s.max_tokens = parse_max_tokens(o, "n_predict");
   if (native && field(o, "n_predict") && (field(o, "max_tokens") || field(o, "max_completion_tokens")))
     parse_max_tokens(o, "n_predict");  // still type-checked
@@ -290,6 +352,7 @@ json ApiError::to_json() const {
   json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (!param.empty()) e["param"] = param;
   if (!code.empty()) e["code"] = code;
+  for (const auto& [k, v] : extra.items()) e[k] = v;
   return json{{"error", e}};
 }
 

@@ -167,5 +167,65 @@ TEST(Sampler, RepetitionPenalty) {
   EXPECT_EQ(s3.sample(l), 0);
 }
 
+// llama.cpp's penalties: a token seen c times among the last repeat_last_n gets
+// logit' = (logit ≤ 0 ? logit·r : logit/r) − c·frequency − presence. Hand-computed on fixed logits.
+TEST(Sampler, FrequencyAndPresencePenalties) {
+  SamplerParams p = plain(0.0f);
+  p.repeat_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  Sampler s(p);
+  for (int32_t t : {1, 1, 1, 2}) s.accept(t);  // token 1 three times, token 2 once
+  const std::vector<float> l = {1.0f, 4.0f, -1.0f, 3.0f};
+  const std::vector<float> a = s.adjusted(l);
+  EXPECT_FLOAT_EQ(a[0], 1.0f);                          // unseen
+  EXPECT_FLOAT_EQ(a[1], 4.0f / 2 - 3 * 0.5f - 0.25f);   // 0.25
+  EXPECT_FLOAT_EQ(a[2], -1.0f * 2 - 1 * 0.5f - 0.25f);  // -2.75
+  EXPECT_FLOAT_EQ(a[3], 3.0f);
+  EXPECT_EQ(s.sample(l), 3);  // 3.0 now beats token 1 (0.25) and token 0 (1.0)
+  // repeat_last_n 2 sees only the last two tokens (1, 2): token 1 counted once.
+  p.repeat_last_n = 2;
+  Sampler w(p);
+  for (int32_t t : {1, 1, 1, 2}) w.accept(t);
+  EXPECT_FLOAT_EQ(w.adjusted(l)[1], 4.0f / 2 - 0.5f - 0.25f);
+  // A negative presence penalty favours seen tokens.
+  SamplerParams q = plain(0.0f);
+  q.presence_penalty = -1.5f;
+  Sampler n(q);
+  n.accept(0);
+  EXPECT_EQ(n.sample(std::vector<float>{3.0f, 4.0f}), 0);  // 3 + 1.5 > 4
+}
+
+// logit_bias is added first; -inf removes a token, also from a temperature draw.
+TEST(Sampler, LogitBias) {
+  SamplerParams p = plain(0.0f);
+  p.logit_bias = {{1, -INFINITY}, {2, 1.5f}};
+  Sampler s(p);
+  const std::vector<float> l = {2.0f, 9.0f, 1.0f};
+  const std::vector<float> a = s.adjusted(l);
+  EXPECT_TRUE(std::isinf(a[1]) && a[1] < 0);
+  EXPECT_FLOAT_EQ(a[2], 2.5f);
+  EXPECT_EQ(s.sample(l), 2);  // 2.5 > 2.0; token 1 is gone
+  SamplerParams t = plain(1.0f);
+  t.logit_bias = {{0, -INFINITY}};
+  Sampler d(t);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(d.sample(std::vector<float>{50.0f, 0.0f, 0.0f}), 0);
+}
+
+// The mask hook (a grammar's constraint) runs before the bias and the penalties.
+TEST(Sampler, MaskRunsFirst) {
+  SamplerParams p = plain(0.0f);
+  p.logit_bias = {{0, 100.0f}};
+  Sampler s(p);
+  std::vector<size_t> seen;
+  s.set_mask([&](std::span<float> l) {
+    seen.push_back(l.size());
+    EXPECT_FLOAT_EQ(l[0], 1.0f);  // the bias is not applied yet
+    l[0] = -INFINITY;
+  });
+  EXPECT_EQ(s.sample(std::vector<float>{1.0f, 0.5f, 0.0f}), 1);
+  EXPECT_EQ(seen, std::vector<size_t>{3});
+}
+
 }  // namespace
 }  // namespace rocky::runtime
