@@ -85,6 +85,10 @@ void add_serve(CLI::App& app, Runner& run) {
                   "Require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
+  sub->add_option("--cors-origins", o->cors_origins,
+                  "Origins allowed by CORS, comma-separated (default: any, as llama-server; browsers of other "
+                  "origins get no Access-Control-Allow-Origin, their preflights a 403)")
+      ->delimiter(',');
   sub->add_flag("!--no-slots", o->slots_endpoint, "Disable GET /slots (on by default; --slots turns it on)");
   sub->add_flag("--slots", o->slots_endpoint, "Serve GET /slots (the default)");
   sub->add_flag("--metrics")

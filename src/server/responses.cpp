@@ -8,6 +8,14 @@
 
 namespace rocky::server {
 
+std::string build_fingerprint() {
+#ifndef ROCKY_BUILD_NUMBER
+#define ROCKY_BUILD_NUMBER 0
+#define ROCKY_BUILD_COMMIT "unknown"
+#endif
+  return fmt::format("b{}-{}", ROCKY_BUILD_NUMBER, ROCKY_BUILD_COMMIT);
+}
+
 std::string random_id(const char* prefix) {
   static std::mutex m;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -71,7 +79,7 @@ json Shapes::chunk_base(Kind kind, const std::string& id) const {
           {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
           {"created", static_cast<int64_t>(std::time(nullptr))},
           {"model", model_id},
-          {"system_fingerprint", "rocky-0.1.0"}};
+          {"system_fingerprint", build_fingerprint()}};
 }
 
 json Shapes::delta_chunk(Kind kind, const std::string& id, const std::string& text) const {

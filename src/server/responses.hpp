@@ -22,6 +22,9 @@ enum class Kind { Chat, Completion, Native };
 
 // "chatcmpl-…" / "cmpl-…": the prefix and 16 random hex digits.
 std::string random_id(const char* prefix);
+// "b<build>-<commit>" (llama-server's system_fingerprint and build_info): the commit count and
+// short hash the build was configured at.
+std::string build_fingerprint();
 
 // OpenAI's finish_reason: "tool_calls" where the reply called tools, "length" at max_tokens or a
 // full context, else "stop".

@@ -159,9 +159,10 @@ class App {
     svr.Get("/metrics", wrap(false, [this](auto& req, auto& res) { metrics(req, res); }));
     for (const char* p : {"/v1/chat/completions", "/chat/completions"})
       svr.Post(p, wrap(true, [this](auto& req, auto& res) { chat(req, res); }));
-    for (const char* p : {"/v1/completions", "/completions"})
-      svr.Post(p, wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Completion); }));
-    svr.Post("/completion", wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Native); }));
+    // As llama-server: /v1/completions is OpenAI's; /completion and /completions are its native one.
+    svr.Post("/v1/completions", wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Completion); }));
+    for (const char* p : {"/completion", "/completions"})
+      svr.Post(p, wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Native); }));
     for (const char* p : {"/v1/models", "/models"})
       svr.Get(p, wrap(true, [this](auto& req, auto& res) { models(req, res); }));
     svr.Get("/cache", wrap(true, [this](auto& req, auto& res) { cache_get(req, res); }));
@@ -177,7 +178,27 @@ class App {
     svr.Post("/apply-template", wrap(true, [this](auto& req, auto& res) { apply_template(req, res); }));
     // A declared body over --max-body is refused from its headers: cpp-httplib 0.11 would first
     // read (skip) all of it, so a client that declares 20 MB and sends less waited --timeout.
-    svr.set_pre_routing_handler([max = o_.max_body](const httplib::Request& req, httplib::Response& res) {
+    // CORS as llama-server: every response names the request's Origin as allowed (with
+    // --cors-origins only a listed one), and a preflight OPTIONS on any path is answered here.
+    svr.Options(R"(.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_header("Origin") && !origin_allowed(req.get_header_value("Origin"))) {
+        send_error(
+            res, ApiError(403, fmt::format("origin '{}' is not in --cors-origins", req.get_header_value("Origin")), "",
+                          "cors_origin_not_allowed", "permission_error"));
+        return;
+      }
+      res.set_header("Access-Control-Allow-Credentials", "true");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "*");
+      res.set_header("Access-Control-Max-Age", "86400");
+      res.status = 200;
+      res.set_content("", "text/html");
+    });
+    svr.set_pre_routing_handler([this, max = o_.max_body](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_header("Origin") && origin_allowed(req.get_header_value("Origin"))) {
+        res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin"));
+        res.set_header("Vary", "Origin");
+      }
       if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
       const std::string v = req.get_header_value("Content-Length");
       bool digits = !v.empty();
@@ -208,6 +229,14 @@ class App {
 
  private:
   using Fn = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  // --cors-origins: empty (the default) allows every origin, as llama-server; "*" too.
+  bool origin_allowed(const std::string& origin) const {
+    if (o_.cors_origins.empty()) return true;
+    for (const std::string& a : o_.cors_origins)
+      if (a == "*" || a == origin) return true;
+    return false;
+  }
 
   httplib::Server::Handler wrap(bool needs_model, Fn fn) {
     return [this, needs_model, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
@@ -260,6 +289,7 @@ class App {
     runtime::SchedulerStats st;
     if (ready_ && sched_) st = sched_->stats();
     res.status = 200;
+    res.set_header("Process-Start-Time-Unix", std::to_string(created_));  // as llama-server
     res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get()),
                     "text/plain; version=0.0.4; charset=utf-8");
   }
@@ -338,7 +368,7 @@ class App {
                {"chat_template", tmpl_->source()},
                {"bos_token", tmpl_->bos_token()},
                {"eos_token", tmpl_->eos_token()},
-               {"build_info", "rocky 0.1.0"}});
+               {"build_info", build_fingerprint()}});
   }
 
   void tokenize(const httplib::Request& req, httplib::Response& res) {

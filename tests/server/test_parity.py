@@ -297,6 +297,68 @@ def test_enable_thinking_in_template_context():
             s.stop()
 
 
+def raw(url, method, path, headers=None, body=None):
+    """(status, headers, body text) of one request, any status."""
+    req = urllib.request.Request(url + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def test_cors():
+    """CORS as llama-server: the Origin is echoed; a preflight is answered; --cors-origins filters."""
+    s = Server("-c", "256")
+    try:
+        st, h, _ = raw(s.url, "OPTIONS", "/v1/chat/completions",
+                       {"Origin": "http://a.example", "Access-Control-Request-Method": "POST"})
+        assert st == 200, st
+        assert h["Access-Control-Allow-Origin"] == "http://a.example", dict(h)
+        assert "POST" in h["Access-Control-Allow-Methods"] and h["Access-Control-Allow-Headers"] == "*", dict(h)
+        assert h["Access-Control-Allow-Credentials"] == "true", dict(h)
+        st, h, _ = raw(s.url, "GET", "/props", {"Origin": "http://b.example"})
+        assert st == 200 and h["Access-Control-Allow-Origin"] == "http://b.example", dict(h)
+        st, h, _ = raw(s.url, "GET", "/props")
+        assert "Access-Control-Allow-Origin" not in h, dict(h)
+    finally:
+        s.stop()
+    s = Server("-c", "256", "--cors-origins", "http://ok.example,http://also.example")
+    try:
+        st, h, _ = raw(s.url, "GET", "/props", {"Origin": "http://also.example"})
+        assert h["Access-Control-Allow-Origin"] == "http://also.example", dict(h)
+        st, h, _ = raw(s.url, "GET", "/props", {"Origin": "http://evil.example"})
+        assert "Access-Control-Allow-Origin" not in h, dict(h)
+        st, h, body = raw(s.url, "OPTIONS", "/v1/completions", {"Origin": "http://evil.example"})
+        assert st == 403 and "cors-origins" in body, (st, body)
+    finally:
+        s.stop()
+
+
+def test_metrics_names_and_fingerprint():
+    """/metrics also under llamacpp:, Process-Start-Time-Unix; system_fingerprint b<build>-<commit>;
+    /completions (no /v1) is the native endpoint."""
+    s = Server("-c", "256")
+    try:
+        t0 = int(time.time())
+        r = s.ok("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 3, "temperature": 0, "ignore_eos": True})
+        assert re.fullmatch(r"b\d+-[0-9a-f]+|b0-unknown", r["system_fingerprint"]), r
+        assert s.ok("GET", "/props")["build_info"] == r["system_fingerprint"]
+        st, h, text = raw(s.url, "GET", "/metrics")
+        assert st == 200
+        assert abs(int(h["Process-Start-Time-Unix"]) - t0) < 120, dict(h)
+        vals = dict(re.findall(r"^(llamacpp:\w+) (\S+)$", text, re.M))
+        assert float(vals["llamacpp:tokens_predicted_total"]) == 3, vals
+        assert float(vals["llamacpp:prompt_tokens_total"]) == r["usage"]["prompt_tokens"], vals
+        for k in ("prompt_seconds_total", "tokens_predicted_seconds_total", "kv_cache_usage_ratio",
+                  "requests_processing", "requests_deferred"):
+            assert "llamacpp:" + k in vals, k
+        n = s.ok("POST", "/completions", {"prompt": "Once", "n_predict": 3, "temperature": 0, "ignore_eos": True})
+        assert "content" in n and "choices" not in n, n
+    finally:
+        s.stop()
+
+
 def main():
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
     if ONLY:
