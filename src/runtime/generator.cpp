@@ -122,6 +122,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       break;
     }
     sampler.accept(t);
+    if (p.n_probs >= 0) res.probs.push_back(token_probs(logits, sp.n_vocab, t, p.n_probs));
     res.tokens.push_back(t);
     const std::string text = stop.push(dec.push(t));
     res.text += text;

@@ -47,6 +47,32 @@ int32_t argmax(std::span<const float> logits, int32_t n_vocab) {
   return static_cast<int32_t>(best);
 }
 
+TokenProbs token_probs(std::span<const float> logits, int32_t n_vocab, int32_t token, int32_t n_top) {
+  if (n_vocab > 0 && static_cast<size_t>(n_vocab) < logits.size()) logits = logits.first(static_cast<size_t>(n_vocab));
+  TokenProbs out;
+  out.token = token;
+  if (logits.empty()) return out;
+  // log p_i = l_i − (max + log Σ exp(l_j − max)), the sum in double.
+  float mx = logits[0];
+  for (float v : logits) mx = std::max(mx, v);
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  auto lp = [&](int32_t t) { return static_cast<float>(logits[static_cast<size_t>(t)] - lse); };
+  if (token >= 0 && static_cast<size_t>(token) < logits.size()) out.logprob = lp(token);
+  const size_t k = std::min(static_cast<size_t>(std::max(n_top, 0)), logits.size());
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+      const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+      return la > lb || (la == lb && a < b);
+    });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], lp(ids[i]));
+  }
+  return out;
+}
+
 Sampler::Sampler(const SamplerParams& p)
     : p_(p), seed_(p.seed == k_default_seed ? std::random_device{}() : p.seed), rng_(seed_) {}
 

@@ -38,6 +38,17 @@ struct SamplerParams {
 // are candidates (padded logits rows: SamplerParams::n_vocab).
 int32_t argmax(std::span<const float> logits, int32_t n_vocab = 0);
 
+// A generated token's log-probability under the model (log-softmax of the raw logits, before any
+// sampler: what llama-server reports by default) and the `n_top` most likely tokens with theirs
+// (largest first, ties → lowest id). llama-server's n_probs, OpenAI's logprobs / top_logprobs.
+struct TokenProbs {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+// Over the first n_vocab logits (0: all).
+TokenProbs token_probs(std::span<const float> logits, int32_t n_vocab, int32_t token, int32_t n_top);
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);

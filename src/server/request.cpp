@@ -172,7 +172,7 @@ std::vector<LogitBias> parse_logit_bias(const json& o) {
   return out;
 }
 
-SamplingFields parse_sampling(const json& o, bool native) {
+SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   SamplingFields s;
   s.temperature = get_number(o, "temperature", 0.0, 1.0e4);
   s.top_p = get_number(o, "top_p", 0.0, 1.0);
@@ -182,13 +182,24 @@ SamplingFields parse_sampling(const json& o, bool native) {
   s.repeat_last_n = get_int(o, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
   s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.cache_prompt = get_bool(o, "cache_prompt", true);
-  // Token log-probabilities are not computed: asking for them is an error, not a silent null
-  // (chat: logprobs true / top_logprobs > 0; completions: logprobs N > 0). false / 0 / null pass.
-  if (const json* l = field(o, "logprobs");
-      l && !l->is_null() && !(l->is_boolean() && !l->get<bool>()) && !(l->is_number() && l->get<double>() == 0))
-    bad_value("logprobs", "is not supported (token log-probabilities are not computed)");
-  if (const json* t = field(o, "top_logprobs"); t && !t->is_null() && !(t->is_number() && t->get<double>() == 0))
-    bad_value("top_logprobs", "is not supported (token log-probabilities are not computed)");
+  // Token log-probabilities (n_probs: -1 off, N ≥ 0 the top alternatives per token). Chat:
+  // logprobs true + top_logprobs N (OpenAI); completions: logprobs N (OpenAI's legacy integer);
+  // native: n_probs N (llama-server).
+  constexpr int64_t k_max_top = 20;
+  if (const json* l = field(o, "logprobs")) {
+    if (chat) {
+      if (!l->is_boolean()) bad_type("logprobs", "a boolean", *l);
+      if (l->get<bool>()) s.n_probs = get_int(o, "top_logprobs", 0, k_max_top).value_or(0);
+    } else if (l->is_boolean()) {  // llama-server also takes a boolean here
+      if (l->get<bool>()) s.n_probs = 0;
+    } else {
+      s.n_probs = *get_int(o, "logprobs", 0, k_max_top);
+    }
+  }
+  if (const json* t = field(o, "top_logprobs"); t && s.n_probs < 0) {
+    if (get_int(o, "top_logprobs", 0, k_max_top).value_or(0) > 0) bad_value("top_logprobs", "needs \"logprobs\": true");
+  }
+  if (const auto n = get_int(o, "n_probs", 0, k_max_top); n && *n > 0) s.n_probs = *n;  // every endpoint
   // Fields that would change what is generated but are not implemented: their neutral values pass
   // (SDKs and agent frameworks send presence_penalty 0, logit_bias {}), anything else is an error
   // naming the field — never a 200 that silently ignored it.
@@ -201,7 +212,6 @@ SamplingFields parse_sampling(const json& o, bool native) {
   s.presence_penalty = get_number(o, "presence_penalty", -2.0, 2.0);
   s.frequency_penalty = get_number(o, "frequency_penalty", -2.0, 2.0);
   neutral_number("best_of", 1);
-  neutral_number("n_probs", 0);
   neutral_number("mirostat", 0);
   neutral_number("typical_p", 1);
   s.logit_bias = parse_logit_bias(o);
@@ -443,7 +453,9 @@ ChatRequest parse_chat(const json& o) {
   r.parallel_tool_calls = get_bool(o, "parallel_tool_calls", true);
   r.chat_template_kwargs = kwargs_of(o);
   parse_stream(o, r.stream, r.include_usage);
-  r.sampling = parse_sampling(o, false);
+  r.sampling = parse_sampling(o, false, true);
+  if (r.stream && r.sampling.n_probs >= 0)
+    bad_value("logprobs", "is not supported with \"stream\": true yet (ask without streaming)");
   if (const json* rf = field(o, "response_format")) {
     if (!rf->is_object()) bad_type("response_format", "an object", *rf);
     const std::string t = get_string(*rf, "type", "text", "response_format.type");
@@ -481,7 +493,9 @@ CompletionRequest parse_completion(const json& o, bool native) {
   }
   parse_stream(o, r.stream, r.include_usage);
   r.cache_prompt = get_bool(o, "cache_prompt", true);
-  r.sampling = parse_sampling(o, native);
+  r.sampling = parse_sampling(o, native, false);
+  if (r.stream && r.sampling.n_probs >= 0)
+    bad_value(native ? "n_probs" : "logprobs", "is not supported with \"stream\": true yet (ask without streaming)");
   if (const json* e = field(o, "echo"); e && (!e->is_boolean() || e->get<bool>()))
     bad_value("echo", "is not supported");
   if (const json* s = field(o, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 
 #include "chat/toolcalls.hpp"
@@ -39,9 +40,14 @@ json usage_json(const runtime::GenerateResult& r);
 // llama-server's timings, plus rocky's own fields (predicted_eval_ms, cache_ms, *_gpu_ms, …).
 json timings_json(const runtime::GenerateResult& r);
 
-// The shapes of one model's generation answers.
+// The shapes of one model's generation answers. Log-probabilities (GenerateResult::probs): chat
+// and /v1/completions carry OpenAI's logprobs {"content": [{token, logprob, bytes, top_logprobs}]}
+// (/v1/completions also the legacy tokens / token_logprobs / top_logprobs / text_offset lists);
+// native answers llama-server's completion_probabilities [{id, token, logprob, bytes, top_logprobs}].
 struct Shapes {
   std::string model_id;  // "model" in every answer
+  // A token's text for log-probabilities (the tokenizer's piece, special tokens shown).
+  std::function<std::string(int32_t)> piece;
 
   // id, object, created, model, system_fingerprint.
   json chunk_base(Kind kind, const std::string& id) const;
@@ -60,6 +66,8 @@ struct Shapes {
   // Native: llama-server's /completion body (also its last streamed event, with content "").
   json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
                   const chat::ReplySyntax& syntax) const;
+  // The log-probabilities of r.probs in `kind`'s shape (see above).
+  json logprobs_json(Kind kind, const runtime::GenerateResult& r) const;
 };
 
 // GET /cache: the prefix cache's tiers (device cells from the scheduler), identity and block size.

@@ -60,6 +60,7 @@ class App {
     const auto t0 = Clock::now();
     model_ = model::Model::load(o_.model);
     tok_.emplace(tok::Tokenizer::from_gguf(model_->file()));
+    shapes_.piece = [this](int32_t id) { return tok_->token_to_piece(id, true); };
     if (tok_->vocab().size() > static_cast<size_t>(model_->hparams().n_vocab))
       fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o_.model, tok_->vocab().size(),
            model_->hparams().n_vocab);
@@ -459,6 +460,7 @@ class App {
     p.stop = s.stop;
     p.ignore_eos = s.ignore_eos;
     p.cache_prompt = s.cache_prompt;
+    p.n_probs = static_cast<int32_t>(s.n_probs);
     return p;
   }
 

@@ -227,5 +227,23 @@ TEST(Sampler, MaskRunsFirst) {
   EXPECT_EQ(seen, std::vector<size_t>{3});
 }
 
+// Log-probabilities: log-softmax of the raw logits. Logits {0, ln 2, ln 5} → p = {1/8, 2/8, 5/8}.
+TEST(Sampler, TokenProbsAreLogSoftmax) {
+  const std::vector<float> l = {0.0f, std::log(2.0f), std::log(5.0f), 7.0f};
+  const TokenProbs tp = token_probs(l, 3, 1, 2);  // the 4th logit is padding (n_vocab 3)
+  EXPECT_EQ(tp.token, 1);
+  EXPECT_NEAR(tp.logprob, std::log(2.0 / 8), 1e-6);
+  ASSERT_EQ(tp.top.size(), 2u);
+  EXPECT_EQ(tp.top[0].first, 2);
+  EXPECT_NEAR(tp.top[0].second, std::log(5.0 / 8), 1e-6);
+  EXPECT_EQ(tp.top[1].first, 1);
+  EXPECT_TRUE(token_probs(l, 3, 0, 0).top.empty());
+  EXPECT_NEAR(token_probs(l, 3, 0, 0).logprob, std::log(1.0 / 8), 1e-6);
+  // Large logits do not overflow.
+  const std::vector<float> big = {1000.0f, 1000.0f};
+  EXPECT_NEAR(token_probs(big, 0, 1, 5).logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(token_probs(big, 0, 1, 5).top.size(), 2u);
+}
+
 }  // namespace
 }  // namespace rocky::runtime

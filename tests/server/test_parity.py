@@ -10,6 +10,7 @@ flags (exit 2 with a reason); logit_bias; X-Api-Key; enable_thinking in the temp
 --verbose. Exit 0 when every test passes.
 """
 import json
+import math
 import os
 import re
 import signal
@@ -355,6 +356,54 @@ def test_metrics_names_and_fingerprint():
             assert "llamacpp:" + k in vals, k
         n = s.ok("POST", "/completions", {"prompt": "Once", "n_predict": 3, "temperature": 0, "ignore_eos": True})
         assert "content" in n and "choices" not in n, n
+    finally:
+        s.stop()
+
+
+def test_logprobs():
+    """OpenAI logprobs / top_logprobs and llama-server n_probs: the greedy token is the top one and
+    its logprob the largest; the three endpoints agree; the probabilities sum to at most 1."""
+    s = Server("-c", "256")
+    try:
+        body = {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 6, "ignore_eos": True}
+        c = s.ok("POST", "/v1/completions", {**body, "logprobs": 5})
+        lp = c["choices"][0]["logprobs"]
+        assert len(lp["content"]) == 6 and len(lp["tokens"]) == 6, lp
+        assert "".join(lp["tokens"]) == c["choices"][0]["text"], (lp["tokens"], c["choices"][0]["text"])
+        for e, legacy in zip(lp["content"], lp["token_logprobs"]):
+            assert len(e["top_logprobs"]) == 5, e
+            top = e["top_logprobs"][0]
+            assert top["token"] == e["token"] and top["logprob"] == e["logprob"] == legacy, e
+            assert e["logprob"] <= 0
+            ps = [x["logprob"] for x in e["top_logprobs"]]
+            assert ps == sorted(ps, reverse=True) and sum(math.exp(p) for p in ps) <= 1 + 1e-5, ps
+            assert bytes(e["bytes"]).decode() == e["token"], e
+        n = s.ok("POST", "/completion", {**body, "n_probs": 5})
+        probs = n["completion_probabilities"]
+        assert [p["logprob"] for p in probs] == [e["logprob"] for e in lp["content"]], (probs, lp)
+        assert all(isinstance(p["id"], int) and p["top_logprobs"][0]["id"] == p["id"] for p in probs), probs
+        ch = s.ok("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+                                                   "max_tokens": 3, "logprobs": True, "top_logprobs": 2})
+        content = ch["choices"][0]["logprobs"]["content"]
+        assert len(content) == ch["usage"]["completion_tokens"] and len(content[0]["top_logprobs"]) == 2, ch
+        off = s.ok("POST", "/v1/completions", body)
+        assert off["choices"][0]["logprobs"] is None, off
+    finally:
+        s.stop()
+
+
+def test_usage_chunk_has_timings():
+    """stream_options.include_usage: the usage chunk also carries llama-server's timings."""
+    s = Server("-c", "256")
+    try:
+        body = {"prompt": "Once", "max_tokens": 4, "temperature": 0, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        st, h, text = raw(s.url, "POST", "/v1/completions", {"Content-Type": "application/json"},
+                          json.dumps(body).encode())
+        assert st == 200, text
+        events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
+        usage = [e for e in events if e.get("usage")]
+        assert len(usage) == 1 and usage[0]["timings"]["predicted_n"] == 4, usage
     finally:
         s.stop()
 

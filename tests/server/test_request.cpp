@@ -145,21 +145,22 @@ TEST(ServerRequest, CompletionPromptForms) {
                           R"({"prompt":"x","echo":true})", R"({})"}) {
     EXPECT_THROW(parse_completion(parse_body(bad), false), ApiError) << bad;
   }
-  // Log-probabilities are not computed: asking for them is a 400 naming the field; off passes.
-  for (const char* bad : {R"({"prompt":"x","logprobs":3})", R"({"prompt":"x","logprobs":true})"}) {
-    try {
-      parse_completion(parse_body(bad), false);
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const ApiError& e) {
-      EXPECT_EQ(e.param, "logprobs") << bad;
-    }
+  // Log-probabilities: chat logprobs true + top_logprobs N; completions logprobs N; n_probs N.
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","logprobs":3})"), false).sampling.n_probs, 3);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","logprobs":0})"), false).sampling.n_probs, 0);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","logprobs":null})"), false).sampling.n_probs, -1);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_probs":4})"), true).sampling.n_probs, 4);
+  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})")).sampling.n_probs,
+            -1);
+  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3})"))
+                .sampling.n_probs,
+            3);
+  for (const char* bad : {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":3})",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"stream":true})"}) {
+    EXPECT_THROW(parse_chat(parse_body(bad)), ApiError) << bad;
   }
-  EXPECT_NO_THROW(parse_completion(parse_body(R"({"prompt":"x","logprobs":0})"), false));
-  EXPECT_NO_THROW(parse_completion(parse_body(R"({"prompt":"x","logprobs":null})"), false));
-  EXPECT_NO_THROW(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})")));
-  EXPECT_THROW(
-      parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3})")),
-      ApiError);
   // Fields that change the output but are not implemented: a 400 naming each; neutral values pass
   // (what SDKs send by default). Native /completion (grammar, json_schema, n_probs) and chat alike.
   const std::pair<const char*, const char*> unsupported[] = {{"presence_penalty", "2.5"},
@@ -167,7 +168,7 @@ TEST(ServerRequest, CompletionPromptForms) {
                                                              {"frequency_penalty", "1e9"},
                                                              {"logit_bias", "\"x\""},
                                                              {"best_of", "3"},
-                                                             {"n_probs", "5"},
+                                                             {"n_probs", "50"},
                                                              {"grammar", "\"root ::= x\""},
                                                              {"grammar", "7"},
                                                              {"json_schema", "{\"type\":\"object\"}"},
