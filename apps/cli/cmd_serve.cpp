@@ -129,6 +129,27 @@ void add_serve(CLI::App& app, Runner& run) {
   // the device; the GPU does the work; attention is always fused): accepted, with a note.
   add_ignored(sub, {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads,--tb,--threads-batch", "--fa,--flash-attn"}, {},
               "llama-server");
+  // llama-server flags rocky cannot honour: refused (exit 2) with the reason, never ignored.
+  const std::pair<const char*, const char*> refused[] = {
+      {"--mlock", "rocky does not lock the model in RAM (the weights live on the device)"},
+      {"--no-mmap", "rocky always maps the model file"},
+      {"--numa", "rocky has no NUMA placement (one device does the work)"},
+      {"--embedding", "embeddings are not supported yet"},
+      {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
+      {"--slot-save-path", "saving and restoring slots is not implemented yet"},
+      {"--log-format", "rocky's log is plain text"},
+      {"--chat-template", "built-in template names are not implemented yet: give the template as --chat-template-file"},
+  };
+  for (const auto& [names, why] : refused) {
+    const std::string reason = why;
+    sub->add_option_function<std::vector<std::string>>(
+           names,
+           [names = std::string(names), reason](const std::vector<std::string>&) {
+             throw CLI::ValidationError(names, "is not supported: " + reason);
+           },
+           "(llama-server flag; refused: " + reason + ")")
+        ->expected(0, 1);
+  }
   sub->callback([&run, o, sub, kv, np, nb, x] {
     if (x->context_shift)
       throw CLI::ValidationError("--context-shift",
