@@ -534,7 +534,19 @@ ApplyTemplateRequest parse_apply_template(const json& o) {
     if (!t->is_array()) bad_type("tools", "a list", *t);
     r.tools = *t;
   }
-  r.add_generation_prompt = get_bool(o, "add_generation_prompt", true);
+  // As a chat completion: a final assistant message is continued (prefilled) unless the body says
+  // otherwise; both add_generation_prompt and continue_final_message true is a 400 (transformers').
+  const bool ends_with_assistant = !msgs->empty() && msgs->back().value("role", json()) == json("assistant");
+  const bool agp_given = field(o, "add_generation_prompt") != nullptr;
+  r.continue_final_message = get_bool(o, "continue_final_message", ends_with_assistant && !agp_given);
+  r.add_generation_prompt = get_bool(o, "add_generation_prompt", !r.continue_final_message);
+  if (r.continue_final_message && r.add_generation_prompt)
+    throw ApiError(400,
+                   "continue_final_message and add_generation_prompt are not compatible: use continue_final_message "
+                   "to continue the final message, add_generation_prompt to start a new assistant message",
+                   "continue_final_message", "invalid_value");
+  if (r.continue_final_message && !ends_with_assistant)
+    bad_value("continue_final_message", "needs a final assistant message to continue");
   r.chat_template_kwargs = kwargs_of(o);
   return r;
 }

@@ -92,9 +92,10 @@ struct TokenizeRequest {
 };
 
 struct ApplyTemplateRequest {
-  nlohmann::ordered_json messages;  // as given (validated only as a list of objects)
-  nlohmann::ordered_json tools;     // null when absent
-  bool add_generation_prompt = true;
+  nlohmann::ordered_json messages;      // as given (validated only as a list of objects)
+  nlohmann::ordered_json tools;         // null when absent
+  bool add_generation_prompt = true;    // default: true unless the final message is continued
+  bool continue_final_message = false;  // default: true when the last message is the assistant's
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 

@@ -399,9 +399,25 @@ class App {
     send_json(res, 200, {{"content", tok_->detokenize(ids)}});
   }
 
+  // A request without tools renders with `tools` none (what templates guarded by `if tools` or
+  // `tools is not none` expect). A template that reads `tools` or `functions` unguarded (functionary,
+  // firefunction) fails on none: it is rendered again with both empty lists, a plain chat, as
+  // llama-server does — its own error is kept when that fails too.
   std::string render(const TemplateInputs& in) const {
     try {
-      return tmpl_->render(in);
+      try {
+        return tmpl_->render(in);
+      } catch (const chat::TemplateError& e) {
+        if (!in.tools.is_null() || e.kind() == chat::TemplateError::Kind::raise_exception) throw;
+        TemplateInputs empty = in;
+        empty.tools = json::array();
+        if (!empty.kwargs.contains("functions")) empty.kwargs["functions"] = json::array();
+        try {
+          return tmpl_->render(empty);
+        } catch (const chat::TemplateError&) {
+          throw e;
+        }
+      }
     } catch (const chat::TemplateError& e) {
       // raise_exception() messages are the template's own (what transformers returns).
       throw ApiError(400,
@@ -410,6 +426,15 @@ class App {
     } catch (const Error& e) {
       throw ApiError(400, fmt::format("chat template: {}", e.what()), "messages", "template_error");
     }
+  }
+
+  // A continued (prefilled) assistant message must be the only one at the end (llama-server's 400).
+  static void check_one_trailing_assistant(const json& messages) {
+    const size_t n = messages.size();
+    if (n >= 2 && messages[n - 2].is_object() && messages[n - 2].contains("role") &&
+        messages[n - 2]["role"] == "assistant")
+      throw ApiError(400, "Cannot have 2 or more assistant messages at the end of the list.", "messages",
+                     "invalid_value");
   }
 
   // As llama-server passes them: enable_thinking true unless reasoning is off (--reasoning-budget 0,
@@ -426,6 +451,8 @@ class App {
     in.messages = r.messages;
     in.tools = r.tools;
     in.add_generation_prompt = r.add_generation_prompt;
+    in.continue_final_message = r.continue_final_message;
+    if (r.continue_final_message) check_one_trailing_assistant(r.messages);
     in.kwargs = template_kwargs(r.chat_template_kwargs);
     send_json(res, 200, {{"prompt", render(in)}});
   }
@@ -483,6 +510,7 @@ class App {
     in.messages = normalise_for_template(r.messages);
     if (r.tool_choice != "none") in.tools = r.tools;
     const bool prefill = r.messages.back().value("role", "") == "assistant";
+    if (prefill) check_one_trailing_assistant(r.messages);
     in.add_generation_prompt = !prefill;
     in.continue_final_message = prefill;
     in.kwargs = template_kwargs(r.chat_template_kwargs);

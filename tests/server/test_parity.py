@@ -381,7 +381,9 @@ def test_logprobs():
             assert bytes(e["bytes"]).decode() == e["token"], e
         n = s.ok("POST", "/completion", {**body, "n_probs": 5})
         probs = n["completion_probabilities"]
-        assert [p["logprob"] for p in probs] == [e["logprob"] for e in lp["content"]], (probs, lp)
+        # Equal up to the GPU's rounding (the second request's prompt comes from the prefix cache).
+        assert all(abs(p["logprob"] - e["logprob"]) < 1e-3 and p["token"] == e["token"]
+                   for p, e in zip(probs, lp["content"])) and len(probs) == len(lp["content"]), (probs, lp)
         assert all(isinstance(p["id"], int) and p["top_logprobs"][0]["id"] == p["id"] for p in probs), probs
         ch = s.ok("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "temperature": 0,
                                                    "max_tokens": 3, "logprobs": True, "top_logprobs": 2})
@@ -405,6 +407,38 @@ def test_usage_chunk_has_timings():
         events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
         usage = [e for e in events if e.get("usage")]
         assert len(usage) == 1 and usage[0]["timings"]["predicted_n"] == 4, usage
+    finally:
+        s.stop()
+
+
+def test_template_context():
+    """Unguarded tools/functions render a plain chat; a prefill is continued by /apply-template too;
+    llama-server's 400s for two trailing assistant messages and for add_generation_prompt together
+    with continue_final_message."""
+    os.makedirs(SCRATCH, exist_ok=True)
+    tmpl = os.path.join(SCRATCH, "unguarded.jinja")
+    with open(tmpl, "w") as f:
+        f.write("{% for t in tools %}T{% endfor %}{% for f in functions %}F{% endfor %}"
+                "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}"
+                "{% if not (loop.last and m['role'] == 'assistant') %}</{{ m['role'] }}>{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}<assistant>{% endif %}")
+    s = Server("-c", "256", "--chat-template-file", tmpl)
+    try:
+        user = [{"role": "user", "content": "hi"}]
+        assert s.ok("POST", "/apply-template", {"messages": user})["prompt"] == "<user>hi</user><assistant>"
+        r = s.ok("POST", "/v1/chat/completions", {"messages": user, "max_tokens": 2, "temperature": 0})
+        assert r["choices"][0]["finish_reason"] in ("length", "stop"), r
+        prefill = user + [{"role": "assistant", "content": "Once"}]
+        assert s.ok("POST", "/apply-template", {"messages": prefill})["prompt"] == "<user>hi</user><assistant>Once"
+        both = {"messages": prefill, "add_generation_prompt": True, "continue_final_message": True}
+        st, j = s.request("POST", "/apply-template", both)
+        assert st == 400 and j["error"]["param"] == "continue_final_message", j
+        two = prefill + [{"role": "assistant", "content": "upon"}]
+        for path, body in (("/apply-template", {"messages": two}),
+                           ("/v1/chat/completions", {"messages": two, "max_tokens": 2})):
+            st, j = s.request("POST", path, body)
+            assert st == 400, (path, j)
+            assert j["error"]["message"] == "Cannot have 2 or more assistant messages at the end of the list.", j
     finally:
         s.stop()
 
