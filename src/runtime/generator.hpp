@@ -86,6 +86,7 @@ struct GenerateParams {
   bool cache_prompt = true;  // read by the Scheduler, not here: false = reuse no cached prefix
   // ≥ 0: each kept token's log-probability and this many top alternatives (GenerateResult::probs).
   int32_t n_probs = -1;
+  bool return_tokens = false;  // read by the server, not here: native answers list the token ids
 };
 
 struct TokenEvent {

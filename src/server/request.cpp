@@ -182,6 +182,7 @@ SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   s.repeat_last_n = get_int(o, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
   s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.cache_prompt = get_bool(o, "cache_prompt", true);
+  s.return_tokens = get_bool(o, "return_tokens", false);
   // Token log-probabilities (n_probs: -1 off, N ≥ 0 the top alternatives per token). Chat:
   // logprobs true + top_logprobs N (OpenAI); completions: logprobs N (OpenAI's legacy integer);
   // native: n_probs N (llama-server).

@@ -56,6 +56,7 @@ struct SamplingFields {
   std::optional<int64_t> top_k, seed, repeat_last_n;
   std::vector<LogitBias> logit_bias;
   int64_t n_probs = -1;               // ≥ 0: log-probabilities of each token and this many alternatives
+  bool return_tokens = false;         // llama-server's: native answers carry the generated ids in `tokens`
   std::optional<int64_t> max_tokens;  // absent: -n; -1: until end-of-generation or the end of the context
   std::vector<std::string> stop;
   bool ignore_eos = false;

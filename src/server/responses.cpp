@@ -82,8 +82,8 @@ json Shapes::chunk_base(Kind kind, const std::string& id) const {
           {"system_fingerprint", build_fingerprint()}};
 }
 
-json Shapes::delta_chunk(Kind kind, const std::string& id, const std::string& text) const {
-  if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", 0}};
+json Shapes::delta_chunk(Kind kind, const std::string& id, const std::string& text, int slot) const {
+  if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", slot}};
   json c = chunk_base(kind, id);
   if (kind == Kind::Chat)
     c["choices"] = json::array(
@@ -189,7 +189,7 @@ json Shapes::logprobs_json(Kind kind, const runtime::GenerateResult& r) const {
 }
 
 json Shapes::final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
-                        const chat::ReplySyntax& syntax) const {
+                        const chat::ReplySyntax& syntax, const runtime::GenerateParams* params) const {
   if (kind == Kind::Native) {
     const char* stop_type = r.reason == runtime::StopReason::Eog          ? "eos"
                             : r.reason == runtime::StopReason::StopString ? "word"
@@ -202,11 +202,30 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
                 {"tokens_predicted", r.tokens.size()},
                 {"tokens_evaluated", r.n_prompt},
                 {"tokens_cached", r.n_cached},
-                {"truncated", false},
+                {"truncated", r.reason == runtime::StopReason::ContextFull},
+                {"has_new_line", r.text.find('\n') != std::string::npos},
+                {"tokens", params && params->return_tokens ? json(r.tokens) : json::array()},
                 {"stop_type", stop_type},
                 {"stopping_word", r.stop_word},
                 {"timings", timings_json(r)}};
     if (!r.probs.empty()) out["completion_probabilities"] = logprobs_json(kind, r);
+    if (params) {
+      const runtime::SamplerParams& sp = params->sampling;
+      out["generation_settings"] = {{"seed", r.seed},
+                                    {"temperature", sp.temp},
+                                    {"top_k", sp.top_k},
+                                    {"top_p", sp.top_p},
+                                    {"min_p", sp.min_p},
+                                    {"repeat_last_n", sp.repeat_last_n},
+                                    {"repeat_penalty", sp.repeat_penalty},
+                                    {"presence_penalty", sp.presence_penalty},
+                                    {"frequency_penalty", sp.frequency_penalty},
+                                    {"n_predict", params->max_tokens},
+                                    {"n_probs", params->n_probs},
+                                    {"ignore_eos", params->ignore_eos},
+                                    {"stop", params->stop},
+                                    {"model", model_id}};
+    }
     return out;
   }
   json c = chunk_base(kind, id);

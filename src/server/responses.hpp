@@ -52,7 +52,7 @@ struct Shapes {
   // id, object, created, model, system_fingerprint.
   json chunk_base(Kind kind, const std::string& id) const;
   // A streamed piece of text (chat: delta.content; completion: text; native: content).
-  json delta_chunk(Kind kind, const std::string& id, const std::string& text) const;
+  json delta_chunk(Kind kind, const std::string& id, const std::string& text, int slot = 0) const;
   // A streamed chat delta: reasoning_content / content / tool_calls (`n_calls` numbers the calls
   // across the stream and is advanced past these).
   json chat_delta(const std::string& id, const chat::ReplyStream::Delta& d, size_t& n_calls) const;
@@ -64,8 +64,10 @@ struct Shapes {
   json usage_chunk(Kind kind, const std::string& id, const runtime::GenerateResult& r) const;
   // The whole answer (not streamed); chat parses the reply's tool calls and reasoning by `syntax`.
   // Native: llama-server's /completion body (also its last streamed event, with content "").
+  // Native answers also carry `tokens` (with params->return_tokens), `has_new_line`, `truncated`
+  // (the context filled) and `generation_settings` (the request's sampling; params may be null).
   json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
-                  const chat::ReplySyntax& syntax) const;
+                  const chat::ReplySyntax& syntax, const runtime::GenerateParams* params = nullptr) const;
   // The log-probabilities of r.probs in `kind`'s shape (see above).
   json logprobs_json(Kind kind, const runtime::GenerateResult& r) const;
 };

@@ -488,6 +488,7 @@ class App {
     p.ignore_eos = s.ignore_eos;
     p.cache_prompt = s.cache_prompt;
     p.n_probs = static_cast<int32_t>(s.n_probs);
+    p.return_tokens = s.return_tokens;
     return p;
   }
 
@@ -498,7 +499,7 @@ class App {
       ApiError e(400,
                  fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
                              prompt.size(), sched_->n_ctx()),
-                 "", "", "exceed_context_size_error");
+                 param, "", "exceed_context_size_error");
       e.extra = {{"code", 400}, {"n_prompt_tokens", prompt.size()}, {"n_ctx", sched_->n_ctx()}};
       throw e;
     }
@@ -600,7 +601,7 @@ class App {
         if (!probe->alive()) job->cancel = true;
       probe->release();
       if (const auto e = settle(*job)) throw *e;
-      send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax));
+      send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax, &job->params));
       return;
     }
     auto st = collect_pieces(*job);

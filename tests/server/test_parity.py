@@ -113,7 +113,7 @@ def check_table(s, n_slots, per_request):
         # llama-server's answer, field for field.
         assert status == 400, j
         e = j["error"]
-        assert e["type"] == "exceed_context_size_error", e
+        assert e["type"] == "exceed_context_size_error" and e["param"] == "prompt", e
         assert e["code"] == 400, e
         assert e["n_prompt_tokens"] == len(LONG), e
         assert e["n_ctx"] == per_request, e
@@ -439,6 +439,31 @@ def test_template_context():
             st, j = s.request("POST", path, body)
             assert st == 400, (path, j)
             assert j["error"]["message"] == "Cannot have 2 or more assistant messages at the end of the list.", j
+    finally:
+        s.stop()
+
+
+def test_native_fields():
+    """Native answers: tokens with return_tokens, has_new_line, truncated when the context filled,
+    generation_settings (the seed used), a streamed chunk's real id_slot."""
+    s = Server("-c", "64", "-np", "2", "--kv-unified", "--seed", "9")
+    try:
+        body = {"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "ignore_eos": True}
+        r = s.ok("POST", "/completion", {**body, "return_tokens": True})
+        assert len(r["tokens"]) == 5 and all(isinstance(t, int) for t in r["tokens"]), r
+        assert s.ok("POST", "/detokenize", {"tokens": r["tokens"]})["content"].strip() == r["content"].strip(), r
+        assert r["has_new_line"] == ("\n" in r["content"]) and r["truncated"] is False, r
+        g = r["generation_settings"]
+        assert g["seed"] == 9 and g["n_predict"] == 5 and g["temperature"] == 0, g
+        assert s.ok("POST", "/completion", body)["tokens"] == [], "tokens without return_tokens"
+        full = s.ok("POST", "/completion", {**body, "n_predict": 200})
+        assert full["truncated"] is True and full["stop_type"] == "limit", full
+        # Streamed: every chunk names the slot that ran the request (both slots serve in turn).
+        st, h, text = raw(s.url, "POST", "/completion", {"Content-Type": "application/json"},
+                          json.dumps({**body, "stream": True}).encode())
+        events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
+        final = events[-1]
+        assert final["stop"] is True and all(e["id_slot"] == final["id_slot"] for e in events), events
     finally:
         s.stop()
 
