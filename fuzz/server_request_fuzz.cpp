@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_api_error_or_ok([&] {
     ChatRequest r = parse_chat(j);
     (void)normalise_for_template(r.messages).dump();
-    if (r.sampling.max_tokens < -1) std::abort();
+    if (r.sampling.max_tokens && *r.sampling.max_tokens < -1) std::abort();
   });
   expect_api_error_or_ok([&] { (void)parse_completion(j, false); });
   expect_api_error_or_ok([&] { (void)parse_completion(j, true); });

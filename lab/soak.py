@@ -141,7 +141,7 @@ def main():
 
     proc = None
     if args.rocky:
-        cmd = shlex.split(args.rocky) + ["serve", "-m", args.model, "--port", "0", "--device", args.device, "-np", str(args.np),
+        cmd = shlex.split(args.rocky) + ["serve", "-m", args.model, "--port", "0", "--device", args.device, "-np", str(args.np), "--kv-unified",
                "-c", str(args.ctx)]
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         url = None

@@ -3,8 +3,8 @@
 //             [--max-body BYTES] [--reasoning-format auto|none|deepseek] [-to/--timeout S]
 //             [--shutdown-grace S]
 // An OpenAI-compatible HTTP server (src/server). Flag names and meanings follow llama-server's;
-// llama-server flags that do not apply to rocky (-ngl, -t, --jinja, -fa, …) are accepted and
-// ignored with a note on stderr.
+// the three llama-server flags that have no meaning on rocky's single-device path (-ngl, -t, -fa)
+// are accepted with a note on stderr; a flag rocky cannot honour is refused (exit 2) saying why.
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -20,13 +20,51 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--port", o->port, "Port (default 8080; 0 = any free port, printed on stderr)")
       ->check(CLI::Range(0, 65535));
   sub->add_option("-c,--ctx-size", o->n_ctx,
-                  "Context size in tokens; one request may use all of it (0 = the model's, at most 4096)")
+                  "The server's KV in tokens (0 = the model's, at most 4096). With -np N given and no "
+                  "--kv-unified each slot has -c / N; otherwise one request may use all of it")
       ->check(CLI::Range(0, INT32_MAX));
-  sub->add_option("--np,--parallel", o->n_parallel,
-                  "Slots: requests generated at the same time (-np also works; default 1)")
-      ->check(CLI::Range(1, 64));
+  auto* np = sub->add_option("--np,--parallel", o->n_parallel,
+                             "Slots: requests generated at the same time (-np also works; default 1, unified KV)")
+                 ->check(CLI::Range(1, 64));
+  sub->add_flag("--kv-unified,--kvu", o->kv_unified,
+                "With -np N: every request may use all of -c (default when -np is not given)");
+  sub->add_flag("--swa-full")
+      ->description(
+          "Full-size KV for sliding-window layers: what rocky always keeps (the window is a "
+          "mask over the full cache)");
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
+  // Flags read in the callback (they outlive this function).
+  struct Extra {
+    int32_t n_batch = 0;
+    int64_t seed = -1;
+    int reasoning_budget = -1;
+    std::string reasoning = "auto";
+    bool context_shift = false;
+  };
+  auto x = std::make_shared<Extra>();
+  auto* nb =
+      sub->add_option("-b,--batch-size", x->n_batch, "Logical batch: caps -ub as in llama-server (-ub = min(-ub, -b))")
+          ->check(CLI::Range(1, INT32_MAX));
+  // Defaults of the requests' fields (a request's own value wins).
+  auto& sp = o->sampling;
+  sub->add_option("-s,--seed", x->seed, "Seed of requests that send none (default -1: a random seed per request)")
+      ->check(CLI::Range(int64_t(-1), int64_t(UINT32_MAX)));
+  sub->add_option("-n,--n-predict,--predict", o->n_predict,
+                  "max_tokens of requests that send none (default -1: until end-of-generation or the context)")
+      ->check(CLI::Range(-1, INT32_MAX));
+  sub->add_option("--temp", sp.temp, "Default temperature (0.8; 0 = greedy)")->check(CLI::Range(0.0, 1.0e4));
+  sub->add_option("--top-k", sp.top_k, "Default top_k (40; 0 = off)")->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--top-p", sp.top_p, "Default top_p (0.95; 1 = off)")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--min-p", sp.min_p, "Default min_p (0.05; 0 = off)")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--repeat-penalty", sp.repeat_penalty, "Default repeat_penalty (1.0 = off)")
+      ->check(CLI::Range(0.0, 1.0e4));
+  sub->add_option("--repeat-last-n", sp.repeat_last_n, "Default repeat_last_n (64; 0 = off, -1 = the context)")
+      ->check(CLI::Range(-1, INT32_MAX));
+  sub->add_option("--presence-penalty", sp.presence_penalty, "Default presence_penalty (0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
+  sub->add_option("--frequency-penalty", sp.frequency_penalty, "Default frequency_penalty (0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
   sub->add_flag("--cont-batching,--cb", o->cont_batching,
                 "One context for all slots: each step batches every slot's next token and a prompt chunk "
                 "(the prefix cache serves each slot's sequence; off for hybrid models)");
@@ -43,9 +81,28 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}));
   auto kv = std::make_shared<KvCacheFlags>();
   add_kv_cache_flags(sub, *kv);
-  sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (401 otherwise; /health stays open)");
+  sub->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
+  sub->add_option("--cors-origins", o->cors_origins,
+                  "Origins allowed by CORS, comma-separated (default: any, as llama-server; browsers of other "
+                  "origins get no Access-Control-Allow-Origin, their preflights a 403)")
+      ->delimiter(',');
+  sub->add_flag("!--no-slots", o->slots_endpoint, "Disable GET /slots (on by default; --slots turns it on)");
+  sub->add_flag("--slots", o->slots_endpoint, "Serve GET /slots (the default)");
+  sub->add_flag("--metrics")
+      ->description("Serve /metrics (rocky always does; accepted for llama-server command lines)");
+  sub->add_flag("--jinja")->description("Render chat templates with Jinja (rocky always does)");
+  sub->add_option("--reasoning-budget", x->reasoning_budget,
+                  "-1: thinking allowed (default); 0: off (the template gets enable_thinking false)")
+      ->check(CLI::Range(-1, 0));
+  sub->add_option("--rea,--reasoning", x->reasoning, "on | off | auto (default): off = --reasoning-budget 0")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  sub->add_flag("-v,--verbose", o->verbose, "Log each HTTP request (method, path, status, time) on stderr");
+  sub->add_flag("--context-shift", x->context_shift,
+                "Refused: rocky does not shift the context; a generation that fills it ends with "
+                "finish_reason \"length\"");
   sub->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond them 503 + Retry-After (default 64)")
       ->check(CLI::Range(0, 4096));
   sub->add_option("--max-body", o->max_body, "Largest request body in bytes (default 16 MiB)")
@@ -68,13 +125,40 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--test-token-delay-ms", o->test_token_delay_ms, "Tests only: sleep N ms after each token")
       ->check(CLI::Range(0, 10000))
       ->group("");  // hidden from --help
-  // llama-server flags without a meaning here: accepted, ignored with a note.
-  add_ignored(sub,
-              {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
-               "--fa,--flash-attn", "--mlock", "--numa", "--keep", "--slot-save-path", "--n-predict,-n", "-s,--seed",
-               "--log-format"},
-              {"--jinja", "--no-mmap", "--mmap", "--metrics", "--no-webui", "--embedding"}, "llama-server");
-  sub->callback([&run, o, sub, kv] {
+  // The llama-server flags without a meaning on rocky's single-device path (the whole model is on
+  // the device; the GPU does the work; attention is always fused): accepted, with a note.
+  add_ignored(sub, {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads,--tb,--threads-batch", "--fa,--flash-attn"}, {},
+              "llama-server");
+  // llama-server flags rocky cannot honour: refused (exit 2) with the reason, never ignored.
+  const std::pair<const char*, const char*> refused[] = {
+      {"--mlock", "rocky does not lock the model in RAM (the weights live on the device)"},
+      {"--no-mmap", "rocky always maps the model file"},
+      {"--numa", "rocky has no NUMA placement (one device does the work)"},
+      {"--embedding", "embeddings are not supported yet"},
+      {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
+      {"--slot-save-path", "saving and restoring slots is not implemented yet"},
+      {"--log-format", "rocky's log is plain text"},
+      {"--chat-template", "built-in template names are not implemented yet: give the template as --chat-template-file"},
+  };
+  for (const auto& [names, why] : refused) {
+    const std::string reason = why;
+    sub->add_option_function<std::vector<std::string>>(
+           names,
+           [names = std::string(names), reason](const std::vector<std::string>&) {
+             throw CLI::ValidationError(names, "is not supported: " + reason);
+           },
+           "(llama-server flag; refused: " + reason + ")")
+        ->expected(0, 1);
+  }
+  sub->callback([&run, o, sub, kv, np, nb, x] {
+    if (x->context_shift)
+      throw CLI::ValidationError("--context-shift",
+                                 "is not supported: rocky does not shift the context (a generation that fills it "
+                                 "ends with finish_reason \"length\"); leave the flag out");
+    o->n_parallel_given = np->count() > 0;
+    if (nb->count() > 0) o->n_ubatch = std::min(o->n_ubatch, x->n_batch);
+    if (x->seed >= 0) o->sampling.seed = static_cast<uint32_t>(x->seed);
+    o->reasoning = x->reasoning_budget != 0 && x->reasoning != "off";
     const std::vector<std::string> notes = ignored_given(sub);
     run = [o, notes, kv] {
       o->env = process_env();

@@ -167,6 +167,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       break;
     }
     sampler.accept(t);
+    if (p.n_probs >= 0) res.probs.push_back(token_probs(logits, sp.n_vocab, t, p.n_probs));
     res.tokens.push_back(t);
     if (gm && !constrained) {
       // Lazy grammar: constrain from the first trigger on (the text from the trigger is fed first).

@@ -93,6 +93,9 @@ struct GenerateParams {
   // mode). The compiled grammar holds per-request caches: one per generation.
   std::shared_ptr<grammar::CompiledGrammar> grammar;
   std::vector<std::string> grammar_triggers;
+  // ≥ 0: each kept token's log-probability and this many top alternatives (GenerateResult::probs).
+  int32_t n_probs = -1;
+  bool return_tokens = false;  // read by the server, not here: native answers list the token ids
 };
 
 struct TokenEvent {
@@ -109,19 +112,20 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)
   std::string text;             // everything emitted, tail included
   StopReason reason = StopReason::Length;
-  std::string stop_word;        // the stop string that matched (StopString only)
-  int32_t n_prompt = 0;         // prompt tokens
-  int32_t n_cached = 0;         // of which were already in the context
-  double prompt_ms = 0;         // prefill wall time
-  double gen_ms = 0;            // from the first sample to the final flush
-  double gen_eval_ms = 0;       // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
-  double cache_ms = 0;          // before the prefill: restoring the cached prefix (set by the scheduler)
-  double prompt_gpu_ms = 0;     // of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
-  double gen_gpu_ms = 0;        // of gen_ms, GPU time of the decode steps' command buffers
-  uint32_t seed = 0;            // the sampler's seed (drawn at random when none was given)
-  int32_t batch_seqs_max = 1;   // the most sequences in one step that carried this job's tokens
-  int32_t grammar_checked = 0;  // sampled tokens checked against that step's grammar mask (all passed)
-  double grammar_ms = 0;        // of gen_ms, computing and applying grammar masks
+  std::string stop_word;          // the stop string that matched (StopString only)
+  int32_t n_prompt = 0;           // prompt tokens
+  int32_t n_cached = 0;           // of which were already in the context
+  double prompt_ms = 0;           // prefill wall time
+  double gen_ms = 0;              // from the first sample to the final flush
+  double gen_eval_ms = 0;         // of gen_ms, inside the source's eval() (the rest: sampling, decoding, callbacks)
+  double cache_ms = 0;            // before the prefill: restoring the cached prefix (set by the scheduler)
+  double prompt_gpu_ms = 0;       // of prompt_ms, GPU time of the prefill's command buffers (0 where unknown)
+  double gen_gpu_ms = 0;          // of gen_ms, GPU time of the decode steps' command buffers
+  uint32_t seed = 0;              // the sampler's seed (drawn at random when none was given)
+  int32_t batch_seqs_max = 1;     // the most sequences in one step that carried this job's tokens
+  int32_t grammar_checked = 0;    // sampled tokens checked against that step's grammar mask (all passed)
+  double grammar_ms = 0;          // of gen_ms, computing and applying grammar masks
+  std::vector<TokenProbs> probs;  // per kept token, with GenerateParams::n_probs ≥ 0
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

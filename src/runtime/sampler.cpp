@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 namespace rocky::runtime {
@@ -47,30 +47,75 @@ int32_t argmax(std::span<const float> logits, int32_t n_vocab) {
   return static_cast<int32_t>(best);
 }
 
+TokenProbs token_probs(std::span<const float> logits, int32_t n_vocab, int32_t token, int32_t n_top) {
+  if (n_vocab > 0 && static_cast<size_t>(n_vocab) < logits.size()) logits = logits.first(static_cast<size_t>(n_vocab));
+  TokenProbs out;
+  out.token = token;
+  if (logits.empty()) return out;
+  // log p_i = l_i − (max + log Σ exp(l_j − max)), the sum in double.
+  float mx = logits[0];
+  for (float v : logits) mx = std::max(mx, v);
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  auto lp = [&](int32_t t) { return static_cast<float>(logits[static_cast<size_t>(t)] - lse); };
+  if (token >= 0 && static_cast<size_t>(token) < logits.size()) out.logprob = lp(token);
+  const size_t k = std::min(static_cast<size_t>(std::max(n_top, 0)), logits.size());
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+      const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+      return la > lb || (la == lb && a < b);
+    });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], lp(ids[i]));
+  }
+  return out;
+}
+
 Sampler::Sampler(const SamplerParams& p)
     : p_(p), seed_(p.seed == k_default_seed ? std::random_device{}() : p.seed), rng_(seed_) {}
 
 void Sampler::accept(int32_t token) {
-  if (p_.repeat_last_n <= 0) return;
+  if (p_.repeat_last_n == 0) return;
   recent_.push_back(token);
-  while (recent_.size() > static_cast<size_t>(p_.repeat_last_n)) recent_.pop_front();
+  while (p_.repeat_last_n > 0 && recent_.size() > static_cast<size_t>(p_.repeat_last_n)) recent_.pop_front();
+}
+
+bool Sampler::plain() const {
+  const bool penalties =
+      !recent_.empty() && (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f);
+  return !mask_ && p_.logit_bias.empty() && !penalties;
+}
+
+std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
+  if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size())
+    logits = logits.first(static_cast<size_t>(p_.n_vocab));
+  std::vector<float> l(logits.begin(), logits.end());
+  if (mask_) mask_(l);
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && static_cast<size_t>(t) < l.size()) l[static_cast<size_t>(t)] += b;
+  if (!recent_.empty() && (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f)) {
+    // llama.cpp's penalties sampler: each token among the recent ones, once, by its count there.
+    std::unordered_map<int32_t, int> count;
+    for (int32_t t : recent_) ++count[t];
+    for (const auto& [t, c] : count) {
+      if (t < 0 || static_cast<size_t>(t) >= l.size()) continue;
+      float& v = l[static_cast<size_t>(t)];
+      v = v <= 0 ? v * p_.repeat_penalty : v / p_.repeat_penalty;
+      v -= static_cast<float>(c) * p_.frequency_penalty + p_.presence_penalty;
+    }
+  }
+  return l;
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
   // Padded tables: rows past the vocabulary are not tokens (SamplerParams::n_vocab).
   if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size())
     logits = logits.first(static_cast<size_t>(p_.n_vocab));
-  // Greedy without a penalty reads the logits where they are (no copy of n_vocab floats per token).
-  if (p_.temp <= 0.0f && (p_.repeat_penalty == 1.0f || recent_.empty())) return argmax(logits);
-  std::vector<float> l(logits.begin(), logits.end());
-  if (p_.repeat_penalty != 1.0f && !recent_.empty()) {
-    std::unordered_set<int32_t> seen(recent_.begin(), recent_.end());
-    for (int32_t t : seen) {
-      if (t < 0 || static_cast<size_t>(t) >= l.size()) continue;
-      float& v = l[static_cast<size_t>(t)];
-      v = v > 0 ? v / p_.repeat_penalty : v * p_.repeat_penalty;
-    }
-  }
+  // Greedy with nothing to adjust reads the logits where they are (no copy of n_vocab floats per token).
+  if (p_.temp <= 0.0f && plain()) return argmax(logits);
+  std::vector<float> l = adjusted(logits);
   if (p_.temp <= 0.0f) return argmax(l);
 
   // Candidates sorted by logit, descending (ties: lower id first).
@@ -88,6 +133,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
     std::sort(cand.begin(), cand.end(), by_logit);
   }
   cand.resize(n);
+  // Tokens the mask or a -inf bias removed are never candidates (not even the last one of the draw).
+  while (cand.size() > 1 && std::isinf(l[static_cast<size_t>(cand.back())]) && l[static_cast<size_t>(cand.back())] < 0)
+    cand.pop_back();
 
   auto softmax = [&](std::vector<double>& prob) {
     prob.resize(cand.size());

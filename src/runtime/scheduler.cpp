@@ -106,6 +106,7 @@ SchedulerStats Scheduler::stats() const {
   for (const auto& s : slots_) {
     st.slots_busy += s->busy ? 1 : 0;
     st.kv_used += s->kv;
+    st.slots.push_back({s->busy.load(), s->kv.load()});
   }
   return st;
 }

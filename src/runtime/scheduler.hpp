@@ -66,6 +66,11 @@ struct SchedulerStats {
   int32_t n_ctx = 0;     // per slot
   bool batched = false;  // one BatchEngine runs every slot's tokens
   BatchStats batch;      // its steps (batched only)
+  struct Slot {
+    bool busy = false;
+    int64_t kv = 0;  // KV cells it holds
+  };
+  std::vector<Slot> slots;  // per slot, by id (GET /slots)
 };
 
 class Scheduler {

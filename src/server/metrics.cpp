@@ -98,6 +98,24 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
     add("prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.",
         static_cast<double>(cs.disk_writes));
   }
+  // llama-server's names (its `llamacpp:` prefix), for dashboards built for it: the same counts.
+  auto llama = [&](const char* name, const char* type, const char* help, double v) {
+    out +=
+        fmt::format("# HELP llamacpp:{} {}\n# TYPE llamacpp:{} {}\nllamacpp:{} {}\n", name, help, name, type, name, v);
+  };
+  llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.", static_cast<double>(m.prompt_tokens));
+  llama("prompt_seconds_total", "counter", "Prompt process time", pms / 1000.0);
+  llama("tokens_predicted_total", "counter", "Number of generation tokens processed.",
+        static_cast<double>(m.predicted_tokens));
+  llama("tokens_predicted_seconds_total", "counter", "Predict process time", gms / 1000.0);
+  llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", ptps);
+  llama("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", gtps);
+  const double cells = static_cast<double>(st.n_ctx) * st.n_slots;
+  llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+        cells > 0 ? static_cast<double>(st.kv_used) / cells : 0.0);
+  llama("kv_cache_tokens", "gauge", "KV-cache tokens.", static_cast<double>(st.kv_used));
+  llama("requests_processing", "gauge", "Number of requests processing.", static_cast<double>(st.slots_busy));
+  llama("requests_deferred", "gauge", "Number of requests deferred.", static_cast<double>(st.queued));
   return out;
 }
 

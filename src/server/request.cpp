@@ -167,7 +167,72 @@ void parse_constraint(const json& o, SamplingFields& s) {
   }
 }
 
-SamplingFields parse_sampling(const json& o, bool native) {
+// A bias value: a number, or false (llama-server: never sample the token) → -inf.
+double bias_value(const json& v, const std::string& param) {
+  if (v.is_boolean()) {
+    if (v.get<bool>()) bad_value(param, "must be a number or false (true has no meaning)");
+    return -std::numeric_limits<double>::infinity();
+  }
+  if (!v.is_number()) bad_type(param, "a number or false", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) bad_value(param, "must be finite");
+  return d;
+}
+
+// A key or entry naming a token: an id (integer, or a string of digits as OpenAI's JSON keys are),
+// else a text to tokenize (llama-server's form).
+LogitBias bias_target(const json& k, const std::string& param) {
+  LogitBias b;
+  b.param = param;
+  if (k.is_number_integer()) {
+    b.id = k.get<int64_t>();
+    if (b.id < 0) bad_value(param, fmt::format("is {}, not a token id", b.id));
+  } else if (k.is_string()) {
+    const std::string t = k.get<std::string>();
+    bool digits = !t.empty() && t.size() <= 9;
+    for (char c : t) digits = digits && c >= '0' && c <= '9';
+    if (digits)
+      b.id = std::stoll(t);
+    else if (t.empty())
+      bad_value(param, "is an empty string (a token id or a text)");
+    else
+      b.text = t;
+  } else {
+    bad_type(param, "a token id or a string", k);
+  }
+  return b;
+}
+
+// OpenAI: {"15043": -100}; llama-server also: [[15043, 1.0], ["Hello", false]] and text keys.
+std::vector<LogitBias> parse_logit_bias(const json& o) {
+  std::vector<LogitBias> out;
+  const json* v = field(o, "logit_bias");
+  if (!v) return out;
+  if (v->is_object()) {
+    if (v->size() > 1024) bad_value("logit_bias", fmt::format("has {} entries (at most 1024)", v->size()));
+    for (const auto& [k, b] : v->items()) {
+      const std::string param = "logit_bias." + k;
+      LogitBias e = bias_target(json(k), param);
+      e.bias = bias_value(b, param);
+      out.push_back(std::move(e));
+    }
+  } else if (v->is_array()) {
+    if (v->size() > 1024) bad_value("logit_bias", fmt::format("has {} entries (at most 1024)", v->size()));
+    for (size_t i = 0; i < v->size(); ++i) {
+      const std::string param = fmt::format("logit_bias[{}]", i);
+      const json& p = (*v)[i];
+      if (!p.is_array() || p.size() != 2) bad_type(param, "a [token, bias] pair", p);
+      LogitBias e = bias_target(p[0], param + "[0]");
+      e.bias = bias_value(p[1], param + "[1]");
+      out.push_back(std::move(e));
+    }
+  } else {
+    bad_type("logit_bias", "an object of token → bias or a list of [token, bias] pairs", *v);
+  }
+  return out;
+}
+
+SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   SamplingFields s;
   s.temperature = get_number(o, "temperature", 0.0, 1.0e4);
   s.top_p = get_number(o, "top_p", 0.0, 1.0);
@@ -177,13 +242,25 @@ SamplingFields parse_sampling(const json& o, bool native) {
   s.repeat_last_n = get_int(o, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
   s.seed = get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.cache_prompt = get_bool(o, "cache_prompt", true);
-  // Token log-probabilities are not computed: asking for them is an error, not a silent null
-  // (chat: logprobs true / top_logprobs > 0; completions: logprobs N > 0). false / 0 / null pass.
-  if (const json* l = field(o, "logprobs");
-      l && !l->is_null() && !(l->is_boolean() && !l->get<bool>()) && !(l->is_number() && l->get<double>() == 0))
-    bad_value("logprobs", "is not supported (token log-probabilities are not computed)");
-  if (const json* t = field(o, "top_logprobs"); t && !t->is_null() && !(t->is_number() && t->get<double>() == 0))
-    bad_value("top_logprobs", "is not supported (token log-probabilities are not computed)");
+  s.return_tokens = get_bool(o, "return_tokens", false);
+  // Token log-probabilities (n_probs: -1 off, N ≥ 0 the top alternatives per token). Chat:
+  // logprobs true + top_logprobs N (OpenAI); completions: logprobs N (OpenAI's legacy integer);
+  // native: n_probs N (llama-server).
+  constexpr int64_t k_max_top = 20;
+  if (const json* l = field(o, "logprobs")) {
+    if (chat) {
+      if (!l->is_boolean()) bad_type("logprobs", "a boolean", *l);
+      if (l->get<bool>()) s.n_probs = get_int(o, "top_logprobs", 0, k_max_top).value_or(0);
+    } else if (l->is_boolean()) {  // llama-server also takes a boolean here
+      if (l->get<bool>()) s.n_probs = 0;
+    } else {
+      s.n_probs = *get_int(o, "logprobs", 0, k_max_top);
+    }
+  }
+  if (const json* t = field(o, "top_logprobs"); t && s.n_probs < 0) {
+    if (get_int(o, "top_logprobs", 0, k_max_top).value_or(0) > 0) bad_value("top_logprobs", "needs \"logprobs\": true");
+  }
+  if (const auto n = get_int(o, "n_probs", 0, k_max_top); n && *n > 0) s.n_probs = *n;  // every endpoint
   // Fields that would change what is generated but are not implemented: their neutral values pass
   // (SDKs and agent frameworks send presence_penalty 0, logit_bias {}), anything else is an error
   // naming the field — never a 200 that silently ignored it.
@@ -193,23 +270,19 @@ SamplingFields parse_sampling(const json& o, bool native) {
     if (!v->is_number()) bad_type(name, "a number", *v);
     if (v->get<double>() != neutral) bad_value(name, fmt::format("is not supported (only {} is accepted)", neutral));
   };
-  neutral_number("presence_penalty", 0);
-  neutral_number("frequency_penalty", 0);
+  s.presence_penalty = get_number(o, "presence_penalty", -2.0, 2.0);
+  s.frequency_penalty = get_number(o, "frequency_penalty", -2.0, 2.0);
   neutral_number("best_of", 1);
-  neutral_number("n_probs", 0);
   neutral_number("mirostat", 0);
   neutral_number("typical_p", 1);
-  if (const json* v = field(o, "logit_bias"); v && !v->is_null()) {
-    if (!v->is_object()) bad_type("logit_bias", "an object of token id → bias", *v);
-    if (!v->empty()) bad_value("logit_bias", "is not supported (only {} is accepted)");
-  }
+  s.logit_bias = parse_logit_bias(o);
   parse_constraint(o, s);
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
   if (field(o, "max_completion_tokens"))
     s.max_tokens = parse_max_tokens(o, "max_completion_tokens");
   else if (field(o, "max_tokens"))
     s.max_tokens = parse_max_tokens(o, "max_tokens");
-  else if (native)
+  else if (native && field(o, "n_predict"))
     s.max_tokens = parse_max_tokens(o, "n_predict");
   if (native && field(o, "n_predict") && (field(o, "max_tokens") || field(o, "max_completion_tokens")))
     parse_max_tokens(o, "n_predict");  // still type-checked
@@ -344,6 +417,7 @@ json ApiError::to_json() const {
   json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (!param.empty()) e["param"] = param;
   if (!code.empty()) e["code"] = code;
+  for (const auto& [k, v] : extra.items()) e[k] = v;
   return json{{"error", e}};
 }
 
@@ -437,7 +511,9 @@ ChatRequest parse_chat(const json& o) {
   r.parallel_tool_calls = get_bool(o, "parallel_tool_calls", true);
   r.chat_template_kwargs = kwargs_of(o);
   parse_stream(o, r.stream, r.include_usage);
-  r.sampling = parse_sampling(o, false);
+  r.sampling = parse_sampling(o, false, true);
+  if (r.stream && r.sampling.n_probs >= 0)
+    bad_value("logprobs", "is not supported with \"stream\": true yet (ask without streaming)");
   if ((r.tool_choice == "required" || r.tool_choice == "function") && !r.sampling.grammar.empty())
     throw ApiError(400,
                    fmt::format("'tool_choice' and '{}' both constrain the output; send only one of them",
@@ -470,7 +546,9 @@ CompletionRequest parse_completion(const json& o, bool native) {
   }
   parse_stream(o, r.stream, r.include_usage);
   r.cache_prompt = get_bool(o, "cache_prompt", true);
-  r.sampling = parse_sampling(o, native);
+  r.sampling = parse_sampling(o, native, false);
+  if (r.stream && r.sampling.n_probs >= 0)
+    bad_value(native ? "n_probs" : "logprobs", "is not supported with \"stream\": true yet (ask without streaming)");
   if (const json* e = field(o, "echo"); e && (!e->is_boolean() || e->get<bool>()))
     bad_value("echo", "is not supported");
   if (const json* s = field(o, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
@@ -509,7 +587,19 @@ ApplyTemplateRequest parse_apply_template(const json& o) {
     if (!t->is_array()) bad_type("tools", "a list", *t);
     r.tools = *t;
   }
-  r.add_generation_prompt = get_bool(o, "add_generation_prompt", true);
+  // As a chat completion: a final assistant message is continued (prefilled) unless the body says
+  // otherwise; both add_generation_prompt and continue_final_message true is a 400 (transformers').
+  const bool ends_with_assistant = !msgs->empty() && msgs->back().value("role", json()) == json("assistant");
+  const bool agp_given = field(o, "add_generation_prompt") != nullptr;
+  r.continue_final_message = get_bool(o, "continue_final_message", ends_with_assistant && !agp_given);
+  r.add_generation_prompt = get_bool(o, "add_generation_prompt", !r.continue_final_message);
+  if (r.continue_final_message && r.add_generation_prompt)
+    throw ApiError(400,
+                   "continue_final_message and add_generation_prompt are not compatible: use continue_final_message "
+                   "to continue the final message, add_generation_prompt to start a new assistant message",
+                   "continue_final_message", "invalid_value");
+  if (r.continue_final_message && !ends_with_assistant)
+    bad_value("continue_final_message", "needs a final assistant message to continue");
   r.chat_template_kwargs = kwargs_of(o);
   return r;
 }

@@ -25,7 +25,10 @@ struct ApiError : std::exception {
   std::string message;
   std::string type = "invalid_request_error";
   std::string param;  // the field, e.g. "messages[2].role" ("" = null)
-  std::string code;   // e.g. "invalid_type", "invalid_value", "context_length_exceeded" ("" = null)
+  std::string code;   // e.g. "invalid_type", "invalid_value" ("" = null)
+  // Fields merged into the error object over the above (llama-server's exceed_context_size_error
+  // carries "code": 400, "n_prompt_tokens" and "n_ctx").
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   ApiError(int status_, std::string message_, std::string param_ = {}, std::string code_ = {},
            std::string type_ = "invalid_request_error")
       : status(status_),
@@ -37,11 +40,24 @@ struct ApiError : std::exception {
   nlohmann::ordered_json to_json() const;
 };
 
-// Sampling and stop fields shared by chat, completions and /completion.
+// One logit_bias entry: a token id, or a string whose tokens all get the bias (llama-server's
+// form; the server tokenizes it). `bias` -inf: the token is never sampled (llama-server's false).
+struct LogitBias {
+  int64_t id = -1;   // ≥ 0: a token id (checked against the vocab by the server)
+  std::string text;  // id < 0: this text's tokens
+  double bias = 0;
+  std::string param;  // the field, for errors: "logit_bias.15043", "logit_bias[2]"
+};
+
+// Sampling and stop fields shared by chat, completions and /completion. Absent fields take the
+// server's defaults (--temp, --seed, -n, …).
 struct SamplingFields {
-  std::optional<double> temperature, top_p, min_p, repeat_penalty;
+  std::optional<double> temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
   std::optional<int64_t> top_k, seed, repeat_last_n;
-  int64_t max_tokens = -1;  // -1: until end-of-generation or the end of the context
+  std::vector<LogitBias> logit_bias;
+  int64_t n_probs = -1;               // ≥ 0: log-probabilities of each token and this many alternatives
+  bool return_tokens = false;         // llama-server's: native answers carry the generated ids in `tokens`
+  std::optional<int64_t> max_tokens;  // absent: -n; -1: until end-of-generation or the end of the context
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool cache_prompt = true;  // llama-server's field, on every endpoint: false = reuse no cached prefix
@@ -82,9 +98,10 @@ struct TokenizeRequest {
 };
 
 struct ApplyTemplateRequest {
-  nlohmann::ordered_json messages;  // as given (validated only as a list of objects)
-  nlohmann::ordered_json tools;     // null when absent
-  bool add_generation_prompt = true;
+  nlohmann::ordered_json messages;      // as given (validated only as a list of objects)
+  nlohmann::ordered_json tools;         // null when absent
+  bool add_generation_prompt = true;    // default: true unless the final message is continued
+  bool continue_final_message = false;  // default: true when the last message is the assistant's
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 

@@ -8,6 +8,14 @@
 
 namespace rocky::server {
 
+std::string build_fingerprint() {
+#ifndef ROCKY_BUILD_NUMBER
+#define ROCKY_BUILD_NUMBER 0
+#define ROCKY_BUILD_COMMIT "unknown"
+#endif
+  return fmt::format("b{}-{}", ROCKY_BUILD_NUMBER, ROCKY_BUILD_COMMIT);
+}
+
 std::string random_id(const char* prefix) {
   static std::mutex m;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -75,11 +83,11 @@ json Shapes::chunk_base(Kind kind, const std::string& id) const {
           {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
           {"created", static_cast<int64_t>(std::time(nullptr))},
           {"model", model_id},
-          {"system_fingerprint", "rocky-0.1.0"}};
+          {"system_fingerprint", build_fingerprint()}};
 }
 
-json Shapes::delta_chunk(Kind kind, const std::string& id, const std::string& text) const {
-  if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", 0}};
+json Shapes::delta_chunk(Kind kind, const std::string& id, const std::string& text, int slot) const {
+  if (kind == Kind::Native) return {{"content", text}, {"stop", false}, {"id_slot", slot}};
   json c = chunk_base(kind, id);
   if (kind == Kind::Chat)
     c["choices"] = json::array(
@@ -130,27 +138,99 @@ json Shapes::usage_chunk(Kind kind, const std::string& id, const runtime::Genera
   json u = chunk_base(kind, id);
   u["choices"] = json::array();
   u["usage"] = usage_json(r);
+  u["timings"] = timings_json(r);  // as llama-server: the timings also on the usage chunk
   return u;
 }
 
+namespace {
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+}  // namespace
+
+json Shapes::logprobs_json(Kind kind, const runtime::GenerateResult& r) const {
+  const bool native = kind == Kind::Native;
+  json content = json::array();
+  for (const runtime::TokenProbs& tp : r.probs) {
+    auto entry = [&](int32_t id, float lp) {
+      const std::string t = piece ? piece(id) : std::string();
+      json e = json::object();
+      if (native) e["id"] = id;
+      e["token"] = t;
+      e["logprob"] = lp;
+      e["bytes"] = bytes_of(t);
+      return e;
+    };
+    json e = entry(tp.token, tp.logprob);
+    json top = json::array();
+    for (const auto& [id, lp] : tp.top) top.push_back(entry(id, lp));
+    e["top_logprobs"] = top;
+    content.push_back(std::move(e));
+  }
+  if (native) return content;
+  json out = {{"content", content}};
+  if (kind == Kind::Completion) {  // OpenAI's legacy completions lists
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    size_t off = 0;
+    for (const json& e : content) {
+      const std::string t = e["token"].get<std::string>();
+      tokens.push_back(t);
+      lps.push_back(e["logprob"]);
+      json m = json::object();
+      for (const json& x : e["top_logprobs"]) m[x["token"].get<std::string>()] = x["logprob"];
+      tops.push_back(m);
+      offsets.push_back(off);
+      off += t.size();
+    }
+    out["tokens"] = tokens;
+    out["token_logprobs"] = lps;
+    out["top_logprobs"] = tops;
+    out["text_offset"] = offsets;
+  }
+  return out;
+}
+
 json Shapes::final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
-                        const chat::ReplySyntax& syntax) const {
+                        const chat::ReplySyntax& syntax, const runtime::GenerateParams* params) const {
   if (kind == Kind::Native) {
     const char* stop_type = r.reason == runtime::StopReason::Eog          ? "eos"
                             : r.reason == runtime::StopReason::StopString ? "word"
                             : r.reason == runtime::StopReason::Cancelled  ? "none"
                                                                           : "limit";
-    return {{"content", r.text},
-            {"id_slot", slot},
-            {"stop", true},
-            {"model", model_id},
-            {"tokens_predicted", r.tokens.size()},
-            {"tokens_evaluated", r.n_prompt},
-            {"tokens_cached", r.n_cached},
-            {"truncated", false},
-            {"stop_type", stop_type},
-            {"stopping_word", r.stop_word},
-            {"timings", timings_json(r)}};
+    json out = {{"content", r.text},
+                {"id_slot", slot},
+                {"stop", true},
+                {"model", model_id},
+                {"tokens_predicted", r.tokens.size()},
+                {"tokens_evaluated", r.n_prompt},
+                {"tokens_cached", r.n_cached},
+                {"truncated", r.reason == runtime::StopReason::ContextFull},
+                {"has_new_line", r.text.find('\n') != std::string::npos},
+                {"tokens", params && params->return_tokens ? json(r.tokens) : json::array()},
+                {"stop_type", stop_type},
+                {"stopping_word", r.stop_word},
+                {"timings", timings_json(r)}};
+    if (!r.probs.empty()) out["completion_probabilities"] = logprobs_json(kind, r);
+    if (params) {
+      const runtime::SamplerParams& sp = params->sampling;
+      out["generation_settings"] = {{"seed", r.seed},
+                                    {"temperature", sp.temp},
+                                    {"top_k", sp.top_k},
+                                    {"top_p", sp.top_p},
+                                    {"min_p", sp.min_p},
+                                    {"repeat_last_n", sp.repeat_last_n},
+                                    {"repeat_penalty", sp.repeat_penalty},
+                                    {"presence_penalty", sp.presence_penalty},
+                                    {"frequency_penalty", sp.frequency_penalty},
+                                    {"n_predict", params->max_tokens},
+                                    {"n_probs", params->n_probs},
+                                    {"ignore_eos", params->ignore_eos},
+                                    {"stop", params->stop},
+                                    {"model", model_id}};
+    }
+    return out;
   }
   json c = chunk_base(kind, id);
   if (kind == Kind::Chat) {
@@ -159,11 +239,13 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
     c["choices"] = json::array({{{"index", 0},
                                  {"message", out.to_openai()},
                                  {"finish_reason", finish_reason(r, !out.tool_calls.empty())},
-                                 {"logprobs", nullptr}}});
+                                 {"logprobs", r.probs.empty() ? json(nullptr) : logprobs_json(kind, r)}}});
   } else {
     c["object"] = "text_completion";
-    c["choices"] =
-        json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}}});
+    c["choices"] = json::array({{{"index", 0},
+                                 {"text", r.text},
+                                 {"finish_reason", finish_reason(r)},
+                                 {"logprobs", r.probs.empty() ? json(nullptr) : logprobs_json(kind, r)}}});
   }
   c["usage"] = usage_json(r);
   c["timings"] = timings_json(r);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 
 #include "chat/toolcalls.hpp"
@@ -22,6 +23,9 @@ enum class Kind { Chat, Completion, Native };
 
 // "chatcmpl-…" / "cmpl-…": the prefix and 16 random hex digits.
 std::string random_id(const char* prefix);
+// "b<build>-<commit>" (llama-server's system_fingerprint and build_info): the commit count and
+// short hash the build was configured at.
+std::string build_fingerprint();
 
 // OpenAI's finish_reason: "tool_calls" where the reply called tools, "length" at max_tokens or a
 // full context, else "stop".
@@ -36,14 +40,19 @@ json usage_json(const runtime::GenerateResult& r);
 // llama-server's timings, plus rocky's own fields (predicted_eval_ms, cache_ms, *_gpu_ms, …).
 json timings_json(const runtime::GenerateResult& r);
 
-// The shapes of one model's generation answers.
+// The shapes of one model's generation answers. Log-probabilities (GenerateResult::probs): chat
+// and /v1/completions carry OpenAI's logprobs {"content": [{token, logprob, bytes, top_logprobs}]}
+// (/v1/completions also the legacy tokens / token_logprobs / top_logprobs / text_offset lists);
+// native answers llama-server's completion_probabilities [{id, token, logprob, bytes, top_logprobs}].
 struct Shapes {
   std::string model_id;  // "model" in every answer
+  // A token's text for log-probabilities (the tokenizer's piece, special tokens shown).
+  std::function<std::string(int32_t)> piece;
 
   // id, object, created, model, system_fingerprint.
   json chunk_base(Kind kind, const std::string& id) const;
   // A streamed piece of text (chat: delta.content; completion: text; native: content).
-  json delta_chunk(Kind kind, const std::string& id, const std::string& text) const;
+  json delta_chunk(Kind kind, const std::string& id, const std::string& text, int slot = 0) const;
   // A streamed chat delta: reasoning_content / content / tool_calls (`n_calls` numbers the calls
   // across the stream and is advanced past these).
   json chat_delta(const std::string& id, const chat::ReplyStream::Delta& d, size_t& n_calls) const;
@@ -55,8 +64,12 @@ struct Shapes {
   json usage_chunk(Kind kind, const std::string& id, const runtime::GenerateResult& r) const;
   // The whole answer (not streamed); chat parses the reply's tool calls and reasoning by `syntax`.
   // Native: llama-server's /completion body (also its last streamed event, with content "").
+  // Native answers also carry `tokens` (with params->return_tokens), `has_new_line`, `truncated`
+  // (the context filled) and `generation_settings` (the request's sampling; params may be null).
   json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
-                  const chat::ReplySyntax& syntax) const;
+                  const chat::ReplySyntax& syntax, const runtime::GenerateParams* params = nullptr) const;
+  // The log-probabilities of r.probs in `kind`'s shape (see above).
+  json logprobs_json(Kind kind, const runtime::GenerateResult& r) const;
 };
 
 // GET /cache: the prefix cache's tiers (device cells from the scheduler), identity and block size.

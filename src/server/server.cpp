@@ -47,8 +47,8 @@ using Clock = std::chrono::steady_clock;
 // One slot's session: its own context (KV cache) on the one backend all slots share, so the
 // weights are uploaded once.
 std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const std::shared_ptr<backend::Backend>& be,
-                                                    const ServerOptions& o) {
-  return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+                                                    int32_t n_ctx, const ServerOptions& o) {
+  return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{n_ctx, o.n_ubatch});
 }
 
 class App {
@@ -65,6 +65,7 @@ class App {
     const auto t0 = Clock::now();
     model_ = model::Model::load(o_.model);
     tok_.emplace(tok::Tokenizer::from_gguf(model_->file()));
+    shapes_.piece = [this](int32_t id) { return tok_->token_to_piece(id, true); };
     if (tok_->vocab().size() > static_cast<size_t>(model_->hparams().n_vocab))
       fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o_.model, tok_->vocab().size(),
            model_->hparams().n_vocab);
@@ -80,10 +81,18 @@ class App {
     backend_ = be;
     std::vector<std::unique_ptr<runtime::Session>> slots;
     std::shared_ptr<runtime::BatchEngine> engine;
+    // The context table: -c is the server's KV (0: the model's, at most 4096); each request's
+    // limit is slot_ctx() of it.
+    const int32_t n_train = model_->hparams().n_ctx_train;
+    n_ctx_total_ = o_.n_ctx > 0 ? o_.n_ctx : (n_train > 0 ? std::min(n_train, 4096) : 4096);
+    const int32_t n_slot = slot_ctx(o_, n_ctx_total_);
+    if (n_slot < 1)
+      fail("-c {} split over -np {} slots leaves no context per slot (use a larger -c or --kv-unified)", n_ctx_total_,
+           o_.n_parallel);
     if (o_.cont_batching) {  // one context, n_parallel sequences
       runtime::BatchOptions bopt;
       bopt.n_seq = o_.n_parallel;
-      bopt.n_ctx = o_.n_ctx;
+      bopt.n_ctx = n_slot;
       bopt.n_ubatch = o_.n_ubatch;
       bopt.prefill_chunk = o_.prefill_chunk;
       engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
@@ -91,7 +100,7 @@ class App {
                  engine->backend().name());
     }
     for (int i = 0; i < o_.n_parallel && !engine; ++i) {
-      slots.push_back(make_slot_session(*model_, be, o_));
+      slots.push_back(make_slot_session(*model_, be, n_slot, o_));
       fmt::print(stderr, "rocky: slot {}/{} ready ({})\n", i + 1, o_.n_parallel, slots.back()->backend().name());
     }
     for (const auto& t : model_->file().tensors()) {
@@ -116,8 +125,9 @@ class App {
     sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_)
                     : std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
     if (o_.warmup) warm_up(be);
-    fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, context {} tokens each)\n",
-               std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, sched_->n_ctx());
+    fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
+               std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
+               sched_->n_ctx(), o_.n_parallel_given && !o_.kv_unified ? "" : ", unified");
     ready_ = true;
   }
 
@@ -155,14 +165,16 @@ class App {
     svr.Get("/metrics", wrap(false, [this](auto& req, auto& res) { metrics(req, res); }));
     for (const char* p : {"/v1/chat/completions", "/chat/completions"})
       svr.Post(p, wrap(true, [this](auto& req, auto& res) { chat(req, res); }));
-    for (const char* p : {"/v1/completions", "/completions"})
-      svr.Post(p, wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Completion); }));
-    svr.Post("/completion", wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Native); }));
+    // As llama-server: /v1/completions is OpenAI's; /completion and /completions are its native one.
+    svr.Post("/v1/completions", wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Completion); }));
+    for (const char* p : {"/completion", "/completions"})
+      svr.Post(p, wrap(true, [this](auto& req, auto& res) { completion(req, res, Kind::Native); }));
     for (const char* p : {"/v1/models", "/models"})
       svr.Get(p, wrap(true, [this](auto& req, auto& res) { models(req, res); }));
     svr.Get("/cache", wrap(true, [this](auto& req, auto& res) { cache_get(req, res); }));
     svr.Delete("/cache", wrap(true, [this](auto& req, auto& res) { cache_delete(req, res); }));
     svr.Get("/props", wrap(true, [this](auto& req, auto& res) { props(req, res); }));
+    if (o_.slots_endpoint) svr.Get("/slots", wrap(true, [this](auto& req, auto& res) { slots(req, res); }));
     for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})
       svr.Post(p, wrap(true, [](auto&, auto&) {
                  throw ApiError(501, "embeddings are not supported yet", "", "not_implemented", "not_supported_error");
@@ -180,7 +192,27 @@ class App {
       svr.Post(p, wrap(true, [this](auto& req, auto& res) { openai_responses(req, res, true); }));
     // A declared body over --max-body is refused from its headers: cpp-httplib 0.11 would first
     // read (skip) all of it, so a client that declares 20 MB and sends less waited --timeout.
-    svr.set_pre_routing_handler([max = o_.max_body](const httplib::Request& req, httplib::Response& res) {
+    // CORS as llama-server: every response names the request's Origin as allowed (with
+    // --cors-origins only a listed one), and a preflight OPTIONS on any path is answered here.
+    svr.Options(R"(.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_header("Origin") && !origin_allowed(req.get_header_value("Origin"))) {
+        send_error(
+            res, ApiError(403, fmt::format("origin '{}' is not in --cors-origins", req.get_header_value("Origin")), "",
+                          "cors_origin_not_allowed", "permission_error"));
+        return;
+      }
+      res.set_header("Access-Control-Allow-Credentials", "true");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "*");
+      res.set_header("Access-Control-Max-Age", "86400");
+      res.status = 200;
+      res.set_content("", "text/html");
+    });
+    svr.set_pre_routing_handler([this, max = o_.max_body](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_header("Origin") && origin_allowed(req.get_header_value("Origin"))) {
+        res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin"));
+        res.set_header("Vary", "Origin");
+      }
       if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
       const std::string v = req.get_header_value("Content-Length");
       bool digits = !v.empty();
@@ -212,6 +244,14 @@ class App {
  private:
   using Fn = std::function<void(const httplib::Request&, httplib::Response&)>;
 
+  // --cors-origins: empty (the default) allows every origin, as llama-server; "*" too.
+  bool origin_allowed(const std::string& origin) const {
+    if (o_.cors_origins.empty()) return true;
+    for (const std::string& a : o_.cors_origins)
+      if (a == "*" || a == origin) return true;
+    return false;
+  }
+
   httplib::Server::Handler wrap(bool needs_model, Fn fn) {
     return [this, needs_model, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
       ++in_flight_;
@@ -222,14 +262,15 @@ class App {
       try {
         if (!o_.api_key.empty() && req.path != "/health" && req.path != "/v1/health") {
           // The auth scheme is case-insensitive (RFC 9110 §11.1); the key is not.
+          // llama-server also takes the key as 'X-Api-Key: KEY'.
           const std::string auth = req.get_header_value("Authorization");
           bool bearer = auth.size() > 7 && auth[6] == ' ';
           for (size_t i = 0; bearer && i < 6; ++i)
             bearer = std::tolower(static_cast<unsigned char>(auth[i])) == "bearer"[i];
-          // Anthropic's clients send the key as x-api-key.
+          // Anthropic's clients send the key as x-api-key (header names are case-insensitive).
           const bool x_api_key = req.has_header("x-api-key") && req.get_header_value("x-api-key") == o_.api_key;
           if (!x_api_key && (!bearer || auth.substr(7) != o_.api_key))
-            throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')", "",
+            throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY' or 'X-Api-Key: KEY')", "",
                            "invalid_api_key", "authentication_error");
         }
         if (needs_model && !ready_) throw ApiError(503, "the model is loading", "", "loading", "unavailable_error");
@@ -269,6 +310,7 @@ class App {
     runtime::SchedulerStats st;
     if (ready_ && sched_) st = sched_->stats();
     res.status = 200;
+    res.set_header("Process-Start-Time-Unix", std::to_string(created_));  // as llama-server
     res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get()),
                     "text/plain; version=0.0.4; charset=utf-8");
   }
@@ -301,17 +343,53 @@ class App {
     send_json(res, 200, cache_state());
   }
 
+  // The defaults a request without sampling fields gets (llama-server's generation settings).
+  json default_params() const {
+    const runtime::SamplerParams& sp = o_.sampling;
+    return {{"seed", sp.seed},
+            {"temperature", sp.temp},
+            {"top_k", sp.top_k},
+            {"top_p", sp.top_p},
+            {"min_p", sp.min_p},
+            {"repeat_last_n", sp.repeat_last_n},
+            {"repeat_penalty", sp.repeat_penalty},
+            {"presence_penalty", sp.presence_penalty},
+            {"frequency_penalty", sp.frequency_penalty},
+            {"n_predict", o_.n_predict},
+            {"max_tokens", o_.n_predict}};
+  }
+
+  // GET /slots (llama-server's shape, the fields rocky has): ?fail_on_no_slot=1 answers 503 when
+  // every slot is busy.
+  void slots(const httplib::Request& req, httplib::Response& res) {
+    const runtime::SchedulerStats st = sched_->stats();
+    if (req.has_param("fail_on_no_slot") && req.get_param_value("fail_on_no_slot") != "0" &&
+        st.slots_busy >= st.n_slots)
+      throw ApiError(503, "no slot available", "", "", "unavailable_error");
+    json out = json::array();
+    for (size_t i = 0; i < st.slots.size(); ++i)
+      out.push_back({{"id", i},
+                     {"n_ctx", sched_->n_ctx()},
+                     {"is_processing", st.slots[i].busy},
+                     {"n_past", st.slots[i].kv},
+                     {"params", default_params()}});
+    send_json(res, 200, out);
+  }
+
   void props(const httplib::Request&, httplib::Response& res) {
+    json dgs = {{"n_ctx", sched_->n_ctx()}, {"model", model_id_}, {"params", default_params()}};
     send_json(res, 200,
               {{"n_ctx", sched_->n_ctx()},
-               {"default_generation_settings", {{"n_ctx", sched_->n_ctx()}, {"model", model_id_}}},
+               {"n_ctx_total", n_ctx_total_},
+               {"kv_unified", !o_.n_parallel_given || o_.kv_unified},
+               {"default_generation_settings", dgs},
                {"total_slots", o_.n_parallel},
                {"model_path", o_.model},
                {"model_alias", model_id_},
                {"chat_template", tmpl_->source()},
                {"bos_token", tmpl_->bos_token()},
                {"eos_token", tmpl_->eos_token()},
-               {"build_info", "rocky 0.1.0"}});
+               {"build_info", build_fingerprint()}});
   }
 
   void tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -341,9 +419,25 @@ class App {
     send_json(res, 200, {{"content", tok_->detokenize(ids)}});
   }
 
+  // A request without tools renders with `tools` none (what templates guarded by `if tools` or
+  // `tools is not none` expect). A template that reads `tools` or `functions` unguarded (functionary,
+  // firefunction) fails on none: it is rendered again with both empty lists, a plain chat, as
+  // llama-server does — its own error is kept when that fails too.
   std::string render(const TemplateInputs& in) const {
     try {
-      return tmpl_->render(in);
+      try {
+        return tmpl_->render(in);
+      } catch (const chat::TemplateError& e) {
+        if (!in.tools.is_null() || e.kind() == chat::TemplateError::Kind::raise_exception) throw;
+        TemplateInputs empty = in;
+        empty.tools = json::array();
+        if (!empty.kwargs.contains("functions")) empty.kwargs["functions"] = json::array();
+        try {
+          return tmpl_->render(empty);
+        } catch (const chat::TemplateError&) {
+          throw e;
+        }
+      }
     } catch (const chat::TemplateError& e) {
       // raise_exception() messages are the template's own (what transformers returns).
       throw ApiError(400,
@@ -354,13 +448,32 @@ class App {
     }
   }
 
+  // A continued (prefilled) assistant message must be the only one at the end (llama-server's 400).
+  static void check_one_trailing_assistant(const json& messages) {
+    const size_t n = messages.size();
+    if (n >= 2 && messages[n - 2].is_object() && messages[n - 2].contains("role") &&
+        messages[n - 2]["role"] == "assistant")
+      throw ApiError(400, "Cannot have 2 or more assistant messages at the end of the list.", "messages",
+                     "invalid_value");
+  }
+
+  // As llama-server passes them: enable_thinking true unless reasoning is off (--reasoning-budget 0,
+  // --reasoning off); the request's chat_template_kwargs win.
+  json template_kwargs(const json& request_kwargs) const {
+    json k = request_kwargs;
+    if (!k.contains("enable_thinking")) k["enable_thinking"] = o_.reasoning;
+    return k;
+  }
+
   void apply_template(const httplib::Request& req, httplib::Response& res) {
     const ApplyTemplateRequest r = parse_apply_template(parse_body(req.body));
     TemplateInputs in;
     in.messages = r.messages;
     in.tools = r.tools;
     in.add_generation_prompt = r.add_generation_prompt;
-    in.kwargs = r.chat_template_kwargs;
+    in.continue_final_message = r.continue_final_message;
+    if (r.continue_final_message) check_one_trailing_assistant(r.messages);
+    in.kwargs = template_kwargs(r.chat_template_kwargs);
     send_json(res, 200, {{"prompt", render(in)}});
   }
 
@@ -375,8 +488,10 @@ class App {
     }
   }
 
+  // A request's sampling: its fields over the server's defaults (--temp, --seed, -n, …).
   runtime::GenerateParams to_params(const SamplingFields& s) const {
     runtime::GenerateParams p;
+    p.sampling = o_.sampling;
     if (!s.grammar.empty()) p.grammar = compile_constraint(s.grammar, s.grammar_param);
     if (s.temperature) p.sampling.temp = static_cast<float>(*s.temperature);
     if (s.top_p) p.sampling.top_p = static_cast<float>(*s.top_p);
@@ -384,21 +499,42 @@ class App {
     if (s.top_k) p.sampling.top_k = static_cast<int32_t>(*s.top_k);
     if (s.repeat_penalty) p.sampling.repeat_penalty = static_cast<float>(*s.repeat_penalty);
     if (s.repeat_last_n) p.sampling.repeat_last_n = static_cast<int32_t>(*s.repeat_last_n);
+    if (s.presence_penalty) p.sampling.presence_penalty = static_cast<float>(*s.presence_penalty);
+    if (s.frequency_penalty) p.sampling.frequency_penalty = static_cast<float>(*s.frequency_penalty);
     if (s.seed) p.sampling.seed = static_cast<uint32_t>(*s.seed);  // -1 → 0xFFFFFFFF: random, as llama.cpp
-    p.max_tokens = static_cast<int32_t>(s.max_tokens);
+    for (const LogitBias& b : s.logit_bias) {
+      const float bias = static_cast<float>(b.bias);
+      if (b.id >= 0) {
+        if (!tok_->vocab().valid(static_cast<int32_t>(std::min<int64_t>(b.id, INT32_MAX))))
+          throw ApiError(400,
+                         fmt::format("'{}' names token {}, not a token id (the vocab has {})", b.param, b.id,
+                                     tok_->vocab().size()),
+                         b.param, "invalid_value");
+        p.sampling.logit_bias.emplace_back(static_cast<int32_t>(b.id), bias);
+      } else {  // llama-server: every token of the text gets the bias
+        for (int32_t t : tok_->tokenize(b.text, false, false)) p.sampling.logit_bias.emplace_back(t, bias);
+      }
+    }
+    p.max_tokens = static_cast<int32_t>(s.max_tokens.value_or(o_.n_predict));
     p.stop = s.stop;
     p.ignore_eos = s.ignore_eos;
     p.cache_prompt = s.cache_prompt;
+    p.n_probs = static_cast<int32_t>(s.n_probs);
+    p.return_tokens = s.return_tokens;
     return p;
   }
 
   void check_fits(const std::vector<int32_t>& prompt, const char* param) const {
     if (prompt.empty()) throw ApiError(400, "the prompt is empty (no tokens to evaluate)", param, "invalid_value");
-    if (static_cast<int64_t>(prompt.size()) > sched_->n_ctx())
-      throw ApiError(400,
-                     fmt::format("the prompt ('{}') has {} tokens, more than the context size {} tokens", param,
-                                 prompt.size(), sched_->n_ctx()),
-                     param, "context_length_exceeded");
+    if (static_cast<int64_t>(prompt.size()) > sched_->n_ctx()) {
+      // llama-server's answer, field for field (clients read n_prompt_tokens and n_ctx to trim).
+      ApiError e(400,
+                 fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
+                             prompt.size(), sched_->n_ctx()),
+                 param, "", "exceed_context_size_error");
+      e.extra = {{"code", 400}, {"n_prompt_tokens", prompt.size()}, {"n_ctx", sched_->n_ctx()}};
+      throw e;
+    }
   }
 
   void chat(const httplib::Request& req, httplib::Response& res) {
@@ -407,9 +543,10 @@ class App {
     in.messages = normalise_for_template(r.messages);
     if (r.tool_choice != "none") in.tools = r.tools;
     const bool prefill = r.messages.back().value("role", "") == "assistant";
+    if (prefill) check_one_trailing_assistant(r.messages);
     in.add_generation_prompt = !prefill;
     in.continue_final_message = prefill;
-    in.kwargs = r.chat_template_kwargs;
+    in.kwargs = template_kwargs(r.chat_template_kwargs);
     const std::string prompt = render(in);
     chat::ReplySyntax syntax = chat::reply_syntax(tmpl_->source(), in.tools, prompt, reasoning_);
     syntax.parse_tool_calls = r.tool_choice != "none";
@@ -506,7 +643,7 @@ class App {
         if (!probe->alive()) job->cancel = true;
       probe->release();
       if (const auto e = settle(*job)) throw *e;
-      send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax));
+      send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax, &job->params));
       return;
     }
     auto st = collect_pieces(*job);
@@ -625,10 +762,15 @@ class App {
   std::shared_ptr<backend::Backend> backend_;  // the slots' (for /metrics)
   std::unique_ptr<runtime::Scheduler> sched_;
   int64_t n_params_ = 0, size_ = 0;
+  int32_t n_ctx_total_ = 0;  // -c resolved
   Metrics metrics_;
 };
 
 }  // namespace
+
+int32_t slot_ctx(const ServerOptions& o, int32_t n_ctx) {
+  return o.n_parallel_given && !o.kv_unified ? n_ctx / o.n_parallel : n_ctx;
+}
 
 int run_server(const ServerOptions& o) {
   // SIGINT/SIGTERM are taken by sigtimedwait below, in this thread only: block them before any
@@ -649,6 +791,12 @@ int run_server(const ServerOptions& o) {
   svr.set_write_timeout(o.timeout_s, 0);
   svr.set_tcp_nodelay(true);
   app.routes(svr);
+  if (o.verbose)
+    svr.set_logger([t0 = Clock::now()](const httplib::Request& req, const httplib::Response& res) {
+      fmt::print(stderr, "rocky: {:.3f} {} {} {} {} → {} ({} bytes)\n",
+                 std::chrono::duration<double>(Clock::now() - t0).count(), req.remote_addr, req.method, req.path,
+                 req.body.size(), res.status, res.body.size());
+    });
   int port = o.port;
   if (port == 0) {
     port = svr.bind_to_any_port(o.host);

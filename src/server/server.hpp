@@ -10,17 +10,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/options.hpp"
+#include "runtime/sampler.hpp"
 
 namespace rocky::server {
 
 struct ServerOptions {
   std::string model;
   std::string host = "127.0.0.1";
-  int port = 8080;         // 0: any free port (the chosen one is printed on stderr)
-  int32_t n_ctx = 0;       // -c: the server's KV (0 = the model's, at most 4096)
-  int n_parallel = 1;      // -np: slots
+  int port = 8080;     // 0: any free port (the chosen one is printed on stderr)
+  int32_t n_ctx = 0;   // -c: the server's KV (0 = the model's, at most 4096)
+  int n_parallel = 1;  // -np: slots
+  // The context table (llama-server's): with -np given and no --kv-unified each slot has
+  // n_ctx / n_parallel tokens; with -np left at its default or --kv-unified the KV is unified and
+  // one request may use all n_ctx (each slot's context then holds n_ctx: until the one-context
+  // scheduler shares the cells, the slots do not compete for them).
+  bool n_parallel_given = false;
+  bool kv_unified = false;
   int32_t n_ubatch = 512;  // -ub
   // --cont-batching: one context for all slots; every step batches the slots' next tokens and
   // a --prefill-chunk of one waiting prompt (runtime/batch.hpp); the prefix cache serves each
@@ -37,6 +45,14 @@ struct ServerOptions {
   std::string api_key;  // empty: no auth
   std::string alias;    // model id in responses (default: the file name)
   std::string chat_template_file;
+  std::string chat_template_name;  // --chat-template NAME: a built-in template (chat/builtin_templates.hpp)
+  // Defaults of the requests' sampling fields (--temp, --top-k, …, --seed) and of max_tokens (-n).
+  runtime::SamplerParams sampling;
+  int32_t n_predict = -1;                 // -n: max_tokens of a request that sends none (-1: no limit)
+  bool slots_endpoint = true;             // --slots / --no-slots: GET /slots
+  bool reasoning = true;                  // --reasoning-budget 0 / --reasoning off: enable_thinking false
+  bool verbose = false;                   // --verbose: one stderr line per HTTP request
+  std::vector<std::string> cors_origins;  // --cors-origins: allowed Origin values (empty: any, "*")
   size_t queue = 64;                      // requests that may wait for a slot
   size_t max_body = 16u << 20;            // bytes
   std::string reasoning_format = "auto";  // auto | none | deepseek
@@ -50,6 +66,9 @@ struct ServerOptions {
   int test_token_delay_ms = 0;     // tests only: sleep this long after each generated token
   runtime::EnvOptions env;         // the program's environment (ROCKY_* lab overrides, cache dir, …)
 };
+
+// The per-request context limit of the table above (n_ctx already resolved from 0).
+int32_t slot_ctx(const ServerOptions& o, int32_t n_ctx);
 
 int run_server(const ServerOptions& o);
 

@@ -48,7 +48,7 @@ bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
       if (s.kind == Kind::Chat) {
         const auto d = reply.push(piece);
         if (!d.empty() && !write(sse(s.shapes.chat_delta(s.id, d, n_calls)))) return false;
-      } else if (!write(sse(s.shapes.delta_chunk(s.kind, s.id, piece)))) {
+      } else if (!write(sse(s.shapes.delta_chunk(s.kind, s.id, piece, job.slot)))) {
         return false;
       }
     }
@@ -71,7 +71,8 @@ bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
     tool_calls = !reply.result().tool_calls.empty();
   }
   if (s.kind == Kind::Native) {
-    json f = s.shapes.final_json(s.kind, s.id, r, job.slot, s.syntax);
+    json f = s.shapes.final_json(s.kind, s.id, r, job.slot, s.syntax, &job.params);
+    f["tokens"] = json::array();  // streamed: the ids went with the chunks' text
     f["content"] = "";
     write(sse(f));
   } else {

@@ -167,5 +167,83 @@ TEST(Sampler, RepetitionPenalty) {
   EXPECT_EQ(s3.sample(l), 0);
 }
 
+// llama.cpp's penalties: a token seen c times among the last repeat_last_n gets
+// logit' = (logit ≤ 0 ? logit·r : logit/r) − c·frequency − presence. Hand-computed on fixed logits.
+TEST(Sampler, FrequencyAndPresencePenalties) {
+  SamplerParams p = plain(0.0f);
+  p.repeat_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  Sampler s(p);
+  for (int32_t t : {1, 1, 1, 2}) s.accept(t);  // token 1 three times, token 2 once
+  const std::vector<float> l = {1.0f, 4.0f, -1.0f, 3.0f};
+  const std::vector<float> a = s.adjusted(l);
+  EXPECT_FLOAT_EQ(a[0], 1.0f);                          // unseen
+  EXPECT_FLOAT_EQ(a[1], 4.0f / 2 - 3 * 0.5f - 0.25f);   // 0.25
+  EXPECT_FLOAT_EQ(a[2], -1.0f * 2 - 1 * 0.5f - 0.25f);  // -2.75
+  EXPECT_FLOAT_EQ(a[3], 3.0f);
+  EXPECT_EQ(s.sample(l), 3);  // 3.0 now beats token 1 (0.25) and token 0 (1.0)
+  // repeat_last_n 2 sees only the last two tokens (1, 2): token 1 counted once.
+  p.repeat_last_n = 2;
+  Sampler w(p);
+  for (int32_t t : {1, 1, 1, 2}) w.accept(t);
+  EXPECT_FLOAT_EQ(w.adjusted(l)[1], 4.0f / 2 - 0.5f - 0.25f);
+  // A negative presence penalty favours seen tokens.
+  SamplerParams q = plain(0.0f);
+  q.presence_penalty = -1.5f;
+  Sampler n(q);
+  n.accept(0);
+  EXPECT_EQ(n.sample(std::vector<float>{3.0f, 4.0f}), 0);  // 3 + 1.5 > 4
+}
+
+// logit_bias is added first; -inf removes a token, also from a temperature draw.
+TEST(Sampler, LogitBias) {
+  SamplerParams p = plain(0.0f);
+  p.logit_bias = {{1, -INFINITY}, {2, 1.5f}};
+  Sampler s(p);
+  const std::vector<float> l = {2.0f, 9.0f, 1.0f};
+  const std::vector<float> a = s.adjusted(l);
+  EXPECT_TRUE(std::isinf(a[1]) && a[1] < 0);
+  EXPECT_FLOAT_EQ(a[2], 2.5f);
+  EXPECT_EQ(s.sample(l), 2);  // 2.5 > 2.0; token 1 is gone
+  SamplerParams t = plain(1.0f);
+  t.logit_bias = {{0, -INFINITY}};
+  Sampler d(t);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(d.sample(std::vector<float>{50.0f, 0.0f, 0.0f}), 0);
+}
+
+// The mask hook (a grammar's constraint) runs before the bias and the penalties.
+TEST(Sampler, MaskRunsFirst) {
+  SamplerParams p = plain(0.0f);
+  p.logit_bias = {{0, 100.0f}};
+  Sampler s(p);
+  std::vector<size_t> seen;
+  s.set_mask([&](std::span<float> l) {
+    seen.push_back(l.size());
+    EXPECT_FLOAT_EQ(l[0], 1.0f);  // the bias is not applied yet
+    l[0] = -INFINITY;
+  });
+  EXPECT_EQ(s.sample(std::vector<float>{1.0f, 0.5f, 0.0f}), 1);
+  EXPECT_EQ(seen, std::vector<size_t>{3});
+}
+
+// Log-probabilities: log-softmax of the raw logits. Logits {0, ln 2, ln 5} → p = {1/8, 2/8, 5/8}.
+TEST(Sampler, TokenProbsAreLogSoftmax) {
+  const std::vector<float> l = {0.0f, std::log(2.0f), std::log(5.0f), 7.0f};
+  const TokenProbs tp = token_probs(l, 3, 1, 2);  // the 4th logit is padding (n_vocab 3)
+  EXPECT_EQ(tp.token, 1);
+  EXPECT_NEAR(tp.logprob, std::log(2.0 / 8), 1e-6);
+  ASSERT_EQ(tp.top.size(), 2u);
+  EXPECT_EQ(tp.top[0].first, 2);
+  EXPECT_NEAR(tp.top[0].second, std::log(5.0 / 8), 1e-6);
+  EXPECT_EQ(tp.top[1].first, 1);
+  EXPECT_TRUE(token_probs(l, 3, 0, 0).top.empty());
+  EXPECT_NEAR(token_probs(l, 3, 0, 0).logprob, std::log(1.0 / 8), 1e-6);
+  // Large logits do not overflow.
+  const std::vector<float> big = {1000.0f, 1000.0f};
+  EXPECT_NEAR(token_probs(big, 0, 1, 5).logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(token_probs(big, 0, 1, 5).top.size(), 2u);
+}
+
 }  // namespace
 }  // namespace rocky::runtime

@@ -128,7 +128,7 @@ def dir_bytes(d):
 # --------------------------------------------------------------------------------------------
 def test_agent_pattern_completions():
     """Each turn resends history + the model's completion + a new message."""
-    s = Server("-np", "2")
+    s = Server("-np", "2", "--kv-unified")
     try:
         history = SYSTEM
         prev = None
@@ -151,7 +151,7 @@ def test_agent_pattern_completions():
 
 
 def test_two_clients_share_a_system_prompt():
-    s = Server("-np", "2")
+    s = Server("-np", "2", "--kv-unified")
     try:
         n_sys = len(s.post("/tokenize", {"content": SYSTEM, "add_special": True})["tokens"])
         first = s.complete(SYSTEM + "\nUser: who is Lily?\nAssistant:")
@@ -221,7 +221,7 @@ def test_cont_batching_reuses_and_equals_no_reuse():
         finally:
             s.kill()
         return
-    s = Server("-np", "2", "--cont-batching")
+    s = Server("-np", "2", "--kv-unified", "--cont-batching")
     try:
         n_sys = len(s.post("/tokenize", {"content": SYSTEM, "add_special": True})["tokens"])
         history = SYSTEM

@@ -1,5 +1,6 @@
 // server::parse_* on accepted and rejected bodies: what agents send is accepted; each bad field is
 // an ApiError with a 4xx status naming it.
+#include <cmath>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -35,7 +36,7 @@ TEST(ServerRequest, AcceptsWhatAgentsSend) {
   const ChatRequest r = parse_chat(parse_body(body));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
-  EXPECT_EQ(r.sampling.max_tokens, 12);  // max_completion_tokens wins
+  EXPECT_EQ(*r.sampling.max_tokens, 12);  // max_completion_tokens wins
   EXPECT_EQ(r.sampling.top_k, 40);
   EXPECT_EQ(r.sampling.seed, -1);
   EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
@@ -107,12 +108,14 @@ TEST(ServerRequest, MaxTokensNamesItsBounds) {
     EXPECT_NE(e.message.find(v), std::string::npos) << e.message;
     EXPECT_NE(e.message.find("16777216"), std::string::npos) << e.message;
   }
-  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":16777216})"))
-                .sampling.max_tokens,
+  EXPECT_EQ(*parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":16777216})"))
+                 .sampling.max_tokens,
             16777216);
   EXPECT_EQ(
-      parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})")).sampling.max_tokens,
+      *parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})")).sampling.max_tokens,
       -1);
+  // Absent: the server's -n applies.
+  EXPECT_FALSE(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}]})")).sampling.max_tokens);
 }
 
 TEST(ServerRequest, InvalidUtf8NamesTheOffset) {
@@ -136,36 +139,36 @@ TEST(ServerRequest, CompletionPromptForms) {
   EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[1,2,3]})"), false).prompt_tokens,
             (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(parse_completion(parse_body(R"({"prompt":[[4,5]]})"), false).prompt_tokens, (std::vector<int32_t>{4, 5}));
-  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), true).sampling.max_tokens, 7);
-  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), false).sampling.max_tokens, -1);
+  EXPECT_EQ(*parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), true).sampling.max_tokens, 7);
+  EXPECT_FALSE(parse_completion(parse_body(R"({"prompt":"x","n_predict":7})"), false).sampling.max_tokens);
   for (const char* bad : {R"({"prompt":5})", R"({"prompt":["a","b"]})", R"({"prompt":[1,-1]})", R"({"prompt":[]})",
                           R"({"prompt":"x","echo":true})", R"({})"}) {
     EXPECT_THROW(parse_completion(parse_body(bad), false), ApiError) << bad;
   }
-  // Log-probabilities are not computed: asking for them is a 400 naming the field; off passes.
-  for (const char* bad : {R"({"prompt":"x","logprobs":3})", R"({"prompt":"x","logprobs":true})"}) {
-    try {
-      parse_completion(parse_body(bad), false);
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const ApiError& e) {
-      EXPECT_EQ(e.param, "logprobs") << bad;
-    }
+  // Log-probabilities: chat logprobs true + top_logprobs N; completions logprobs N; n_probs N.
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","logprobs":3})"), false).sampling.n_probs, 3);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","logprobs":0})"), false).sampling.n_probs, 0);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","logprobs":null})"), false).sampling.n_probs, -1);
+  EXPECT_EQ(parse_completion(parse_body(R"({"prompt":"x","n_probs":4})"), true).sampling.n_probs, 4);
+  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})")).sampling.n_probs,
+            -1);
+  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3})"))
+                .sampling.n_probs,
+            3);
+  for (const char* bad : {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":3})",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"stream":true})"}) {
+    EXPECT_THROW(parse_chat(parse_body(bad)), ApiError) << bad;
   }
-  EXPECT_NO_THROW(parse_completion(parse_body(R"({"prompt":"x","logprobs":0})"), false));
-  EXPECT_NO_THROW(parse_completion(parse_body(R"({"prompt":"x","logprobs":null})"), false));
-  EXPECT_NO_THROW(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})")));
-  EXPECT_THROW(
-      parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3})")),
-      ApiError);
   // Fields that change the output but are not implemented: a 400 naming each; neutral values pass
   // (what SDKs send by default). Native /completion (grammar, json_schema, n_probs) and chat alike.
-  const std::pair<const char*, const char*> unsupported[] = {{"presence_penalty", "0.5"},
+  const std::pair<const char*, const char*> unsupported[] = {{"presence_penalty", "2.5"},
                                                              {"presence_penalty", "\"x\""},
                                                              {"frequency_penalty", "1e9"},
-                                                             {"logit_bias", "{\"5\":100}"},
                                                              {"logit_bias", "\"x\""},
                                                              {"best_of", "3"},
-                                                             {"n_probs", "5"},
+                                                             {"n_probs", "50"},
                                                              {"grammar", "\"root ::= x\""},
                                                              {"grammar", "7"},
                                                              {"json_schema", "{\"type\":\"object\",\"not\":{}}"},
@@ -191,6 +194,38 @@ TEST(ServerRequest, CompletionPromptForms) {
   EXPECT_NO_THROW(
       parse_completion(parse_body(R"({"prompt":"x","grammar":"","json_schema":null,"n_probs":0,"mirostat":0})"), true));
   EXPECT_EQ(parse_detokenize(parse_body(R"({"tokens":[1,2]})")), (std::vector<int32_t>{1, 2}));
+}
+
+// logit_bias in OpenAI's form (token-id keys) and llama-server's ([token or text, bias or false]).
+TEST(ServerRequest, LogitBiasForms) {
+  const auto b =
+      parse_completion(parse_body(R"({"prompt":"x","logit_bias":{"15":-100,"Hello":2.5}})"), false).sampling.logit_bias;
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].id, 15);
+  EXPECT_EQ(b[0].bias, -100);
+  EXPECT_EQ(b[1].id, -1);
+  EXPECT_EQ(b[1].text, "Hello");
+  EXPECT_EQ(b[1].bias, 2.5);
+  const auto pairs =
+      parse_completion(parse_body(R"({"prompt":"x","logit_bias":[[7,false],["hi",1]]})"), true).sampling.logit_bias;
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].id, 7);
+  EXPECT_TRUE(std::isinf(pairs[0].bias) && pairs[0].bias < 0);
+  EXPECT_EQ(pairs[1].text, "hi");
+  for (const char* bad : {R"([[7]])", R"([[7,true]])", R"({"5":"x"})", R"([[-3,1]])", R"({"":1})", R"(5)"}) {
+    const std::string body = std::string(R"({"prompt":"x","logit_bias":)") + bad + "}";
+    try {
+      parse_completion(parse_body(body), true);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param.rfind("logit_bias", 0), 0u) << body << " → " << e.param;
+    }
+  }
+  const auto p = parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":0.5,
+    "frequency_penalty":-1})"))
+                     .sampling;
+  EXPECT_EQ(*p.presence_penalty, 0.5);
+  EXPECT_EQ(*p.frequency_penalty, -1);
   EXPECT_THROW(parse_detokenize(parse_body(R"({"tokens":[1,"a"]})")), ApiError);
   const ApplyTemplateRequest a =
       parse_apply_template(parse_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]})"));

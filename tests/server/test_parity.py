@@ -1,0 +1,489 @@
+#!/usr/bin/env python3
+"""llama-server parity of `rocky serve` through live servers (standard library only).
+
+usage: test_parity.py ROCKY_BIN MODEL DEVICE SCRATCH_DIR [TEST ...]
+
+Each test starts its own server on a free port (--port 0) and asserts what llama-server does:
+the context table (-c split over an explicit -np, unified otherwise) in /slots, /props and the
+exceed_context_size_error 400; --seed / -n / sampling flags as the requests' defaults; refused
+flags (exit 2 with a reason); logit_bias; X-Api-Key; enable_thinking in the template context;
+--verbose. Exit 0 when every test passes.
+"""
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+BIN, MODEL, DEVICE, SCRATCH = sys.argv[1:5]
+ONLY = sys.argv[5:]
+
+
+class Server:
+    def __init__(self, *extra):
+        args = [BIN, "serve", "-m", MODEL, "--port", "0", "--device", DEVICE, "--no-warmup", *extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        self.url = None
+        got = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on (http://\S+)", line)
+                if m:
+                    self.url = m.group(1)
+                    got.set()
+            got.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not got.wait(60) or not self.url:
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+        for _ in range(600):
+            try:
+                if self.request("GET", "/health")[1]["status"] == "ok":
+                    return
+            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited:\n" + "".join(self.log))
+            time.sleep(0.1)
+        raise RuntimeError("server never became ready:\n" + "".join(self.log))
+
+    def request(self, method, path, body=None, headers=None):
+        """(status, parsed body) for any status."""
+        data = json.dumps(body).encode() if body is not None else None
+        h = {"Content-Type": "application/json", **(headers or {})}
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode()
+        return status, (json.loads(text) if text[:1] in "{[" else text)
+
+    def ok(self, method, path, body=None, headers=None):
+        status, j = self.request(method, path, body, headers)
+        assert status == 200, f"{method} {path}: HTTP {status}: {j}"
+        return j
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(60)
+        assert rc == 0, f"exit {rc}:\n" + "".join(self.log)
+        return "".join(self.log)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve_exit(*extra):
+    """(exit code, stderr) of a `rocky serve` that is expected to refuse its flags."""
+    r = subprocess.run([BIN, "serve", "-m", MODEL, "--port", "0", "--device", DEVICE, "--no-warmup", *extra],
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stderr
+
+
+LONG = [1] + [100 + (i % 300) for i in range(1099)]  # a 1,100-token prompt (ids valid in any test vocab)
+
+
+def check_table(s, n_slots, per_request):
+    slots = s.ok("GET", "/slots")
+    assert len(slots) == n_slots, slots
+    assert all(x["n_ctx"] == per_request for x in slots), slots
+    assert [x["id"] for x in slots] == list(range(n_slots)), slots
+    props = s.ok("GET", "/props")
+    assert props["n_ctx"] == per_request, props
+    assert props["default_generation_settings"]["n_ctx"] == per_request, props
+    assert props["total_slots"] == n_slots, props
+    status, j = s.request("POST", "/v1/completions", {"prompt": LONG, "max_tokens": 2, "temperature": 0})
+    if per_request >= len(LONG):
+        assert status == 200, j
+        assert j["usage"]["prompt_tokens"] == len(LONG), j
+    else:
+        # llama-server's answer, field for field.
+        assert status == 400, j
+        e = j["error"]
+        assert e["type"] == "exceed_context_size_error" and e["param"] == "prompt", e
+        assert e["code"] == 400, e
+        assert e["n_prompt_tokens"] == len(LONG), e
+        assert e["n_ctx"] == per_request, e
+        assert e["message"] == (f"request ({len(LONG)} tokens) exceeds the available context size "
+                                f"({per_request} tokens), try increasing it"), e
+
+
+def check_defaults(s):
+    # Two temperature-1 requests without a seed draw the same tokens (--seed 42 is their seed).
+    body = {"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 24, "ignore_eos": True}
+    a, b = s.ok("POST", "/v1/completions", body), s.ok("POST", "/v1/completions", body)
+    assert a["choices"][0]["text"] == b["choices"][0]["text"], (a, b)
+    # A request's own seed still wins: another seed, other tokens (over 24 tokens at temperature 1).
+    c = s.ok("POST", "/v1/completions", {**body, "seed": 7})
+    assert c["choices"][0]["text"] != a["choices"][0]["text"], (a, c)
+    # A request without max_tokens stops at -n 64.
+    r = s.ok("POST", "/v1/completions", {"prompt": "Once", "temperature": 0, "ignore_eos": True})
+    assert r["usage"]["completion_tokens"] == 64, r
+    assert r["choices"][0]["finish_reason"] == "length", r
+    # Chat too.
+    r = s.ok("POST", "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": True})
+    assert r["usage"]["completion_tokens"] == 64, r
+    # /props and /slots report the defaults.
+    params = s.ok("GET", "/props")["default_generation_settings"]["params"]
+    assert params["seed"] == 42 and params["n_predict"] == 64, params
+
+
+def test_context_table_explicit_np():
+    """-c 4096 -np 4: each slot has 1,024; a 1,100-token prompt is the 400 of the table."""
+    s = Server("-c", "4096", "-np", "4", "--seed", "42", "-n", "64")
+    try:
+        check_table(s, 4, 1024)
+        check_defaults(s)
+        assert s.ok("GET", "/props")["kv_unified"] is False
+    finally:
+        s.stop()
+
+
+def test_context_table_default_np():
+    """-c 4096 with -np at its default: unified, one request may use all 4,096."""
+    s = Server("-c", "4096", "--seed", "42", "-n", "64")
+    try:
+        check_table(s, 1, 4096)
+        check_defaults(s)
+        assert s.ok("GET", "/props")["kv_unified"] is True
+    finally:
+        s.stop()
+
+
+def test_context_table_kv_unified():
+    """-np 2 --kv-unified: both slots may take all of -c."""
+    s = Server("-c", "2048", "-np", "2", "--kv-unified")
+    try:
+        check_table(s, 2, 2048)
+    finally:
+        s.stop()
+
+
+def test_sampling_flags_are_defaults():
+    """--temp 0 makes requests without a temperature greedy; a request's own temperature wins."""
+    s = Server("-c", "512", "--temp", "0", "--top-k", "1", "-n", "12")
+    try:
+        body = {"prompt": "Once upon a time", "ignore_eos": True}
+        greedy = s.ok("POST", "/v1/completions", {**body, "temperature": 0})["choices"][0]["text"]
+        dflt = s.ok("POST", "/v1/completions", body)["choices"][0]["text"]
+        assert dflt == greedy, (dflt, greedy)
+        p = s.ok("GET", "/props")["default_generation_settings"]["params"]
+        assert p["temperature"] == 0 and p["top_k"] == 1 and p["n_predict"] == 12, p
+    finally:
+        s.stop()
+
+
+def test_refused_and_noted_flags():
+    """Flags rocky cannot honour exit 2 saying why; -ngl/-t/-fa are accepted with a note."""
+    rc, err = serve_exit("--context-shift")
+    assert rc == 2 and "context" in err and "shift" in err, (rc, err)
+    rc, err = serve_exit("--reasoning-budget", "512")
+    assert rc == 2 and "reasoning-budget" in err, (rc, err)
+    for gone in (["--mlock"], ["--numa", "distribute"], ["--embedding"], ["--log-format", "json"],
+                 ["--slot-save-path", "/tmp"], ["--chat-template", "chatml"], ["--no-mmap"], ["--keep", "4"]):
+        rc, err = serve_exit(*gone)
+        assert rc == 2 and f"{gone[0]}: is not supported: " in err, (gone, rc, err)
+    s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja")
+    try:
+        log = "".join(s.log)
+        for f in ("--ngl", "--threads", "--fa"):
+            assert re.search(rf"note: {f}\b.*does not apply", log), (f, log)
+    finally:
+        s.stop()
+
+
+def test_batch_size_caps_ubatch():
+    """-b below -ub caps it (llama-server: n_ubatch = min(n_ubatch, n_batch))."""
+    s = Server("-c", "256", "-b", "32", "-ub", "512", "--verbose")
+    try:
+        r = s.ok("POST", "/v1/completions", {"prompt": LONG[:100], "max_tokens": 1, "temperature": 0})
+        assert r["usage"]["prompt_tokens"] == 100, r
+        log = s.stop()
+        # --verbose: a line per request with method, path and status.
+        assert re.search(r"POST /v1/completions \d+ → 200", log), log
+    finally:
+        s.kill()
+
+
+def test_logit_bias():
+    """A bias of -inf (llama-server's false) removes the greedy token; OpenAI's form by id."""
+    s = Server("-c", "256")
+    try:
+        body = {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 1, "ignore_eos": True}
+        first = s.ok("POST", "/v1/completions", body)["choices"][0]["text"]
+        # The greedy token's id: what the prompt and its text tokenize to beyond the prompt alone.
+        base = s.ok("POST", "/tokenize", {"content": body["prompt"]})["tokens"]
+        ids = s.ok("POST", "/tokenize", {"content": body["prompt"] + first})["tokens"]
+        assert ids[:len(base)] == base and len(ids) == len(base) + 1, (first, base, ids)
+        t = ids[-1]
+        for bias in ([[t, False]], {str(t): -1e9}):
+            other = s.ok("POST", "/v1/completions", {**body, "logit_bias": bias})["choices"][0]["text"]
+            assert other != first, (bias, first, other)
+        # A positive bias makes a token the greedy one.
+        forced = s.ok("POST", "/v1/completions", {**body, "logit_bias": {"300": 1000}})["choices"][0]["text"]
+        want = s.ok("POST", "/detokenize", {"tokens": [300]})["content"]
+        assert forced.strip() == want.strip() and want.strip(), (forced, want)  # SPM: a leading space
+        status, j = s.request("POST", "/v1/completions", {**body, "logit_bias": {"999999": 1}})
+        assert status == 400 and j["error"]["param"] == "logit_bias.999999", j
+        # Presence/frequency penalties are accepted and change a greedy run that repeats.
+        long = {**body, "max_tokens": 48}
+        plain = s.ok("POST", "/v1/completions", long)["choices"][0]["text"]
+        pen = s.ok("POST", "/v1/completions", {**long, "frequency_penalty": 2.0, "presence_penalty": 2.0})
+        assert pen["choices"][0]["text"] != plain, plain
+    finally:
+        s.stop()
+
+
+def test_api_key_header():
+    """--api-key: 'X-Api-Key: KEY' works as well as 'Authorization: Bearer KEY'."""
+    s = Server("-c", "256", "--api-key", "sekrit")
+    try:
+        assert s.request("GET", "/props")[0] == 401
+        assert s.request("GET", "/props", headers={"X-Api-Key": "wrong"})[0] == 401
+        assert s.request("GET", "/props", headers={"X-Api-Key": "sekrit"})[0] == 200
+        assert s.request("GET", "/props", headers={"Authorization": "Bearer sekrit"})[0] == 200
+    finally:
+        s.stop()
+
+
+def test_slots_endpoint_flags():
+    """--no-slots turns GET /slots off; ?fail_on_no_slot answers 200 while a slot is free."""
+    s = Server("-c", "256", "--no-slots")
+    try:
+        assert s.request("GET", "/slots")[0] == 404
+    finally:
+        s.stop()
+    s = Server("-c", "256", "--slots")
+    try:
+        assert s.request("GET", "/slots?fail_on_no_slot=1")[0] == 200
+        slot = s.ok("GET", "/slots")[0]
+        assert slot["is_processing"] is False, slot
+    finally:
+        s.stop()
+
+
+def test_enable_thinking_in_template_context():
+    """enable_thinking is true unless reasoning is off; chat_template_kwargs win."""
+    tmpl = os.path.join(SCRATCH, "thinking.jinja")
+    os.makedirs(SCRATCH, exist_ok=True)
+    with open(tmpl, "w") as f:
+        f.write("{% for m in messages %}{{ m['content'] }}{% endfor %}"
+                "{{ '[think]' if enable_thinking else '[nothink]' }}")
+    msgs = {"messages": [{"role": "user", "content": "hi"}]}
+    s = Server("-c", "256", "--chat-template-file", tmpl)
+    try:
+        assert s.ok("POST", "/apply-template", msgs)["prompt"] == "hi[think]"
+        off = {**msgs, "chat_template_kwargs": {"enable_thinking": False}}
+        assert s.ok("POST", "/apply-template", off)["prompt"] == "hi[nothink]"
+    finally:
+        s.stop()
+    for flags in (["--reasoning-budget", "0"], ["--reasoning", "off"]):
+        s = Server("-c", "256", "--chat-template-file", tmpl, *flags)
+        try:
+            assert s.ok("POST", "/apply-template", msgs)["prompt"] == "hi[nothink]", flags
+        finally:
+            s.stop()
+
+
+def raw(url, method, path, headers=None, body=None):
+    """(status, headers, body text) of one request, any status."""
+    req = urllib.request.Request(url + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def test_cors():
+    """CORS as llama-server: the Origin is echoed; a preflight is answered; --cors-origins filters."""
+    s = Server("-c", "256")
+    try:
+        st, h, _ = raw(s.url, "OPTIONS", "/v1/chat/completions",
+                       {"Origin": "http://a.example", "Access-Control-Request-Method": "POST"})
+        assert st == 200, st
+        assert h["Access-Control-Allow-Origin"] == "http://a.example", dict(h)
+        assert "POST" in h["Access-Control-Allow-Methods"] and h["Access-Control-Allow-Headers"] == "*", dict(h)
+        assert h["Access-Control-Allow-Credentials"] == "true", dict(h)
+        st, h, _ = raw(s.url, "GET", "/props", {"Origin": "http://b.example"})
+        assert st == 200 and h["Access-Control-Allow-Origin"] == "http://b.example", dict(h)
+        st, h, _ = raw(s.url, "GET", "/props")
+        assert "Access-Control-Allow-Origin" not in h, dict(h)
+    finally:
+        s.stop()
+    s = Server("-c", "256", "--cors-origins", "http://ok.example,http://also.example")
+    try:
+        st, h, _ = raw(s.url, "GET", "/props", {"Origin": "http://also.example"})
+        assert h["Access-Control-Allow-Origin"] == "http://also.example", dict(h)
+        st, h, _ = raw(s.url, "GET", "/props", {"Origin": "http://evil.example"})
+        assert "Access-Control-Allow-Origin" not in h, dict(h)
+        st, h, body = raw(s.url, "OPTIONS", "/v1/completions", {"Origin": "http://evil.example"})
+        assert st == 403 and "cors-origins" in body, (st, body)
+    finally:
+        s.stop()
+
+
+def test_metrics_names_and_fingerprint():
+    """/metrics also under llamacpp:, Process-Start-Time-Unix; system_fingerprint b<build>-<commit>;
+    /completions (no /v1) is the native endpoint."""
+    s = Server("-c", "256")
+    try:
+        t0 = int(time.time())
+        r = s.ok("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 3, "temperature": 0, "ignore_eos": True})
+        assert re.fullmatch(r"b\d+-[0-9a-f]+|b0-unknown", r["system_fingerprint"]), r
+        assert s.ok("GET", "/props")["build_info"] == r["system_fingerprint"]
+        st, h, text = raw(s.url, "GET", "/metrics")
+        assert st == 200
+        assert abs(int(h["Process-Start-Time-Unix"]) - t0) < 120, dict(h)
+        vals = dict(re.findall(r"^(llamacpp:\w+) (\S+)$", text, re.M))
+        assert float(vals["llamacpp:tokens_predicted_total"]) == 3, vals
+        assert float(vals["llamacpp:prompt_tokens_total"]) == r["usage"]["prompt_tokens"], vals
+        for k in ("prompt_seconds_total", "tokens_predicted_seconds_total", "kv_cache_usage_ratio",
+                  "requests_processing", "requests_deferred"):
+            assert "llamacpp:" + k in vals, k
+        n = s.ok("POST", "/completions", {"prompt": "Once", "n_predict": 3, "temperature": 0, "ignore_eos": True})
+        assert "content" in n and "choices" not in n, n
+    finally:
+        s.stop()
+
+
+def test_logprobs():
+    """OpenAI logprobs / top_logprobs and llama-server n_probs: the greedy token is the top one and
+    its logprob the largest; the three endpoints agree; the probabilities sum to at most 1."""
+    s = Server("-c", "256")
+    try:
+        body = {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 6, "ignore_eos": True}
+        c = s.ok("POST", "/v1/completions", {**body, "logprobs": 5})
+        lp = c["choices"][0]["logprobs"]
+        assert len(lp["content"]) == 6 and len(lp["tokens"]) == 6, lp
+        assert "".join(lp["tokens"]) == c["choices"][0]["text"], (lp["tokens"], c["choices"][0]["text"])
+        for e, legacy in zip(lp["content"], lp["token_logprobs"]):
+            assert len(e["top_logprobs"]) == 5, e
+            top = e["top_logprobs"][0]
+            assert top["token"] == e["token"] and top["logprob"] == e["logprob"] == legacy, e
+            assert e["logprob"] <= 0
+            ps = [x["logprob"] for x in e["top_logprobs"]]
+            assert ps == sorted(ps, reverse=True) and sum(math.exp(p) for p in ps) <= 1 + 1e-5, ps
+            assert bytes(e["bytes"]).decode() == e["token"], e
+        n = s.ok("POST", "/completion", {**body, "n_probs": 5})
+        probs = n["completion_probabilities"]
+        # Equal up to the GPU's rounding (the second request's prompt comes from the prefix cache).
+        assert all(abs(p["logprob"] - e["logprob"]) < 1e-3 and p["token"] == e["token"]
+                   for p, e in zip(probs, lp["content"])) and len(probs) == len(lp["content"]), (probs, lp)
+        assert all(isinstance(p["id"], int) and p["top_logprobs"][0]["id"] == p["id"] for p in probs), probs
+        ch = s.ok("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+                                                   "max_tokens": 3, "logprobs": True, "top_logprobs": 2})
+        content = ch["choices"][0]["logprobs"]["content"]
+        assert len(content) == ch["usage"]["completion_tokens"] and len(content[0]["top_logprobs"]) == 2, ch
+        off = s.ok("POST", "/v1/completions", body)
+        assert off["choices"][0]["logprobs"] is None, off
+    finally:
+        s.stop()
+
+
+def test_usage_chunk_has_timings():
+    """stream_options.include_usage: the usage chunk also carries llama-server's timings."""
+    s = Server("-c", "256")
+    try:
+        body = {"prompt": "Once", "max_tokens": 4, "temperature": 0, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        st, h, text = raw(s.url, "POST", "/v1/completions", {"Content-Type": "application/json"},
+                          json.dumps(body).encode())
+        assert st == 200, text
+        events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
+        usage = [e for e in events if e.get("usage")]
+        assert len(usage) == 1 and usage[0]["timings"]["predicted_n"] == 4, usage
+    finally:
+        s.stop()
+
+
+def test_template_context():
+    """Unguarded tools/functions render a plain chat; a prefill is continued by /apply-template too;
+    llama-server's 400s for two trailing assistant messages and for add_generation_prompt together
+    with continue_final_message."""
+    os.makedirs(SCRATCH, exist_ok=True)
+    tmpl = os.path.join(SCRATCH, "unguarded.jinja")
+    with open(tmpl, "w") as f:
+        f.write("{% for t in tools %}T{% endfor %}{% for f in functions %}F{% endfor %}"
+                "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}"
+                "{% if not (loop.last and m['role'] == 'assistant') %}</{{ m['role'] }}>{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}<assistant>{% endif %}")
+    s = Server("-c", "256", "--chat-template-file", tmpl)
+    try:
+        user = [{"role": "user", "content": "hi"}]
+        assert s.ok("POST", "/apply-template", {"messages": user})["prompt"] == "<user>hi</user><assistant>"
+        r = s.ok("POST", "/v1/chat/completions", {"messages": user, "max_tokens": 2, "temperature": 0})
+        assert r["choices"][0]["finish_reason"] in ("length", "stop"), r
+        prefill = user + [{"role": "assistant", "content": "Once"}]
+        assert s.ok("POST", "/apply-template", {"messages": prefill})["prompt"] == "<user>hi</user><assistant>Once"
+        both = {"messages": prefill, "add_generation_prompt": True, "continue_final_message": True}
+        st, j = s.request("POST", "/apply-template", both)
+        assert st == 400 and j["error"]["param"] == "continue_final_message", j
+        two = prefill + [{"role": "assistant", "content": "upon"}]
+        for path, body in (("/apply-template", {"messages": two}),
+                           ("/v1/chat/completions", {"messages": two, "max_tokens": 2})):
+            st, j = s.request("POST", path, body)
+            assert st == 400, (path, j)
+            assert j["error"]["message"] == "Cannot have 2 or more assistant messages at the end of the list.", j
+    finally:
+        s.stop()
+
+
+def test_native_fields():
+    """Native answers: tokens with return_tokens, has_new_line, truncated when the context filled,
+    generation_settings (the seed used), a streamed chunk's real id_slot."""
+    s = Server("-c", "64", "-np", "2", "--kv-unified", "--seed", "9")
+    try:
+        body = {"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "ignore_eos": True}
+        r = s.ok("POST", "/completion", {**body, "return_tokens": True})
+        assert len(r["tokens"]) == 5 and all(isinstance(t, int) for t in r["tokens"]), r
+        assert s.ok("POST", "/detokenize", {"tokens": r["tokens"]})["content"].strip() == r["content"].strip(), r
+        assert r["has_new_line"] == ("\n" in r["content"]) and r["truncated"] is False, r
+        g = r["generation_settings"]
+        assert g["seed"] == 9 and g["n_predict"] == 5 and g["temperature"] == 0, g
+        assert s.ok("POST", "/completion", body)["tokens"] == [], "tokens without return_tokens"
+        full = s.ok("POST", "/completion", {**body, "n_predict": 200})
+        assert full["truncated"] is True and full["stop_type"] == "limit", full
+        # Streamed: every chunk names the slot that ran the request (both slots serve in turn).
+        st, h, text = raw(s.url, "POST", "/completion", {"Content-Type": "application/json"},
+                          json.dumps({**body, "stream": True}).encode())
+        events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
+        final = events[-1]
+        assert final["stop"] is True and all(e["id_slot"] == final["id_slot"] for e in events), events
+    finally:
+        s.stop()
+
+
+def main():
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    if ONLY:
+        tests = [(n, f) for n, f in tests if n in ONLY]
+    failed = []
+    for name, fn in tests:
+        t0 = time.time()
+        try:
+            fn()
+            print(f"PASS {name} ({time.time() - t0:.1f} s)", flush=True)
+        except Exception:
+            failed.append(name)
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    print(f"{len(tests) - len(failed)}/{len(tests)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
