@@ -92,7 +92,8 @@ TEST(BenchMemory, PeakWithinWeightsKvArena) {
     const bool staging = !be->info().uma;
     // The int8 path keeps each mmq-capable weight repacked (fast::upload_for_mmq), as its only copy.
     uint64_t repack = 0;
-    const tune::DeviceProfile prof = tune::select_profile(be->info().vendor_id, be->info().driver_name);
+    const tune::DeviceProfile prof = tune::select_profile(be->info().vendor_id, be->info().driver_name,
+                                                          be->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU);
     for (const auto* t : g1.weights())
       if (vulkan::fast::mmq_supports(t->type))
         repack += vulkan::fast::mmq_layout(t->type, t->ne[0], t->rows(), prof.mmq_nibbles(t->type)).bytes;

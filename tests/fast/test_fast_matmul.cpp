@@ -102,7 +102,7 @@ std::vector<float> random_x(uint32_t k, uint32_t n, std::mt19937& rng) {
 
 const tune::DeviceProfile& device_profile() {
   const DeviceInfo& i = harness().dev->info();
-  return tune::select_profile(i.vendor_id, i.driver_name);
+  return tune::select_profile(i.vendor_id, i.driver_name, i.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
 }
 
 TEST(FastMatmul, QuantizeQ81MatchesCpu) {
