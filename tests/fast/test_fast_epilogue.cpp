@@ -137,7 +137,7 @@ TEST(MmqEpilogue, BiasAndResidualOnAwkwardShapes) {
   Harness h(0);
   const DeviceInfo& i = h.dev->info();
   check_epilogues(
-      h, tune::select_profile(i.vendor_id, i.driver_name),
+      h, tune::select_profile(i.vendor_id, i.driver_name, i.type == VK_PHYSICAL_DEVICE_TYPE_CPU),
       {{DType::Q4_K, 67, 45, 256}, {DType::Q6_K, 129, 3, 256}, {DType::Q8_0, 33, 77, 96}, {DType::Q4_0, 65, 1, 160}});
   // The shipped mali-valhall tile (its kernel variants are what the `mali` label compiles).
   check_epilogues(h, tune::builtin_profile("mali-valhall"), {{DType::Q4_K, 65, 19, 256}});
@@ -148,13 +148,15 @@ TEST(MmqEpilogue, BiasAndResidualOnAwkwardShapes) {
 TEST(MmqEpilogue, RowChunks) {
   Harness h(8192);
   const DeviceInfo& i = h.dev->info();
-  check_epilogues(h, tune::select_profile(i.vendor_id, i.driver_name), {{DType::Q8_0, 67, 5, 256}});
+  check_epilogues(h, tune::select_profile(i.vendor_id, i.driver_name, i.type == VK_PHYSICAL_DEVICE_TYPE_CPU),
+                  {{DType::Q8_0, 67, 5, 256}});
 }
 
 TEST(MmqEpilogue, RefusesAShortOperand) {
   Harness h(0);
   const DeviceInfo& i = h.dev->info();
-  const tune::DeviceProfile& prof = tune::select_profile(i.vendor_id, i.driver_name);
+  const tune::DeviceProfile& prof =
+      tune::select_profile(i.vendor_id, i.driver_name, i.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   std::mt19937 rng(3);
   std::vector<float> deq;
   const uint32_t m = 33, n = 4, k = 64;
