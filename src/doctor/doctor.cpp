@@ -127,7 +127,8 @@ struct Manifest {
 
 // A library under another architecture's multiarch directory (/usr/lib/aarch64-linux-gnu/ on an
 // x86-64 host, e.g. mesa-vulkan-drivers:arm64 installed for a cross build): glibc's dlopen says
-// "No such file or directory" for it, but the loader merely skips it.
+// "No such file or directory" for it, but the loader merely skips it. Not under a sysroot, whose
+// libraries are another machine's (only their presence is checked there).
 bool foreign_multiarch(const std::string& library) {
 #if defined(__x86_64__)
   constexpr std::string_view k_own = "/x86_64-linux-gnu/";
@@ -379,7 +380,7 @@ class Doctor {
                                          ld.resolved == m.library ? "" : " at " + ld.resolved)
                            : fmt::format("{} → {} loads", f, m.library));
         } else if (contains(ld.error, "wrong ELF class") || contains(ld.error, "wrong architecture") ||
-                   foreign_multiarch(m.library)) {
+                   (!ld.file_only && foreign_multiarch(m.library))) {
           add(sec, id, Status::warn,
               fmt::format("{} → {} is for another architecture (the loader skips it): {}", f, m.library, ld.error),
               "nothing to do unless this is your GPU's driver; then install the package for this "

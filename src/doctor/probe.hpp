@@ -26,7 +26,7 @@ struct FileStat {
 // Result of trying to load a shared library (dlopen), or under a sysroot of finding its file.
 struct LibraryLoad {
   bool ok = false;
-  bool file_only = false;  // true: only the file's presence was checked (sysroot), not dlopen'ed
+  bool file_only = false;  // true: only the file's presence was checked (sysroot), not dlopen'ed (also on failure)
   std::string resolved;    // the file that was found (sysroot) or the name dlopen was given
   std::string error;       // dlerror() text or "not found under <sysroot>"
 };

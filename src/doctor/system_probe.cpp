@@ -128,6 +128,7 @@ LibraryLoad SystemProbe::load_library(const std::string& path) const {
     }
   }
   r.resolved = path;
+  r.file_only = true;
   r.error = "not found under " + sysroot_;
   return r;
 }
