@@ -9,32 +9,16 @@
 #include "core/error.hpp"
 #include "grammar/gbnf.hpp"
 #include "grammar/json_schema.hpp"
+#include "server/json_fields.hpp"
 
 namespace rocky::server {
 using json = nlohmann::ordered_json;
 
 namespace {
 
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    case json::value_t::number_float: return "number";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    default: return "value";
-  }
-}
-
-[[noreturn]] void bad_type(const std::string& param, const char* want, const json& got) {
-  throw ApiError(400, fmt::format("'{}' must be {} (got {})", param, want, type_name(got)), param, "invalid_type");
-}
-[[noreturn]] void bad_value(const std::string& param, const std::string& why) {
-  throw ApiError(400, fmt::format("'{}' {}", param, why), param, "invalid_value");
-}
+using fields::bad_type;
+using fields::bad_value;
+using fields::type_name;
 
 const json* field(const json& o, const char* key) {
   auto it = o.find(key);
