@@ -76,19 +76,19 @@ EmbeddingRequest parse_embeddings(const json& o, bool oai) {
                    "missing_required_parameter");
   const std::string k = key;
   if (in->is_string()) {
-    r.inputs.push_back({in->get<std::string>(), {}});
+    r.inputs.push_back({in->get<std::string>(), {}, k});
   } else if (in->is_array()) {
     if (in->empty()) bad_value(k, "must not be empty");
     if (is_int((*in)[0])) {
-      r.inputs.push_back({std::nullopt, token_ids(*in, k)});
+      r.inputs.push_back({std::nullopt, token_ids(*in, k), k});
     } else {
       for (size_t i = 0; i < in->size(); ++i) {
         const json& v = (*in)[i];
         const std::string p = fmt::format("{}[{}]", k, i);
         if (v.is_string())
-          r.inputs.push_back({v.get<std::string>(), {}});
+          r.inputs.push_back({v.get<std::string>(), {}, p});
         else if (v.is_array())
-          r.inputs.push_back({std::nullopt, token_ids(v, p)});
+          r.inputs.push_back({std::nullopt, token_ids(v, p), p});
         else
           bad_type(p, "a string or a list of token ids", v);
       }
@@ -96,9 +96,8 @@ EmbeddingRequest parse_embeddings(const json& o, bool oai) {
   } else {
     bad_type(k, "a string, a list of strings or a list of token ids", *in);
   }
-  for (size_t i = 0; i < r.inputs.size(); ++i)
-    if (r.inputs[i].text ? r.inputs[i].text->empty() : r.inputs[i].tokens.empty())
-      bad_value(r.inputs.size() == 1 && in->is_string() ? k : fmt::format("{}[{}]", k, i), "must not be empty");
+  for (const TextOrTokens& t : r.inputs)
+    if (t.text ? t.text->empty() : t.tokens.empty()) bad_value(t.param, "must not be empty");
   const std::string enc = string_at(o, "encoding_format", "encoding_format", false, "float");
   if (enc != "float" && enc != "base64")
     bad_value("encoding_format", fmt::format("must be 'float' or 'base64' (got '{}')", enc));

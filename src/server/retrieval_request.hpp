@@ -34,6 +34,7 @@ InfillRequest parse_infill(const nlohmann::ordered_json& body);
 struct TextOrTokens {
   std::optional<std::string> text;
   std::vector<int32_t> tokens;
+  std::string param;  // the field, for errors: "input", "input[2]"
 };
 
 // POST /v1/embeddings (oai: `input`; OpenAI's shape) and /embedding (native: `content` or `input`;

@@ -639,8 +639,7 @@ class App {
     json data = json::array();
     int64_t n_tokens = 0;
     for (size_t i = 0; i < r.inputs.size(); ++i) {
-      const std::string param = r.inputs.size() == 1 ? std::string(oai ? "input" : "content")
-                                                     : fmt::format("{}[{}]", oai ? "input" : "content", i);
+      const std::string& param = r.inputs[i].param;
       std::vector<int32_t> ids = r.inputs[i].text ? tok_->tokenize(*r.inputs[i].text, true, true) : r.inputs[i].tokens;
       check_token_ids(ids, param);
       check_fits(ids, param.c_str());

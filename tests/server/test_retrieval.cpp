@@ -6,6 +6,8 @@
 // qwen2.5-coder-test, qwen2-test, llama-test, qwen3-embedding-test and qwen3-reranker-test.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -117,8 +119,10 @@ TEST(InfillLayout, RepoLevelAsLlamaServer) {
   // Limits: the prefix keeps its last 3/4·n_batch tokens, the suffix its first n_batch/4 − 2 −
   // |prompt|, the extra context its last n_ctx − n_batch − 2·n_predict tokens.
   InfillRequest big;
-  for (int i = 0; i < 40; ++i) big.input_prefix += "a" + std::to_string(i) + " ";
-  for (int i = 0; i < 40; ++i) big.input_suffix += "b" + std::to_string(i) + " ";
+  for (int i = 0; i < 40; ++i) {
+    big.input_prefix += fmt::format("a{} ", i);
+    big.input_suffix += fmt::format("b{} ", i);
+  }
   big.input_extra = {{"f.py", "c = 3\n"}};
   const std::vector<int32_t> P = T(big.input_prefix), S = T(big.input_suffix);
   ASSERT_GT(P.size(), 24u);
