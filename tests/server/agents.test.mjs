@@ -8,7 +8,9 @@
 // into tool_use / function_call is covered by test_server_agent_apis.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -21,8 +23,8 @@ assert.ok(BIN && MODEL, 'ROCKY_BIN and ROCKY_MODEL must be set');
 const TEMPLATE = path.join(SHARED, 'reference/chat/templates/qwen2.5-7b-instruct.jinja');
 const KEY = 'sekrit';
 
-async function startServer(extra = []) {
-  const args = ['serve', '-m', MODEL, '--port', '0', '-c', '2048', '--device', DEVICE, ...extra];
+async function startServer(extra = [], model = MODEL) {
+  const args = ['serve', '-m', model, '--port', '0', '-c', '2048', '--device', DEVICE, ...extra];
   const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   const url = await new Promise((resolve, reject) => {
@@ -385,6 +387,33 @@ test('responses: tool_choice required / named and text.format json_schema / json
   const o = await openai.responses.create({ model: 'stories', input: USER, text: { format: { type: 'json_object' } }, max_output_tokens: 200, temperature: 0 });
   if (o.status === 'completed') assert.equal(typeof JSON.parse(o.output_text), 'object', o.output_text);
   else assert.match(o.output_text, /^\s*\{/);
+});
+
+test('embeddings.create (the OpenAI SDK; base64 on the wire by default) on an --embedding server', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rocky-emb-'));
+  const model = path.join(dir, 'emb.gguf');
+  try {
+    execFileSync(BIN, ['synth', '--preset', 'qwen3-embedding-test', '--type', 'f32', '-q', '-o', model]);
+    const emb = await startServer(['--embedding', '--no-warmup'], model);
+    try {
+      const client = new OpenAI({ baseURL: `${emb.url}/v1`, apiKey: 'none', maxRetries: 0 });
+      const r = await client.embeddings.create({ model: 'emb', input: ['a panda', 'a bear'] });
+      assert.equal(r.data.length, 2);
+      const floats = await client.embeddings.create({ model: 'emb', input: ['a panda', 'a bear'], encoding_format: 'float' });
+      for (let i = 0; i < 2; ++i) {
+        const v = r.data[i].embedding;
+        assert.equal(v.length, 256);
+        assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-4);
+        assert.deepEqual(v, floats.data[i].embedding.map((x) => Math.fround(x)));
+      }
+      assert.equal(r.usage.prompt_tokens, floats.usage.prompt_tokens);
+      await assert.rejects(client.chat.completions.create({ model: 'emb', messages: [{ role: 'user', content: 'hi' }] }), (e) => e.status === 501);
+    } finally {
+      emb.proc.kill('SIGKILL');
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a stream silent for 5 s gets a ping (Anthropic keeps idle streams alive that way)', async () => {
