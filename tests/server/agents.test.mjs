@@ -4,8 +4,10 @@
 // CTest runs this (test_server_agents_node) with ROCKY_BIN, ROCKY_MODEL and ROCKY_DEVICE set. The
 // model (stories260K) has random-ish weights and never writes a tool call by itself: the tool round
 // trips feed tool_use/tool_result (function_call/function_call_output) history and check that it is
-// rendered as the chat template renders the same OpenAI conversation; the parsing of a written call
-// into tool_use / function_call is covered by test_server_agent_apis.
+// rendered as the chat template renders the same OpenAI conversation; forced choices (Anthropic's
+// any / tool, Responses' required / named function) and text.format make it write a call or JSON
+// through the grammar, which must parse into tool_use / function_call / JSON text. The embeddings
+// test runs the OpenAI SDK's embeddings.create on an --embedding server (a synth model).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
