@@ -1,7 +1,7 @@
 // rocky serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-np N] [-ub N] [--device D]
 //             [--api-key KEY] [--alias NAME] [--chat-template-file FILE] [--queue N]
 //             [--max-body BYTES] [--reasoning-format auto|none|deepseek] [-to/--timeout S]
-//             [--shutdown-grace S]
+//             [--shutdown-grace S] [--shutdown-drain S]
 // An OpenAI-compatible HTTP server (src/server). Flag names and meanings follow llama-server's;
 // the three llama-server flags that have no meaning on rocky's single-device path (-ngl, -t, -fa)
 // are accepted with a note on stderr; a flag rocky cannot honour is refused (exit 2) saying why.
@@ -123,6 +123,11 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, 86400));
   sub->add_option("--shutdown-grace", o->shutdown_grace_s,
                   "Seconds in-flight requests may finish after SIGINT/SIGTERM before they are cancelled (default 10)")
+      ->check(finite_at_least(0));
+  sub->add_option("--shutdown-drain", o->shutdown_drain_s,
+                  "Seconds after SIGTERM during which /health answers 503 {\"status\":\"draining\"} while new "
+                  "requests are still served, so a load balancer's health checks take the node out first "
+                  "(default 2; 0 = stop accepting at once; SIGINT never drains)")
       ->check(finite_at_least(0));
   sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per cached block (1 .. 256, default 256)")
       ->check(CLI::Range(1, 256));

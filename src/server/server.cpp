@@ -154,7 +154,10 @@ class App {
                w.ms, bs.pipelines, bs.pipeline_create_ms);
   }
 
+  // SIGTERM's first phase: /health says "draining" (a balancer stops sending), requests are served.
+  void begin_draining() { draining_ = true; }
   void begin_shutdown() {
+    draining_ = true;
     stopping_ = true;
     if (sched_) sched_->close(false);
   }
@@ -316,6 +319,8 @@ class App {
     if (!ready_) {
       res.set_header("Retry-After", "1");
       send_json(res, 503, {{"status", "loading model"}});
+    } else if (draining_) {
+      send_json(res, 503, {{"status", "draining"}});
     } else {
       send_json(res, 200, {{"status", "ok"}});
     }
@@ -936,7 +941,7 @@ class App {
   std::string model_id_;
   Shapes shapes_;  // the answers' bodies (model_id_ in each)
   int64_t created_ = 0;
-  std::atomic<bool> ready_{false}, stopping_{false};
+  std::atomic<bool> ready_{false}, stopping_{false}, draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::unique_ptr<model::Model> model_;
   std::optional<tok::Tokenizer> tok_;
@@ -1022,9 +1027,19 @@ int run_server(const ServerOptions& o) {
   }
   loader.join();
   const auto t_stop = Clock::now();
-  if (sig)
+  if (sig == SIGTERM && o.shutdown_drain_s > 0 && !load_failed) {
+    // Drain: the node stays fully in service except that /health fails, so the balancer's next
+    // checks take it out of rotation without a request lost; what still arrives is served.
+    fmt::print(stderr, "rocky: SIGTERM received: draining for {} s (grace {} s)\n", o.shutdown_drain_s,
+               o.shutdown_grace_s);
+    app.begin_draining();
+    const auto drain = std::chrono::duration<double>(std::min(o.shutdown_drain_s, o.shutdown_grace_s));
+    while (Clock::now() - t_stop < drain)
+      if (sigtimedwait(&sigs, nullptr, &tick) > 0) break;  // a second signal ends the drain
+  } else if (sig) {
     fmt::print(stderr, "rocky: {} received: stopping (grace {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                o.shutdown_grace_s);
+  }
   app.begin_shutdown();
   svr.stop();
   // In-flight requests finish within the grace; then what is left is cancelled (each stops within

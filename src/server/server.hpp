@@ -2,7 +2,9 @@
 //
 // run_server() binds the port first (so /health can answer 503 {"status":"loading model"} while
 // the model loads), loads the model and one Session per slot, then serves until SIGINT/SIGTERM:
-// it stops accepting, lets in-flight requests finish for up to shutdown_grace_s seconds, cancels
+// on SIGTERM it first drains for shutdown_drain_s seconds (/health answers 503 "draining" so a load
+// balancer takes the node out, while requests that still arrive are served), then stops accepting,
+// lets in-flight requests finish until shutdown_grace_s seconds after the signal, cancels
 // what is left (each cut request gets a 503 "shutting_down" error, an error event when streamed),
 // and returns 0. Endpoints and shapes: README.md "Server".
 #pragma once
@@ -64,6 +66,7 @@ struct ServerOptions {
   std::string reasoning_format = "auto";  // auto | none | deepseek
   int timeout_s = 600;                    // HTTP read/write timeout
   double shutdown_grace_s = 10;
+  double shutdown_drain_s = 2;  // SIGTERM only; SIGINT stops accepting at once
   // Prefix KV cache (runtime/prefix_cache.hpp).
   int32_t cache_block = 256;       // --cache-block: tokens per cached block (1 .. 256)
   uint64_t cache_ram_mib = 2048;   // --cache-ram: host-RAM tier (0 = off)
