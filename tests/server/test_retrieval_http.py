@@ -46,7 +46,8 @@ def synth(preset):
 
 class Server:
     def __init__(self, model, *extra, device="cpu"):
-        args = [BIN, "serve", "-m", model, "--port", "0", "--device", device, "--no-warmup", "-c", "1024", *extra]
+        args = [BIN, "serve", "-m", model, "--port", "0", "--device", device, "--no-warmup", "-c", "1024",
+                "--shutdown-drain", "0", *extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         self.url = None
