@@ -624,7 +624,8 @@ class App {
   }
 
   void require_embedding(const char* what, const char* flag) const {
-    if (!o_.embedding || (std::string(flag) == "--reranking" && !o_.reranking))
+    // Reranking: --reranking, or --embedding --pooling rank (the head is loaded with either).
+    if (!o_.embedding || (std::string(flag) == "--reranking" && pooling_ != Pooling::rank))
       throw ApiError(501, fmt::format("This server does not support {}. Start it with `{}`", what, flag), "",
                      "not_supported", "not_supported_error");
   }

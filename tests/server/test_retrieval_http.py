@@ -243,6 +243,13 @@ def test_rerank():
             assert abs(x["relevance_score"] - by_index[x["index"]]) < 2e-2 * max(1, abs(by_index[x["index"]])), (v, res)
     finally:
         s.stop()
+    # --embedding --pooling rank is the same server as --reranking.
+    s = Server(synth("qwen3-reranker-test"), "--embedding", "--pooling", "rank")
+    try:
+        same = s.ok("/rerank", {"query": "What is a panda?", "documents": docs})["results"]
+        assert [x["index"] for x in same] == [x["index"] for x in res], (same, res)
+    finally:
+        s.stop()
     rc, err = serve_exit(synth("qwen3-embedding-test"), "--reranking")
     assert rc != 0 and "cls.output.weight" in err, (rc, err)
 
