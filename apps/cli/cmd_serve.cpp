@@ -65,6 +65,16 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(-2.0, 2.0));
   sub->add_option("--frequency-penalty", sp.frequency_penalty, "Default frequency_penalty (0 = off)")
       ->check(CLI::Range(-2.0, 2.0));
+  sub->add_flag("--embedding,--embeddings", o->embedding,
+                "Serve embeddings (/v1/embeddings, /embedding) instead of completions, as llama-server: the "
+                "hidden states after the output norm, pooled by --pooling");
+  sub->add_option("--pooling", o->pooling,
+                  "Embedding pooling: none, mean, cls, last or rank (default: the model's <arch>.pooling_type, "
+                  "none when absent)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));
+  sub->add_flag("--reranking,--rerank", o->reranking,
+                "Serve /rerank and /v1/rerank with the model's classification head (implies --embedding and "
+                "--pooling rank)");
   sub->add_flag("--cont-batching,--cb", o->cont_batching,
                 "One context for all slots: each step batches every slot's next token and a prompt chunk "
                 "(the prefix cache serves each slot's sequence; off for hybrid models)");
@@ -139,7 +149,6 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--mlock", "rocky does not lock the model in RAM (the weights live on the device)"},
       {"--no-mmap", "rocky always maps the model file"},
       {"--numa", "rocky has no NUMA placement (one device does the work)"},
-      {"--embedding", "embeddings are not supported yet"},
       {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
       {"--slot-save-path", "saving and restoring slots is not implemented yet"},
       {"--log-format", "rocky's log is plain text"},
@@ -162,6 +171,15 @@ void add_serve(CLI::App& app, Runner& run) {
                                  "ends with finish_reason \"length\"); leave the flag out");
     o->n_parallel_given = np->count() > 0;
     if (nb->count() > 0) o->n_ubatch = std::min(o->n_ubatch, x->n_batch);
+    if (nb->count() > 0) o->n_batch = x->n_batch;
+    if (o->reranking) {
+      if (!o->pooling.empty() && o->pooling != "rank")
+        throw CLI::ValidationError("--pooling", "is '" + o->pooling + "' but --reranking needs rank");
+      o->embedding = true;
+      o->pooling = "rank";
+    }
+    if (o->embedding && o->cont_batching)
+      throw CLI::ValidationError("--embedding", "does not work with --cont-batching yet (leave one out)");
     if (x->seed >= 0) o->sampling.seed = static_cast<uint32_t>(x->seed);
     o->reasoning = x->reasoning_budget != 0 && x->reasoning != "off";
     const std::vector<std::string> notes = ignored_given(sub);

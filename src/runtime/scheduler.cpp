@@ -162,6 +162,23 @@ void Scheduler::run_job(Slot& s, Job& job) {
   job.started = true;
   Session& session = *s.session;
   if (s.forget.exchange(false)) s.tokens.clear();
+  if (job.embed) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      job.hidden = session.hidden_states(job.prompt);
+      GenerateResult r;
+      r.reason = StopReason::Eog;
+      r.n_prompt = static_cast<int32_t>(job.prompt.size());
+      r.prompt_ms = ms_since(t0);
+      job.result = std::move(r);
+    } catch (const std::exception& e) {
+      job.error = e.what();
+    }
+    session.reset();
+    s.tokens.clear();
+    s.kv = 0;
+    return;
+  }
   GenerateParams p = job.params;
   const auto t_restore = std::chrono::steady_clock::now();
   try {
@@ -215,6 +232,10 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     return;
   }
   job.started = true;
+  if (job.embed) {  // the server refuses --embedding with --cont-batching
+    job.error = "embedding jobs need per-slot sessions (a server without --cont-batching)";
+    return;
+  }
   const int32_t seq = static_cast<int32_t>(i);
   GenerateParams p = job.params;
   p.n_cached = 0;

@@ -32,6 +32,12 @@ struct ServerOptions {
   bool n_parallel_given = false;
   bool kv_unified = false;
   int32_t n_ubatch = 512;  // -ub
+  int32_t n_batch = 2048;  // -b: llama-server's logical batch (/infill sizes the prefix and suffix by it)
+  // --embedding: the embedding endpoints instead of completions (llama-server's split); --pooling
+  // ("" = the model's); --reranking: /rerank with the classification head (pooling rank).
+  bool embedding = false;
+  std::string pooling;
+  bool reranking = false;
   // --cont-batching: one context for all slots; every step batches the slots' next tokens and
   // a --prefill-chunk of one waiting prompt (runtime/batch.hpp); the prefix cache serves each
   // slot's sequence (not on hybrid models). Off: one context per slot.
