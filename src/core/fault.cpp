@@ -8,6 +8,7 @@ namespace rocky::fault {
 
 namespace {
 std::atomic<bool> g_on{false};
+std::atomic<bool> g_paused{false};
 std::mutex g_mu;  // guards g_plan (install vs hit)
 Plan g_plan;
 std::array<std::atomic<uint64_t>, k_kinds> g_events{};
@@ -34,8 +35,10 @@ void install(const Plan& p) {
 
 bool active() { return g_on.load(std::memory_order_relaxed); }
 
+void pause(bool paused) { g_paused = paused; }
+
 bool hit(Kind k) {
-  if (!g_on.load(std::memory_order_relaxed)) return false;
+  if (!g_on.load(std::memory_order_relaxed) || g_paused.load(std::memory_order_relaxed)) return false;
   const auto i = static_cast<size_t>(k);
   const uint64_t n = ++g_events[i];
   std::lock_guard lk(g_mu);

@@ -42,6 +42,10 @@ struct Plan {
 void install(const Plan& p);
 // A plan is installed (ROCKY_FAULT set).
 bool active();
+// While paused, events are neither counted nor failed: `rocky serve` pauses while it loads the
+// model and makes its contexts, so N counts from the moment it serves (a fault at start-up would
+// only be an exit 1).
+void pause(bool paused);
 // Counts one event of kind `k`: true when the plan says this one fails.
 bool hit(Kind k);
 // Faults of kind `k` injected since install() (for logs and tests).

@@ -72,6 +72,11 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
         "# TYPE rocky:faults_injected_total counter\n";
     for (const fault::Kind k : {fault::Kind::Alloc, fault::Kind::Lost, fault::Kind::Disk, fault::Kind::Kill})
       out += fmt::format("rocky:faults_injected_total{{kind=\"{}\"}} {}\n", fault::kind_name(k), fault::injected(k));
+    out +=
+        "# HELP rocky:fault_events_total Events the injector counted (ROCKY_FAULT's N counts these), by kind.\n"
+        "# TYPE rocky:fault_events_total counter\n";
+    for (const fault::Kind k : {fault::Kind::Alloc, fault::Kind::Lost, fault::Kind::Disk, fault::Kind::Kill})
+      out += fmt::format("rocky:fault_events_total{{kind=\"{}\"}} {}\n", fault::kind_name(k), fault::events(k));
   }
   add("prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(m.prompt_tokens));
   add("tokens_predicted_total", "counter", "Tokens generated.", static_cast<double>(m.predicted_tokens));

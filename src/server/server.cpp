@@ -37,6 +37,7 @@
 #include "server/request.hpp"
 #include "server/responses.hpp"
 #include "server/stream.hpp"
+#include "core/fault.hpp"
 #include "runtime/kv_memory.hpp"
 #include "server/structured.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -63,6 +64,7 @@ class App {
 
   void load() {
     fmt::print(stderr, "rocky: loading model {}\n", o_.model);
+    fault::pause(true);  // ROCKY_FAULT counts from the moment the server serves (a load error still exits)
     const auto t0 = Clock::now();
     model_ = model::Model::load(o_.model);
     tok_.emplace(tok::Tokenizer::from_gguf(model_->file()));
@@ -135,6 +137,7 @@ class App {
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
                sched_->n_ctx(), o_.n_parallel_given && !o_.kv_unified ? "" : ", unified");
+    fault::pause(false);
     ready_ = true;
   }
 
@@ -630,8 +633,11 @@ class App {
   std::optional<ApiError> settle(const runtime::Job& job) {
     if (!job.error.empty() && job.fault) {  // the step's device failed: the context was made again, retry
       ++metrics_.device_faults;
-      return ApiError(503, fmt::format("device fault: {}; the server recovered, retry the request", job.error), "",
-                      "device_fault", "unavailable_error");
+      return ApiError(
+          503,
+          fmt::format("device fault: {}; the server makes its context again without a restart: retry the request",
+                      job.error),
+          "", "device_fault", "unavailable_error");
     }
     if (!job.error.empty()) return ApiError(500, job.error, "", "", "server_error");
     const runtime::GenerateResult& r = *job.result;
