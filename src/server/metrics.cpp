@@ -37,6 +37,13 @@ void add_batch(const runtime::BatchStats& b, Add add) {
       "Between steps while a sequence was active (sampling, streaming, the join window).", b.gather_s);
   add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
       static_cast<double>(b.replays));
+  add("kv_preemptions_total", "counter",
+      "Sequences preempted because the shared KV ran out (their tokens re-evaluated later).",
+      static_cast<double>(b.preemptions));
+  add("kv_replayed_tokens_total", "counter", "Tokens re-evaluated after preemptions.",
+      static_cast<double>(b.replayed_tokens));
+  add("requests_cancelled_in_step_total", "counter", "Waiting requests failed because their client left.",
+      static_cast<double>(b.cancelled));
 }
 
 }  // namespace
@@ -68,7 +75,8 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
   add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
   add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
   add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
-  if (st.batched) add_batch(st.batch, add);
+  add("kv_cells_total", "gauge", "KV cells the slots share (-c).", static_cast<double>(st.n_cells));
+  add_batch(st.batch, add);
   if (be != nullptr) {  // pipelines are created on first use: a request of a new shape pays for them
     const backend::BackendStats bs = be->stats();
     add("pipelines_created_total", "counter", "Compute pipelines created (first use of a kernel variant).",

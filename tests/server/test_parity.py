@@ -154,10 +154,10 @@ def test_context_table_explicit_np():
 
 
 def test_context_table_default_np():
-    """-c 4096 with -np at its default: unified, one request may use all 4,096."""
+    """-c 4096 with -np at its default (auto: 4 slots, as llama-server): unified, one request may use all 4,096."""
     s = Server("-c", "4096", "--seed", "42", "-n", "64")
     try:
-        check_table(s, 1, 4096)
+        check_table(s, 4, 4096)
         check_defaults(s)
         assert s.ok("GET", "/props")["kv_unified"] is True
     finally:
