@@ -366,6 +366,19 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     pf = r;
     break;
   }
+  // Decode tokens and a prefill chunk take turns instead of sharing a ubatch: a decode column in a
+  // prompt-sized ubatch would go through the prefill kernels (int8 activations), and its greedy
+  // pick could differ from the same request's alone. A decoder waits for at most one chunk.
+  if (!dec.empty() && pf != nullptr) {
+    if (prefill_due_) {
+      dec.clear();
+    } else {
+      pf = nullptr;
+    }
+  }
+  prefill_due_ = pf == nullptr && std::any_of(queue_.begin(), queue_.end(), [&](const Request* r) {
+                   return r->tokens.size() - r->done > 1 || preempted_[static_cast<size_t>(r->seq)];
+                 });
   int32_t chunk = 0;
   if (pf != nullptr) {
     const int32_t room = n_ubatch_ - static_cast<int32_t>(dec.size());

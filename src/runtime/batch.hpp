@@ -1,8 +1,8 @@
 // Continuous batching: one context holds the KV cells of n_seq sequences
 // (backend::ContextOptions::n_seq); each step is one multi-sequence ubatch (graph::Graph::seq /
 // pos) that packs the next token of every decoding sequence and, within the ubatch budget (-ub), a
-// chunk of one waiting prefill (--prefill-chunk, default -ub), so decode keeps flowing while a long
-// prompt is evaluated. Every server runs its requests through one BatchEngine (runtime/scheduler).
+// chunk of one waiting prefill (--prefill-chunk, default -ub), taking turns with the decode steps,
+// so decode keeps flowing while a long prompt is evaluated (a decoder waits for at most one chunk). Every server runs its requests through one BatchEngine (runtime/scheduler).
 //
 // Threads: each sequence is driven by its own thread (a scheduler slot's worker, through
 // BatchSource — a LogitSource, so the Generator, its sampling and stop rules are unchanged); eval()
@@ -19,8 +19,8 @@
 // prompt starts only when all of it fits beside what the others hold. The physical KV is still
 // n_seq · n_ctx cells (a sequence owns a fixed range, backend.hpp); n_cells is the accounting.
 //
-// Fairness: every waiting decode token goes into every step; prefills are admitted first come first
-// served, one chunk per step; a sequence whose `gone` poll (begin()) says its client left has its
+// Fairness: every waiting decode token goes into every decode step; prefills are admitted first
+// come first served, one chunk per step, a chunk after each decode step while both wait; a sequence whose `gone` poll (begin()) says its client left has its
 // waiting request failed within one step; end() frees a sequence's cells at once (a cancelled or
 // finished job). Results do not depend on the batch: a token's logits are those of its own
 // sequence's cells (tests/vulkan/test_multi_seq.cpp).
@@ -181,6 +181,7 @@ class BatchEngine {
   std::vector<std::vector<int32_t>> hist_;   // per sequence: the tokens of its positions
   std::vector<std::function<bool()>> gone_;  // per sequence: its client left
   uint64_t began_ = 0;
+  bool prefill_due_ = false;  // the last step ran decodes while a prefill waited: the chunk goes next
   struct Deferred {
     int32_t seq;
     std::function<void()> fn;
