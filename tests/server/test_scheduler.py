@@ -7,9 +7,10 @@ batch:   `rocky serve -m MODEL` with no scheduling flags (-np auto = 4, continuo
          KV) batches 4 concurrent greedy requests (timings.batch_seqs_max > 1); each text equals the
          same request's text alone, and the prefix cache hits in the same run (cached_tokens > 0).
 kv:      -c 256 shared by the slots: a request that alone outgrows its context ends with
-         finish_reason "length" and truncated true; two requests that together outgrow the shared
-         KV both finish whole (the newer one preempted and re-evaluated: /metrics counts it) with
-         their solo texts; a disconnected stream frees its slot within a step or two.
+         finish_reason "length" and truncated true; three requests that together outgrow the shared
+         KV all finish whole (one waits for room, a newer one is preempted and re-evaluated:
+         /metrics counts it) with their solo texts; a disconnected stream frees its slot within a step or two.
+nocb:    -nocb runs one request per step (batch_seqs_max 1) with the same texts.
 gap:     the prefix cache's saves are off the stream: with a disk tier and small blocks, the gaps
          between the first streamed chunks (while the prompt's blocks are saved) stay within 1.5× of
          the gaps later in the same stream; cache_prompt false neither reuses nor saves.
@@ -178,11 +179,13 @@ def test_kv():
         oai = s.ok("POST", "/v1/completions", {"prompt": prompt(1, 120, head=60), "max_tokens": 400,
                                                 "temperature": 0, "ignore_eos": True})
         assert oai["choices"][0]["finish_reason"] == "length", oai
-        # Two requests whose sum outgrows the 256 shared cells: both finish whole, texts as alone.
-        a, b = prompt(2, 100, head=50), prompt(3, 100, head=50)
-        solo = [complete(s, p, 100)["content"] for p in (a, b)]
+        # Three requests whose sum outgrows the 256 shared cells: the third waits until its prompt
+        # fits, the running two outgrow the rest (the newer is preempted); all finish whole, texts
+        # as alone.
+        ps = [prompt(2 + i, 100, head=50) for i in range(3)]
+        solo = [complete(s, p, 100)["content"] for p in ps]
         pre = s.metric("kv_preemptions_total")
-        got = run_concurrently([lambda p=p: complete(s, p, 100) for p in (a, b)])
+        got = run_concurrently([lambda p=p: complete(s, p, 100) for p in ps])
         assert [g["content"] for g in got] == solo, (got, solo)
         assert all(g["tokens_predicted"] == 100 and g["truncated"] is False for g in got), got
         assert s.metric("kv_preemptions_total") > pre, "the shared KV ran out but nothing was preempted"
@@ -236,7 +239,21 @@ def test_gap():
         s.stop()
 
 
-TESTS = {"batch": test_batch, "kv": test_kv, "gap": test_gap}
+def test_nocb():
+    """--no-cont-batching (-nocb, llama-server's flag): one request per step, the same texts."""
+    s = Server("-nocb")
+    try:
+        prompts = [prompt(i, 60, head=30) for i in range(3)]
+        solo = [complete(s, p, 12, cache_prompt=False)["content"] for p in prompts]
+        got = run_concurrently([lambda p=p: complete(s, p, 12, cache_prompt=False) for p in prompts])
+        assert [g["content"] for g in got] == solo, (got, solo)
+        assert all(g["timings"]["batch_seqs_max"] == 1 for g in got), [g["timings"] for g in got]
+        assert s.metric("batch_seqs_per_step_max") == 1
+    finally:
+        s.stop()
+
+
+TESTS = {"batch": test_batch, "kv": test_kv, "gap": test_gap, "nocb": test_nocb}
 
 
 def main():
