@@ -234,6 +234,10 @@ def test_cont_batching_reuses_and_equals_no_reuse():
             out[name] = s.complete(SYSTEM + f"\nUser: {q}\nAssistant:", n=16, **kw)
 
         qs = {"a": "what does the dog do?", "b": "what does mom make?"}
+        if HYBRID:
+            # As in test_two_clients_share_a_system_prompt: a prompt that leaves the history's chain
+            # after the system prompt keeps the state at that boundary, where the clients resume.
+            s.complete(SYSTEM + "\nUser: where is the park?\nAssistant:", n=4)
         for cache_prompt in (True, False):
             ts = [threading.Thread(target=client, args=(k + str(cache_prompt), q), kwargs={"cache_prompt": cache_prompt})
                   for k, q in qs.items()]
