@@ -67,8 +67,8 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--frequency-penalty", sp.frequency_penalty, "Default frequency_penalty (0 = off)")
       ->check(CLI::Range(-2.0, 2.0));
   sub->add_flag("--cont-batching,--cb,!--no-cont-batching,!--nocb", o->cont_batching,
-                "Continuous batching (the default): each step batches every slot's next token and a prompt "
-                "chunk; --no-cont-batching (-nocb) runs one request per step");
+                "Continuous batching (the default): each step batches every slot's next token, with a prompt "
+                "chunk between those steps; --no-cont-batching (-nocb) runs one request per step");
   sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per step while others decode (default = -ub)")
       ->check(CLI::Range(1, INT32_MAX));
   sub->add_flag("!--no-warmup", o->warmup,
