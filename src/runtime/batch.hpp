@@ -139,6 +139,9 @@ class BatchEngine {
   BatchStats stats() const;
   backend::Context& context() { return ctx_ ? *ctx_ : sessions_.front()->context(); }
   backend::Backend& backend() { return *be_; }
+  const std::shared_ptr<backend::Backend>& shared_backend() const { return be_; }
+  const model::Model& model() const { return model_; }
+  int32_t n_ubatch() const { return n_ubatch_; }
 
  private:
   struct Request {

@@ -191,6 +191,10 @@ void Scheduler::run_job(size_t i, Job& job) {
     return;
   }
   job.started = true;
+  if (job.embed) {
+    run_embed(s, job);
+    return;
+  }
   const int32_t seq = static_cast<int32_t>(i);
   GenerateParams p = job.params;
   const bool use_cache = job.params.cache_prompt;
@@ -254,6 +258,27 @@ void Scheduler::run_job(size_t i, Job& job) {
     s.tokens.clear();
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job
+  s.kv = 0;
+}
+
+void Scheduler::run_embed(Slot& s, Job& job) {
+  // The batched graph yields logits, not hidden states: an embedding job runs on a Session of the
+  // slot's own, made on its first such job (an --embedding server serves nothing else).
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (!s.embed_session)
+      s.embed_session = std::make_unique<Session>(engine_->model(), engine_->shared_backend(),
+                                                  SessionOptions{engine_->n_ctx(), engine_->n_ubatch()});
+    job.hidden = s.embed_session->hidden_states(job.prompt);
+    GenerateResult r;
+    r.reason = StopReason::Eog;
+    r.n_prompt = static_cast<int32_t>(job.prompt.size());
+    r.prompt_ms = ms_since(t0);
+    job.result = std::move(r);
+  } catch (const std::exception& e) {
+    job.error = e.what();
+  }
+  if (s.embed_session) s.embed_session->reset();
   s.kv = 0;
 }
 

@@ -42,6 +42,11 @@ struct Job {
   TokenFn on_token;                 // per token; false cancels
   std::function<bool()> alive;      // polled per token and before the job starts (client still there?)
   std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
+  // An embedding job (rocky serve --embedding): the prompt is evaluated from an empty context and
+  // every token's hidden state lands in `hidden` ([prompt.size()][n_embd]); nothing is generated,
+  // the prefix cache is not used, and `result` carries only n_prompt and prompt_ms.
+  bool embed = false;
+  std::vector<float> hidden;
 
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
@@ -105,13 +110,15 @@ class Scheduler {
     std::vector<int32_t> tokens;  // what its cells hold
     std::atomic<int64_t> kv{0};
     std::atomic<bool> busy{false};
-    std::atomic<bool> forget{false};  // drop `tokens` before the next job
-    std::shared_ptr<Job> job;         // assigned or running (guarded by mu_)
-    int64_t reserved = 0;             // its prompt's cells until evaluated (guarded by mu_)
+    std::atomic<bool> forget{false};         // drop `tokens` before the next job
+    std::shared_ptr<Job> job;                // assigned or running (guarded by mu_)
+    int64_t reserved = 0;                    // its prompt's cells until evaluated (guarded by mu_)
+    std::unique_ptr<Session> embed_session;  // embedding jobs (made on the first one)
     std::thread worker;
   };
   void worker(size_t i);
   void run_job(size_t i, Job& job);
+  void run_embed(Slot& s, Job& job);
   void dispatch();  // mu_ held: queued jobs to idle slots
 
   const tok::Tokenizer& tok_;

@@ -60,6 +60,11 @@ class Session {
   // token for a 151,936-token vocabulary).
   void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress, std::vector<float>& out);
 
+  // Embeddings: evaluates `tokens` from an empty context (the KV cache is reset first) and
+  // returns every token's hidden state after output_norm (model::Logits::EMBD), row-major
+  // [tokens.size()][n_embd]. The context is left holding them (n_past = tokens.size()).
+  std::vector<float> hidden_states(std::span<const int32_t> tokens);
+
   void reset();  // clears the KV cache, n_past = 0
   // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.
   void truncate(int32_t n);
@@ -131,6 +136,10 @@ class Session {
   int32_t ckpt_stride_ = 0;             // 0 = no checkpoints
   std::vector<StateCheckpoint> ckpts_;  // ascending pos, all ≤ n_past_
   std::vector<int32_t> ckpt_extra_;     // checkpoint_at() positions
+  // eval_into's loop; `all` is ALL (every token's logits), EMBD (every token's hidden state) or
+  // LAST (the last token's logits; earlier ubatches compute none).
+  void run_ubatches(std::span<const int32_t> tokens, model::Logits all, const ProgressFn& progress,
+                    std::vector<float>& out);
   // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
   // naming the position and the first non-finite node (that ubatch re-run unshared).
   [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,

@@ -8,6 +8,8 @@ namespace rocky::server {
 
 void Metrics::record(const runtime::GenerateResult& r) {
   prompt_tokens += r.n_prompt - r.n_cached;
+  prompt_tokens_all += r.n_prompt;
+  prompt_tokens_cached += r.n_cached;
   predicted_tokens += static_cast<int64_t>(r.tokens.size());
   std::lock_guard lk(m);
   prompt_ms += r.prompt_ms;
@@ -75,7 +77,18 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
   add("slots_total", "gauge", "Slots (-np).", static_cast<double>(st.n_slots));
   add("kv_cells_used", "gauge", "KV cells in use over all slots.", static_cast<double>(st.kv_used));
   add("n_ctx", "gauge", "Context size of one slot (tokens).", static_cast<double>(st.n_ctx));
+  // What a load balancer or an inference gateway routes on: work running and waiting, KV
+  // occupancy, and how much of the prompts the prefix cache supplied (affinity pays off).
+  add("requests_running", "gauge", "Requests generating (prefill or decode).", static_cast<double>(st.slots_busy));
+  add("requests_waiting", "gauge", "Requests waiting for a slot or for KV cells.", static_cast<double>(st.queued));
   add("kv_cells_total", "gauge", "KV cells the slots share (-c).", static_cast<double>(st.n_cells));
+  add("prompt_tokens_cached_total", "counter", "Prompt tokens supplied by the prefix cache (not evaluated).",
+      static_cast<double>(m.prompt_tokens_cached));
+  {
+    const double all = static_cast<double>(m.prompt_tokens_all);
+    add("prefix_cache_hit_ratio", "gauge", "Share of all prompt tokens the prefix cache supplied (0 .. 1).",
+        all > 0 ? static_cast<double>(m.prompt_tokens_cached) / all : 0.0);
+  }
   add_batch(st.batch, add);
   if (be != nullptr) {  // pipelines are created on first use: a request of a new shape pays for them
     const backend::BackendStats bs = be->stats();

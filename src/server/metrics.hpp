@@ -18,6 +18,8 @@ namespace rocky::server {
 // The request counters (updated by the handlers, read by /metrics).
 struct Metrics {
   std::atomic<int64_t> requests{0}, errors{0}, rejected{0}, prompt_tokens{0}, predicted_tokens{0};
+  // Prompt tokens of the generations that ran, and of them the ones the prefix cache supplied.
+  std::atomic<int64_t> prompt_tokens_all{0}, prompt_tokens_cached{0};
   std::mutex m;
   double prompt_ms = 0, predicted_ms = 0;  // guarded by m
   // A generation that ran: its evaluated prompt tokens, predicted tokens and their times.

@@ -2,7 +2,9 @@
 //
 // run_server() binds the port first (so /health can answer 503 {"status":"loading model"} while
 // the model loads), loads the model and the slots' batched context, then serves until SIGINT/SIGTERM:
-// it stops accepting, lets in-flight requests finish for up to shutdown_grace_s seconds, cancels
+// on SIGTERM it first drains for shutdown_drain_s seconds (/health answers 503 "draining" so a load
+// balancer takes the node out, while requests that still arrive are served), then stops accepting,
+// lets in-flight requests finish until shutdown_grace_s seconds after the signal, cancels
 // what is left (each cut request gets a 503 "shutting_down" error, an error event when streamed),
 // and returns 0. Endpoints and shapes: README.md "Server".
 #pragma once
@@ -33,6 +35,12 @@ struct ServerOptions {
   bool n_parallel_given = false;
   bool kv_unified = false;
   int32_t n_ubatch = 512;  // -ub
+  int32_t n_batch = 2048;  // -b: llama-server's logical batch (/infill sizes the prefix and suffix by it)
+  // --embedding: the embedding endpoints instead of completions (llama-server's split); --pooling
+  // ("" = the model's); --reranking: /rerank with the classification head (pooling rank).
+  bool embedding = false;
+  std::string pooling;
+  bool reranking = false;
   // Continuous batching (the default): every step batches the slots' next tokens and a
   // --prefill-chunk of one waiting prompt. --no-cont-batching (-nocb): one request per step.
   bool cont_batching = true;
@@ -60,6 +68,7 @@ struct ServerOptions {
   std::string reasoning_format = "auto";  // auto | none | deepseek
   int timeout_s = 600;                    // HTTP read/write timeout
   double shutdown_grace_s = 10;
+  double shutdown_drain_s = 2;  // SIGTERM only; SIGINT stops accepting at once
   // Prefix KV cache (runtime/prefix_cache.hpp).
   int32_t cache_block = 256;       // --cache-block: tokens per cached block (1 .. 256)
   uint64_t cache_ram_mib = 2048;   // --cache-ram: host-RAM tier (0 = off)
