@@ -214,7 +214,7 @@ void BatchEngine::preempt(int32_t seq) {
   preempted_[s] = 1;
   stats_.preemptions += 1;
   fmt::print(stderr,
-             "rocky: the shared KV ({} cells) is full: sequence {} preempted (its {} tokens are re-evaluated "
+             "rocky: the shared KV ({} cells) is full: sequence {} preempted (it goes on with its {} tokens "
              "when there is room)\n",
              n_cells_, seq, hist_[s].size());
 }
@@ -349,16 +349,19 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     const size_t left = r->tokens.size() - r->done;
     if (preempted_[s]) {
       if (static_cast<int64_t>(hist_[s].size() + left) > free) continue;
-      // Back in: the kept tokens are evaluated again from position 0, before the request's own.
-      std::vector<int32_t> toks(hist_[s]);
-      toks.insert(toks.end(), r->tokens.begin() + static_cast<std::ptrdiff_t>(r->done), r->tokens.end());
-      r->replay = hist_[s].size();
-      stats_.replayed_tokens += static_cast<int64_t>(r->replay);
-      r->tokens = std::move(toks);
-      r->done = 0;
-      hist_[s].clear();
-      n_past_[s] = 0;
+      // Back in: its cells were never written while it waited (a sequence owns its range of the
+      // device KV), so they hold exactly what they held — nothing is evaluated again (evaluating
+      // the kept tokens as a prompt would go through the prefill kernels and could change a greedy
+      // pick). Its request goes on where it was.
       preempted_[s] = 0;
+      free -= static_cast<int64_t>(hist_[s].size());
+      if (left == 1) {
+        if (dec.size() < max_dec && free > 0) {
+          dec.push_back(r);
+          free -= 1;
+        }
+        continue;
+      }
       pf = r;
       break;
     }

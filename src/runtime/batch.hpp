@@ -14,10 +14,11 @@
 //
 // Shared cells: the sequences together may hold at most n_cells KV cells (the server's -c; each
 // one at most n_ctx). A step whose tokens do not fit preempts the newest sequence holding cells:
-// its cells count as free, its tokens so far are kept, and once n_cells has room for them again
-// its next eval re-evaluates them first (its caller only waits longer; nothing is lost). A new
-// prompt starts only when all of it fits beside what the others hold. The physical KV is still
-// n_seq · n_ctx cells (a sequence owns a fixed range, backend.hpp); n_cells is the accounting.
+// its cells count as free and its requests wait; once n_cells has room for its tokens again it
+// goes on where it was (its caller only waits longer; nothing is lost). The physical KV is still
+// n_seq · n_ctx cells (a sequence owns a fixed range, backend.hpp) and n_cells is the accounting,
+// so a preempted sequence's cells are never overwritten and nothing is evaluated again. A new
+// prompt starts only when all of it fits beside what the others hold.
 //
 // Fairness: every waiting decode token goes into every decode step; prefills are admitted first
 // come first served, one chunk per step, a chunk after each decode step while both wait; a sequence whose `gone` poll (begin()) says its client left has its
@@ -69,7 +70,7 @@ struct BatchStats {
   int32_t last_seqs = 0;        // sequences in the last step
   int32_t max_seqs = 0;         // the most sequences one step carried
   int64_t preemptions = 0;      // sequences preempted because the shared cells ran out
-  int64_t replayed_tokens = 0;  // tokens re-evaluated after a preemption
+  int64_t replayed_tokens = 0;  // tokens re-evaluated after a preemption (0 while ranges are private)
   int64_t cancelled = 0;        // requests failed because their client left
   // Where a step's wall time goes (seconds, summed over steps): the step from taking its
   // requests to handing back their logits (step_s), of it ctx->compute (compute_s) and, inside

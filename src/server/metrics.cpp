@@ -40,7 +40,7 @@ void add_batch(const runtime::BatchStats& b, Add add) {
   add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
       static_cast<double>(b.replays));
   add("kv_preemptions_total", "counter",
-      "Sequences preempted because the shared KV ran out (their tokens re-evaluated later).",
+      "Sequences preempted because the shared KV ran out (each goes on when there is room).",
       static_cast<double>(b.preemptions));
   add("kv_replayed_tokens_total", "counter", "Tokens re-evaluated after preemptions.",
       static_cast<double>(b.replayed_tokens));

@@ -119,7 +119,7 @@ void check(const std::string& dev) {
 }
 
 // The shared cells (BatchOptions::n_cells): two sequences that together outgrow them both finish
-// whole with their tokens alone — the newer one is preempted and re-evaluated — and a sequence
+// whole with their tokens alone — the newer one is preempted and goes on later — and a sequence
 // alone is never preempted.
 TEST(BatchEngine, SharedCellsPreemptTheNewestAndLoseNothing) {
   auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
@@ -165,7 +165,6 @@ TEST(BatchEngine, SharedCellsPreemptTheNewestAndLoseNothing) {
   }
   const runtime::BatchStats st = e.stats();
   EXPECT_GE(st.preemptions, 1);
-  EXPECT_GT(st.replayed_tokens, 0);
   EXPECT_EQ(e.used_cells(), 0);
 }
 

@@ -8,7 +8,7 @@ batch:   `rocky serve -m MODEL` with no scheduling flags (-np auto = 4, continuo
          same request's text alone, and the prefix cache hits in the same run (cached_tokens > 0).
 kv:      -c 256 shared by the slots: a request that alone outgrows its context ends with
          finish_reason "length" and truncated true; three requests that together outgrow the shared
-         KV all finish whole (one waits for room, a newer one is preempted and re-evaluated:
+         KV all finish whole (one waits for room, a newer one is preempted and resumed:
          /metrics counts it) with their solo texts; a disconnected stream frees its slot within a step or two.
 nocb:    -nocb runs one request per step (batch_seqs_max 1) with the same texts.
 gap:     the prefix cache's saves are off the stream: with a disk tier and small blocks, the gaps
