@@ -49,13 +49,6 @@ namespace rocky::server {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// One slot's session: its own context (KV cache) on the one backend all slots share, so the
-// weights are uploaded once.
-std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const std::shared_ptr<backend::Backend>& be,
-                                                    int32_t n_ctx, const ServerOptions& o) {
-  return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{n_ctx, o.n_ubatch});
-}
-
 class App {
  public:
   explicit App(const ServerOptions& o) : o_(o) {
@@ -95,10 +88,8 @@ class App {
     bo.env = o_.env;
     const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     backend_ = be;
-    std::vector<std::unique_ptr<runtime::Session>> slots;
-    std::shared_ptr<runtime::BatchEngine> engine;
-    // The context table: -c is the server's KV (0: the model's, at most 4096); each request's
-    // limit is slot_ctx() of it.
+    // The context table: -c is the server's KV (0: the model's, at most 4096), shared by the
+    // slots (one batched context, runtime/batch.hpp); each request's limit is slot_ctx() of it.
     const int32_t n_train = model_->hparams().n_ctx_train;
     n_ctx_total_ = o_.n_ctx > 0 ? o_.n_ctx : (n_train > 0 ? std::min(n_train, 4096) : 4096);
     const int32_t n_slot = slot_ctx(o_, n_ctx_total_);
@@ -111,20 +102,17 @@ class App {
       runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
                                fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
     }
-    if (o_.cont_batching) {  // one context, n_parallel sequences
-      runtime::BatchOptions bopt;
-      bopt.n_seq = o_.n_parallel;
-      bopt.n_ctx = n_slot;
-      bopt.n_ubatch = o_.n_ubatch;
-      bopt.prefill_chunk = o_.prefill_chunk;
-      engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
-      fmt::print(stderr, "rocky: continuous batching: {} sequences in one context ({})\n", o_.n_parallel,
-                 engine->backend().name());
-    }
-    for (int i = 0; i < o_.n_parallel && !engine; ++i) {
-      slots.push_back(make_slot_session(*model_, be, n_slot, o_));
-      fmt::print(stderr, "rocky: slot {}/{} ready ({})\n", i + 1, o_.n_parallel, slots.back()->backend().name());
-    }
+    runtime::BatchOptions bopt;
+    bopt.n_seq = o_.n_parallel;
+    bopt.n_ctx = n_slot;
+    bopt.n_cells = n_ctx_total_;
+    bopt.max_seqs = o_.cont_batching ? 0 : 1;
+    bopt.n_ubatch = o_.n_ubatch;
+    bopt.prefill_chunk = o_.prefill_chunk;
+    auto engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
+    fmt::print(stderr, "rocky: {} slots in one context sharing {} KV cells ({}{}{})\n", o_.n_parallel, n_ctx_total_,
+               engine->backend().name(), o_.cont_batching ? "" : ", one request per step: --no-cont-batching",
+               engine->recurrent() ? ", hybrid: one recurrent state per slot" : "");
     for (const auto& t : model_->file().tensors()) {
       n_params_ += static_cast<int64_t>(t.n_elements);
       size_ += static_cast<int64_t>(t.n_bytes);
@@ -136,16 +124,14 @@ class App {
       co.ram_bytes = o_.cache_ram_mib << 20;
       co.dir = o_.cache_dir;
       co.disk_bytes = o_.cache_disk_mib << 20;
-      cache_ = std::make_shared<runtime::PrefixCache>(
-          runtime::cache_identity(*model_, engine ? engine->context() : slots.front()->context()), co);
+      cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, engine->context()), co);
       fmt::print(
           stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
           co.block, o_.cache_ram_mib,
           cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
           cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
-    sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_)
-                    : std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
+    sched_ = std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_);
     if (o_.warmup) warm_up(be);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
@@ -179,6 +165,7 @@ class App {
   // Pending disk writes of the prefix cache (SIGTERM: after the in-flight requests).
   void flush_cache() {
     if (!cache_) return;
+    if (sched_) sched_->flush_saves();
     const auto st = cache_->stats();
     if (st.pending_writes > 0)
       fmt::print(stderr, "rocky: prefix cache: writing {} pending block(s)\n", st.pending_writes);
@@ -985,7 +972,9 @@ int32_t slot_ctx(const ServerOptions& o, int32_t n_ctx) {
   return o.n_parallel_given && !o.kv_unified ? n_ctx / o.n_parallel : n_ctx;
 }
 
-int run_server(const ServerOptions& o) {
+int run_server(const ServerOptions& given) {
+  ServerOptions o = given;
+  if (!o.n_parallel_given) o.n_parallel = k_auto_parallel;
   // SIGINT/SIGTERM are taken by sigtimedwait below, in this thread only: block them before any
   // thread starts (threads inherit the mask). SIGPIPE (a client gone mid-write) is ignored.
   sigset_t sigs;
