@@ -35,6 +35,12 @@ bool mask_has(const std::vector<uint64_t>& mask, int32_t t) {
 }
 }  // namespace
 
+std::shared_ptr<const DryBreakers> dry_breakers(const tok::Tokenizer& tok, const std::vector<std::string>& breakers) {
+  return std::make_shared<const DryBreakers>(dry_breaker_sequences(
+      breakers, static_cast<int32_t>(tok.vocab().size()), [&](int32_t t) { return tok.token_to_piece(t, true); },
+      [&](const std::string& s) { return tok.tokenize(s, false, false); }));
+}
+
 const char* stop_reason_name(StopReason r) {
   switch (r) {
     case StopReason::Eog: return "eog";
@@ -124,6 +130,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   // A padded embedding table (alignment rows) is legal: ids past the vocabulary are never sampled.
   SamplerParams sp = p.sampling;
   if (sp.n_vocab == 0) sp.n_vocab = static_cast<int32_t>(std::min(tok_.vocab().size(), nv));
+  if (sp.dry_multiplier != 0.0f && !sp.dry_breakers) sp.dry_breakers = dry_breakers(tok_, sp.dry_sequence_breakers);
   Sampler sampler(sp);
   res.seed = sampler.seed();
   for (int32_t t : prompt) sampler.accept(t);

@@ -108,6 +108,10 @@ using TokenFn = std::function<bool(const TokenEvent&)>;
 // Called once after the prefill with the logits eval returned (the last row is the one sampled).
 using PromptLogitsFn = std::function<void(std::span<const float> logits)>;
 
+// DRY's breakers as the vocabulary's token sequences (dry_breaker_sequences over `tok`): a scan of
+// the whole vocabulary (the server keeps the default breakers' result).
+std::shared_ptr<const DryBreakers> dry_breakers(const tok::Tokenizer& tok, const std::vector<std::string>& breakers);
+
 struct GenerateResult {
   std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)
   std::string text;             // everything emitted, tail included
