@@ -153,6 +153,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
   const auto t_gen = Clock::now();
   bool done = max_tokens == 0;
+  bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
   res.reason = StopReason::Length;
   while (!done) {
     const std::vector<uint64_t>* mask = nullptr;
@@ -190,7 +191,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     const std::string text = stop.push(dec.push(t));
     res.text += text;
     const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;
-    const bool keep_going = !on_token || on_token(TokenEvent{t, text, index});
+    const bool keep_going =
+        !on_token || on_token(TokenEvent{t, text, index, p.n_probs >= 0 ? &res.probs.back() : nullptr});
     if (stop.stopped()) {
       res.reason = StopReason::StopString;
       break;
@@ -200,6 +202,11 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       break;
     }
     if (static_cast<int64_t>(res.tokens.size()) >= max_tokens) {
+      res.reason = StopReason::Length;
+      break;
+    }
+    has_new_line = has_new_line || text.find('\n') != std::string::npos;
+    if (p.t_max_predict_ms > 0 && has_new_line && ms_since(t_gen) > p.t_max_predict_ms) {
       res.reason = StopReason::Length;
       break;
     }

@@ -28,10 +28,14 @@ struct KindName {
   char chr;
 };
 inline constexpr KindName k_kinds[] = {
-    {SamplerKind::penalties, "penalties", 'e'}, {SamplerKind::dry, "dry", 'd'},
-    {SamplerKind::top_n_sigma, "top_n_sigma", 's'}, {SamplerKind::top_k, "top_k", 'k'},
-    {SamplerKind::typical_p, "typ_p", 'y'},       {SamplerKind::top_p, "top_p", 'p'},
-    {SamplerKind::min_p, "min_p", 'm'},           {SamplerKind::xtc, "xtc", 'x'},
+    {SamplerKind::penalties, "penalties", 'e'},
+    {SamplerKind::dry, "dry", 'd'},
+    {SamplerKind::top_n_sigma, "top_n_sigma", 's'},
+    {SamplerKind::top_k, "top_k", 'k'},
+    {SamplerKind::typical_p, "typ_p", 'y'},
+    {SamplerKind::top_p, "top_p", 'p'},
+    {SamplerKind::min_p, "min_p", 'm'},
+    {SamplerKind::xtc, "xtc", 'x'},
     {SamplerKind::temperature, "temperature", 't'},
 };
 }  // namespace sampler_kind_detail
@@ -50,10 +54,11 @@ inline std::optional<SamplerKind> sampler_from_name(std::string_view name, bool 
   if (!alt_names) return std::nullopt;
   // llama.cpp's other spellings (common_sampler_types_from_names with allow_alt_names).
   constexpr std::pair<const char*, SamplerKind> alt[] = {
-      {"top-k", SamplerKind::top_k},         {"top-p", SamplerKind::top_p},         {"nucleus", SamplerKind::top_p},
-      {"top-n-sigma", SamplerKind::top_n_sigma}, {"typical-p", SamplerKind::typical_p}, {"typical", SamplerKind::typical_p},
-      {"typ-p", SamplerKind::typical_p},     {"typ", SamplerKind::typical_p},       {"min-p", SamplerKind::min_p},
-      {"temp", SamplerKind::temperature},
+      {"top-k", SamplerKind::top_k},         {"top-p", SamplerKind::top_p},
+      {"nucleus", SamplerKind::top_p},       {"top-n-sigma", SamplerKind::top_n_sigma},
+      {"typical-p", SamplerKind::typical_p}, {"typical", SamplerKind::typical_p},
+      {"typ-p", SamplerKind::typical_p},     {"typ", SamplerKind::typical_p},
+      {"min-p", SamplerKind::min_p},         {"temp", SamplerKind::temperature},
   };
   for (const auto& [n, k] : alt)
     if (name == n) return k;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -76,7 +77,10 @@ Scheduler::Admit Scheduler::submit(const std::shared_ptr<Job>& job) {
     if (queue_.size() >= idle + max_queue_) return Admit::QueueFull;
     queue_.push_back(job);
   }
-  cv_.notify_one();
+  if (job->id_slot >= 0)
+    cv_.notify_all();  // the slot it asks for must see it
+  else
+    cv_.notify_one();
   return Admit::Accepted;
 }
 
@@ -121,10 +125,16 @@ void Scheduler::worker(size_t i) {
     std::shared_ptr<Job> job;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return closed_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // closed and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      // The first job for any slot or for this one (a request's id_slot).
+      auto mine = [&] {
+        return std::find_if(queue_.begin(), queue_.end(),
+                            [&](const auto& j) { return j->id_slot < 0 || j->id_slot == static_cast<int>(i); });
+      };
+      cv_.wait(lk, [&] { return closed_ || mine() != queue_.end(); });
+      const auto it = mine();
+      if (it == queue_.end()) return;  // closed and drained
+      job = std::move(*it);
+      queue_.erase(it);
       s.job = job;
       ++running_;
       s.busy = true;

@@ -40,6 +40,7 @@ struct Job {
   TokenFn on_token;                 // per token; false cancels
   std::function<bool()> alive;      // polled per token and before the job starts (client still there?)
   std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
+  int id_slot = -1;                 // ≥ 0: only that slot runs it (llama-server's id_slot)
 
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
