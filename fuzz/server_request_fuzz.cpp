@@ -1,5 +1,6 @@
 // The server's request parsers (src/server/request.cpp, and anthropic_request.cpp /
-// responses_request.cpp for the agent APIs): arbitrary bytes as a request body through
+// responses_request.cpp for the agent APIs, retrieval_request.cpp for /infill, embeddings and
+// rerank): arbitrary bytes as a request body through
 // every endpoint's parser. Each input is either accepted or an ApiError with a 4xx status, a
 // message and a JSON error object; anything else (another exception, a crash, a sanitizer report)
 // fails the run. Accepted chat (and translated agent API) messages also go through
@@ -12,6 +13,7 @@
 #include "server/anthropic_request.hpp"
 #include "server/request.hpp"
 #include "server/responses_request.hpp"
+#include "server/retrieval_request.hpp"
 
 using namespace rocky::server;
 
@@ -46,6 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_api_error_or_ok([&] { (void)parse_tokenize(j); });
   expect_api_error_or_ok([&] { (void)parse_detokenize(j); });
   expect_api_error_or_ok([&] { (void)parse_apply_template(j); });
+  expect_api_error_or_ok([&] { (void)parse_infill(j); });
+  expect_api_error_or_ok([&] { (void)parse_embeddings(j, true); });
+  expect_api_error_or_ok([&] { (void)parse_embeddings(j, false); });
+  expect_api_error_or_ok([&] { (void)parse_rerank(j); });
   for (bool count : {false, true}) {
     expect_api_error_or_ok([&] {
       const auto r = anthropic::parse_messages(j, count);

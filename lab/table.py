@@ -120,8 +120,11 @@ def select(recs, sel):
 def compare(recs, a, b):
     ra = latest([r for r in select(recs, a) if r.get("kind") == "bench"])
     rb = latest([r for r in select(recs, b) if r.get("kind") == "bench"])
-    differ = {k for k in ("build_commit", "variant", "time", "device", "experiment", "run")
+    # Fields that name A and B apart leave the key; an experiment or run leaves it only when A's and
+    # B's have none in common (B may hold more runs than A: those rows then have no partner).
+    differ = {k for k in ("build_commit", "variant", "time", "device")
               if {r.get(k) for r in ra} != {r.get(k) for r in rb}}
+    differ |= {k for k in ("experiment", "run") if not {r.get(k) for r in ra} & {r.get(k) for r in rb}}
     key = lambda r: tuple(r.get(f) for f in KEY if f not in differ)  # noqa: E731
     by_b = {key(r): r for r in rb}
     lines = [f"A: {a} ({len(ra)} rows) — B: {b} ({len(rb)} rows)", "",

@@ -104,6 +104,9 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--warm-s", type=float, default=2.0,
                     help="seconds of back-to-back warm-up requests before the timed ones (default 2)")
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="seconds of idle before each timed request (the GPU lowers its clock when idle; "
+                         "the served turn's host time must not depend on it)")
     ap.add_argument("--no-cache-prompt", action="store_true", help="send cache_prompt: false (no prefix reuse)")
     a = ap.parse_args()
     global CACHE_PROMPT
@@ -121,8 +124,10 @@ def main():
     while time.perf_counter() < t_end:
         stream(host, port, prompts[i % 2], 16)
         i += 1
-    ttft, server_prompt_ms, server_prompt_gpu_ms = [], [], []
+    ttft, server_prompt_ms, server_prompt_gpu_ms, host_ms = [], [], [], []
     for p in prompts[2:]:
+        if a.idle > 0:
+            time.sleep(a.idle)
         t_send, times, timings = stream(host, port, p, 1)
         if not times:
             sys.exit("no token event")
@@ -130,6 +135,8 @@ def main():
         if timings:
             server_prompt_ms.append(timings["prompt_ms"])
             server_prompt_gpu_ms.append(timings.get("prompt_gpu_ms", 0))
+            # Host time: what the first token cost outside the GPU's own work and the prefix restore.
+            host_ms.append(ttft[-1] - timings.get("prompt_gpu_ms", 0) - timings.get("cache_ms", 0))
     m0 = batch_metrics(host, port)
     _, times, timings = stream(host, port, prompts[0][:32], a.gen, ignore_eos=True)
     m1 = batch_metrics(host, port)
@@ -145,6 +152,10 @@ def main():
           f"{statistics.median(server_prompt_ms):.2f} ms, of it GPU (timestamps) "
           f"{statistics.median(server_prompt_gpu_ms):.2f} ms; per request (TTFT / GPU): "
           + " ".join(f"{t:.0f}/{g:.0f}" for t, g in zip(ttft, server_prompt_gpu_ms)) if server_prompt_ms else "")
+    if host_ms:
+        hs = sorted(host_ms)
+        print(f"host time (TTFT - prompt_gpu_ms - cache_ms): median {statistics.median(hs):.2f} ms, "
+              f"max {hs[-1]:.2f} ms over {len(hs)} requests" + (f" with {a.idle:g} s idle before each" if a.idle else ""))
     if gaps:
         print(f"gap: mean {statistics.mean(gaps):.3f} ms between {len(times)} streamed tokens "
               f"(median {statistics.median(gaps):.3f}); server predicted_per_token_ms "
@@ -152,6 +163,7 @@ def main():
               f"{timings.get('predicted_eval_ms', 0) / max(1, timings.get('predicted_n', 1)):.3f}, of it GPU "
               f"{timings.get('predicted_gpu_ms', 0) / max(1, timings.get('predicted_n', 1)):.3f}" if timings else "")
     print(json.dumps({"prompt_tokens": a.prompt_tokens, "ttft_ms": ttft, "server_prompt_ms": server_prompt_ms, "ttft_median_ms": statistics.median(ttft),
+                      "prompt_gpu_ms": server_prompt_gpu_ms, "host_ms": host_ms, "idle_s": a.idle,
                       "gap_mean_ms": statistics.mean(gaps) if gaps else None, "n_gen_events": len(times)}))
 
 

@@ -28,7 +28,7 @@ native_pkgs() {
     libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev \
     libpcre2-dev libopenblas-dev libcpp-httplib-dev \
     clang "$rt" clang-format \
-    python3 python3-jsonschema
+    python3 python3-jsonschema haproxy
 }
 
 # Cross-building for arm64 on an x86-64 host: the compilers and qemu run on the host, the libraries

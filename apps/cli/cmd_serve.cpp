@@ -1,7 +1,7 @@
 // rocky serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-np N] [-ub N] [--device D]
 //             [--api-key KEY] [--alias NAME] [--chat-template-file FILE] [--queue N]
 //             [--max-body BYTES] [--reasoning-format auto|none|deepseek] [-to/--timeout S]
-//             [--shutdown-grace S]
+//             [--shutdown-grace S] [--shutdown-drain S]
 // An OpenAI-compatible HTTP server (src/server). Flag names and meanings follow llama-server's;
 // the three llama-server flags that have no meaning on rocky's single-device path (-ngl, -t, -fa)
 // are accepted with a note on stderr; a flag rocky cannot honour is refused (exit 2) saying why.
@@ -66,6 +66,16 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--frequency-penalty", sp.frequency_penalty, "Default frequency_penalty (0 = off)")
       ->check(CLI::Range(-2.0, 2.0));
   add_sampler_flags(sub, sp, "Default ");
+  sub->add_flag("--embedding,--embeddings", o->embedding,
+                "Serve embeddings (/v1/embeddings, /embedding) instead of completions, as llama-server: the "
+                "hidden states after the output norm, pooled by --pooling");
+  sub->add_option("--pooling", o->pooling,
+                  "Embedding pooling: none, mean, cls, last or rank (default: the model's <arch>.pooling_type, "
+                  "none when absent)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));
+  sub->add_flag("--reranking,--rerank", o->reranking,
+                "Serve /rerank and /v1/rerank with the model's classification head (implies --embedding and "
+                "--pooling rank)");
   sub->add_flag("--cont-batching,--cb", o->cont_batching,
                 "One context for all slots: each step batches every slot's next token and a prompt chunk "
                 "(the prefix cache serves each slot's sequence; off for hybrid models)");
@@ -82,6 +92,10 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}));
   auto kv = std::make_shared<KvCacheFlags>();
   add_kv_cache_flags(sub, *kv);
+  sub->add_option("--kv-budget", o->kv_budget_mib,
+                  "KV budget in MiB (default: what -c and -np need): checked before any KV is allocated, "
+                  "refused naming the budget when -c / -np need more; the server never allocates KV past it")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
   sub->add_option("--api-key", o->api_key,
                   "Require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
@@ -119,6 +133,11 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--shutdown-grace", o->shutdown_grace_s,
                   "Seconds in-flight requests may finish after SIGINT/SIGTERM before they are cancelled (default 10)")
       ->check(finite_at_least(0));
+  sub->add_option("--shutdown-drain", o->shutdown_drain_s,
+                  "Seconds after SIGTERM during which /health answers 503 {\"status\":\"draining\"} while new "
+                  "requests are still served, so a load balancer's health checks take the node out first "
+                  "(default 2; 0 = stop accepting at once; SIGINT never drains)")
+      ->check(finite_at_least(0));
   sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per cached block (1 .. 256, default 256)")
       ->check(CLI::Range(1, 256));
   sub->add_option("--cache-ram,--cram", o->cache_ram_mib, "Prefix cache: host-RAM tier in MiB (default 2048; 0 = off)")
@@ -139,7 +158,6 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--mlock", "rocky does not lock the model in RAM (the weights live on the device)"},
       {"--no-mmap", "rocky always maps the model file"},
       {"--numa", "rocky has no NUMA placement (one device does the work)"},
-      {"--embedding", "embeddings are not supported yet"},
       {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
       {"--slot-save-path", "saving and restoring slots is not implemented yet"},
       {"--log-format", "rocky's log is plain text"},
@@ -161,6 +179,15 @@ void add_serve(CLI::App& app, Runner& run) {
                                  "ends with finish_reason \"length\"); leave the flag out");
     o->n_parallel_given = np->count() > 0;
     if (nb->count() > 0) o->n_ubatch = std::min(o->n_ubatch, x->n_batch);
+    if (nb->count() > 0) o->n_batch = x->n_batch;
+    if (o->reranking) {
+      if (!o->pooling.empty() && o->pooling != "rank")
+        throw CLI::ValidationError("--pooling", "is '" + o->pooling + "' but --reranking needs rank");
+      o->embedding = true;
+      o->pooling = "rank";
+    }
+    if (o->embedding && o->cont_batching)
+      throw CLI::ValidationError("--embedding", "does not work with --cont-batching yet (leave one out)");
     if (x->seed >= 0) o->sampling.seed = static_cast<uint32_t>(x->seed);
     o->reasoning = x->reasoning_budget != 0 && x->reasoning != "off";
     const std::vector<std::string> notes = ignored_given(sub);

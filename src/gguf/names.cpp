@@ -64,6 +64,7 @@ constexpr std::array<std::string_view, static_cast<size_t>(Key::COUNT_)> k_keys 
     "ssm.state_size",
     "ssm.time_step_rank",
     "ssm.group_count",
+    "pooling_type",
 };
 
 struct TensorEntry {

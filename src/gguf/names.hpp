@@ -81,6 +81,7 @@ enum class Key : uint8_t {
   SSM_STATE_SIZE,              // ssm.state_size
   SSM_TIME_STEP_RANK,          // ssm.time_step_rank
   SSM_GROUP_COUNT,             // ssm.group_count
+  POOLING_TYPE,                // pooling_type (embedding models: llama.cpp's llama_pooling_type)
   COUNT_
 };
 std::string_view key_suffix(Key k);                  // "attention.head_count", …

@@ -189,6 +189,10 @@ void output_head(Ctx& c, const Weights& w, int32_t x, Logits logits) {
     x = c.g.add(std::move(t));
   }
   x = rms_norm(c, x, w.output_norm, "result_norm");
+  if (logits == Logits::EMBD) {
+    c.g.output = x;
+    return;
+  }
   c.g.output = matmul(c, x, w.output, c.hp.n_vocab, "result_output");
 }
 

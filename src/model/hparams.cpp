@@ -45,6 +45,8 @@ constexpr KeyRule k_rules[] = {
     {Key::ROPE_SCALING_TYPE, Kind::STRING, true, k_any},  // none / linear; others refused below
     {Key::ROPE_SCALING_FACTOR, Kind::FLOAT, true, k_any},
     {Key::ROPE_SCALE_LINEAR, Kind::FLOAT, true, k_any},
+    // How `rocky serve --embedding` pools the hidden states (server/embedding.hpp); not the graph's.
+    {Key::POOLING_TYPE, Kind::INT, true, k_any},
     // Used only by YaRN / LongRoPE scaling (refused through rope.scaling.type) or purely informative.
     {Key::ROPE_SCALING_ORIG_CTX, Kind::INT, false, k_any},
     {Key::ROPE_SCALING_FINETUNED, Kind::ANY, false, k_any},

@@ -88,6 +88,10 @@ void bind_weights(const gguf::GgufFile& f, const HParams& hp, const arch::ArchIn
 // Tensors a file may hold that no graph reads and that cannot change the result: old llama files'
 // precomputed rope tables (blk.N.attn_rot_embd; llama.cpp skips them too).
 bool known_harmless(std::string_view name) {
+  // A reranker's classification head: outside the forward graph, applied by `rocky serve
+  // --reranking` to the pooled hidden state (server/embedding.hpp), and refused there if absent.
+  if (name == "cls.weight" || name == "cls.bias" || name == "cls.output.weight" || name == "cls.output.bias")
+    return true;
   const auto t = gguf::parse_tensor_name(name);
   return t && t->tensor == Tensor::ATTN_ROT_EMBD;
 }

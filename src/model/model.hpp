@@ -62,6 +62,7 @@ enum class Logits {
   LAST,  // the last token only: [n_vocab, 1]
   ALL,   // every token: [n_vocab, N]
   NONE,  // none (graph.output = -1): an early prefill ubatch that only fills the KV cache
+  EMBD,  // every token's hidden state after output_norm, no LM head: [n_embd, N] (embeddings)
 };
 
 // What one ubatch computes.

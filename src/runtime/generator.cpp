@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <future>
 #include <optional>
 
 #include "core/error.hpp"
@@ -155,11 +156,20 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   bool done = max_tokens == 0;
   bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
   res.reason = StopReason::Length;
+  // The next step's mask depends only on the tokens accepted so far, so it is computed on another
+  // thread while the model evaluates that step (the GPU's time hides the CPU's; std::async's future
+  // joins it on every exit path). grammar_ms counts the masks' own time wherever they ran.
+  std::future<const std::vector<uint64_t>*> mask_ahead;
+  double mask_ms = 0;
   while (!done) {
     const std::vector<uint64_t>* mask = nullptr;
     if (constrained) {
+      if (mask_ahead.valid()) {
+        mask = mask_ahead.get();  // waits only where the mask took longer than the step
+        res.grammar_ms += mask_ms;
+      }
       const auto t_mask = Clock::now();
-      mask = &gm->mask();
+      if (mask == nullptr) mask = &gm->mask();
       if (!apply_mask(logits, *mask)) fail("grammar: no token of the vocabulary can continue the output");
       res.grammar_ms += ms_since(t_mask);
     }
@@ -214,6 +224,13 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       res.reason = StopReason::ContextFull;
       break;
     }
+    if (constrained)
+      mask_ahead = std::async(std::launch::async, [&gm, &mask_ms] {
+        const auto t0 = Clock::now();
+        const std::vector<uint64_t>* m = &gm->mask();
+        mask_ms = ms_since(t0);
+        return m;
+      });
     const auto t_eval = Clock::now();
     src_.eval_into(std::span<const int32_t>(&t, 1), false, {}, logits);
     res.gen_eval_ms += ms_since(t_eval);

@@ -133,7 +133,8 @@ struct GenerateResult {
   uint32_t seed = 0;              // the sampler's seed (drawn at random when none was given)
   int32_t batch_seqs_max = 1;     // the most sequences in one step that carried this job's tokens
   int32_t grammar_checked = 0;    // sampled tokens checked against that step's grammar mask (all passed)
-  double grammar_ms = 0;          // of gen_ms, computing and applying grammar masks
+  double grammar_ms = 0;          // computing and applying grammar masks (the next step's mask runs while
+                                  // the model evaluates the step: only what exceeds the step adds to gen_ms)
   std::vector<TokenProbs> probs;  // per kept token, with GenerateParams::n_probs ≥ 0
 };
 

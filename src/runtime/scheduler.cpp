@@ -22,6 +22,34 @@ std::vector<int32_t> tokens_held(std::span<const int32_t> prompt, const Generate
   return t;
 }
 
+// Device-fault hook: after a step failed with a device fault (out of device memory, device lost) the
+// session's context is made again (weights kept), otherwise it is only cleared. A failed remake
+// leaves the session unusable; the next job tries again first (fault_guard).
+void recover_session(Session& session, bool fault) {
+  if (!fault) return session.reset();
+  try {
+    session.rebuild();
+  } catch (const std::exception& e) {
+    fmt::print(stderr,
+               "rocky: warning: remaking the context after a device fault failed: {}; retrying at the next job\n",
+               e.what());
+  }
+}
+
+// Before a job runs on a session that a device fault left without a context: make it again; when
+// that fails too the job ends with the fault (503) and false is returned.
+bool fault_guard(Session& session, Job& job) {
+  if (session.usable()) return true;
+  try {
+    session.rebuild();
+    return true;
+  } catch (const std::exception& e) {
+    job.error = e.what();
+    job.fault = is_device_fault(e);
+    return false;
+  }
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -171,7 +199,25 @@ void Scheduler::run_job(Slot& s, Job& job) {
   }
   job.started = true;
   Session& session = *s.session;
+  if (!fault_guard(session, job)) return s.tokens.clear();
   if (s.forget.exchange(false)) s.tokens.clear();
+  if (job.embed) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      job.hidden = session.hidden_states(job.prompt);
+      GenerateResult r;
+      r.reason = StopReason::Eog;
+      r.n_prompt = static_cast<int32_t>(job.prompt.size());
+      r.prompt_ms = ms_since(t0);
+      job.result = std::move(r);
+    } catch (const std::exception& e) {
+      job.error = e.what();
+    }
+    session.reset();
+    s.tokens.clear();
+    s.kv = 0;
+    return;
+  }
   GenerateParams p = job.params;
   const auto t_restore = std::chrono::steady_clock::now();
   try {
@@ -179,7 +225,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
     job.cache_hit = restore_prefix(session, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
   } catch (const std::exception& e) {
     fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
-    session.reset();
+    recover_session(session, is_device_fault(e));
     job.cache_hit = {};
   }
   s.tokens.assign(job.prompt.begin(), job.prompt.begin() + job.cache_hit.n_cached);
@@ -208,7 +254,8 @@ void Scheduler::run_job(Slot& s, Job& job) {
     }
   } catch (const std::exception& e) {
     job.error = e.what();
-    session.reset();
+    job.fault = is_device_fault(e);
+    recover_session(session, job.fault);
     s.tokens.clear();
   }
   s.kv = session.n_past();
@@ -225,6 +272,10 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     return;
   }
   job.started = true;
+  if (job.embed) {  // the server refuses --embedding with --cont-batching
+    job.error = "embedding jobs need per-slot sessions (a server without --cont-batching)";
+    return;
+  }
   const int32_t seq = static_cast<int32_t>(i);
   GenerateParams p = job.params;
   p.n_cached = 0;
@@ -270,6 +321,7 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     }
   } catch (const std::exception& e) {
     job.error = e.what();
+    job.fault = is_device_fault(e);  // the engine has made its context again (BatchEngine::recover)
     s.tokens.clear();
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job

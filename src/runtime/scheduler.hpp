@@ -41,10 +41,16 @@ struct Job {
   std::function<bool()> alive;      // polled per token and before the job starts (client still there?)
   std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
   int id_slot = -1;                 // ≥ 0: only that slot runs it (llama-server's id_slot)
+  // An embedding job (rocky serve --embedding): the prompt is evaluated from an empty context and
+  // every token's hidden state lands in `hidden` ([prompt.size()][n_embd]); nothing is generated,
+  // the prefix cache is not used, and `result` carries only n_prompt and prompt_ms.
+  bool embed = false;
+  std::vector<float> hidden;
 
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
   std::string error;    // non-empty: the generation threw (result empty)
+  bool fault = false;   // the error is a device fault (rocky::is_device_fault): the server answers 503
   PrefixHit cache_hit;  // where the cached prompt tokens came from
   int slot = -1;
   bool started = false;

@@ -57,7 +57,8 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
   auto w = g.weights();
   if (!be_) fail("session: no backend");
   be_->load_weights(w);
-  ctx_ = be_->make_context(backend::ContextOptions{g.kv, 1});
+  ctx_opts_ = backend::ContextOptions{g.kv, 1};
+  ctx_ = be_->make_context(ctx_opts_);
   for (const graph::Node& n : g.nodes)
     if ((n.op == graph::Op::SSM_CONV || n.op == graph::Op::GATED_DELTA) && n.layer >= 0)
       state_layers_.push_back(n.layer);
@@ -70,6 +71,14 @@ void Session::reset() {
   n_past_ = 0;
   ckpts_.clear();
   ckpt_extra_.clear();
+}
+
+void Session::rebuild() {
+  n_past_ = 0;
+  ckpts_.clear();
+  ckpt_extra_.clear();
+  ctx_.reset();  // its buffers go before the new ones are asked for
+  ctx_ = be_->make_context(ctx_opts_);
 }
 
 std::vector<uint8_t> Session::export_state() {
@@ -168,12 +177,26 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
 
 void Session::eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress,
                         std::vector<float>& out) {
+  run_ubatches(tokens, all_logits ? model::Logits::ALL : model::Logits::LAST, progress, out);
+}
+
+std::vector<float> Session::hidden_states(std::span<const int32_t> tokens) {
+  reset();
+  std::vector<float> out;
+  run_ubatches(tokens, model::Logits::EMBD, {}, out);
+  return out;
+}
+
+void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, const ProgressFn& progress,
+                           std::vector<float>& out) {
+  const bool all_logits = all != model::Logits::LAST;
+  const bool embd = all == model::Logits::EMBD;
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("eval: no tokens");
   if (n_past_ + n > n_ctx_) {
     fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", n, n_past_, n_ctx_);
   }
-  const int64_t n_vocab = model_.hparams().n_vocab;
+  const int64_t n_vocab = embd ? model_.hparams().n_embd : model_.hparams().n_vocab;  // floats per output row
   out.resize(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
   const int32_t n_ub = n > 1 ? n_ubatch(all_logits) : n_ubatch_;
   if (n_ub < n_ubatch_ && n > n_ub && !ub_cap_said_) {
@@ -198,7 +221,7 @@ void Session::eval_into(std::span<const int32_t> tokens, bool all_logits, const 
     const int32_t nt = static_cast<int32_t>(nt_i);
     const bool last = i0 + nt == n;
     // Only the last ubatch's last token is needed unless all logits are asked for.
-    const model::Logits want = all_logits ? model::Logits::ALL : last ? model::Logits::LAST : model::Logits::NONE;
+    const model::Logits want = all_logits ? all : last ? model::Logits::LAST : model::Logits::NONE;
     const auto t0 = Clock::now();
     auto key = std::make_pair(nt, static_cast<int>(want));
     auto it = shapes_.find(key);
@@ -213,7 +236,7 @@ void Session::eval_into(std::span<const int32_t> tokens, bool all_logits, const 
     const graph::Plan& p = it->second.p;
     const auto t2 = Clock::now();
     std::span<float> dst;
-    if (want == model::Logits::ALL) {
+    if (all_logits) {
       dst = std::span<float>(out).subspan(static_cast<size_t>(i0 * n_vocab), static_cast<size_t>(nt * n_vocab));
     } else if (want == model::Logits::LAST) {
       dst = std::span<float>(out);
@@ -221,8 +244,12 @@ void Session::eval_into(std::span<const int32_t> tokens, bool all_logits, const 
     const auto toks = tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt));
     ctx_->compute(g, p, toks, dst);
     if (check_finite_) {
-      if (const size_t bad = first_nonfinite(dst); bad != k_none)
+      if (const size_t bad = first_nonfinite(dst); bad != k_none) {
+        if (embd)
+          fail("a non-finite hidden state ({}) at position {}", dst[bad],
+               n_past_ + static_cast<int64_t>(bad) / n_vocab);
         fail_nonfinite(g, toks, dst, bad, want == model::Logits::ALL);
+      }
     }
     const auto t3 = Clock::now();
     timing_.graph_ms += ms(t0, t1);

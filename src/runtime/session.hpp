@@ -60,7 +60,19 @@ class Session {
   // token for a 151,936-token vocabulary).
   void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress, std::vector<float>& out);
 
+  // Embeddings: evaluates `tokens` from an empty context (the KV cache is reset first) and
+  // returns every token's hidden state after output_norm (model::Logits::EMBD), row-major
+  // [tokens.size()][n_embd]. The context is left holding them (n_past = tokens.size()).
+  std::vector<float> hidden_states(std::span<const int32_t> tokens);
+
   void reset();  // clears the KV cache, n_past = 0
+  // Makes the context again (the weights stay loaded on the backend): the recovery from a device
+  // fault (rocky::is_device_fault), after which the old context's buffers and command state are
+  // not to be trusted. n_past = 0, checkpoints dropped. When making it fails (another fault) the
+  // error propagates and the session holds no context: usable() is false until a rebuild()
+  // succeeds; nothing else may be called before.
+  void rebuild();
+  bool usable() const { return ctx_ != nullptr; }
   // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.
   void truncate(int32_t n);
   // The KV cells of positions [p0, p0 + n) (p0 + n ≤ n_past) as host bytes (Context::export_kv).
@@ -119,6 +131,7 @@ class Session {
   const model::Model& model_;
   std::shared_ptr<backend::Backend> be_;
   std::unique_ptr<backend::Context> ctx_;  // destroyed before be_ (declared after it)
+  backend::ContextOptions ctx_opts_;       // what ctx_ was made with (rebuild)
   int32_t n_ctx_ = 0;
   int32_t n_ubatch_ = 0;
   int32_t n_past_ = 0;
@@ -131,6 +144,10 @@ class Session {
   int32_t ckpt_stride_ = 0;             // 0 = no checkpoints
   std::vector<StateCheckpoint> ckpts_;  // ascending pos, all ≤ n_past_
   std::vector<int32_t> ckpt_extra_;     // checkpoint_at() positions
+  // eval_into's loop; `all` is ALL (every token's logits), EMBD (every token's hidden state) or
+  // LAST (the last token's logits; earlier ubatches compute none).
+  void run_ubatches(std::span<const int32_t> tokens, model::Logits all, const ProgressFn& progress,
+                    std::vector<float>& out);
   // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
   // naming the position and the first non-finite node (that ubatch re-run unshared).
   [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,

@@ -153,16 +153,20 @@ MessagesRequest parse_messages(const json& o, bool count_tokens) {
   if (const json* tc = get(o, "tool_choice")) {
     if (!tc->is_object()) bad_type("tool_choice", "an object", *tc);
     const std::string type = string_at(*tc, "type", "tool_choice.type", true);
-    if (type == "any" || type == "tool")
-      throw ApiError(400,
-                     fmt::format("'tool_choice.type' '{}' (forcing a tool call) needs constrained decoding, which "
-                                 "this server does not have yet: use 'auto'",
-                                 type),
-                     "tool_choice.type", "unsupported_value");
-    if (type != "auto" && type != "none")
+    if (type != "auto" && type != "none" && type != "any" && type != "tool")
       bad_value("tool_choice.type", fmt::format("must be 'auto', 'any', 'tool' or 'none' (got '{}')", type));
-    bool_at(*tc, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use", false);
-    r.tool_choice = type;
+    r.parallel_tool_calls = !bool_at(*tc, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use", false);
+    // any / tool: the reply is a tool call, constrained to the tools' input schemas (structured.hpp).
+    if ((type == "any" || type == "tool") && (r.tools.is_null() || r.tools.empty()))
+      bad_value("tool_choice.type", fmt::format("is '{}' but the request has no tools", type));
+    if (type == "tool") {
+      r.tool_choice_name = string_at(*tc, "name", "tool_choice.name", true);
+      bool found = false;
+      for (const auto& t : r.tools) found = found || t["function"]["name"] == r.tool_choice_name;
+      if (!found)
+        bad_value("tool_choice.name", fmt::format("'{}' is not one of the request's tools", r.tool_choice_name));
+    }
+    r.tool_choice = type == "any" ? "required" : type == "tool" ? "function" : type;
   }
   if (const json* th = get(o, "thinking")) {
     if (!th->is_object()) bad_type("thinking", "an object", *th);

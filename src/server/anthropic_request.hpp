@@ -14,9 +14,13 @@ using json = nlohmann::ordered_json;
 
 struct MessagesRequest {
   std::string model;
-  json messages = json::array();               // OpenAI-shaped chat messages (system first), as the template takes them
-  json tools;                                  // null or OpenAI function tools
-  std::string tool_choice = "auto";            // "auto" | "none" ("any" / "tool" need constrained decoding: 400)
+  json messages = json::array();  // OpenAI-shaped chat messages (system first), as the template takes them
+  json tools;                     // null or OpenAI function tools
+  // As chat completions names them: "auto" | "none" | "required" (Anthropic's any) | "function"
+  // (Anthropic's tool, with tool_choice_name).
+  std::string tool_choice = "auto";
+  std::string tool_choice_name;
+  bool parallel_tool_calls = true;             // !tool_choice.disable_parallel_tool_use
   json chat_template_kwargs = json::object();  // enable_thinking from `thinking`
   bool stream = false;
   SamplingFields sampling;

@@ -96,6 +96,21 @@ std::vector<std::string> parse_stop(const json& o) {
   return out;
 }
 
+}  // namespace
+
+std::string checked_gbnf(const std::string& param, const std::function<std::string()>& make) {
+  std::string gbnf;
+  try {
+    gbnf = make();
+    (void)grammar::parse_gbnf(gbnf);
+  } catch (const Error& e) {
+    throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_value");
+  }
+  return gbnf;
+}
+
+namespace {
+
 // `grammar`, `json_schema`, `response_format` → GBNF in s.grammar (at most one; each checked).
 void parse_constraint(const json& o, SamplingFields& s) {
   std::vector<std::string> given;
@@ -105,14 +120,7 @@ void parse_constraint(const json& o, SamplingFields& s) {
       throw ApiError(400,
                      fmt::format("'{}' and '{}' both constrain the output; send only one of them", given[0], given[1]),
                      given[1], "invalid_value");
-    std::string gbnf;
-    try {
-      gbnf = make();
-      (void)grammar::parse_gbnf(gbnf);
-    } catch (const Error& e) {
-      throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_value");
-    }
-    s.grammar = std::move(gbnf);
+    s.grammar = checked_gbnf(param, make);
     s.grammar_param = param;
   };
   if (const json* v = field(o, "grammar"); v && !v->is_null()) {

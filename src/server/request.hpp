@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -115,6 +116,10 @@ struct ApplyTemplateRequest {
   bool continue_final_message = false;  // default: true when the last message is the assistant's
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
+
+// The GBNF `make` returns (a schema converted, or a grammar as sent), checked to parse; a failure
+// of either is a 400 naming `param`.
+std::string checked_gbnf(const std::string& param, const std::function<std::string()>& make);
 
 // The body as a JSON object: 400 for invalid UTF-8 (naming the byte offset), malformed JSON, or a
 // value that is not an object.

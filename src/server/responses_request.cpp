@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "grammar/json_schema.hpp"
 #include "server/json_fields.hpp"
 
 namespace rocky::server::responses {
@@ -180,20 +181,35 @@ ResponsesRequest parse_responses(const json& o, bool input_tokens) {
     std::string choice;
     if (tc->is_string()) {
       choice = tc->get<std::string>();
+      if (choice != "auto" && choice != "none" && choice != "required")
+        bad_value("tool_choice", fmt::format("must be 'auto', 'none' or 'required' (got '{}')", choice));
     } else if (tc->is_object()) {
       choice = string_at(*tc, "type", "tool_choice.type", true);
+      if (choice == "allowed_tools")
+        throw ApiError(400,
+                       "'tool_choice.type' 'allowed_tools' is not supported: send the allowed subset as 'tools' "
+                       "(with tool_choice 'auto' or 'required')",
+                       "tool_choice.type", "unsupported_value");
+      if (choice != "function")
+        bad_value("tool_choice.type",
+                  fmt::format("'{}' is not a tool choice for function tools (function; or the strings auto, none, "
+                              "required)",
+                              choice));
+      r.tool_choice_name = string_at(*tc, "name", "tool_choice.name", true);
     } else {
       bad_type("tool_choice", "a string or an object", *tc);
     }
-    if (choice == "required" || choice == "function" || choice == "allowed_tools" || !tc->is_string())
-      throw ApiError(400,
-                     fmt::format("'tool_choice' '{}' (forcing or restricting tool calls) needs constrained decoding, "
-                                 "which this server does not have yet: use 'auto' or 'none'",
-                                 choice),
-                     "tool_choice", "unsupported_value");
-    if (choice != "auto" && choice != "none")
-      bad_value("tool_choice", fmt::format("must be 'auto', 'none' or 'required' (got '{}')", choice));
+    // required / a named function: the reply is a call, constrained to the tools' parameters.
+    if ((choice == "required" || choice == "function") && (r.tools.is_null() || r.tools.empty()))
+      bad_value("tool_choice", fmt::format("is '{}' but the request has no tools", choice));
+    if (choice == "function") {
+      bool found = false;
+      for (const auto& t : r.tools) found = found || t["function"]["name"] == r.tool_choice_name;
+      if (!found)
+        bad_value("tool_choice.name", fmt::format("'{}' is not one of the request's tools", r.tool_choice_name));
+    }
     r.tool_choice = choice;
+    r.tool_choice_echo = *tc;
   }
   r.parallel_tool_calls = bool_at(o, "parallel_tool_calls", "parallel_tool_calls", true);
   if (const json* prev = get(o, "previous_response_id")) {
@@ -202,17 +218,35 @@ ResponsesRequest parse_responses(const json& o, bool input_tokens) {
   }
   if (const json* text = get(o, "text")) {
     if (!text->is_object()) bad_type("text", "an object", *text);
-    if (const json* fmt_ = get(*text, "format")) {
-      if (!fmt_->is_object()) bad_type("text.format", "an object", *fmt_);
-      const std::string type = string_at(*fmt_, "type", "text.format.type", true);
-      if (type != "text")
-        throw ApiError(400,
-                       fmt::format("'text.format' of type '{}' needs constrained decoding, which this server does "
-                                   "not have yet: use {{\"type\": \"text\"}}",
-                                   type),
-                       "text.format", "unsupported_value");
+    if (const json* f = get(*text, "format")) {
+      if (!f->is_object()) bad_type("text.format", "an object", *f);
+      const std::string type = string_at(*f, "type", "text.format.type", true);
+      if (type == "json_schema") {
+        const std::string name = string_at(*f, "name", "text.format.name", true);
+        if (name.empty()) bad_value("text.format.name", "must not be empty");
+        string_at(*f, "description", "text.format.description", false);
+        bool_at(*f, "strict", "text.format.strict", false);
+        const json* sc = get(*f, "schema");
+        if (!sc)
+          throw ApiError(400, "'text.format.schema' is required", "text.format.schema", "missing_required_parameter");
+        if (!sc->is_object()) bad_type("text.format.schema", "an object", *sc);
+        r.sampling.grammar = checked_gbnf(
+            "text.format.schema", [&] { return grammar::json_schema_to_gbnf(nlohmann::json::parse(sc->dump())); });
+        r.sampling.grammar_param = "text.format.schema";
+      } else if (type == "json_object") {
+        r.sampling.grammar = grammar::json_object_gbnf();
+        r.sampling.grammar_param = "text.format";
+      } else if (type != "text") {
+        bad_value("text.format.type", fmt::format("must be 'text', 'json_schema' or 'json_object' (got '{}')", type));
+      }
+      r.text_format = *f;
     }
   }
+  if (!r.sampling.grammar.empty() && (r.tool_choice == "required" || r.tool_choice == "function"))
+    throw ApiError(400,
+                   fmt::format("'tool_choice' '{}' and 'text.format' both constrain the output; send only one of them",
+                               r.tool_choice),
+                   "tool_choice", "invalid_value");
   if (const json* md = get(o, "metadata")) {
     if (!md->is_object()) bad_type("metadata", "an object", *md);
     r.metadata = *md;

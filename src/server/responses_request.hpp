@@ -20,7 +20,11 @@ struct ResponsesRequest {
   json input = json::array();               // this turn's items as OpenAI-shaped chat messages
   json tools;                               // null or OpenAI chat tools
   json tools_echo = json::array();          // `tools` as sent (the response object repeats them)
-  std::string tool_choice = "auto";  // "auto" | "none" (required / a named function need constrained decoding: 400)
+  // "auto" | "none" | "required" | "function" (a named one: tool_choice_name), as chat completions.
+  std::string tool_choice = "auto";
+  std::string tool_choice_name;
+  json tool_choice_echo = "auto";         // as sent (the response object repeats it)
+  json text_format = {{"type", "text"}};  // text.format as sent (repeated); json_* set sampling.grammar
   bool parallel_tool_calls = true;
   std::optional<std::string> previous_response_id;
   bool store = true;  // OpenAI's default

@@ -31,6 +31,8 @@
 #include "server/anthropic.hpp"
 #include "server/chat_template.hpp"
 #include "server/connection.hpp"
+#include "server/embedding.hpp"
+#include "server/infill.hpp"
 #include "server/http.hpp"
 #include "server/json_fields.hpp"
 #include "server/event_stream.hpp"
@@ -38,7 +40,10 @@
 #include "server/openai_responses.hpp"
 #include "server/request.hpp"
 #include "server/responses.hpp"
+#include "server/retrieval_request.hpp"
 #include "server/stream.hpp"
+#include "core/fault.hpp"
+#include "runtime/kv_memory.hpp"
 #include "server/structured.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -70,6 +75,7 @@ class App {
 
   void load() {
     fmt::print(stderr, "rocky: loading model {}\n", o_.model);
+    fault::pause(true);  // ROCKY_FAULT counts from the moment the server serves (a load error still exits)
     const auto t0 = Clock::now();
     model_ = model::Model::load(o_.model);
     tok_.emplace(tok::Tokenizer::from_gguf(model_->file()));
@@ -77,6 +83,16 @@ class App {
     if (tok_->vocab().size() > static_cast<size_t>(model_->hparams().n_vocab))
       fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o_.model, tok_->vocab().size(),
            model_->hparams().n_vocab);
+    fim_ = find_fim_tokens(model_->file(), tok_->vocab());
+    if (o_.embedding) {
+      pooling_ = o_.pooling.empty() ? gguf_pooling(model_->file()) : *parse_pooling(o_.pooling);
+      if (pooling_ == Pooling::rank) {
+        rank_head_ = RankHead::load(model_->file(), model_->hparams().n_embd);
+        if (!rank_head_) fail("{}: --pooling rank: {}", o_.model, RankHead::why_missing());
+      }
+      fmt::print(stderr, "rocky: embeddings: pooling {}{}\n", to_string(pooling_),
+                 rank_head_ ? fmt::format(" (classification head: {} output(s))", rank_head_->n_out()) : "");
+    }
     tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file, o_.chat_template));
     if (tmpl_->is_fallback() && o_.chat_template_file.empty() && o_.chat_template.empty())
       fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
@@ -97,6 +113,12 @@ class App {
     if (n_slot < 1)
       fail("-c {} split over -np {} slots leaves no context per slot (use a larger -c or --kv-unified)", n_ctx_total_,
            o_.n_parallel);
+    {  // --kv-budget, before any KV is allocated (the CPU keeps f32)
+      const backend::KvType kvt = be->stats().kind != "cpu" && o_.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
+      kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_);
+      runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
+                               fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
+    }
     if (o_.cont_batching) {  // one context, n_parallel sequences
       runtime::BatchOptions bopt;
       bopt.n_seq = o_.n_parallel;
@@ -136,6 +158,7 @@ class App {
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
                sched_->n_ctx(), o_.n_parallel_given && !o_.kv_unified ? "" : ", unified");
+    fault::pause(false);
     ready_ = true;
   }
 
@@ -149,7 +172,10 @@ class App {
                w.ms, bs.pipelines, bs.pipeline_create_ms);
   }
 
+  // SIGTERM's first phase: /health says "draining" (a balancer stops sending), requests are served.
+  void begin_draining() { draining_ = true; }
   void begin_shutdown() {
+    draining_ = true;
     stopping_ = true;
     if (sched_) sched_->close(false);
   }
@@ -183,10 +209,12 @@ class App {
     svr.Delete("/cache", wrap(true, [this](auto& req, auto& res) { cache_delete(req, res); }));
     svr.Get("/props", wrap(true, [this](auto& req, auto& res) { props(req, res); }));
     if (o_.slots_endpoint) svr.Get("/slots", wrap(true, [this](auto& req, auto& res) { slots(req, res); }));
-    for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})
-      svr.Post(p, wrap(true, [](auto&, auto&) {
-                 throw ApiError(501, "embeddings are not supported yet", "", "not_implemented", "not_supported_error");
-               }));
+    svr.Post("/infill", wrap(true, [this](auto& req, auto& res) { infill(req, res); }));
+    svr.Post("/v1/embeddings", wrap(true, [this](auto& req, auto& res) { embeddings(req, res, true); }));
+    for (const char* p : {"/embeddings", "/embedding"})
+      svr.Post(p, wrap(true, [this](auto& req, auto& res) { embeddings(req, res, false); }));
+    for (const char* p : {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
+      svr.Post(p, wrap(true, [this](auto& req, auto& res) { rerank(req, res); }));
     svr.Post("/tokenize", wrap(true, [this](auto& req, auto& res) { tokenize(req, res); }));
     svr.Post("/detokenize", wrap(true, [this](auto& req, auto& res) { detokenize(req, res); }));
     svr.Post("/apply-template", wrap(true, [this](auto& req, auto& res) { apply_template(req, res); }));
@@ -309,6 +337,8 @@ class App {
     if (!ready_) {
       res.set_header("Retry-After", "1");
       send_json(res, 503, {{"status", "loading model"}});
+    } else if (draining_) {
+      send_json(res, 503, {{"status", "draining"}});
     } else {
       send_json(res, 200, {{"status", "ok"}});
     }
@@ -319,7 +349,8 @@ class App {
     if (ready_ && sched_) st = sched_->stats();
     res.status = 200;
     res.set_header("Process-Start-Time-Unix", std::to_string(created_));  // as llama-server
-    res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get()),
+    res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get(), ready_ ? &kv_need_ : nullptr,
+                                    ready_ ? &kv_per_token_ : nullptr),
                     "text/plain; version=0.0.4; charset=utf-8");
   }
 
@@ -585,6 +616,18 @@ class App {
     return p;
   }
 
+  // Tool calls in the model's own format (structured.hpp): forced for "required" / a named
+  // function, lazy (from the format's trigger on) for "auto" unless another constraint was asked
+  // for. Chat completions, Anthropic Messages and Responses share it.
+  void add_tool_grammar(runtime::GenerateParams& gp, const chat::ReplySyntax& syntax, const json& tools,
+                        const std::string& choice, const std::string& name) const {
+    if (tools.is_null() || choice == "none" || (choice == "auto" && gp.grammar)) return;
+    const ToolGrammar tg = tool_call_grammar(syntax.format, tools, choice, name);
+    if (tg.gbnf.empty()) return;
+    gp.grammar = compile_constraint(tg.gbnf, "tools");
+    gp.grammar_triggers = tg.triggers;
+  }
+
   void check_fits(const std::vector<int32_t>& prompt, const char* param) const {
     if (prompt.empty()) throw ApiError(400, "the prompt is empty (no tokens to evaluate)", param, "invalid_value");
     if (static_cast<int64_t>(prompt.size()) > sched_->n_ctx()) {
@@ -598,7 +641,165 @@ class App {
     }
   }
 
+  // As llama-server: an --embedding server answers embeddings only, the others completions only.
+  void require_completions() const {
+    if (o_.embedding)
+      throw ApiError(501, "This server does not support completions. Start it without `--embedding`", "",
+                     "not_supported", "not_supported_error");
+  }
+
+  // POST /infill (llama-server's): the FIM prompt of infill.hpp, answered as /completion.
+  void infill(const httplib::Request& req, httplib::Response& res) {
+    require_completions();
+    const std::string missing = fim_.missing();
+    if (!missing.empty())
+      throw ApiError(400,
+                     fmt::format("Infill is not supported by this model: it has no fill-in-the-middle tokens ({} "
+                                 "absent, and no <|fim_prefix|>-style tokens in the vocab)",
+                                 missing),
+                     "", "fim_not_supported");
+    const InfillRequest r = parse_infill(parse_body(req.body));
+    std::vector<int32_t> prompt;
+    if (r.completion.prompt_text) {
+      prompt = tok_->tokenize(*r.completion.prompt_text, false, false);
+    } else {
+      prompt = r.completion.prompt_tokens;
+      check_token_ids(prompt, "prompt");
+    }
+    const int32_t n_predict = static_cast<int32_t>(r.completion.sampling.max_tokens.value_or(o_.n_predict));
+    std::vector<int32_t> ids = format_infill(*tok_, fim_, r, prompt, o_.n_batch, n_predict, sched_->n_ctx());
+    check_fits(ids, "input_prefix");
+    generate(req, res, std::move(ids), to_params(r.completion.sampling), Kind::Native, r.completion.stream,
+             r.completion.include_usage, {});
+  }
+
+  void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const {
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (!tok_->vocab().valid(ids[i]))
+        throw ApiError(
+            400,
+            fmt::format("'{}[{}]' is {}, not a token id (the vocab has {})", param, i, ids[i], tok_->vocab().size()),
+            fmt::format("{}[{}]", param, i), "invalid_value");
+  }
+
+  // One sequence's hidden states ([ids.size()][n_embd]) through the scheduler (an embedding job).
+  std::vector<float> run_hidden(const httplib::Request& req, std::vector<int32_t> ids) {
+    auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    auto job = submit(std::move(ids), runtime::GenerateParams{}, probe);
+    job->embed = true;
+    admit(job);
+    while (!job->wait_for_ms(20))
+      if (!probe->alive()) job->cancel = true;
+    probe->release();
+    if (const auto e = settle(*job)) throw *e;
+    return std::move(job->hidden);
+  }
+
+  void require_embedding(const char* what, const char* flag) const {
+    // Reranking: --reranking, or --embedding --pooling rank (the head is loaded with either).
+    if (!o_.embedding || (std::string(flag) == "--reranking" && pooling_ != Pooling::rank))
+      throw ApiError(501, fmt::format("This server does not support {}. Start it with `{}`", what, flag), "",
+                     "not_supported", "not_supported_error");
+  }
+
+  // POST /v1/embeddings (oai) and /embedding, /embeddings (llama-server's native shape).
+  void embeddings(const httplib::Request& req, httplib::Response& res, bool oai) {
+    require_embedding("embeddings", "--embedding");
+    const EmbeddingRequest r = parse_embeddings(parse_body(req.body), oai);
+    if (oai && pooling_ == Pooling::none)
+      throw ApiError(400,
+                     "Pooling type 'none' is not OAI compatible (one vector per token): use /embedding, or start "
+                     "the server with --pooling mean, cls or last",
+                     "input", "invalid_value");
+    if (pooling_ == Pooling::rank)
+      throw ApiError(400, "this server pools with 'rank' (a reranker): use /rerank", "input", "invalid_value");
+    const int64_t n_embd = model_->hparams().n_embd;
+    json data = json::array();
+    int64_t n_tokens = 0;
+    for (size_t i = 0; i < r.inputs.size(); ++i) {
+      const std::string& param = r.inputs[i].param;
+      std::vector<int32_t> ids = r.inputs[i].text ? tok_->tokenize(*r.inputs[i].text, true, true) : r.inputs[i].tokens;
+      check_token_ids(ids, param);
+      check_fits(ids, param.c_str());
+      n_tokens += static_cast<int64_t>(ids.size());
+      std::vector<std::vector<float>> vecs = pool(run_hidden(req, std::move(ids)), n_embd, pooling_);
+      if (pooling_ != Pooling::none)
+        for (auto& v : vecs) normalize(v, r.embd_normalize);
+      if (oai) {
+        json e = r.base64 ? json(base64_floats(vecs[0])) : json(vecs[0]);
+        data.push_back({{"embedding", std::move(e)}, {"index", i}, {"object", "embedding"}});
+      } else {
+        data.push_back({{"index", i}, {"embedding", vecs}});
+      }
+    }
+    if (!oai) return send_json(res, 200, data);
+    send_json(res, 200,
+              {{"model", r.model.empty() ? model_id_ : r.model},
+               {"object", "list"},
+               {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}},
+               {"data", std::move(data)}});
+  }
+
+  // A rerank pair's tokens as llama-server lays them out: the GGUF's rerank template
+  // (tokenizer.chat_template.rerank, {query} and {document} replaced) when it has one, else
+  // [BOS] query [EOS] [SEP] document [EOS] with each special token where the vocab adds it.
+  std::vector<int32_t> rerank_tokens(const std::string& query, const std::string& doc) const {
+    if (auto t = model_->file().get_string("tokenizer.chat_template.rerank")) {
+      std::string p(*t);
+      auto replace_all = [&p](const std::string& from, const std::string& to) {
+        for (size_t at = p.find(from); at != std::string::npos; at = p.find(from, at + to.size()))
+          p.replace(at, from.size(), to);
+      };
+      replace_all("{query}", query);
+      replace_all("{document}", doc);
+      return tok_->tokenize(p, false, true);
+    }
+    const tok::Vocab& v = tok_->vocab();
+    const auto sep = model_->file().get_uint("tokenizer.ggml.seperator_token_id");
+    const bool add_sep = model_->file().get_bool("tokenizer.ggml.add_sep_token").value_or(false) && sep;
+    const int32_t eos = v.eos() >= 0 ? v.eos() : sep ? static_cast<int32_t>(*sep) : -1;
+    std::vector<int32_t> out;
+    if (v.add_bos() && v.bos() >= 0) out.push_back(v.bos());
+    for (int32_t t : tok_->tokenize(query, false, false)) out.push_back(t);
+    if (v.add_eos() && eos >= 0) out.push_back(eos);
+    if (add_sep) out.push_back(static_cast<int32_t>(*sep));
+    for (int32_t t : tok_->tokenize(doc, false, false)) out.push_back(t);
+    if (v.add_eos() && eos >= 0) out.push_back(eos);
+    return out;
+  }
+
+  // POST /rerank, /v1/rerank: each document's score is the classification head on the pooled
+  // (last-token) state of query + document; results by descending score (Jina / Cohere shape).
+  void rerank(const httplib::Request& req, httplib::Response& res) {
+    require_embedding("reranking", "--reranking");
+    const RerankRequest r = parse_rerank(parse_body(req.body));
+    const int64_t n_embd = model_->hparams().n_embd;
+    json results = json::array();
+    int64_t n_tokens = 0;
+    std::vector<std::pair<float, size_t>> scores;
+    for (size_t i = 0; i < r.documents.size(); ++i) {
+      std::vector<int32_t> ids = rerank_tokens(r.query, r.documents[i]);
+      check_fits(ids, fmt::format("documents[{}]", i).c_str());
+      n_tokens += static_cast<int64_t>(ids.size());
+      const std::vector<float> h = run_hidden(req, std::move(ids));
+      scores.emplace_back(rank_head_->score(pool(h, n_embd, Pooling::rank)[0]), i);
+    }
+    std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    const size_t n = r.top_n > 0 ? std::min(scores.size(), static_cast<size_t>(r.top_n)) : scores.size();
+    for (size_t k = 0; k < n; ++k) {
+      json e = {{"index", scores[k].second}, {"relevance_score", scores[k].first}};
+      if (r.return_documents) e["document"] = {{"text", r.documents[scores[k].second]}};
+      results.push_back(std::move(e));
+    }
+    send_json(res, 200,
+              {{"model", r.model.empty() ? model_id_ : r.model},
+               {"object", "list"},
+               {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}},
+               {"results", std::move(results)}});
+  }
+
   void chat(const httplib::Request& req, httplib::Response& res) {
+    require_completions();
     const ChatRequest r = parse_chat(parse_body(req.body));
     TemplateInputs in;
     in.messages = normalise_for_template(r.messages);
@@ -614,19 +815,12 @@ class App {
     std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
     check_fits(ids, "messages");
     runtime::GenerateParams gp = to_params(r.sampling);
-    // Tool calls in the model's own format: forced for "required" / a named function, lazy (from
-    // the format's trigger on) for "auto" unless another constraint was asked for.
-    if (!in.tools.is_null() && r.tool_choice != "none" && (r.tool_choice != "auto" || !gp.grammar)) {
-      const ToolGrammar tg = tool_call_grammar(syntax.format, in.tools, r.tool_choice, r.tool_choice_name);
-      if (!tg.gbnf.empty()) {
-        gp.grammar = compile_constraint(tg.gbnf, "tools");
-        gp.grammar_triggers = tg.triggers;
-      }
-    }
+    add_tool_grammar(gp, syntax, in.tools, r.tool_choice, r.tool_choice_name);
     generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax, r.sampling.n);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Kind kind) {
+    require_completions();
     const CompletionRequest r = parse_completion(parse_body(req.body), kind == Kind::Native);
     std::vector<int32_t> ids;
     if (r.prompt_text) {
@@ -675,11 +869,20 @@ class App {
   }
 
   // A finished job: records the metrics of one that ran, and returns its answer when that is an
-  // error — the generation failed (500), or it was cancelled while its client is still connected,
+  // error — a device fault (503: out of device memory or device lost; the scheduler made the
+  // context again, so a retry is served), the generation failed (500), or it was cancelled while its client is still connected,
   // i.e. cut by the shutdown (a client that leaves cancels its own, and nobody reads that answer):
   // a 503 naming how far it got, never a finish_reason "stop" that would pass the cut text off as
   // complete.
   std::optional<ApiError> settle(const runtime::Job& job) {
+    if (!job.error.empty() && job.fault) {  // the step's device failed: the context was made again, retry
+      ++metrics_.device_faults;
+      return ApiError(
+          503,
+          fmt::format("device fault: {}; the server makes its context again without a restart: retry the request",
+                      job.error),
+          "", "device_fault", "unavailable_error");
+    }
     if (!job.error.empty()) return ApiError(500, job.error, "", "", "server_error");
     const runtime::GenerateResult& r = *job.result;
     metrics_.record(r);
@@ -793,6 +996,7 @@ class App {
   }
 
   void anthropic_messages(const httplib::Request& req, httplib::Response& res, bool count_tokens) {
+    if (!count_tokens) require_completions();
     const anthropic::MessagesRequest r = anthropic::parse_messages(parse_body(req.body), count_tokens);
     auto [prompt, syntax] = render_chat(r.messages, r.tools, r.tool_choice, r.chat_template_kwargs);
     std::vector<int32_t> ids = tokenize_chat_prompt(*tmpl_, *tok_, prompt);
@@ -800,13 +1004,16 @@ class App {
     check_fits(ids, "messages");
     const std::string id = random_id("msg_");
     auto sink = std::make_shared<anthropic::MessageEvents>(id, model_id_, static_cast<int64_t>(ids.size()));
-    generate_door(req, res, std::move(ids), to_params(r.sampling), syntax, r.stream, sink,
+    runtime::GenerateParams gp = to_params(r.sampling);
+    add_tool_grammar(gp, syntax, r.tool_choice == "none" ? json() : r.tools, r.tool_choice, r.tool_choice_name);
+    generate_door(req, res, std::move(ids), std::move(gp), syntax, r.stream, sink,
                   [&](const chat::ParsedReply& reply, const runtime::GenerateResult& g) {
                     return anthropic::message_json(id, model_id_, reply, g);
                   });
   }
 
   void openai_responses(const httplib::Request& req, httplib::Response& res, bool input_tokens) {
+    if (!input_tokens) require_completions();
     auto r =
         std::make_shared<responses::ResponsesRequest>(responses::parse_responses(parse_body(req.body), input_tokens));
     // The conversation: the stored one of previous_response_id, then this turn's input.
@@ -838,7 +1045,9 @@ class App {
       response_store_.put(head.id, std::move(all));
     };
     auto sink = std::make_shared<responses::ResponseEvents>(head, store);
-    generate_door(req, res, std::move(ids), to_params(r->sampling), syntax, r->stream, sink,
+    runtime::GenerateParams gp = to_params(r->sampling);
+    add_tool_grammar(gp, syntax, r->tool_choice == "none" ? json() : r->tools, r->tool_choice, r->tool_choice_name);
+    generate_door(req, res, std::move(ids), std::move(gp), syntax, r->stream, sink,
                   [&](const chat::ParsedReply& reply, const runtime::GenerateResult& g) {
                     const json output = responses::output_items(reply, head.id);
                     store(reply, output);
@@ -852,14 +1061,18 @@ class App {
   std::string model_id_;
   Shapes shapes_;  // the answers' bodies (model_id_ in each)
   int64_t created_ = 0;
-  std::atomic<bool> ready_{false}, stopping_{false};
+  std::atomic<bool> ready_{false}, stopping_{false}, draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::unique_ptr<model::Model> model_;
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
+  FimTokens fim_;                      // /infill's
+  Pooling pooling_ = Pooling::none;    // --embedding's (--pooling, else the GGUF's)
+  std::optional<RankHead> rank_head_;  // pooling rank: the classification head
   std::shared_ptr<runtime::PrefixCache> cache_;
   std::shared_ptr<backend::Backend> backend_;  // the slots' (for /metrics)
   std::unique_ptr<runtime::Scheduler> sched_;
+  runtime::KvBytes kv_need_, kv_per_token_;  // the KV the contexts hold, by kind (/metrics)
   int64_t n_params_ = 0, size_ = 0;
   int32_t n_ctx_total_ = 0;  // -c resolved
   Metrics metrics_;
@@ -935,9 +1148,19 @@ int run_server(const ServerOptions& o) {
   }
   loader.join();
   const auto t_stop = Clock::now();
-  if (sig)
+  if (sig == SIGTERM && o.shutdown_drain_s > 0 && !load_failed) {
+    // Drain: the node stays fully in service except that /health fails, so the balancer's next
+    // checks take it out of rotation without a request lost; what still arrives is served.
+    fmt::print(stderr, "rocky: SIGTERM received: draining for {} s (grace {} s)\n", o.shutdown_drain_s,
+               o.shutdown_grace_s);
+    app.begin_draining();
+    const auto drain = std::chrono::duration<double>(std::min(o.shutdown_drain_s, o.shutdown_grace_s));
+    while (Clock::now() - t_stop < drain)
+      if (sigtimedwait(&sigs, nullptr, &tick) > 0) break;  // a second signal ends the drain
+  } else if (sig) {
     fmt::print(stderr, "rocky: {} received: stopping (grace {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                o.shutdown_grace_s);
+  }
   app.begin_shutdown();
   svr.stop();
   // In-flight requests finish within the grace; then what is left is cancelled (each stops within

@@ -2,7 +2,9 @@
 //
 // run_server() binds the port first (so /health can answer 503 {"status":"loading model"} while
 // the model loads), loads the model and one Session per slot, then serves until SIGINT/SIGTERM:
-// it stops accepting, lets in-flight requests finish for up to shutdown_grace_s seconds, cancels
+// on SIGTERM it first drains for shutdown_drain_s seconds (/health answers 503 "draining" so a load
+// balancer takes the node out, while requests that still arrive are served), then stops accepting,
+// lets in-flight requests finish until shutdown_grace_s seconds after the signal, cancels
 // what is left (each cut request gets a 503 "shutting_down" error, an error event when streamed),
 // and returns 0. Endpoints and shapes: README.md "Server".
 #pragma once
@@ -30,6 +32,12 @@ struct ServerOptions {
   bool n_parallel_given = false;
   bool kv_unified = false;
   int32_t n_ubatch = 512;  // -ub
+  int32_t n_batch = 2048;  // -b: llama-server's logical batch (/infill sizes the prefix and suffix by it)
+  // --embedding: the embedding endpoints instead of completions (llama-server's split); --pooling
+  // ("" = the model's); --reranking: /rerank with the classification head (pooling rank).
+  bool embedding = false;
+  std::string pooling;
+  bool reranking = false;
   // --cont-batching: one context for all slots; every step batches the slots' next tokens and
   // a --prefill-chunk of one waiting prompt (runtime/batch.hpp); the prefix cache serves each
   // slot's sequence (not on hybrid models). Off: one context per slot.
@@ -41,9 +49,10 @@ struct ServerOptions {
   int32_t prefill_chunk = 0;  // --prefill-chunk: prompt tokens per step (0 = -ub)
   std::string device = "auto";
   std::string matmul = "auto";
-  bool kv_f16 = true;   // -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
-  std::string api_key;  // empty: no auth
-  std::string alias;    // model id in responses (default: the file name)
+  bool kv_f16 = true;          // -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
+  uint64_t kv_budget_mib = 0;  // --kv-budget (0: what -c and -np need, runtime/kv_memory.hpp)
+  std::string api_key;         // empty: no auth
+  std::string alias;           // model id in responses (default: the file name)
   std::string chat_template_file;
   std::string chat_template;       // --chat-template: a built-in name or a Jinja source
   std::string chat_template_name;  // --chat-template NAME: a built-in template (chat/builtin_templates.hpp)
@@ -59,6 +68,7 @@ struct ServerOptions {
   std::string reasoning_format = "auto";  // auto | none | deepseek
   int timeout_s = 600;                    // HTTP read/write timeout
   double shutdown_grace_s = 10;
+  double shutdown_drain_s = 2;  // SIGTERM only; SIGINT stops accepting at once
   // Prefix KV cache (runtime/prefix_cache.hpp).
   int32_t cache_block = 256;       // --cache-block: tokens per cached block (1 .. 256)
   uint64_t cache_ram_mib = 2048;   // --cache-ram: host-RAM tier (0 = off)

@@ -164,6 +164,7 @@ std::vector<PlannedTensor> tensor_plan(const Preset& p, uint32_t n_layer, FileTy
   }
   add(tensor_name(Tensor::OUTPUT_NORM), Role::Norm, -1, e, 0);
   if (has_output) add(tensor_name(Tensor::OUTPUT), Role::Output, -1, e, p.n_vocab);
+  if (p.n_cls_out > 0) add("cls.output.weight", Role::Output, -1, e, p.n_cls_out);
   return out;
 }
 

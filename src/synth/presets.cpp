@@ -42,6 +42,17 @@ constexpr Preset qwen3(Preset p, uint32_t key_length) {
   return p;
 }
 
+constexpr Preset coder(Preset p) {
+  p.fim_keys = true;
+  return p;
+}
+
+constexpr Preset retrieval(Preset p, int32_t pooling, uint32_t n_cls_out) {
+  p.pooling = pooling;
+  p.n_cls_out = n_cls_out;
+  return p;
+}
+
 // Llama 3.2: the Llama 3 BPE vocab and Llama 3.1 rope scaling (factor 32, low 1, high 4, 8192).
 constexpr Preset llama3(Preset p) {
   p.vocab = VocabKind::BPE_LLAMA3;
@@ -117,6 +128,18 @@ constexpr std::array k_presets = {
          true),
     make("llama-test", "llama test shape (rocky synth)", Arch::LLAMA, 256, 320, 4, 4, 2, 1000, 2048, 1e4f, 1e-5f, false,
          true),
+    // Retrieval and code-completion test shapes (qwen2-test's sizes): FIM keys (Qwen2.5-Coder),
+    // last-token pooling (Qwen3-Embedding), a one-output classification head (Qwen3-Reranker).
+    coder(make("qwen2.5-coder-test", "qwen2.5-coder test shape (rocky synth)", Arch::QWEN2, 256, 320, 4, 4, 2, 1024,
+               4096, 1e6f, 1e-6f, true, true)),
+    retrieval(qwen3(make("qwen3-embedding-test", "qwen3-embedding test shape (rocky synth)", Arch::QWEN3, 256, 320, 4,
+                         4, 2, 1024, 4096, 1e6f, 1e-6f, true, true),
+                    64),
+              3, 0),
+    retrieval(qwen3(make("qwen3-reranker-test", "qwen3-reranker test shape (rocky synth)", Arch::QWEN3, 256, 320, 4, 4,
+                         2, 1024, 4096, 1e6f, 1e-6f, true, true),
+                    64),
+              4, 1),
     // Two qwen35 layer patterns (6 Gated DeltaNet + 2 gated attention layers) at small widths.
     qwen35(make("qwen35-test", "qwen35 test shape (rocky synth)", Arch::QWEN35, 256, 320, 8, 4, 2, 1024, 4096, 1e7f,
                 1e-6f, true, true),

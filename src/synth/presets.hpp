@@ -105,6 +105,12 @@ struct Preset {
   uint32_t full_attn_interval = 0;
   uint32_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_d_k = 0, ssm_d_v = 0, ssm_conv = 0;
   uint32_t rope_dim = 0;
+  // Retrieval and code presets: tokenizer.ggml.fim_*_token_id of the vocab's FIM tokens (Qwen2.5-
+  // Coder's), <arch>.pooling_type (-1: not written; 3 last = Qwen3-Embedding, 4 rank =
+  // Qwen3-Reranker), and a reranker's classification head cls.output.weight [n_embd, n_cls_out].
+  bool fim_keys = false;
+  int32_t pooling = -1;
+  uint32_t n_cls_out = 0;
 
   uint32_t head_dim() const { return key_length ? key_length : n_embd / n_head; }
   uint32_t n_embd_q() const { return head_dim() * n_head; }

@@ -89,6 +89,20 @@ void set_synth_metadata(gguf::Writer& w, const Preset& p, uint32_t n_layer, File
   w.set_bool("tokenizer.ggml.add_eos_token", false);
   if (!v.add_space_prefix) w.set_bool("tokenizer.ggml.add_space_prefix", false);
   if (!v.chat_template.empty()) w.set_string("tokenizer.chat_template", v.chat_template);
+  if (p.fim_keys) {
+    auto id_of = [&](std::string_view text) {
+      for (size_t i = 0; i < v.tokens.size(); ++i)
+        if (v.tokens[i] == text) return static_cast<uint32_t>(i);
+      fail("preset {}: the vocab has no token {}", p.name, text);
+    };
+    w.set_u32("tokenizer.ggml.fim_pre_token_id", id_of("<|fim_prefix|>"));
+    w.set_u32("tokenizer.ggml.fim_suf_token_id", id_of("<|fim_suffix|>"));
+    w.set_u32("tokenizer.ggml.fim_mid_token_id", id_of("<|fim_middle|>"));
+    w.set_u32("tokenizer.ggml.fim_pad_token_id", id_of("<|fim_pad|>"));
+    w.set_u32("tokenizer.ggml.fim_rep_token_id", id_of("<|repo_name|>"));
+    w.set_u32("tokenizer.ggml.fim_sep_token_id", id_of("<|file_sep|>"));
+  }
+  if (p.pooling >= 0) w.set_u32(a + ".pooling_type", static_cast<uint32_t>(p.pooling));
 }
 
 Preset synth_preset(const SynthOptions& o) {

@@ -4,11 +4,15 @@
 // CTest runs this (test_server_agents_node) with ROCKY_BIN, ROCKY_MODEL and ROCKY_DEVICE set. The
 // model (stories260K) has random-ish weights and never writes a tool call by itself: the tool round
 // trips feed tool_use/tool_result (function_call/function_call_output) history and check that it is
-// rendered as the chat template renders the same OpenAI conversation; the parsing of a written call
-// into tool_use / function_call is covered by test_server_agent_apis.
+// rendered as the chat template renders the same OpenAI conversation; forced choices (Anthropic's
+// any / tool, Responses' required / named function) and text.format make it write a call or JSON
+// through the grammar, which must parse into tool_use / function_call / JSON text. The embeddings
+// test runs the OpenAI SDK's embeddings.create on an --embedding server (a synth model).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -21,8 +25,8 @@ assert.ok(BIN && MODEL, 'ROCKY_BIN and ROCKY_MODEL must be set');
 const TEMPLATE = path.join(SHARED, 'reference/chat/templates/qwen2.5-7b-instruct.jinja');
 const KEY = 'sekrit';
 
-async function startServer(extra = []) {
-  const args = ['serve', '-m', MODEL, '--port', '0', '-c', '2048', '--device', DEVICE, ...extra];
+async function startServer(extra = [], model = MODEL) {
+  const args = ['serve', '-m', model, '--port', '0', '-c', '2048', '--device', DEVICE, ...extra];
   const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   const url = await new Promise((resolve, reject) => {
@@ -204,8 +208,12 @@ test('messages errors: SDK error classes, Anthropic error bodies', async () => {
     (e) => e instanceof Anthropic.BadRequestError && /messages\[0\]\.content\[0\]\.type/.test(e.message),
   );
   await assert.rejects(
-    anthropic.messages.create({ model: 'stories', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], tools: TOOLS_A, tool_choice: { type: 'any' } }),
-    (e) => e instanceof Anthropic.BadRequestError && /tool_choice\.type/.test(e.message),
+    anthropic.messages.create({ model: 'stories', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], tool_choice: { type: 'any' } }),
+    (e) => e instanceof Anthropic.BadRequestError && /tool_choice\.type/.test(e.message) && /no tools/.test(e.message),
+  );
+  await assert.rejects(
+    anthropic.messages.create({ model: 'stories', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], tools: TOOLS_A, tool_choice: { type: 'tool', name: 'nope' } }),
+    (e) => e instanceof Anthropic.BadRequestError && /tool_choice\.name/.test(e.message),
   );
   // The next request is served.
   const ok = await anthropic.messages.create({ model: 'stories', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] });
@@ -307,8 +315,13 @@ test('responses: function_call items round trip; previous_response_id replays th
 test('responses errors name the field', async () => {
   const cases = [
     [{ input: 'hi', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
-    [{ input: 'hi', tool_choice: 'required', tools: [{ type: 'function', name: 'f', parameters: {} }] }, 'tool_choice'],
-    [{ input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object' } } } }, 'text.format'],
+    [{ input: 'hi', tool_choice: 'required' }, 'tool_choice'],
+    [{ input: 'hi', tool_choice: { type: 'function', name: 'g' }, tools: [{ type: 'function', name: 'f', parameters: {} }] }, 'tool_choice.name'],
+    [{ input: 'hi', tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [] }, tools: [{ type: 'function', name: 'f', parameters: {} }] }, 'tool_choice.type'],
+    [{ input: 'hi', text: { format: { type: 'json_schema', schema: { type: 'object' } } } }, 'text.format.name'],
+    [{ input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object', properties: { a: { $ref: '#/nowhere' } } } } } }, 'text.format.schema'],
+    [{ input: 'hi', text: { format: { type: 'yaml' } } }, 'text.format.type'],
+    [{ input: 'hi', text: { format: { type: 'json_object' } }, tool_choice: 'required', tools: [{ type: 'function', name: 'f', parameters: {} }] }, 'tool_choice'],
     [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:' }] }] }, 'input[0].content[0].type'],
     [{}, 'input'],
   ];
@@ -317,6 +330,92 @@ test('responses errors name the field', async () => {
   }
   const bad = new OpenAI({ baseURL: `${S.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.responses.create({ model: 'stories', input: 'hi' }), (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+// A schema small enough that stories260K's greedy walk through the grammar ends well within the
+// token budget: the forced call must parse into a tool_use / function_call with valid input.
+const UNIT_SCHEMA = { type: 'object', properties: { unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } }, required: ['unit'], additionalProperties: false };
+const TOOLS_FORCED = [
+  { name: 'get_weather', description: 'The weather', input_schema: UNIT_SCHEMA },
+  { name: 'get_time', description: 'The time', input_schema: { type: 'object', properties: {}, additionalProperties: false } },
+];
+
+test('messages: tool_choice any / tool force a tool_use that parses (create and stream)', async () => {
+  const base = { model: 'stories', max_tokens: 200, temperature: 0, messages: [{ role: 'user', content: USER }], tools: TOOLS_FORCED };
+  for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }, { type: 'tool', name: 'get_time' }]) {
+    const r = await anthropic.messages.create({ ...base, tool_choice });
+    assert.equal(r.stop_reason, 'tool_use', JSON.stringify(r));
+    const uses = r.content.filter((b) => b.type === 'tool_use');
+    assert.equal(uses.length, 1, JSON.stringify(r.content));
+    assert.match(uses[0].id, /^toolu_/);
+    if (tool_choice.name) assert.equal(uses[0].name, tool_choice.name);
+    if (uses[0].name === 'get_weather') assert.ok(['celsius', 'fahrenheit'].includes(uses[0].input.unit), JSON.stringify(uses[0].input));
+    else assert.deepEqual(uses[0].input, {});
+    // The stream gives the same call through input_json_delta.
+    const final = await anthropic.messages.stream({ ...base, tool_choice }).finalMessage();
+    assert.equal(final.stop_reason, 'tool_use');
+    const su = final.content.filter((b) => b.type === 'tool_use');
+    assert.equal(su.length, 1);
+    assert.equal(su[0].name, uses[0].name);
+    assert.deepEqual(su[0].input, uses[0].input);
+  }
+  // none: no tools in the prompt, plain text.
+  const none = await anthropic.messages.create({ ...base, max_tokens: 8, tool_choice: { type: 'none' } });
+  assert.notEqual(none.stop_reason, 'tool_use');
+});
+
+test('responses: tool_choice required / named and text.format json_schema / json_object parse', async () => {
+  const tools = TOOLS_FORCED.map((t) => ({ type: 'function', name: t.name, description: t.description, parameters: t.input_schema, strict: true }));
+  const base = { model: 'stories', input: USER, tools, max_output_tokens: 200, temperature: 0 };
+  for (const tool_choice of ['required', { type: 'function', name: 'get_weather' }]) {
+    const r = await openai.responses.create({ ...base, tool_choice });
+    assert.equal(r.status, 'completed', JSON.stringify(r));
+    assert.deepEqual(r.tool_choice, tool_choice);
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.equal(calls.length, 1, JSON.stringify(r.output));
+    if (typeof tool_choice === 'object') assert.equal(calls[0].name, 'get_weather');
+    const args = JSON.parse(calls[0].arguments);
+    if (calls[0].name === 'get_weather') assert.ok(['celsius', 'fahrenheit'].includes(args.unit));
+    const stream = await openai.responses.create({ ...base, tool_choice, stream: true });
+    let done;
+    for await (const ev of stream) if (ev.type === 'response.function_call_arguments.done') done = ev;
+    assert.equal(done.arguments, calls[0].arguments);
+  }
+  const format = { type: 'json_schema', name: 'unit', schema: UNIT_SCHEMA, strict: true };
+  const j = await openai.responses.create({ model: 'stories', input: USER, text: { format }, max_output_tokens: 200, temperature: 0 });
+  assert.equal(j.status, 'completed', JSON.stringify(j));
+  assert.equal(j.text.format.name, 'unit');
+  assert.ok(['celsius', 'fahrenheit'].includes(JSON.parse(j.output_text).unit), j.output_text);
+  const o = await openai.responses.create({ model: 'stories', input: USER, text: { format: { type: 'json_object' } }, max_output_tokens: 200, temperature: 0 });
+  if (o.status === 'completed') assert.equal(typeof JSON.parse(o.output_text), 'object', o.output_text);
+  else assert.match(o.output_text, /^\s*\{/);
+});
+
+test('embeddings.create (the OpenAI SDK; base64 on the wire by default) on an --embedding server', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rocky-emb-'));
+  const model = path.join(dir, 'emb.gguf');
+  try {
+    execFileSync(BIN, ['synth', '--preset', 'qwen3-embedding-test', '--type', 'f32', '-q', '-o', model]);
+    const emb = await startServer(['--embedding', '--no-warmup'], model);
+    try {
+      const client = new OpenAI({ baseURL: `${emb.url}/v1`, apiKey: 'none', maxRetries: 0 });
+      const r = await client.embeddings.create({ model: 'emb', input: ['a panda', 'a bear'] });
+      assert.equal(r.data.length, 2);
+      const floats = await client.embeddings.create({ model: 'emb', input: ['a panda', 'a bear'], encoding_format: 'float' });
+      for (let i = 0; i < 2; ++i) {
+        const v = r.data[i].embedding;
+        assert.equal(v.length, 256);
+        assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-4);
+        assert.deepEqual(v, floats.data[i].embedding.map((x) => Math.fround(x)));
+      }
+      assert.equal(r.usage.prompt_tokens, floats.usage.prompt_tokens);
+      await assert.rejects(client.chat.completions.create({ model: 'emb', messages: [{ role: 'user', content: 'hi' }] }), (e) => e.status === 501);
+    } finally {
+      emb.proc.kill('SIGKILL');
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a stream silent for 5 s gets a ping (Anthropic keeps idle streams alive that way)', async () => {

@@ -101,12 +101,24 @@ TEST(AnthropicRequest, NamesBadFields) {
   EXPECT_NE(image.message.find("image"), std::string::npos);
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"document"}]}]})").param,
             "messages[0].content[0].type");
+  // any / tool need tools; tool names one of them.
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"any"}})").param,
             "tool_choice.type");
   EXPECT_EQ(
       err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"tool","name":"x"}})")
           .param,
       "tool_choice.type");
+  const char* tools = R"("tools":[{"name":"w","input_schema":{"type":"object"}}])";
+  auto with_tools = [&](const std::string& choice) {
+    return std::string(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],)") + tools +
+           R"(,"tool_choice":)" + choice + "}";
+  };
+  EXPECT_EQ(err(with_tools(R"({"type":"tool","name":"x"})").c_str()).param, "tool_choice.name");
+  EXPECT_EQ(err(with_tools(R"({"type":"tool"})").c_str()).param, "tool_choice.name");
+  EXPECT_EQ(err(with_tools(R"({"type":"some"})").c_str()).param, "tool_choice.type");
+  EXPECT_EQ(err(with_tools(R"({"type":"any","disable_parallel_tool_use":1})").c_str()).param,
+            "tool_choice.disable_parallel_tool_use");
+  EXPECT_EQ(err(with_tools(R"("any")").c_str()).param, "tool_choice");
   EXPECT_EQ(
       err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tools":[{"type":"web_search_20250305","name":"w"}]})")
           .param,
@@ -120,6 +132,25 @@ TEST(AnthropicRequest, NamesBadFields) {
       "messages[0].content[0].type");
   EXPECT_EQ(err(R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"stop_sequences":[1]})").param,
             "stop_sequences[0]");
+}
+
+TEST(AnthropicRequest, ToolChoiceAsChatCompletionsNamesIt) {
+  auto parse = [](const std::string& choice) {
+    return anthropic::parse_messages(
+        json::parse(
+            R"({"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tools":[{"name":"w","input_schema":{"type":"object"}},{"name":"v","input_schema":{"type":"object"}}],"tool_choice":)" +
+            choice + "}"),
+        false);
+  };
+  const auto any = parse(R"({"type":"any","disable_parallel_tool_use":true})");
+  EXPECT_EQ(any.tool_choice, "required");
+  EXPECT_FALSE(any.parallel_tool_calls);
+  const auto tool = parse(R"({"type":"tool","name":"v"})");
+  EXPECT_EQ(tool.tool_choice, "function");
+  EXPECT_EQ(tool.tool_choice_name, "v");
+  EXPECT_TRUE(tool.parallel_tool_calls);
+  EXPECT_EQ(parse(R"({"type":"none"})").tool_choice, "none");
+  EXPECT_EQ(parse(R"({"type":"auto"})").tool_choice, "auto");
 }
 
 TEST(AnthropicErrors, TypesAndStatuses) {
@@ -275,13 +306,55 @@ TEST(ResponsesRequest, NamesBadFields) {
   EXPECT_EQ(err(R"({"input":"a","tools":[{"type":"web_search"}]})").param, "tools[0].type");
   EXPECT_EQ(err(R"({"input":"a","tool_choice":"required"})").param, "tool_choice");
   EXPECT_EQ(err(R"({"input":"a","tool_choice":{"type":"function","name":"f"}})").param, "tool_choice");
-  const auto schema = err(R"({"input":"a","text":{"format":{"type":"json_schema","name":"x","schema":{}}}})");
-  EXPECT_EQ(schema.param, "text.format");
+  const std::string tools = R"("tools":[{"type":"function","name":"f"}])";
+  auto with_tools = [&](const std::string& rest) {
+    return err((R"({"input":"a",)" + tools + "," + rest + "}").c_str());
+  };
+  EXPECT_EQ(with_tools(R"("tool_choice":{"type":"function","name":"g"})").param, "tool_choice.name");
+  EXPECT_EQ(with_tools(R"("tool_choice":{"type":"function"})").param, "tool_choice.name");
+  EXPECT_EQ(with_tools(R"("tool_choice":{"type":"allowed_tools","mode":"auto","tools":[]})").param, "tool_choice.type");
+  EXPECT_EQ(with_tools(R"("tool_choice":{"type":"file_search"})").param, "tool_choice.type");
+  EXPECT_EQ(with_tools(R"("tool_choice":"sometimes")").param, "tool_choice");
+  EXPECT_EQ(with_tools(R"("tool_choice":"required","text":{"format":{"type":"json_object"}})").param, "tool_choice");
+  EXPECT_EQ(err(R"({"input":"a","text":{"format":{"type":"json_schema","schema":{}}}})").param, "text.format.name");
+  EXPECT_EQ(err(R"({"input":"a","text":{"format":{"type":"json_schema","name":"x"}}})").param, "text.format.schema");
+  EXPECT_EQ(err(R"({"input":"a","text":{"format":{"type":"json_schema","name":"x","schema":[]}}})").param,
+            "text.format.schema");
+  EXPECT_EQ(err(R"({"input":"a","text":{"format":{"type":"json_schema","name":"x","schema":{"$ref":"#/x"}}}})").param,
+            "text.format.schema");
+  EXPECT_EQ(err(R"({"input":"a","text":{"format":{"type":"json_schema","name":"x","schema":{},"strict":"y"}}})").param,
+            "text.format.strict");
+  EXPECT_EQ(err(R"({"input":"a","text":{"format":{"type":"xml"}}})").param, "text.format.type");
   EXPECT_EQ(err(R"({"input":[{"type":"item_reference","id":"x"}]})").param, "input[0].type");
   EXPECT_EQ(err(R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]})").param,
             "input[0].content[0].type");
   EXPECT_EQ(err(R"({"input":"a","max_output_tokens":0})").param, "max_output_tokens");
   EXPECT_EQ(err(R"({"input":[{"type":"function_call","name":"f","arguments":"{}"}]})").param, "input[0].call_id");
+}
+
+TEST(ResponsesRequest, ToolChoiceAndTextFormat) {
+  const auto named = responses::parse_responses(
+      json::parse(
+          R"({"input":"a","tools":[{"type":"function","name":"f"},{"type":"function","name":"g"}],"tool_choice":{"type":"function","name":"g"}})"),
+      false);
+  EXPECT_EQ(named.tool_choice, "function");
+  EXPECT_EQ(named.tool_choice_name, "g");
+  EXPECT_EQ(named.tool_choice_echo, json::parse(R"({"type":"function","name":"g"})"));
+  EXPECT_TRUE(named.sampling.grammar.empty());
+  const auto req = responses::parse_responses(
+      json::parse(R"({"input":"a","tools":[{"type":"function","name":"f"}],"tool_choice":"required"})"), false);
+  EXPECT_EQ(req.tool_choice, "required");
+  const auto schema = responses::parse_responses(
+      json::parse(
+          R"({"input":"a","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object","properties":{"n":{"type":"integer"}}},"strict":true}}})"),
+      false);
+  EXPECT_EQ(schema.sampling.grammar_param, "text.format.schema");
+  EXPECT_NE(schema.sampling.grammar.find("root ::="), std::string::npos) << schema.sampling.grammar;
+  EXPECT_EQ(schema.text_format["name"], "x");
+  const auto obj =
+      responses::parse_responses(json::parse(R"({"input":"a","text":{"format":{"type":"json_object"}}})"), false);
+  EXPECT_EQ(obj.sampling.grammar_param, "text.format");
+  EXPECT_FALSE(obj.sampling.grammar.empty());
 }
 
 TEST(ResponsesResponse, ObjectAndStoredMessages) {

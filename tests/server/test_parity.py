@@ -193,10 +193,14 @@ def test_refused_and_noted_flags():
     assert rc == 2 and "context" in err and "shift" in err, (rc, err)
     rc, err = serve_exit("--reasoning-budget", "512")
     assert rc == 2 and "reasoning-budget" in err, (rc, err)
-    for gone in (["--mlock"], ["--numa", "distribute"], ["--embedding"], ["--log-format", "json"],
+    for gone in (["--mlock"], ["--numa", "distribute"], ["--log-format", "json"],
                  ["--slot-save-path", "/tmp"], ["--chat-template", "chatml"], ["--no-mmap"], ["--keep", "4"]):
         rc, err = serve_exit(*gone)
         assert rc == 2 and f"{gone[0]}: is not supported: " in err, (gone, rc, err)
+    rc, err = serve_exit("--embedding", "--cont-batching")
+    assert rc == 2 and "--embedding" in err and "--cont-batching" in err, (rc, err)
+    rc, err = serve_exit("--reranking", "--pooling", "mean")
+    assert rc == 2 and "--pooling" in err and "rank" in err, (rc, err)
     s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja")
     try:
         log = "".join(s.log)
