@@ -66,6 +66,7 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(-2.0, 2.0));
   sub->add_option("--frequency-penalty", sp.frequency_penalty, "Default frequency_penalty (0 = off)")
       ->check(CLI::Range(-2.0, 2.0));
+  add_sampler_flags(sub, sp, "Default ");
   sub->add_flag("--embedding,--embeddings", o->embedding,
                 "Serve embeddings (/v1/embeddings, /embedding) instead of completions, as llama-server: the "
                 "hidden states after the output norm, pooled by --pooling");
@@ -99,6 +100,10 @@ void add_serve(CLI::App& app, Runner& run) {
                   "Require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
+  sub->add_option("--chat-template", o->chat_template,
+                  "Chat template: a llama.cpp built-in name (chatml, llama3, gemma, mistral-v7, mistral-v7-tekken, "
+                  "phi3, phi4, deepseek3, zephyr) or a Jinja template; overrides the model's")
+      ->excludes("--chat-template-file");
   sub->add_option("--cors-origins", o->cors_origins,
                   "Origins allowed by CORS, comma-separated (default: any, as llama-server; browsers of other "
                   "origins get no Access-Control-Allow-Origin, their preflights a 403)")
@@ -156,7 +161,6 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
       {"--slot-save-path", "saving and restoring slots is not implemented yet"},
       {"--log-format", "rocky's log is plain text"},
-      {"--chat-template", "built-in template names are not implemented yet: give the template as --chat-template-file"},
   };
   for (const auto& [names, why] : refused) {
     const std::string reason = why;

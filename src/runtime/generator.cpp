@@ -36,6 +36,12 @@ bool mask_has(const std::vector<uint64_t>& mask, int32_t t) {
 }
 }  // namespace
 
+std::shared_ptr<const DryBreakers> dry_breakers(const tok::Tokenizer& tok, const std::vector<std::string>& breakers) {
+  return std::make_shared<const DryBreakers>(dry_breaker_sequences(
+      breakers, static_cast<int32_t>(tok.vocab().size()), [&](int32_t t) { return tok.token_to_piece(t, true); },
+      [&](const std::string& s) { return tok.tokenize(s, false, false); }));
+}
+
 const char* stop_reason_name(StopReason r) {
   switch (r) {
     case StopReason::Eog: return "eog";
@@ -125,6 +131,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   // A padded embedding table (alignment rows) is legal: ids past the vocabulary are never sampled.
   SamplerParams sp = p.sampling;
   if (sp.n_vocab == 0) sp.n_vocab = static_cast<int32_t>(std::min(tok_.vocab().size(), nv));
+  if (sp.dry_multiplier != 0.0f && !sp.dry_breakers) sp.dry_breakers = dry_breakers(tok_, sp.dry_sequence_breakers);
   Sampler sampler(sp);
   res.seed = sampler.seed();
   for (int32_t t : prompt) sampler.accept(t);
@@ -147,6 +154,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
   const auto t_gen = Clock::now();
   bool done = max_tokens == 0;
+  bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
   res.reason = StopReason::Length;
   // The next step's mask depends only on the tokens accepted so far, so it is computed on another
   // thread while the model evaluates that step (the GPU's time hides the CPU's; std::async's future
@@ -193,7 +201,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     const std::string text = stop.push(dec.push(t));
     res.text += text;
     const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;
-    const bool keep_going = !on_token || on_token(TokenEvent{t, text, index});
+    const bool keep_going =
+        !on_token || on_token(TokenEvent{t, text, index, p.n_probs >= 0 ? &res.probs.back() : nullptr});
     if (stop.stopped()) {
       res.reason = StopReason::StopString;
       break;
@@ -203,6 +212,11 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       break;
     }
     if (static_cast<int64_t>(res.tokens.size()) >= max_tokens) {
+      res.reason = StopReason::Length;
+      break;
+    }
+    has_new_line = has_new_line || text.find('\n') != std::string::npos;
+    if (p.t_max_predict_ms > 0 && has_new_line && ms_since(t_gen) > p.t_max_predict_ms) {
       res.reason = StopReason::Length;
       break;
     }

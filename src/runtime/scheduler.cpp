@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -109,20 +110,21 @@ Scheduler::Admit Scheduler::submit(const std::shared_ptr<Job>& job) {
 
 void Scheduler::dispatch() {
   bool assigned = false;
-  while (!queue_.empty()) {
-    const std::shared_ptr<Job>& job = queue_.front();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const std::shared_ptr<Job> job = *it;
     // Admission: the prompt must fit the shared cells beside what the running jobs hold (a job
     // alone always runs: its prompt was checked against the context).
     if (running_ > 0 && !closed_) {
       const int64_t free = engine_->n_cells() - engine_->used_cells() - reserved_;
       if (static_cast<int64_t>(job->prompt.size()) > free) break;
     }
-    // The idle slot whose cells share the longest prefix with the prompt.
+    // The slot a request asked for (id_slot; it waits while that slot is busy, the jobs behind it
+    // go on), else the idle slot whose cells share the longest prefix with the prompt.
     int best = -1;
     size_t best_len = 0;
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = *slots_[i];
-      if (s.busy) continue;
+      if (s.busy || (job->id_slot >= 0 && static_cast<size_t>(job->id_slot) != i)) continue;
       size_t len = 0;
       if (!s.forget)
         while (len < s.tokens.size() && len < job->prompt.size() && s.tokens[len] == job->prompt[len]) ++len;
@@ -131,14 +133,20 @@ void Scheduler::dispatch() {
         best_len = len;
       }
     }
-    if (best < 0) break;
+    if (best < 0) {
+      if (job->id_slot >= 0) {
+        ++it;
+        continue;
+      }
+      break;
+    }
     Slot& s = *slots_[static_cast<size_t>(best)];
     s.job = job;
     s.busy = true;
     s.reserved = static_cast<int64_t>(job->prompt.size());
     reserved_ += s.reserved;
     ++running_;
-    queue_.pop_front();
+    it = queue_.erase(it);
     assigned = true;
   }
   if (assigned) cv_.notify_all();

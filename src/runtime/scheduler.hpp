@@ -42,6 +42,7 @@ struct Job {
   TokenFn on_token;                 // per token; false cancels
   std::function<bool()> alive;      // polled per token and before the job starts (client still there?)
   std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
+  int id_slot = -1;                 // ≥ 0: only that slot runs it (llama-server's id_slot)
   // An embedding job (rocky serve --embedding): the prompt is evaluated from an empty context and
   // every token's hidden state lands in `hidden` ([prompt.size()][n_embd]); nothing is generated,
   // the prefix cache is not used, and `result` carries only n_prompt and prompt_ms.

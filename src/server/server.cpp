@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -33,6 +34,7 @@
 #include "server/embedding.hpp"
 #include "server/infill.hpp"
 #include "server/http.hpp"
+#include "server/json_fields.hpp"
 #include "server/event_stream.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_responses.hpp"
@@ -48,6 +50,12 @@
 namespace rocky::server {
 namespace {
 using Clock = std::chrono::steady_clock;
+
+json sampler_names(const std::vector<runtime::SamplerKind>& order) {
+  json out = json::array();
+  for (runtime::SamplerKind k : order) out.push_back(std::string(runtime::sampler_name(k)));
+  return out;
+}
 
 class App {
  public:
@@ -78,8 +86,8 @@ class App {
       fmt::print(stderr, "rocky: embeddings: pooling {}{}\n", to_string(pooling_),
                  rank_head_ ? fmt::format(" (classification head: {} output(s))", rank_head_->n_out()) : "");
     }
-    tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file));
-    if (tmpl_->is_fallback() && o_.chat_template_file.empty())
+    tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file, o_.chat_template));
+    if (tmpl_->is_fallback() && o_.chat_template_file.empty() && o_.chat_template.empty())
       fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
     runtime::BackendOptions bo;
     bo.device = o_.device;
@@ -373,6 +381,19 @@ class App {
             {"repeat_penalty", sp.repeat_penalty},
             {"presence_penalty", sp.presence_penalty},
             {"frequency_penalty", sp.frequency_penalty},
+            {"typical_p", sp.typical_p},
+            {"top_n_sigma", sp.top_n_sigma},
+            {"xtc_probability", sp.xtc_probability},
+            {"xtc_threshold", sp.xtc_threshold},
+            {"dry_multiplier", sp.dry_multiplier},
+            {"dry_base", sp.dry_base},
+            {"dry_allowed_length", sp.dry_allowed_length},
+            {"dry_penalty_last_n", sp.dry_penalty_last_n},
+            {"dry_sequence_breakers", sp.dry_sequence_breakers},
+            {"mirostat", sp.mirostat},
+            {"mirostat_tau", sp.mirostat_tau},
+            {"mirostat_eta", sp.mirostat_eta},
+            {"samplers", sampler_names(sp.order)},
             {"n_predict", o_.n_predict},
             {"max_tokens", o_.n_predict}};
   }
@@ -495,6 +516,9 @@ class App {
     send_json(res, 200, {{"prompt", render(in)}});
   }
 
+  mutable std::mutex dry_mu_;
+  mutable std::shared_ptr<const runtime::DryBreakers> dry_default_;  // the default breakers as tokens
+
   // A constraint compiled against the model's vocabulary; a failure (size or time budget) is a 400
   // naming the field the constraint came from.
   std::shared_ptr<grammar::CompiledGrammar> compile_constraint(const std::string& gbnf,
@@ -520,6 +544,43 @@ class App {
     if (s.presence_penalty) p.sampling.presence_penalty = static_cast<float>(*s.presence_penalty);
     if (s.frequency_penalty) p.sampling.frequency_penalty = static_cast<float>(*s.frequency_penalty);
     if (s.seed) p.sampling.seed = static_cast<uint32_t>(*s.seed);  // -1 → 0xFFFFFFFF: random, as llama.cpp
+    auto set_f = [](float& dst, const std::optional<double>& v) {
+      if (v) dst = static_cast<float>(*v);
+    };
+    auto set_i = [](int32_t& dst, const std::optional<int64_t>& v) {
+      if (v) dst = static_cast<int32_t>(*v);
+    };
+    runtime::SamplerParams& sp = p.sampling;
+    set_f(sp.typical_p, s.typical_p);
+    set_f(sp.top_n_sigma, s.top_n_sigma);
+    set_f(sp.xtc_probability, s.xtc_probability);
+    set_f(sp.xtc_threshold, s.xtc_threshold);
+    set_f(sp.dry_multiplier, s.dry_multiplier);
+    set_f(sp.dry_base, s.dry_base);
+    set_i(sp.dry_allowed_length, s.dry_allowed_length);
+    set_i(sp.dry_penalty_last_n, s.dry_penalty_last_n);
+    set_i(sp.mirostat, s.mirostat);
+    set_f(sp.mirostat_tau, s.mirostat_tau);
+    set_f(sp.mirostat_eta, s.mirostat_eta);
+    if (s.samplers) sp.order = *s.samplers;
+    if (s.dry_sequence_breakers) sp.dry_sequence_breakers = *s.dry_sequence_breakers;
+    if (sp.dry_multiplier != 0.0f) {
+      // The vocabulary scan for the breakers: once for the server's default list, per request for
+      // a list of the request's own.
+      if (!s.dry_sequence_breakers || *s.dry_sequence_breakers == o_.sampling.dry_sequence_breakers) {
+        std::lock_guard lk(dry_mu_);
+        if (!dry_default_) dry_default_ = runtime::dry_breakers(*tok_, o_.sampling.dry_sequence_breakers);
+        sp.dry_breakers = dry_default_;
+      } else {
+        sp.dry_breakers = runtime::dry_breakers(*tok_, sp.dry_sequence_breakers);
+      }
+    }
+    p.t_max_predict_ms = static_cast<int32_t>(s.t_max_predict_ms);
+    if (const int n_slots = sched_->stats().n_slots; s.id_slot >= n_slots)
+      throw ApiError(400,
+                     fmt::format("'id_slot' is {}: the server has {} slots (0 … {})", s.id_slot, n_slots, n_slots - 1),
+                     "id_slot", "invalid_value");
+    p.id_slot = static_cast<int32_t>(s.id_slot);
     for (const LogitBias& b : s.logit_bias) {
       const float bias = static_cast<float>(b.bias);
       if (b.id >= 0) {
@@ -742,7 +803,7 @@ class App {
     check_fits(ids, "messages");
     runtime::GenerateParams gp = to_params(r.sampling);
     add_tool_grammar(gp, syntax, in.tools, r.tool_choice, r.tool_choice_name);
-    generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax);
+    generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax, r.sampling.n);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Kind kind) {
@@ -761,7 +822,7 @@ class App {
               fmt::format("prompt[{}]", i), "invalid_value");
     }
     check_fits(ids, "prompt");
-    generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {});
+    generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {}, r.sampling.n);
   }
 
   std::shared_ptr<runtime::Job> submit(std::vector<int32_t> ids, runtime::GenerateParams p,
@@ -821,11 +882,49 @@ class App {
                     "", "shutting_down", "unavailable_error");
   }
 
+  // `n` > 1 (OpenAI's choices): the choices run one after the other on the first one's slot, so
+  // each later one finds the prompt in that slot's KV (only its last token is evaluated again).
   void generate(const httplib::Request& req, httplib::Response& res, std::vector<int32_t> ids,
-                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage,
-                const chat::ReplySyntax& syntax) {
+                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage, const chat::ReplySyntax& syntax,
+                int64_t n = 1) {
+    if (n > 1 && (stream || kind == Kind::Native))
+      fields::bad_value("n", stream ? "above 1 is not supported with \"stream\": true (ask without streaming)"
+                                    : "above 1 is not supported on the native endpoint (use /v1/completions)");
     auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    if (n > 1) {
+      const std::string id = random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-");
+      json out;
+      int slot = p.id_slot;
+      for (int64_t i = 0; i < n; ++i) {
+        auto job = submit(ids, p, probe);
+        job->id_slot = slot;
+        admit(job);
+        while (!job->wait_for_ms(20))
+          if (!probe->alive()) job->cancel = true;
+        if (const auto e = settle(*job)) {
+          probe->release();
+          throw *e;
+        }
+        slot = job->slot;
+        json f = shapes_.final_json(kind, id, *job->result, job->slot, syntax, &job->params);
+        if (i == 0) {
+          out = std::move(f);
+          continue;
+        }
+        json c = f["choices"][0];
+        c["index"] = i;
+        out["choices"].push_back(std::move(c));
+        auto& u = out["usage"];
+        u["completion_tokens"] = u["completion_tokens"].get<int64_t>() + f["usage"]["completion_tokens"].get<int64_t>();
+        u["total_tokens"] = u["prompt_tokens"].get<int64_t>() + u["completion_tokens"].get<int64_t>();
+      }
+      probe->release();
+      send_json(res, 200, out);
+      return;
+    }
+    const int id_slot = p.id_slot;
     auto job = submit(std::move(ids), std::move(p), probe);
+    job->id_slot = id_slot;
     const std::string id = random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-");
     if (!stream) {
       admit(job);

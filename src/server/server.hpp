@@ -56,6 +56,7 @@ struct ServerOptions {
   std::string api_key;         // empty: no auth
   std::string alias;           // model id in responses (default: the file name)
   std::string chat_template_file;
+  std::string chat_template;       // --chat-template: a built-in name or a Jinja source
   std::string chat_template_name;  // --chat-template NAME: a built-in template (chat/builtin_templates.hpp)
   // Defaults of the requests' sampling fields (--temp, --top-k, …, --seed) and of max_tokens (-n).
   runtime::SamplerParams sampling;
