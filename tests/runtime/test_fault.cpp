@@ -55,22 +55,22 @@ std::shared_ptr<runtime::Job> run(runtime::Scheduler& s, const std::vector<int32
   return job;
 }
 
+// The server's one engine with two slots, batched (continuous batching) or one request per step
+// (--no-cont-batching).
+std::unique_ptr<runtime::Scheduler> scheduler(Fixture& f, const std::shared_ptr<backend::Backend>& be, bool batched) {
+  runtime::BatchOptions bo;
+  bo.n_seq = 2;
+  bo.n_ctx = 128;
+  bo.max_seqs = batched ? 0 : 1;
+  auto e = std::make_shared<runtime::BatchEngine>(*f.m, be, bo);
+  return std::make_unique<runtime::Scheduler>(f.tok, e, 4);
+}
+
 void faults(const std::string& dev, bool batched) {
-  SCOPED_TRACE(dev + (batched ? " batched" : " sessions"));
+  SCOPED_TRACE(dev + (batched ? " batched" : " one request per step"));
   Fixture f;
   auto be = make(dev);
-  std::unique_ptr<runtime::Scheduler> s;
-  if (batched) {
-    runtime::BatchOptions bo;
-    bo.n_seq = 2;
-    bo.n_ctx = 128;
-    auto e = std::make_shared<runtime::BatchEngine>(*f.m, be, bo);
-    s = std::make_unique<runtime::Scheduler>(f.tok, e, 4);
-  } else {
-    std::vector<std::unique_ptr<runtime::Session>> slots;
-    slots.push_back(std::make_unique<runtime::Session>(*f.m, be, runtime::SessionOptions{128, 512}));
-    s = std::make_unique<runtime::Scheduler>(f.tok, std::move(slots), 4);
-  }
+  std::unique_ptr<runtime::Scheduler> s = scheduler(f, be, batched);
   const auto p = prompt(40, 5, f.m->hparams().n_vocab);
   auto base = run(*s, p);
   ASSERT_TRUE(base->error.empty()) << base->error;
@@ -106,18 +106,17 @@ void faults(const std::string& dev, bool batched) {
   EXPECT_FALSE(big->fault);
 }
 
-TEST(Fault, CpuSessions) { faults("cpu", false); }
+TEST(Fault, CpuOneRequestPerStep) { faults("cpu", false); }
 TEST(Fault, CpuBatched) { faults("cpu", true); }
-TEST(Fault, VulkanSessions) { faults("vulkan", false); }
+TEST(Fault, VulkanOneRequestPerStep) { faults("vulkan", false); }
 TEST(Fault, VulkanBatched) { faults("vulkan", true); }
 
 // On Vulkan a step's own device allocation (the activation arena of a new shape) can fail too.
 TEST(Fault, VulkanAllocInStep) {
   Fixture f;
   auto be = make("vulkan");
-  std::vector<std::unique_ptr<runtime::Session>> slots;
-  slots.push_back(std::make_unique<runtime::Session>(*f.m, be, runtime::SessionOptions{128, 512}));
-  runtime::Scheduler s(f.tok, std::move(slots), 4);
+  std::unique_ptr<runtime::Scheduler> sp = scheduler(f, be, true);
+  runtime::Scheduler& s = *sp;
   const auto p = prompt(40, 5, f.m->hparams().n_vocab);
   fault::install(runtime::parse_fault("alloc@1"));
   auto a = run(s, p);
