@@ -16,7 +16,7 @@ namespace {
 // short names are one letter, so those are rewritten to their long form (--ub) before parsing.
 std::string rewrite_two_letter(const char* arg) {
   static const char* const k_long[] = {"-ub", "-np",  "-to",  "-cnv", "-sys", "-st",  "-ngl", "-tb",
-                                       "-fa", "-ctk", "-ctv", "-npl", "-mmp", "-kvu", "-rea"};
+                                       "-fa", "-ctk", "-ctv", "-npl", "-mmp", "-kvu", "-rea", "-md"};
   for (const char* l : k_long)
     if (std::string(arg) == l) return std::string("-") + l;
   return arg;

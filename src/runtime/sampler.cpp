@@ -109,14 +109,37 @@ std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
   return l;
 }
 
+double TokenDist::prob(int32_t id) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == id) return p[i];
+  return 0.0;
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
   // Padded tables: rows past the vocabulary are not tokens (SamplerParams::n_vocab).
   if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size())
     logits = logits.first(static_cast<size_t>(p_.n_vocab));
   // Greedy with nothing to adjust reads the logits where they are (no copy of n_vocab floats per token).
   if (p_.temp <= 0.0f && plain()) return argmax(logits);
+  if (p_.temp <= 0.0f) return argmax(adjusted(logits));
+  return draw(distribution(logits));
+}
+
+int32_t Sampler::draw(const TokenDist& d) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double r = u(rng_), cum = 0;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    cum += d.p[i];
+    if (r < cum) return d.ids[i];
+  }
+  return d.ids.back();
+}
+
+TokenDist Sampler::distribution(std::span<const float> logits) const {
+  if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size())
+    logits = logits.first(static_cast<size_t>(p_.n_vocab));
   std::vector<float> l = adjusted(logits);
-  if (p_.temp <= 0.0f) return argmax(l);
+  if (p_.temp <= 0.0f) return TokenDist{{argmax(l)}, {1.0}};
 
   // Candidates sorted by logit, descending (ties: lower id first).
   std::vector<int32_t> cand(l.size());
@@ -166,13 +189,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
   for (int32_t t : cand) l[static_cast<size_t>(t)] /= p_.temp;
   softmax(prob);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  double r = u(rng_), cum = 0;
-  for (size_t i = 0; i < cand.size(); ++i) {
-    cum += prob[i];
-    if (r < cum) return cand[i];
-  }
-  return cand.back();
+  return TokenDist{std::move(cand), std::move(prob)};
 }
 
 }  // namespace rocky::runtime

@@ -49,12 +49,26 @@ struct TokenProbs {
 // Over the first n_vocab logits (0: all).
 TokenProbs token_probs(std::span<const float> logits, int32_t n_vocab, int32_t token, int32_t n_top);
 
+// A sampling distribution: candidate ids and their probabilities (summing to 1), most likely first.
+// What Sampler::sample() draws from; speculative verification compares it with a draft's.
+struct TokenDist {
+  std::vector<int32_t> ids;
+  std::vector<double> p;
+  double prob(int32_t id) const;  // 0 for an id outside the candidates
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
   // Picks the next token from `logits` (the output rows, not modified); never an id ≥
   // SamplerParams::n_vocab.
   int32_t sample(std::span<const float> logits);
+  // The distribution sample() draws from for these logits (the whole chain; temp ≤ 0: a point mass
+  // on the greedy pick). sample(l) == draw(distribution(l)) for the same generator state.
+  TokenDist distribution(std::span<const float> logits) const;
+  // Draws from `d` with the sampler's generator (one uniform number).
+  int32_t draw(const TokenDist& d);
+  std::mt19937& rng() { return rng_; }
   // Records a token of the context (prompt or generated) for the repetition penalty.
   void accept(int32_t token);
   uint32_t seed() const { return seed_; }
