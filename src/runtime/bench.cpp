@@ -655,7 +655,8 @@ std::string bench_markdown(const std::vector<BenchRow>& rows) {
   for (const auto& r : rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
     const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
-    const std::string gbs = r.n_gen > 0 ? fmt::format("{:.1f}", r.gbs) : "-";  // tg rows: weight bytes read per second
+    // tg rows: weight bytes read per second (not for speculative rows: a step reads them once for several tokens)
+    const std::string gbs = r.n_gen > 0 && r.spec.empty() ? fmt::format("{:.1f}", r.gbs) : "-";
     // params as llama-bench prints them: M below a billion, B from there.
     const double np = double(r.model_n_params);
     const std::string params = np < 1e9 ? fmt::format("{:.2f} M", np / 1e6) : fmt::format("{:.2f} B", np / 1e9);

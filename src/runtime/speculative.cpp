@@ -90,8 +90,9 @@ ModelDrafter::ModelDrafter(Session& s, const SamplerParams& target_sampling, int
       n_vocab_(n_vocab),
       p_min_(p_min) {
   if (s.recurrent())
-    fail("the draft model has recurrent (linear-attention) layers: its state cannot be rolled back past rejected "
-         "drafts; use a pure-attention draft model");
+    fail(
+        "the draft model has recurrent (linear-attention) layers: its state cannot be rolled back past rejected "
+        "drafts; use a pure-attention draft model");
 }
 
 void ModelDrafter::draft(std::span<const int32_t> history, int32_t n_max, Draft& out) {
@@ -143,8 +144,8 @@ void LabDrafter::draft(std::span<const int32_t> history, int32_t n_max, Draft& o
   out.q.clear();
   if (history.size() <= n_prompt_) return;
   const size_t g = history.size() - n_prompt_;  // generated tokens so far
-  if (g > oracle_.size() || !std::equal(history.begin() + static_cast<std::ptrdiff_t>(n_prompt_), history.end(),
-                                        oracle_.begin()))
+  if (g > oracle_.size() ||
+      !std::equal(history.begin() + static_cast<std::ptrdiff_t>(n_prompt_), history.end(), oracle_.begin()))
     return;
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<int32_t> other(1, n_vocab_ - 1);
@@ -166,8 +167,7 @@ void check_draft_vocab(const tok::Vocab& target, const tok::Vocab& draft, const 
     fail("{}: special tokens differ (bos {} vs {}, eos {} vs {})", both, draft.bos(), target.bos(), draft.eos(),
          target.eos());
   const size_t a = target.size(), b = draft.size();
-  if ((a > b ? a - b : b - a) > 128)
-    fail("{}: vocabulary sizes differ by more than 128 ({} vs {} tokens)", both, b, a);
+  if ((a > b ? a - b : b - a) > 128) fail("{}: vocabulary sizes differ by more than 128 ({} vs {} tokens)", both, b, a);
   for (size_t i = 0; i < std::min(a, b); ++i) {
     const auto id = static_cast<tok::TokenId>(i);
     if (target.token(id).text != draft.token(id).text)

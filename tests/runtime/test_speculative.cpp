@@ -20,6 +20,7 @@
 
 #include "common/shared.hpp"
 #include "core/error.hpp"
+#include "grammar/constraint.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/generator.hpp"
@@ -260,6 +261,51 @@ TEST_P(SpeculativeEndToEnd, GreedyTextIsUnchangedAndRejectedCellsAreDropped) {
   }
 }
 
+// Stop strings, the length limit and a grammar mask land in the middle of a verified draft: the
+// same text, the same reason and a context holding exactly what plain decoding leaves.
+TEST_P(SpeculativeEndToEnd, StopRulesAndGrammarInsideADraft) {
+  Loaded t(stories());
+  auto be = backend_for(GetParam());
+  const std::vector<int32_t> prompt = repeating_prompt(t.tok);
+  auto run = [&](GenerateParams g, bool spec, int32_t* n_past) {
+    Session s(*t.m, be, SessionOptions{256, 64});
+    SessionSource src(s);
+    Generator gen(src, t.tok);
+    const GenerateResult oracle = gen.generate(prompt, greedy(60));
+    s.reset();
+    LabDrafter d(oracle.tokens, prompt.size(), 0.9, 512, 5);
+    NgramDrafter ng(2, 16);
+    if (spec) {
+      g.drafter = g.grammar ? static_cast<Drafter*>(&ng) : &d;
+      g.draft_max = 8;
+    }
+    GenerateResult r = gen.generate(prompt, g);
+    *n_past = s.n_past();
+    return r;
+  };
+  GenerateParams stop = greedy(60);
+  stop.stop = {"named"};
+  GenerateParams len = greedy(13);
+  GenerateParams gram = greedy(30);
+  gram.grammar = grammar::compile_gbnf("root ::= (\" a\" | \" little\" | \" dog\" | \" time\" | \".\")+", t.tok);
+  for (const GenerateParams* g : {&stop, &len, &gram}) {
+    int32_t np_plain = 0, np_spec = 0;
+    GenerateParams a = *g, b = *g;
+    if (g == &gram)
+      b.grammar = grammar::compile_gbnf("root ::= (\" a\" | \" little\" | \" dog\" | \" time\" | \".\")+", t.tok);
+    const GenerateResult plain = run(a, false, &np_plain);
+    const GenerateResult spec = run(b, true, &np_spec);
+    EXPECT_EQ(spec.text, plain.text);
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.reason, plain.reason);
+    EXPECT_EQ(np_spec, np_plain);
+    EXPECT_GT(spec.draft_n, 0);
+    if (g == &stop) EXPECT_EQ(plain.reason, StopReason::StopString);
+    if (g == &len) EXPECT_EQ(plain.reason, StopReason::Length);
+    if (g == &gram) EXPECT_GT(spec.grammar_checked, 0);
+  }
+}
+
 TEST_P(SpeculativeEndToEnd, DraftModelGreedyTextIsUnchanged) {
   // Target and draft: qwen2.5-0.5b shapes with different weights over one vocabulary.
   Loaded t(synth("qwen2.5-0.5b", 1));
@@ -325,7 +371,8 @@ TEST(SpeculativeSampled, DistributionMatchesPlainSampling) {
       }
       const GenerateResult r = gen.generate(prompt, gp);
       ASSERT_EQ(r.tokens.size(), static_cast<size_t>(n_gen));
-      for (int32_t i = 0; i < n_gen; ++i) ++(arm ? spec : plain)[static_cast<size_t>(i)][r.tokens[static_cast<size_t>(i)]];
+      for (int32_t i = 0; i < n_gen; ++i)
+        ++(arm ? spec : plain)[static_cast<size_t>(i)][r.tokens[static_cast<size_t>(i)]];
       if (arm) {
         drafted += r.draft_n;
         accepted += r.draft_n_accepted;
