@@ -300,9 +300,13 @@ TEST_P(SpeculativeEndToEnd, StopRulesAndGrammarInsideADraft) {
     EXPECT_EQ(spec.reason, plain.reason);
     EXPECT_EQ(np_spec, np_plain);
     EXPECT_GT(spec.draft_n, 0);
-    if (g == &stop) EXPECT_EQ(plain.reason, StopReason::StopString);
-    if (g == &len) EXPECT_EQ(plain.reason, StopReason::Length);
-    if (g == &gram) EXPECT_GT(spec.grammar_checked, 0);
+    if (g == &stop) {
+      EXPECT_EQ(plain.reason, StopReason::StopString);
+    } else if (g == &len) {
+      EXPECT_EQ(plain.reason, StopReason::Length);
+    } else {
+      EXPECT_GT(spec.grammar_checked, 0);
+    }
   }
 }
 
