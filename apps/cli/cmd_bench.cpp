@@ -141,6 +141,9 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   add_kv_cache_flags(sub, o->kv);
+  sub->add_option("--kv-budget", o->p.kv_budget_mib,
+                  "KV budget in MiB: a context whose KV is over it is refused before allocation (0 = none)")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
   add_ignored(sub, {"--ngl,--n-gpu-layers", "-t,--threads", "--fa,--flash-attn", "--mmp,--mmap", "--numa"}, {},
               "llama-bench");
   sub->callback([&run, o, sub] {

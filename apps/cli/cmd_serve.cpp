@@ -91,6 +91,10 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::IsMember({"auto", "mmq", "mm", "basic"}));
   auto kv = std::make_shared<KvCacheFlags>();
   add_kv_cache_flags(sub, *kv);
+  sub->add_option("--kv-budget", o->kv_budget_mib,
+                  "KV budget in MiB (default: what -c and -np need): checked before any KV is allocated, "
+                  "refused naming the budget when -c / -np need more; the server never allocates KV past it")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
   sub->add_option("--api-key", o->api_key,
                   "Require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");

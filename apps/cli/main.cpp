@@ -33,6 +33,7 @@ const runtime::EnvOptions& process_env() { return g_env; }
 int main(int argc, char** argv) {
   try {
     rocky::cli::g_env = rocky::runtime::read_env();  // the one read of the environment
+    rocky::fault::install(rocky::cli::g_env.fault);  // ROCKY_FAULT (tests of the recovery)
   } catch (const rocky::Error& e) {
     fmt::print(stderr, "rocky: error: {}\n", e.what());
     return 1;

@@ -39,6 +39,19 @@ class OutOfMemoryError : public Error {
   using Error::Error;
 };
 
+// The device stopped answering (VK_ERROR_DEVICE_LOST): what it held is gone, so the context that
+// was computing must be made again (the server fails that step's requests with 503 and rebuilds).
+class DeviceLostError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A failure of the device rather than of the request: out of device memory or a lost device. The
+// server answers it with 503 and recovers (runtime/scheduler.cpp).
+inline bool is_device_fault(const std::exception& e) {
+  return dynamic_cast<const OutOfMemoryError*>(&e) != nullptr || dynamic_cast<const DeviceLostError*>(&e) != nullptr;
+}
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

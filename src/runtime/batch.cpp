@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -25,7 +26,8 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
   check_finite_ = o.check_finite;
   graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
   be_->load_weights(g.weights());
-  ctx_ = be_->make_context(backend::ContextOptions{g.kv, n_seq_});
+  ctx_opts_ = backend::ContextOptions{g.kv, n_seq_};
+  ctx_ = be_->make_context(ctx_opts_);
   // -ub within the context and what one binding holds (as Session::n_ubatch).
   n_ubatch_ = std::min(o.n_ubatch, n_ctx_);
   if (n_ctx_ >= 2) {
@@ -40,6 +42,8 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
   chunk_ = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_ubatch_) : n_ubatch_;
   n_past_.assign(static_cast<size_t>(n_seq_), 0);
   active_.assign(static_cast<size_t>(n_seq_), 0);
+  wiped_.assign(static_cast<size_t>(n_seq_), 0);
+  lost_.assign(static_cast<size_t>(n_seq_), {});
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -65,6 +69,7 @@ void BatchEngine::end(int32_t seq) {
     std::lock_guard lk(mu_);
     active_[static_cast<size_t>(seq)] = 0;
     n_past_[static_cast<size_t>(seq)] = 0;  // its cells are free: the next job overwrites them
+    lost_[static_cast<size_t>(seq)] = {};
   }
   cv_.notify_all();  // a step waiting for this sequence's next token goes ahead
 }
@@ -78,7 +83,41 @@ void BatchEngine::truncate(int32_t seq, int32_t n) {
   check_seq(seq);
   if (n < 0 || n > n_ctx_) fail("batch: truncate sequence {} to {} positions (context {})", seq, n, n_ctx_);
   std::lock_guard lk(mu_);
+  if (wiped_[static_cast<size_t>(seq)] && n > 0)
+    fail("batch: sequence {}'s cells were lost to a device fault (the context was made again)", seq);
+  wiped_[static_cast<size_t>(seq)] = 0;
   n_past_[static_cast<size_t>(seq)] = n;
+}
+
+double BatchEngine::gpu_ms() {
+  std::lock_guard c(ctx_mu_);
+  return ctx_ ? ctx_->gpu_ms() : 0;
+}
+
+void BatchEngine::throw_fault(const std::string& error, int fault) {
+  if (fault == 1) throw OutOfMemoryError(error);
+  throw DeviceLostError(error);
+}
+
+void BatchEngine::recover(const std::string& error, int fault, const std::vector<int32_t>& in_step) {
+  {
+    std::lock_guard c(ctx_mu_);
+    ctx_.reset();  // its buffers go before the new ones are asked for
+    try {
+      ctx_ = be_->make_context(ctx_opts_);
+    } catch (const std::exception& e) {
+      fmt::print(stderr,
+                 "rocky: warning: remaking the context after a device fault failed: {}; retrying at the next step\n",
+                 e.what());
+    }
+  }
+  for (int32_t s = 0; s < n_seq_; ++s) {
+    const auto i = static_cast<size_t>(s);
+    n_past_[i] = 0;
+    wiped_[i] = 1;
+    if (active_[i] && std::find(in_step.begin(), in_step.end(), s) == in_step.end()) lost_[i] = {error, fault};
+  }
+  shapes_.clear();  // plans made for the old context's arena
 }
 
 void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
@@ -87,6 +126,7 @@ void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const 
     fail("import_kv: position {} of sequence {} leaves a gap after its {} positions", p0, seq, n_past(seq));
   {
     std::lock_guard c(ctx_mu_);
+    if (!ctx_) fail("import_kv: no context (a device fault)");
     ctx_->import_kv(p0, n, bytes, seq);
   }
   truncate(seq, p0 + n);
@@ -96,8 +136,9 @@ std::vector<uint8_t> BatchEngine::export_kv(int32_t seq, int32_t p0, int32_t n) 
   check_seq(seq);
   if (p0 < 0 || n < 0 || p0 + n > n_past(seq))
     fail("export_kv: positions [{}, {}) not all in sequence {} ({} held)", p0, p0 + n, seq, n_past(seq));
-  std::vector<uint8_t> out(ctx_->kv_export_bytes(n));
   std::lock_guard c(ctx_mu_);
+  if (!ctx_) fail("export_kv: no context (a device fault)");
+  std::vector<uint8_t> out(ctx_->kv_export_bytes(n));
   ctx_->export_kv(p0, n, out, seq);
   return out;
 }
@@ -119,6 +160,10 @@ std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> token
   r.all_logits = all_logits;
   r.progress = progress;
   std::unique_lock lk(mu_);
+  if (auto& l = lost_[static_cast<size_t>(seq)]; !l.first.empty()) {
+    const auto f = std::exchange(l, {});
+    throw_fault(f.first, f.second);
+  }
   const int32_t np = n_past_[static_cast<size_t>(seq)];
   if (np + static_cast<int64_t>(tokens.size()) > n_ctx_)
     fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", tokens.size(), np, n_ctx_);
@@ -127,6 +172,7 @@ std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> token
   cv_.notify_all();
   done_cv_.wait(lk, [&] { return r.finished; });
   if (seqs_max) *seqs_max = std::max(*seqs_max, r.seqs_max);
+  if (r.fault != 0) throw_fault(r.error, r.fault);
   if (!r.error.empty()) fail("{}", r.error);
   return std::move(r.out);
 }
@@ -213,6 +259,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   // Compute outside the lock: callers keep queueing; these requests stay put (their threads wait).
   std::string error;
+  int fault = 0;
   std::vector<float>& logits = step_logits_;
   // Kept between steps, but not at the size of one all-logits step: more than 4× a decode step's
   // need (n_seq rows) is given back.
@@ -237,6 +284,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     g.pos = pos;
     logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
     std::lock_guard c(ctx_mu_);
+    if (!ctx_) ctx_ = be_->make_context(ctx_opts_);  // the last recover() could not make it
     const backend::HostTiming h0 = ctx_->stats().host;
     const auto t0 = std::chrono::steady_clock::now();
     ctx_->compute(g, it->second.p, toks, logits);
@@ -247,10 +295,12 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     replayed = h1.replays > h0.replays;
   } catch (const std::exception& e) {
     error = e.what();
+    if (is_device_fault(e)) fault = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ? 1 : 2;
   }
   if (pf != nullptr && pf->progress && error.empty())
     pf->progress(static_cast<int64_t>(pf->done) + chunk, static_cast<int64_t>(pf->tokens.size()));
   lk.lock();
+  if (fault != 0) recover(error, fault, seq);
   auto row = [&](int32_t col) {  // logits of ubatch column col
     const int32_t first = want == model::Logits::ALL ? 0 : n - n_out;
     return std::span<const float>(logits).subspan(static_cast<size_t>(col - first) * nv, nv);
@@ -264,6 +314,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     pf->seqs_max = std::max(pf->seqs_max, n_seqs);
     if (!error.empty()) {
       pf->error = error;
+      pf->fault = fault;
       pf->finished = true;
     } else {
       if (all) {
@@ -289,6 +340,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     r->finished = true;
     if (!error.empty()) {
       r->error = error;
+      r->fault = fault;
       continue;
     }
     auto v = row(chunk + static_cast<int32_t>(i));

@@ -98,6 +98,8 @@ class BatchEngine {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_seq() const { return n_seq_; }
   int32_t n_vocab() const { return model_.hparams().n_vocab; }
+  // The context's GPU time (0 while a device fault left none: see step()).
+  double gpu_ms();
   BatchStats stats() const;
   backend::Context& context() { return *ctx_; }
   backend::Backend& backend() { return *be_; }
@@ -113,7 +115,14 @@ class BatchEngine {
     int32_t seqs_max = 0;
     bool finished = false;
     std::string error;
+    int fault = 0;  // the error is a device fault: 1 out of device memory, 2 device lost
   };
+  // After a device fault in a step: the context is made again (weights kept); every sequence's
+  // cells are gone, so an active sequence's next eval fails with the same fault (its job ends with
+  // 503) and a kept prefix cannot be reused (truncate to more than 0 positions fails until the
+  // sequence starts over). ctx_ stays null when making it fails; the next step tries again.
+  void recover(const std::string& error, int fault, const std::vector<int32_t>& in_step);
+  [[noreturn]] static void throw_fault(const std::string& error, int fault);
   void loop();
   void check_seq(int32_t seq) const {
     if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
@@ -123,6 +132,7 @@ class BatchEngine {
   const model::Model& model_;
   std::shared_ptr<backend::Backend> be_;
   std::unique_ptr<backend::Context> ctx_;
+  backend::ContextOptions ctx_opts_;  // what ctx_ is made with (recover)
   int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512;
   bool check_finite_ = true;
   mutable std::mutex mu_;
@@ -131,6 +141,8 @@ class BatchEngine {
   std::condition_variable done_cv_;  // callers: a request finished
   std::vector<int32_t> n_past_;      // per sequence
   std::vector<uint8_t> active_;      // per sequence: between begin() and end()
+  std::vector<uint8_t> wiped_;       // per sequence: its cells were lost to a device fault (recover)
+  std::vector<std::pair<std::string, int>> lost_;                       // per sequence: the fault its next eval reports
   std::optional<std::chrono::steady_clock::time_point> last_step_end_;  // BatchStats::gather_s
   std::vector<float> step_logits_;  // step()'s logits, kept between steps (loop thread only)
   std::deque<Request*> queue_;      // waiting requests, in arrival order
@@ -159,7 +171,7 @@ class BatchSource final : public LogitSource {
   int32_t n_ctx() const override { return e_.n_ctx(); }
   int32_t n_vocab() const override { return e_.n_vocab(); }
   // The shared context's: a step's GPU time counts for every sequence it carried.
-  double gpu_ms() const override { return e_.context().gpu_ms(); }
+  double gpu_ms() const override { return e_.gpu_ms(); }
   int32_t seqs_max() const { return seqs_max_; }
 
  private:

@@ -125,6 +125,12 @@ nlohmann::json row_json(const BenchRow& r) {
       {"peak_device_memory", r.peak_device_memory},
       {"memory",
        {{"weights", r.memory.weights}, {"kv", r.memory.kv}, {"arena", r.memory.arena}, {"other", r.memory.other}}},
+      {"kv_bytes",
+       {{"full", r.kv_bytes.full},
+        {"sliding_window", r.kv_bytes.sliding_window},
+        {"recurrent", r.kv_bytes.recurrent},
+        {"unused", r.kv_bytes.unused}}},
+      {"kv_bytes_per_token", {{"full", r.kv_per_token.full}, {"sliding_window", r.kv_per_token.sliding_window}}},
       {"type_k", r.type_k},
       {"type_v", r.type_v},
       {"flops_per_token", r.flops_per_token},
@@ -377,6 +383,8 @@ BenchRow bench_npl(UbBench& b, int32_t npl, int32_t ng) {
   r.test = fmt::format("pp{}+tg{} x{}", npp, ng, npl);
   const int32_t ctx_pl = std::max(npp + ng + 1, npl);
   graph::Graph g0 = b.model.build_graph(model::UbatchSpec{1, 0, ctx_pl, model::Logits::LAST});
+  r.kv_bytes = kv_bytes(b.model, ctx_pl, npl, b.s.context().kv_type(), &r.kv_per_token);
+  check_kv_budget(r.kv_bytes, b.p.kv_budget_mib, fmt::format("{}: {} sequences of {} positions", r.test, npl, ctx_pl));
   auto ctx = b.s.backend().make_context(backend::ContextOptions{g0.kv, npl});
   std::map<std::pair<int32_t, int32_t>, std::pair<graph::Graph, graph::Plan>> shapes;  // (n, n_out)
   auto shape = [&](int32_t n, int32_t n_out) -> std::pair<graph::Graph, graph::Plan>& {
@@ -604,7 +612,13 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     bo.kv_f16 = p.kv_f16;
     bo.env = p.env;
     if (p.profile) bo.vulkan_for = "bench --profile";
-    Session s(*model, make_backend(bo), so);
+    std::shared_ptr<backend::Backend> be = make_backend(bo);
+    // --kv-budget before the session allocates its KV (the CPU keeps f32).
+    const backend::KvType kvt = be->stats().kind != "cpu" && p.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
+    KvBytes kv_pt;
+    const KvBytes kv_all = kv_bytes(*model, n_ctx, 1, kvt, &kv_pt);
+    check_kv_budget(kv_all, p.kv_budget_mib, fmt::format("a context of {} positions", n_ctx));
+    Session s(*model, be, so);
     BenchRow base;
     base.model = model_label(*model, n_params);
     base.model_file = p.model;
@@ -617,6 +631,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.tiles = s.backend().stats().tiles;  // the tuning profile and its tiles
     if (!base.tiles.empty()) log(fmt::format("bench: ub {} tiles: {}", ub, base.tiles));
     base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
+    base.kv_bytes = kv_all;
+    base.kv_per_token = kv_pt;
     base.build_commit = build_commit();
     base.driver = backend_driver(s.backend());
     base.tune_profile = base.tiles.substr(0, base.tiles.find(": "));

@@ -31,6 +31,7 @@
 
 #include "backend/backend.hpp"
 #include "model/model.hpp"
+#include "runtime/kv_memory.hpp"
 #include "runtime/options.hpp"
 
 namespace rocky::runtime {
@@ -68,6 +69,7 @@ struct BenchParams {
       false;  // per-op GPU time of the last pp ubatch / tg token (Vulkan only; slows the run; -npl: the last step)
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   bool kv_f16 = true;           // the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
+  uint64_t kv_budget_mib = 0;   // --kv-budget: a context's KV over it is refused before allocation (0 = none)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
   EnvOptions env;                         // the program's environment (lab overrides, cache dir)
@@ -91,6 +93,8 @@ struct BenchRow {
   double avg_ns = 0;                           // mean wall ns per repetition
   uint64_t peak_device_memory = 0;             // bytes, after every run of this ub
   backend::MemoryStats memory;                 // device memory by kind after the runs of this ub (Backend::stats())
+  KvBytes kv_bytes;                            // the row's context's KV by kind of layer (runtime/kv_memory.hpp)
+  KvBytes kv_per_token;                        // of it, one position of one sequence
   std::string type_k = "f32", type_v = "f32";  // the context's KV cache types (llama-bench's fields)
   double flops_per_token = 0;
   double tflops = 0;             // achieved (avg_ts · flops_per_token), pp and tg

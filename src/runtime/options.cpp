@@ -132,6 +132,39 @@ uint64_t parse_timeout_s(const std::string& value) {
   return v;
 }
 
+fault::Plan parse_fault(const std::string& value) {
+  fault::Plan plan;
+  if (value.empty()) return plan;
+  static constexpr fault::Kind k_all[] = {fault::Kind::Alloc, fault::Kind::Lost, fault::Kind::Disk, fault::Kind::Kill};
+  size_t at = 0;
+  while (at <= value.size()) {
+    const size_t comma = value.find(',', at);
+    const std::string item = value.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? value.size() + 1 : comma + 1;
+    const size_t sep = item.find_first_of("@%");
+    if (sep == std::string::npos)
+      fail("ROCKY_FAULT='{}': '{}' is not KIND@N or KIND%N (kinds: alloc, lost, disk, kill)", value, item);
+    fault::Rule r;
+    r.every = item[sep] == '%';
+    const std::string kind = item.substr(0, sep), n = item.substr(sep + 1);
+    bool known = false;
+    for (const fault::Kind k : k_all)
+      if (kind == fault::kind_name(k)) {
+        r.kind = k;
+        known = true;
+      }
+    if (!known) fail("ROCKY_FAULT='{}': unknown fault kind '{}' (alloc, lost, disk, kill)", value, kind);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(n.c_str(), &end, 10);
+    if (n.empty() || n[0] < '0' || n[0] > '9' || *end != '\0' || errno == ERANGE || v == 0)
+      fail("ROCKY_FAULT='{}': '{}': N must be a positive count (the Nth event is the one that fails)", value, item);
+    r.n = v;
+    plan.rules.push_back(r);
+  }
+  return plan;
+}
+
 vulkan::LabOptions parse_lab(const std::string& tune, const std::string& switches) {
   vulkan::LabOptions lab;
   parse_tune(tune, lab);
@@ -177,6 +210,7 @@ EnvOptions read_env() {
   e.lab.device_memory_limit = parse_device_memory_limit(rocky_var("ROCKY_DEVICE_MEMORY_LIMIT"));
   e.lab.vulkan_timeout_s = parse_timeout_s(rocky_var("ROCKY_VULKAN_TIMEOUT_S"));
   e.vulkan_loader = rocky_var("ROCKY_VULKAN_LOADER");
+  e.fault = parse_fault(rocky_var("ROCKY_FAULT"));
   if (const std::string x = var("XDG_CACHE_HOME"); !x.empty()) {
     e.cache_dir = x;
   } else if (const std::string h = var("HOME"); !h.empty()) {

@@ -16,6 +16,11 @@
 //   ROCKY_DEVICE_MEMORY_LIMIT=BYTES  cap on device memory (0 or unset: none)
 //   ROCKY_VULKAN_TIMEOUT_S=S    fence wait before a GPU counts as hung (default 1800)
 //   ROCKY_VULKAN_LOADER=PATH    the Vulkan loader to dlopen (default libvulkan.so.1)
+//   ROCKY_FAULT=RULE,…          the fault injector (core/fault.hpp), for recovery tests: a rule is
+//                               KIND@N (the Nth event only) or KIND%N (every Nth), KIND one of
+//                               alloc (a device allocation fails), lost (a step's submit reports
+//                               VK_ERROR_DEVICE_LOST), disk (a prefix-cache disk write stops
+//                               half-way), kill (the process kills itself -9 mid disk write)
 // Paths: the VkPipelineCache lives under $XDG_CACHE_HOME/rocky (else $HOME/.cache/rocky; neither
 // set: not persisted); XDG_RUNTIME_DIR is only checked to explain a failed device creation.
 #pragma once
@@ -28,12 +33,14 @@
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/lab_options.hpp"
 #include "backend/vulkan/vulkan_backend.hpp"
+#include "core/fault.hpp"
 
 namespace rocky::runtime {
 
 struct EnvOptions {
   vulkan::LabOptions lab;       // ROCKY_TUNE, ROCKY_SWITCH, ROCKY_PIPELINE_STATS, the memory cap, the timeout
   std::string vulkan_loader;    // ROCKY_VULKAN_LOADER ("" = the default)
+  fault::Plan fault;            // ROCKY_FAULT (empty: no injection); main installs it (fault::install)
   std::string cache_dir;        // $XDG_CACHE_HOME, else $HOME/.cache, else ""
   std::string xdg_runtime_dir;  // XDG_RUNTIME_DIR ("" = unset)
   std::map<std::string, std::string> set;  // the ROCKY_* variables set, name → value as given
@@ -55,6 +62,9 @@ void parse_switches(const std::string& value, vulkan::LabOptions& lab);
 uint64_t parse_device_memory_limit(const std::string& value);
 // ROCKY_VULKAN_TIMEOUT_S: a positive count of seconds ("" = 1800).
 uint64_t parse_timeout_s(const std::string& value);
+// ROCKY_FAULT: "kind@N" / "kind%N" rules joined by commas ("" = none); rocky::Error naming the
+// variable and the bad rule.
+fault::Plan parse_fault(const std::string& value);
 
 // The lab options ROCKY_TUNE = `tune` and ROCKY_SWITCH = `switches` give (tests, tools).
 vulkan::LabOptions parse_lab(const std::string& tune, const std::string& switches);

@@ -2,6 +2,7 @@
 // tokens, the K/V and any recurrent state), an LRU over them bounded by --cache-disk, a writer
 // thread that writes blocks through, and reads that refuse a damaged or foreign entry by name.
 #include <fcntl.h>
+#include <signal.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,9 +11,11 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include "core/fault.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/prefix_cache_detail.hpp"
 
@@ -70,6 +73,22 @@ std::string PrefixCache::path_of(uint64_t key) const {
   return fmt::format("{}/{:016x}-{:016x}.rkv", o_.dir, id_hash_, key);
 }
 
+namespace {
+// ".tmp-KEY-PID-N": a disk write in progress (PID alive) or one that died (killed mid-write): the
+// latter is deleted. It was never an entry (only a complete file is renamed to one), so nothing is
+// lost.
+void remove_stale_tmp(const std::string& path, const std::string& name) {
+  const size_t a = name.find('-', 5);
+  const size_t b = a == std::string::npos ? a : name.find('-', a + 1);
+  if (b == std::string::npos) return;
+  char* end = nullptr;
+  const long pid = std::strtol(name.c_str() + a + 1, &end, 10);
+  if (end != name.c_str() + b || pid <= 0) return;
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return;  // its writer may still be there
+  ::unlink(path.c_str());
+}
+}  // namespace
+
 void PrefixCache::scan_dir() {
   namespace fs = std::filesystem;
   const std::string prefix = fmt::format("{:016x}-", id_hash_);
@@ -81,6 +100,10 @@ void PrefixCache::scan_dir() {
   std::error_code ec;
   for (fs::directory_iterator it(o_.dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0) {  // a write that never finished: its writer is gone, or still writing
+      remove_stale_tmp(it->path().string(), name);
+      continue;
+    }
     if (name.size() != 16 + 1 + 16 + 4 || name.compare(0, prefix.size(), prefix) != 0 || name.substr(33) != ".rkv")
       continue;
     std::error_code e2;
@@ -267,8 +290,15 @@ bool PrefixCache::disk_write(const Block& b) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   int err = fd < 0 ? errno : 0;
   size_t done = 0;
-  while (fd >= 0 && err == 0 && done < buf.size()) {
-    const ssize_t w = ::write(fd, buf.data() + done, buf.size() - done);
+  // ROCKY_FAULT=disk@N / kill@N (core/fault.hpp): this write dies half-way. `kill` is a real
+  // kill -9 of the process there; `disk` leaves the same half-written temporary file and gives up
+  // on the entry (the server goes on). Either way no entry file exists: only a complete temporary
+  // file is ever renamed to one, and a later start deletes the leftovers (scan_dir).
+  const bool die_disk = fd >= 0 && fault::hit(fault::Kind::Disk);
+  const bool die_kill = fd >= 0 && !die_disk && fault::hit(fault::Kind::Kill);
+  const size_t stop_at = die_disk || die_kill ? buf.size() / 2 : buf.size();
+  while (fd >= 0 && err == 0 && done < stop_at) {
+    const ssize_t w = ::write(fd, buf.data() + done, stop_at - done);
     if (w < 0) {
       if (errno == EINTR) continue;
       err = errno;
@@ -276,7 +306,14 @@ bool PrefixCache::disk_write(const Block& b) {
       done += static_cast<size_t>(w);
     }
   }
+  if (die_kill) ::kill(::getpid(), SIGKILL);
   if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  if (die_disk && err == 0) {
+    warn(fmt::format("{}: write stopped half-way (injected fault, ROCKY_FAULT); the entry is not kept", tmp));
+    std::lock_guard lk(mu_);
+    ++st_.disk_errors;
+    return false;
+  }
   if (err == 0 && ::rename(tmp.c_str(), path_of(b.key).c_str()) != 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());

@@ -21,6 +21,34 @@ std::vector<int32_t> tokens_held(std::span<const int32_t> prompt, const Generate
   return t;
 }
 
+// Device-fault hook: after a step failed with a device fault (out of device memory, device lost) the
+// session's context is made again (weights kept), otherwise it is only cleared. A failed remake
+// leaves the session unusable; the next job tries again first (fault_guard).
+void recover_session(Session& session, bool fault) {
+  if (!fault) return session.reset();
+  try {
+    session.rebuild();
+  } catch (const std::exception& e) {
+    fmt::print(stderr,
+               "rocky: warning: remaking the context after a device fault failed: {}; retrying at the next job\n",
+               e.what());
+  }
+}
+
+// Before a job runs on a session that a device fault left without a context: make it again; when
+// that fails too the job ends with the fault (503) and false is returned.
+bool fault_guard(Session& session, Job& job) {
+  if (session.usable()) return true;
+  try {
+    session.rebuild();
+    return true;
+  } catch (const std::exception& e) {
+    job.error = e.what();
+    job.fault = is_device_fault(e);
+    return false;
+  }
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -161,6 +189,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
   }
   job.started = true;
   Session& session = *s.session;
+  if (!fault_guard(session, job)) return s.tokens.clear();
   if (s.forget.exchange(false)) s.tokens.clear();
   if (job.embed) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -186,7 +215,7 @@ void Scheduler::run_job(Slot& s, Job& job) {
     job.cache_hit = restore_prefix(session, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
   } catch (const std::exception& e) {
     fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
-    session.reset();
+    recover_session(session, is_device_fault(e));
     job.cache_hit = {};
   }
   s.tokens.assign(job.prompt.begin(), job.prompt.begin() + job.cache_hit.n_cached);
@@ -215,7 +244,8 @@ void Scheduler::run_job(Slot& s, Job& job) {
     }
   } catch (const std::exception& e) {
     job.error = e.what();
-    session.reset();
+    job.fault = is_device_fault(e);
+    recover_session(session, job.fault);
     s.tokens.clear();
   }
   s.kv = session.n_past();
@@ -281,6 +311,7 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     }
   } catch (const std::exception& e) {
     job.error = e.what();
+    job.fault = is_device_fault(e);  // the engine has made its context again (BatchEngine::recover)
     s.tokens.clear();
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job

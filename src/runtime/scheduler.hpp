@@ -49,6 +49,7 @@ struct Job {
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
   std::string error;    // non-empty: the generation threw (result empty)
+  bool fault = false;   // the error is a device fault (rocky::is_device_fault): the server answers 503
   PrefixHit cache_hit;  // where the cached prompt tokens came from
   int slot = -1;
   bool started = false;

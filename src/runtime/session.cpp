@@ -57,7 +57,8 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
   auto w = g.weights();
   if (!be_) fail("session: no backend");
   be_->load_weights(w);
-  ctx_ = be_->make_context(backend::ContextOptions{g.kv, 1});
+  ctx_opts_ = backend::ContextOptions{g.kv, 1};
+  ctx_ = be_->make_context(ctx_opts_);
   for (const graph::Node& n : g.nodes)
     if ((n.op == graph::Op::SSM_CONV || n.op == graph::Op::GATED_DELTA) && n.layer >= 0)
       state_layers_.push_back(n.layer);
@@ -70,6 +71,14 @@ void Session::reset() {
   n_past_ = 0;
   ckpts_.clear();
   ckpt_extra_.clear();
+}
+
+void Session::rebuild() {
+  n_past_ = 0;
+  ckpts_.clear();
+  ckpt_extra_.clear();
+  ctx_.reset();  // its buffers go before the new ones are asked for
+  ctx_ = be_->make_context(ctx_opts_);
 }
 
 std::vector<uint8_t> Session::export_state() {

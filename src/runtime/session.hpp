@@ -66,6 +66,13 @@ class Session {
   std::vector<float> hidden_states(std::span<const int32_t> tokens);
 
   void reset();  // clears the KV cache, n_past = 0
+  // Makes the context again (the weights stay loaded on the backend): the recovery from a device
+  // fault (rocky::is_device_fault), after which the old context's buffers and command state are
+  // not to be trusted. n_past = 0, checkpoints dropped. When making it fails (another fault) the
+  // error propagates and the session holds no context: usable() is false until a rebuild()
+  // succeeds; nothing else may be called before.
+  void rebuild();
+  bool usable() const { return ctx_ != nullptr; }
   // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.
   void truncate(int32_t n);
   // The KV cells of positions [p0, p0 + n) (p0 + n ≤ n_past) as host bytes (Context::export_kv).
@@ -124,6 +131,7 @@ class Session {
   const model::Model& model_;
   std::shared_ptr<backend::Backend> be_;
   std::unique_ptr<backend::Context> ctx_;  // destroyed before be_ (declared after it)
+  backend::ContextOptions ctx_opts_;       // what ctx_ was made with (rebuild)
   int32_t n_ctx_ = 0;
   int32_t n_ubatch_ = 0;
   int32_t n_past_ = 0;

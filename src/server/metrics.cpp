@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "core/fault.hpp"
+
 namespace rocky::server {
 
 void Metrics::record(const runtime::GenerateResult& r) {
@@ -44,7 +46,8 @@ void add_batch(const runtime::BatchStats& b, Add add) {
 }  // namespace
 
 std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const backend::Backend* be,
-                            const runtime::PrefixCache* cache) {
+                            const runtime::PrefixCache* cache, const runtime::KvBytes* kv,
+                            const runtime::KvBytes* kv_per_token) {
   double pms, gms;
   {
     std::lock_guard lk(m.m);
@@ -61,6 +64,22 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
   add("requests_rejected_total", "counter", "Requests refused with 503 because the queue was full.",
       static_cast<double>(m.rejected));
   add("errors_total", "counter", "Requests answered with an error status.", static_cast<double>(m.errors));
+  add("device_faults_total", "counter",
+      "Requests failed with 503 by a device fault (out of device memory, device lost); the server made its "
+      "context again.",
+      static_cast<double>(m.device_faults));
+  if (fault::active()) {  // ROCKY_FAULT: what the injector did so far
+    out +=
+        "# HELP rocky:faults_injected_total Faults the injector made (ROCKY_FAULT), by kind.\n"
+        "# TYPE rocky:faults_injected_total counter\n";
+    for (const fault::Kind k : {fault::Kind::Alloc, fault::Kind::Lost, fault::Kind::Disk, fault::Kind::Kill})
+      out += fmt::format("rocky:faults_injected_total{{kind=\"{}\"}} {}\n", fault::kind_name(k), fault::injected(k));
+    out +=
+        "# HELP rocky:fault_events_total Events the injector counted (ROCKY_FAULT's N counts these), by kind.\n"
+        "# TYPE rocky:fault_events_total counter\n";
+    for (const fault::Kind k : {fault::Kind::Alloc, fault::Kind::Lost, fault::Kind::Disk, fault::Kind::Kill})
+      out += fmt::format("rocky:fault_events_total{{kind=\"{}\"}} {}\n", fault::kind_name(k), fault::events(k));
+  }
   add("prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(m.prompt_tokens));
   add("tokens_predicted_total", "counter", "Tokens generated.", static_cast<double>(m.predicted_tokens));
   add("prompt_tokens_seconds", "gauge", "Average prefill throughput (tokens/s).", ptps);
@@ -83,6 +102,21 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
         all > 0 ? static_cast<double>(m.prompt_tokens_cached) / all : 0.0);
   }
   if (st.batched) add_batch(st.batch, add);
+  auto kinds = [&](const char* name, const char* help, const runtime::KvBytes& b, bool all) {
+    out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} gauge\n", name, help, name);
+    out += fmt::format("rocky:{}{{kind=\"full\"}} {}\n", name, b.full);
+    out += fmt::format("rocky:{}{{kind=\"sliding_window\"}} {}\n", name, b.sliding_window);
+    if (!all) return;
+    out += fmt::format("rocky:{}{{kind=\"recurrent\"}} {}\n", name, b.recurrent);
+    out += fmt::format("rocky:{}{{kind=\"unused\"}} {}\n", name, b.unused);
+  };
+  if (kv != nullptr)
+    kinds("kv_bytes",
+          "KV memory of the contexts by kind of layer: full attention, sliding window, recurrent state, held "
+          "but unused.",
+          *kv, true);
+  if (kv_per_token != nullptr)
+    kinds("kv_bytes_per_token", "KV bytes one position of one sequence costs, by kind of layer.", *kv_per_token, false);
   if (be != nullptr) {  // pipelines are created on first use: a request of a new shape pays for them
     const backend::BackendStats bs = be->stats();
     add("pipelines_created_total", "counter", "Compute pipelines created (first use of a kernel variant).",

@@ -10,6 +10,7 @@
 
 #include "backend/backend.hpp"
 #include "runtime/generator.hpp"
+#include "runtime/kv_memory.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/scheduler.hpp"
 
@@ -20,6 +21,7 @@ struct Metrics {
   std::atomic<int64_t> requests{0}, errors{0}, rejected{0}, prompt_tokens{0}, predicted_tokens{0};
   // Prompt tokens of the generations that ran, and of them the ones the prefix cache supplied.
   std::atomic<int64_t> prompt_tokens_all{0}, prompt_tokens_cached{0};
+  std::atomic<int64_t> device_faults{0};  // requests failed by a device fault (503; the context made again)
   std::mutex m;
   double prompt_ms = 0, predicted_ms = 0;  // guarded by m
   // A generation that ran: its evaluated prompt tokens, predicted tokens and their times.
@@ -27,7 +29,9 @@ struct Metrics {
 };
 
 // The text of /metrics. `be` and `cache` may be null (still loading): their lines are left out.
+// `kv` / `kv_per_token` (may be null): the contexts' KV by kind of layer and one position's share.
 std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const backend::Backend* be,
-                            const runtime::PrefixCache* cache);
+                            const runtime::PrefixCache* cache, const runtime::KvBytes* kv = nullptr,
+                            const runtime::KvBytes* kv_per_token = nullptr);
 
 }  // namespace rocky::server

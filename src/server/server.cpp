@@ -40,6 +40,8 @@
 #include "server/responses.hpp"
 #include "server/retrieval_request.hpp"
 #include "server/stream.hpp"
+#include "core/fault.hpp"
+#include "runtime/kv_memory.hpp"
 #include "server/structured.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -65,6 +67,7 @@ class App {
 
   void load() {
     fmt::print(stderr, "rocky: loading model {}\n", o_.model);
+    fault::pause(true);  // ROCKY_FAULT counts from the moment the server serves (a load error still exits)
     const auto t0 = Clock::now();
     model_ = model::Model::load(o_.model);
     tok_.emplace(tok::Tokenizer::from_gguf(model_->file()));
@@ -102,6 +105,12 @@ class App {
     if (n_slot < 1)
       fail("-c {} split over -np {} slots leaves no context per slot (use a larger -c or --kv-unified)", n_ctx_total_,
            o_.n_parallel);
+    {  // --kv-budget, before any KV is allocated (the CPU keeps f32)
+      const backend::KvType kvt = be->stats().kind != "cpu" && o_.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
+      kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_);
+      runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
+                               fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
+    }
     if (o_.cont_batching) {  // one context, n_parallel sequences
       runtime::BatchOptions bopt;
       bopt.n_seq = o_.n_parallel;
@@ -141,6 +150,7 @@ class App {
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
                sched_->n_ctx(), o_.n_parallel_given && !o_.kv_unified ? "" : ", unified");
+    fault::pause(false);
     ready_ = true;
   }
 
@@ -331,7 +341,8 @@ class App {
     if (ready_ && sched_) st = sched_->stats();
     res.status = 200;
     res.set_header("Process-Start-Time-Unix", std::to_string(created_));  // as llama-server
-    res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get()),
+    res.set_content(prometheus_text(metrics_, st, backend_.get(), cache_.get(), ready_ ? &kv_need_ : nullptr,
+                                    ready_ ? &kv_per_token_ : nullptr),
                     "text/plain; version=0.0.4; charset=utf-8");
   }
 
@@ -797,11 +808,20 @@ class App {
   }
 
   // A finished job: records the metrics of one that ran, and returns its answer when that is an
-  // error — the generation failed (500), or it was cancelled while its client is still connected,
+  // error — a device fault (503: out of device memory or device lost; the scheduler made the
+  // context again, so a retry is served), the generation failed (500), or it was cancelled while its client is still connected,
   // i.e. cut by the shutdown (a client that leaves cancels its own, and nobody reads that answer):
   // a 503 naming how far it got, never a finish_reason "stop" that would pass the cut text off as
   // complete.
   std::optional<ApiError> settle(const runtime::Job& job) {
+    if (!job.error.empty() && job.fault) {  // the step's device failed: the context was made again, retry
+      ++metrics_.device_faults;
+      return ApiError(
+          503,
+          fmt::format("device fault: {}; the server makes its context again without a restart: retry the request",
+                      job.error),
+          "", "device_fault", "unavailable_error");
+    }
     if (!job.error.empty()) return ApiError(500, job.error, "", "", "server_error");
     const runtime::GenerateResult& r = *job.result;
     metrics_.record(r);
@@ -953,6 +973,7 @@ class App {
   std::shared_ptr<runtime::PrefixCache> cache_;
   std::shared_ptr<backend::Backend> backend_;  // the slots' (for /metrics)
   std::unique_ptr<runtime::Scheduler> sched_;
+  runtime::KvBytes kv_need_, kv_per_token_;  // the KV the contexts hold, by kind (/metrics)
   int64_t n_params_ = 0, size_ = 0;
   int32_t n_ctx_total_ = 0;  // -c resolved
   Metrics metrics_;

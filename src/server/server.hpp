@@ -49,9 +49,10 @@ struct ServerOptions {
   int32_t prefill_chunk = 0;  // --prefill-chunk: prompt tokens per step (0 = -ub)
   std::string device = "auto";
   std::string matmul = "auto";
-  bool kv_f16 = true;   // -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
-  std::string api_key;  // empty: no auth
-  std::string alias;    // model id in responses (default: the file name)
+  bool kv_f16 = true;          // -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
+  uint64_t kv_budget_mib = 0;  // --kv-budget (0: what -c and -np need, runtime/kv_memory.hpp)
+  std::string api_key;         // empty: no auth
+  std::string alias;           // model id in responses (default: the file name)
   std::string chat_template_file;
   std::string chat_template_name;  // --chat-template NAME: a built-in template (chat/builtin_templates.hpp)
   // Defaults of the requests' sampling fields (--temp, --top-k, …, --seed) and of max_tokens (-n).

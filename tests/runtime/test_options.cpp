@@ -95,6 +95,41 @@ TEST(Options, TimeoutAndMemoryLimit) {
   EXPECT_NE(error_of([] { parse_device_memory_limit("-5"); }).find("ROCKY_DEVICE_MEMORY_LIMIT"), std::string::npos);
 }
 
+// ROCKY_FAULT: kind@N (the Nth only), kind%N (every Nth), comma-joined; anything else names the variable.
+TEST(Options, Fault) {
+  EXPECT_TRUE(parse_fault("").empty());
+  const fault::Plan p = parse_fault("alloc@3,lost%40,disk@1,kill@2");
+  ASSERT_EQ(p.rules.size(), 4u);
+  EXPECT_EQ(p.rules[0].kind, fault::Kind::Alloc);
+  EXPECT_EQ(p.rules[0].n, 3u);
+  EXPECT_FALSE(p.rules[0].every);
+  EXPECT_EQ(p.rules[1].kind, fault::Kind::Lost);
+  EXPECT_EQ(p.rules[1].n, 40u);
+  EXPECT_TRUE(p.rules[1].every);
+  EXPECT_EQ(p.rules[2].kind, fault::Kind::Disk);
+  EXPECT_EQ(p.rules[3].kind, fault::Kind::Kill);
+  for (const char* bad : {"alloc", "alloc@0", "alloc@-1", "alloc@x", "boom@3", "lost@3,", "@3", "alloc@3 ", "disk%"})
+    EXPECT_NE(error_of([&] { parse_fault(bad); }).find("ROCKY_FAULT"), std::string::npos) << bad;
+  EXPECT_NE(error_of([] { parse_fault("boom@3"); }).find("boom"), std::string::npos);
+  // The injector counts events per kind and fails the chosen ones.
+  fault::install(parse_fault("lost@2,alloc%3"));
+  EXPECT_FALSE(fault::hit(fault::Kind::Lost));
+  EXPECT_TRUE(fault::hit(fault::Kind::Lost));
+  EXPECT_FALSE(fault::hit(fault::Kind::Lost));
+  int allocs = 0;
+  for (int i = 0; i < 9; ++i) allocs += fault::hit(fault::Kind::Alloc) ? 1 : 0;
+  EXPECT_EQ(allocs, 3);
+  EXPECT_EQ(fault::injected(fault::Kind::Alloc), 3u);
+  EXPECT_FALSE(fault::hit(fault::Kind::Disk));
+  fault::install({});
+  EXPECT_FALSE(fault::hit(fault::Kind::Lost));
+  ::setenv("ROCKY_FAULT", "lost@x", 1);
+  EXPECT_NE(error_of([] { read_env(); }).find("ROCKY_FAULT"), std::string::npos);
+  ::setenv("ROCKY_FAULT", "lost@4", 1);
+  EXPECT_EQ(read_env().fault.rules.size(), 1u);
+  ::unsetenv("ROCKY_FAULT");
+}
+
 // read_env reads every variable once; a bad one makes it throw (main: exit 1).
 TEST(Options, ReadEnv) {
   ::setenv("ROCKY_TUNE", R"({"mmv": {"q8": 4}})", 1);

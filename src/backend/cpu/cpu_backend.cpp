@@ -8,6 +8,7 @@
 
 #include "backend/cpu/ops.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 
 namespace rocky::backend::cpu {
 
@@ -77,6 +78,11 @@ CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o
         fmt::format("cpu backend: the f32 KV cache needs {} MiB, more than the {} MiB of RAM "
                     "available (/proc/meminfo MemAvailable); lower -c",
                     want >> 20, avail >> 20));
+  // ROCKY_FAULT=alloc@N (core/fault.hpp): the KV cache counts as one device allocation here.
+  if (fault::hit(fault::Kind::Alloc))
+    throw OutOfMemoryError(fmt::format(
+        "cpu backend: cannot allocate the f32 KV cache ({} MiB): injected VK_ERROR_OUT_OF_DEVICE_MEMORY (ROCKY_FAULT)",
+        want >> 20));
   try {
     k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
     v_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
@@ -133,6 +139,9 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
       g.kv.conv_state != kv_.conv_state || g.kv.ssm_state != kv_.ssm_state) {
     fail("cpu backend: graph KV shape differs from the context's");
   }
+  // ROCKY_FAULT=lost@N (core/fault.hpp): this step is the one the device is lost in.
+  if (fault::hit(fault::Kind::Lost))
+    throw DeviceLostError("cpu backend: device lost during compute (injected VK_ERROR_DEVICE_LOST: ROCKY_FAULT)");
   const bool multi = g.multi_seq();
   if (multi) {
     g.check_seqs(n_seq_);

@@ -37,10 +37,10 @@ const char* vk_result_name(VkResult r) {
 void vk_check(VkResult r, const char* what) {
   if (r == VK_SUCCESS) return;
   if (r == VK_ERROR_DEVICE_LOST) {
-    fail(
-        "Vulkan device lost during {} (driver reset or a kernel fault); rerun with --device cpu "
-        "to compare, or check the kernel log (dmesg)",
-        what);
+    throw DeviceLostError(
+        fmt::format("Vulkan device lost during {} (VK_ERROR_DEVICE_LOST: driver reset or a kernel fault); rerun "
+                    "with --device cpu to compare, or check the kernel log (dmesg)",
+                    what));
   }
   fail("Vulkan: {} failed: {}", what, vk_result_name(r));
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/fault.hpp"
 
 namespace rocky::vulkan {
 
@@ -132,7 +133,9 @@ Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind,
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type;
-  VkResult r = vkAllocateMemory(d, &ai, nullptr, &b.memory_);
+  // ROCKY_FAULT=alloc@N (core/fault.hpp): this allocation fails as the driver's refusal would.
+  VkResult r =
+      fault::hit(fault::Kind::Alloc) ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vkAllocateMemory(d, &ai, nullptr, &b.memory_);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
     vkDestroyBuffer(d, b.buffer_, nullptr);
     b.buffer_ = VK_NULL_HANDLE;

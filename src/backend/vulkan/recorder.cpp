@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/fault.hpp"
 
 namespace rocky::vulkan {
 
@@ -13,6 +14,13 @@ constexpr uint32_t k_sets_per_pool = 256;
 constexpr uint32_t k_query_capacity = 4096;
 // Destructor: a frame still pending only after a failed wait; do not hang on it.
 constexpr uint64_t k_wait_timeout_ns = 5ull * 1000 * 1000 * 1000;
+
+// vkQueueSubmit of a compute's command buffer, or VK_ERROR_DEVICE_LOST when the fault injector
+// picks this submit (ROCKY_FAULT=lost@N, core/fault.hpp).
+VkResult queue_submit(VkQueue q, const VkSubmitInfo& si, VkFence fence) {
+  if (fault::hit(fault::Kind::Lost)) return VK_ERROR_DEVICE_LOST;
+  return vkQueueSubmit(q, 1, &si, fence);
+}
 }  // namespace
 
 // A hung GPU is an error, not a hang. One ubatch of a large model on a CPU driver (lavapipe) can
@@ -121,7 +129,7 @@ void Recorder::replay() {
   si.pCommandBuffers = &f.cb;
   {
     std::lock_guard<std::mutex> lock(dev_.queue_mutex());
-    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+    vk_check(queue_submit(dev_.queue(), si, f.fence), "vkQueueSubmit");
   }
   f.pending = true;
   wait(f);
@@ -318,7 +326,7 @@ void Recorder::flush() {
   si.pCommandBuffers = &f.cb;
   {
     std::lock_guard<std::mutex> lock(dev_.queue_mutex());
-    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+    vk_check(queue_submit(dev_.queue(), si, f.fence), "vkQueueSubmit");
   }
   f.pending = true;
   const uint32_t dispatches = dispatches_, barriers = barriers_;
@@ -347,7 +355,7 @@ void Recorder::submit_and_wait() {
   si.pCommandBuffers = &f.cb;
   {
     std::lock_guard<std::mutex> lock(dev_.queue_mutex());
-    vk_check(vkQueueSubmit(dev_.queue(), 1, &si, f.fence), "vkQueueSubmit");
+    vk_check(queue_submit(dev_.queue(), si, f.fence), "vkQueueSubmit");
   }
   f.pending = true;
   if (capturing_) {
