@@ -511,6 +511,17 @@ void add_run(CLI::App& app, Runner& run) {
               {"--mlock", "--no-mmap", "--mmap", "--jinja"}, "llama-cli");
   sub->callback([&run, o, p, f, sub] {
     if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
+    // A speculation flag without the drafter it tunes would be silently ignored: a usage error.
+    const auto needs = [sub](const char* flag, bool ok, const char* what) {
+      if (sub->count(flag) > 0 && !ok) throw CLI::ValidationError(flag, std::string("needs ") + what);
+    };
+    const bool any = o->spec_type != "none" || !o->draft_model.empty();
+    needs("--spec-lab-alpha", o->spec_type == "lab-alpha", "--spec-type lab-alpha");
+    needs("--spec-ngram-size-n", o->spec_type == "ngram-simple", "--spec-type ngram-simple");
+    needs("--spec-ngram-size-m", o->spec_type == "ngram-simple", "--spec-type ngram-simple");
+    needs("--draft-p-min", !o->draft_model.empty(), "a draft model (-md)");
+    needs("--draft-max", any, "a drafter (--spec-type or -md)");
+    needs("--draft-min", any, "a drafter (--spec-type or -md)");
     const std::vector<std::string> notes = ignored_given(sub);
     run = [o, notes] {
       print_ignored(notes);

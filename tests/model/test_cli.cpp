@@ -105,6 +105,13 @@ TEST(CliRun, SpeculationRefusalsNameTheReason) {
   EXPECT_NE(res.out.find("give one"), std::string::npos) << res.out;
   res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 4 --spec-type medusa");
   EXPECT_EQ(res.rc, 2) << res.out;
+  // A drafter's tuning flag without that drafter is a usage error, not ignored.
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 4 --draft-max 4");
+  EXPECT_EQ(res.rc, 2) << res.out;
+  EXPECT_NE(res.out.find("--draft-max"), std::string::npos) << res.out;
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") +
+              " -p hi -n 4 --spec-type ngram-simple --draft-p-min 0.5");
+  EXPECT_EQ(res.rc, 2) << res.out;
   // A hybrid target (Gated DeltaNet layers): speculation is refused, saying why.
   const std::string hybrid = test::scratch_dir("cli_run") + "/qwen35-test.gguf";
   ASSERT_EQ(rocky("synth --preset qwen35-test -o " + hybrid).rc, 0);
