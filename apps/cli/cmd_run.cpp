@@ -45,7 +45,7 @@ struct RunOpts {
   bool ignore_eos = false;
   bool chat = false;         // -cnv: a conversation through the chat template
   bool single_turn = false;  // -st: one turn (-p/-f, else the first stdin line)
-  std::string system, chat_template_file;
+  std::string system, chat_template_file, chat_template;
   runtime::SamplerParams sp;
   // Prefix cache (runtime/prefix_cache.hpp): with --cache-dir, a prompt whose leading blocks an
   // earlier run computed loads them from disk instead of recomputing them.
@@ -334,8 +334,9 @@ int run_chat(const RunOpts& o) {
     fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o.model, tok.vocab().size(),
          model->hparams().n_vocab);
   }
-  const server::ChatTemplate tmpl = server::ChatTemplate::load(model->file(), tok, o.chat_template_file);
-  if (tmpl.is_fallback() && o.chat_template_file.empty())
+  const server::ChatTemplate tmpl =
+      server::ChatTemplate::load(model->file(), tok, o.chat_template_file, o.chat_template);
+  if (tmpl.is_fallback() && o.chat_template_file.empty() && o.chat_template.empty())
     fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
   runtime::BackendOptions bo;
   bo.device = o.device;
@@ -452,6 +453,11 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (default 1 = off)")
       ->check(finite_number(0.0));
   sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "Tokens the penalty looks back (default 64)");
+  sub->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty (default 0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
+  sub->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty (default 0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
+  add_sampler_flags(sub, o->sp, "");
   sub->add_option_function<int64_t>(
          "-s,--seed", [o](int64_t v) { o->sp.seed = v < 0 ? runtime::k_default_seed : static_cast<uint32_t>(v); },
          "RNG seed (default: random; -1 = random, as llama.cpp)")
@@ -470,6 +476,11 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--sys,--system-prompt", o->system, "System message of the conversation (-sys also works)");
   sub->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template; overrides the model's (ChatML when it has none)");
+  sub->add_option(
+         "--chat-template", o->chat_template,
+         "Chat template: a llama.cpp built-in name (chatml, llama3, gemma, mistral-v7, phi4, deepseek3, ...) or "
+         "a Jinja template")
+      ->excludes("--chat-template-file");
   sub->add_option("--cache-dir", o->cache_dir,
                   "Prefix cache directory: reuse the K/V of prompt blocks computed by earlier runs");
   sub->add_option("--cache-block", o->cache_block, "Prefix cache: tokens per block (1 .. 256, default 256)")

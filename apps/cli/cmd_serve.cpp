@@ -24,7 +24,8 @@ void add_serve(CLI::App& app, Runner& run) {
                   "--kv-unified each slot has -c / N; otherwise one request may use all of it")
       ->check(CLI::Range(0, INT32_MAX));
   auto* np = sub->add_option("--np,--parallel", o->n_parallel,
-                             "Slots: requests generated at the same time (-np also works; default 1, unified KV)")
+                             "Slots: requests generated at the same time (-np also works; default auto: 4, "
+                             "sharing -c as one unified KV)")
                  ->check(CLI::Range(1, 64));
   sub->add_flag("--kv-unified,--kvu", o->kv_unified,
                 "With -np N: every request may use all of -c (default when -np is not given)");
@@ -65,6 +66,7 @@ void add_serve(CLI::App& app, Runner& run) {
       ->check(CLI::Range(-2.0, 2.0));
   sub->add_option("--frequency-penalty", sp.frequency_penalty, "Default frequency_penalty (0 = off)")
       ->check(CLI::Range(-2.0, 2.0));
+  add_sampler_flags(sub, sp, "Default ");
   sub->add_flag("--embedding,--embeddings", o->embedding,
                 "Serve embeddings (/v1/embeddings, /embedding) instead of completions, as llama-server: the "
                 "hidden states after the output norm, pooled by --pooling");
@@ -75,11 +77,10 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_flag("--reranking,--rerank", o->reranking,
                 "Serve /rerank and /v1/rerank with the model's classification head (implies --embedding and "
                 "--pooling rank)");
-  sub->add_flag("--cont-batching,--cb", o->cont_batching,
-                "One context for all slots: each step batches every slot's next token and a prompt chunk "
-                "(the prefix cache serves each slot's sequence; off for hybrid models)");
-  sub->add_option("--prefill-chunk", o->prefill_chunk,
-                  "With --cont-batching: prompt tokens per step while others decode (default = -ub)")
+  sub->add_flag("--cont-batching,--cb,!--no-cont-batching,!--nocb", o->cont_batching,
+                "Continuous batching (the default): each step batches every slot's next token, with a prompt "
+                "chunk between those steps; --no-cont-batching (-nocb) runs one request per step");
+  sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per step while others decode (default = -ub)")
       ->check(CLI::Range(1, INT32_MAX));
   sub->add_flag("!--no-warmup", o->warmup,
                 "Skip the warm-up (before /health says ok: one ubatch, two short ubatches at a depth of up "
@@ -99,6 +100,10 @@ void add_serve(CLI::App& app, Runner& run) {
                   "Require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (401 otherwise; /health stays open)");
   sub->add_option("-a,--alias", o->alias, "Model id in responses (default: the file name)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template; overrides the model's");
+  sub->add_option("--chat-template", o->chat_template,
+                  "Chat template: a llama.cpp built-in name (chatml, llama3, gemma, mistral-v7, mistral-v7-tekken, "
+                  "phi3, phi4, deepseek3, zephyr) or a Jinja template; overrides the model's")
+      ->excludes("--chat-template-file");
   sub->add_option("--cors-origins", o->cors_origins,
                   "Origins allowed by CORS, comma-separated (default: any, as llama-server; browsers of other "
                   "origins get no Access-Control-Allow-Origin, their preflights a 403)")
@@ -156,7 +161,6 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
       {"--slot-save-path", "saving and restoring slots is not implemented yet"},
       {"--log-format", "rocky's log is plain text"},
-      {"--chat-template", "built-in template names are not implemented yet: give the template as --chat-template-file"},
   };
   for (const auto& [names, why] : refused) {
     const std::string reason = why;
@@ -182,8 +186,6 @@ void add_serve(CLI::App& app, Runner& run) {
       o->embedding = true;
       o->pooling = "rank";
     }
-    if (o->embedding && o->cont_batching)
-      throw CLI::ValidationError("--embedding", "does not work with --cont-batching yet (leave one out)");
     if (x->seed >= 0) o->sampling.seed = static_cast<uint32_t>(x->seed);
     o->reasoning = x->reasoning_budget != 0 && x->reasoning != "off";
     const std::vector<std::string> notes = ignored_given(sub);

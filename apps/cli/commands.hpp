@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "runtime/options.hpp"
+#include "runtime/sampler.hpp"
 
 namespace rocky::cli {
 
@@ -86,6 +87,94 @@ inline bool kv_cache_f16(const KvCacheFlags& f) {
   if (f.k != f.v)
     fail("-ctk {} -ctv {}: K and V share one KV cache element type here; give both the same type", f.k, f.v);
   return f.k == "f16";
+}
+
+// llama.cpp's flags of the samplers beyond temperature / top-k / top-p / min-p / penalties (common/arg.cpp
+// names): --typical, --top-nsigma, --xtc-*, --dry-*, --mirostat*, --samplers, --sampling-seq.
+inline void add_sampler_flags(CLI::App* sub, runtime::SamplerParams& sp, const std::string& what) {
+  sub->add_option("--typical", sp.typical_p, what + "locally typical sampling p (1 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--top-nsigma,--top-n-sigma", sp.top_n_sigma,
+                  what + "top-n-sigma: keep logits within n standard deviations of the largest (-1 = off)")
+      ->check(CLI::Range(-1.0, 1.0e4));
+  sub->add_option("--xtc-probability", sp.xtc_probability,
+                  what + "XTC: chance per token of removing the top choices (0 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--xtc-threshold", sp.xtc_threshold,
+                  what + "XTC: the probability a top choice has (0.1; > 0.5 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--dry-multiplier", sp.dry_multiplier, what + "DRY multiplier (0 = off)")
+      ->check(CLI::Range(0.0, 1.0e4));
+  sub->add_option("--dry-base", sp.dry_base, what + "DRY base (1.75)")->check(CLI::Range(1.0, 1.0e4));
+  sub->add_option("--dry-allowed-length", sp.dry_allowed_length, what + "DRY: repeats this long are free (2)")
+      ->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--dry-penalty-last-n", sp.dry_penalty_last_n,
+                  what + "DRY: tokens it looks back (-1 = the context; 0 = off)")
+      ->check(CLI::Range(-1, INT32_MAX));
+  sub->add_option_function<std::vector<std::string>>(
+         "--dry-sequence-breaker",
+         [&sp](const std::vector<std::string>& v) {
+           sp.dry_sequence_breakers.clear();
+           for (const std::string& raw : v) {
+             if (raw == "none") continue;  // llama.cpp: "none" = no breakers
+             std::string b;                // \n, \t, \\, \" as llama.cpp's escapes
+             for (size_t i = 0; i < raw.size(); ++i) {
+               if (raw[i] == '\\' && i + 1 < raw.size()) {
+                 const char c = raw[++i];
+                 b += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+               } else {
+                 b += raw[i];
+               }
+             }
+             if (!b.empty()) sp.dry_sequence_breakers.push_back(b);
+           }
+         },
+         what + "DRY sequence breaker (repeatable; replaces the defaults \\n : \" *; \"none\" = no breakers)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--mirostat", sp.mirostat, what + "Mirostat: 0 off, 1 Mirostat, 2 Mirostat 2.0 (replaces the chain)")
+      ->check(CLI::Range(0, 2));
+  sub->add_option("--mirostat-lr", sp.mirostat_eta, what + "Mirostat learning rate eta (0.1)")
+      ->check(CLI::Range(0.0, 1.0e4));
+  sub->add_option("--mirostat-ent", sp.mirostat_tau, what + "Mirostat target entropy tau (5.0)")
+      ->check(CLI::Range(0.0, 1.0e4));
+  sub->add_option_function<std::string>(
+      "--samplers",
+      [&sp](const std::string& v) {
+        std::vector<runtime::SamplerKind> order;
+        size_t start = 0;
+        for (;;) {
+          const size_t end = v.find(';', start);
+          const std::string name = v.substr(start, end == std::string::npos ? std::string::npos : end - start);
+          if (!name.empty()) {
+            const auto k = runtime::sampler_from_name(name);
+            if (!k)
+              throw CLI::ValidationError("--samplers", "'" + name +
+                                                           "' is not a sampler (penalties, dry, top_n_sigma, "
+                                                           "top_k, typ_p, top_p, min_p, xtc, temperature)");
+            order.push_back(*k);
+          }
+          if (end == std::string::npos) break;
+          start = end + 1;
+        }
+        sp.order = order;
+      },
+      what +
+          "the samplers in order, ';'-separated (default "
+          "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)");
+  sub->add_option_function<std::string>(
+      "--sampling-seq,--sampler-seq",
+      [&sp](const std::string& v) {
+        std::vector<runtime::SamplerKind> order;
+        for (char c : v) {
+          const auto k = runtime::sampler_from_char(c);
+          if (!k)
+            throw CLI::ValidationError("--sampling-seq",
+                                       std::string("'") + c + "' is not a sampler letter (edskypmxt)");
+          order.push_back(*k);
+        }
+        sp.order = order;
+      },
+      what + "the samplers in order as letters (default edskypmxt)");
 }
 
 // --device of the single-device tools (roofline, bench-op): accepts `N`, `vulkan:N` and `vulkan` (= 0),

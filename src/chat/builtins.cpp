@@ -167,6 +167,9 @@ void install_globals(Interp& in, Scope& g) {
     check_args(a, "strftime_now", 1, {"format"});
     return Value::str(strftime_at(ip->now(), ip->utc(), need_str(need(a, 0, "format", "strftime_now"), "format")));
   });
+  // llama-server's context: today as "%d %b %Y" (Llama 3.x templates print it), the same clock as
+  // strftime_now; chat_template_kwargs may give another.
+  g.vars["date_string"] = Value::str(strftime_at(ip->now(), ip->utc(), "%d %b %Y"));
   g.vars["range"] = Value::func("range", [ip](Args& a) -> Value {
     check_args(a, "range", 3, {});
     if (a.pos.empty()) throw_py("TypeError", "range expected at least 1 argument, got 0");

@@ -595,4 +595,79 @@ std::string chatml_fallback_source() {
          "{%- endif -%}\n";
 }
 
+namespace {
+// Each as llama-chat.cpp's llm_chat_apply_template writes it (messages' content as strings).
+struct Builtin {
+  const char* name;
+  const char* source;
+};
+constexpr Builtin k_builtins[] = {
+    {"chatml", nullptr},  // chatml_fallback_source()
+    {"llama3",
+     "{%- for m in messages -%}"
+     "{{- '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' + (m['content'] | trim) + '<|eot_id|>' -}}"
+     "{%- endfor -%}"
+     "{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}{%- endif -%}"},
+    // No system role: the system text (trimmed) opens the first user turn.
+    {"gemma",
+     "{%- set ns = namespace(sys='') -%}"
+     "{%- for m in messages -%}"
+     "{%- if m['role'] == 'system' -%}{%- set ns.sys = ns.sys + (m['content'] | trim) -%}"
+     "{%- else -%}"
+     "{%- set role = 'model' if m['role'] == 'assistant' else m['role'] -%}"
+     "{{- '<start_of_turn>' + role + '\\n' -}}"
+     "{%- if ns.sys and role != 'model' -%}{{- ns.sys + '\\n\\n' -}}{%- set ns.sys = '' -%}{%- endif -%}"
+     "{{- (m['content'] | trim) + '<end_of_turn>\\n' -}}"
+     "{%- endif -%}"
+     "{%- endfor -%}"
+     "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}"},
+    {"mistral-v7",
+     "{%- for m in messages -%}"
+     "{%- if m['role'] == 'system' -%}{{- '[SYSTEM_PROMPT] ' + m['content'] + '[/SYSTEM_PROMPT]' -}}"
+     "{%- elif m['role'] == 'user' -%}{{- '[INST] ' + m['content'] + '[/INST]' -}}"
+     "{%- else -%}{{- ' ' + m['content'] + '</s>' -}}{%- endif -%}"
+     "{%- endfor -%}"},
+    {"mistral-v7-tekken",
+     "{%- for m in messages -%}"
+     "{%- if m['role'] == 'system' -%}{{- '[SYSTEM_PROMPT]' + m['content'] + '[/SYSTEM_PROMPT]' -}}"
+     "{%- elif m['role'] == 'user' -%}{{- '[INST]' + m['content'] + '[/INST]' -}}"
+     "{%- else -%}{{- m['content'] + '</s>' -}}{%- endif -%}"
+     "{%- endfor -%}"},
+    {"phi3",
+     "{%- for m in messages -%}{{- '<|' + m['role'] + '|>\\n' + m['content'] + '<|end|>\\n' -}}{%- endfor -%}"
+     "{%- if add_generation_prompt -%}{{- '<|assistant|>\\n' -}}{%- endif -%}"},
+    {"phi4",
+     "{%- for m in messages -%}"
+     "{%- set role = m['role'] if m['role'] in ['system', 'user'] else 'assistant' -%}"
+     "{{- '<|im_start|>' + role + '<|im_sep|>' + m['content'] + '<|im_end|>' -}}"
+     "{%- endfor -%}"
+     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant<|im_sep|>' -}}{%- endif -%}"},
+    {"deepseek3",
+     "{%- for m in messages -%}"
+     "{%- if m['role'] == 'system' -%}{{- m['content'] + '\\n\\n' -}}"
+     "{%- elif m['role'] == 'user' -%}{{- '<\uff5cUser\uff5c>' + m['content'] -}}"
+     "{%- elif m['role'] == 'assistant' -%}"
+     "{{- '<\uff5cAssistant\uff5c>' + m['content'] + "
+     "'<\uff5cend\u2581of\u2581sentence\uff5c>' -}}"
+     "{%- endif -%}"
+     "{%- endfor -%}"
+     "{%- if add_generation_prompt -%}{{- '<\uff5cAssistant\uff5c>' -}}{%- endif -%}"},
+    {"zephyr",
+     "{%- for m in messages -%}{{- '<|' + m['role'] + '|>\\n' + m['content'] + '<|endoftext|>\\n' -}}{%- endfor -%}"
+     "{%- if add_generation_prompt -%}{{- '<|assistant|>\\n' -}}{%- endif -%}"},
+};
+}  // namespace
+
+std::optional<std::string> builtin_template_source(std::string_view name) {
+  for (const Builtin& b : k_builtins)
+    if (name == b.name) return b.source ? std::string(b.source) : chatml_fallback_source();
+  return std::nullopt;
+}
+
+std::vector<std::string> builtin_template_names() {
+  std::vector<std::string> out;
+  for (const Builtin& b : k_builtins) out.emplace_back(b.name);
+  return out;
+}
+
 }  // namespace rocky::chat

@@ -27,6 +27,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+#include <string_view>
 
 #include "core/error.hpp"
 
@@ -98,5 +100,11 @@ class Template {
 // The ChatML template (<|im_start|>role\ncontent<|im_end|>\n ... <|im_start|>assistant\n) for
 // models whose GGUF has no tokenizer.chat_template.
 std::string chatml_fallback_source();
+
+// llama.cpp's built-in templates by the names `--chat-template` takes (llama-chat.cpp), as Jinja
+// sources that render the same text: chatml, llama3, gemma, mistral-v7, mistral-v7-tekken, phi3,
+// phi4, deepseek3, zephyr. nullopt: not one of them.
+std::optional<std::string> builtin_template_source(std::string_view name);
+std::vector<std::string> builtin_template_names();
 
 }  // namespace rocky::chat

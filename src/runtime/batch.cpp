@@ -24,13 +24,23 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
   n_seq_ = o.n_seq;
   n_ctx_ = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
   check_finite_ = o.check_finite;
+  if (o.n_cells < 0) fail("batch: {} shared cells asked for", o.n_cells);
+  n_cells_ = o.n_cells > 0 ? o.n_cells : n_seq_ * n_ctx_;
+  max_seqs_ = std::max(o.max_seqs, 0);
   graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
   be_->load_weights(g.weights());
-  ctx_opts_ = backend::ContextOptions{g.kv, n_seq_};
-  ctx_ = be_->make_context(ctx_opts_);
   // -ub within the context and what one binding holds (as Session::n_ubatch).
   n_ubatch_ = std::min(o.n_ubatch, n_ctx_);
-  if (n_ctx_ >= 2) {
+  if (g.kv.recurrent()) {
+    // One context per sequence (the recurrent kernels hold one sequence's state; see batch.hpp).
+    for (int32_t s = 0; s < n_seq_; ++s)
+      sessions_.push_back(std::make_unique<Session>(m, be_, SessionOptions{n_ctx_, n_ubatch_, o.check_finite}));
+    n_ubatch_ = sessions_.front()->n_ubatch(false);
+  } else {
+    ctx_opts_ = backend::ContextOptions{g.kv, n_seq_};
+    ctx_ = be_->make_context(ctx_opts_);
+  }
+  if (n_ctx_ >= 2 && sessions_.empty()) {
     graph::Graph probe = m.build_graph(model::UbatchSpec{2, 0, n_ctx_, model::Logits::LAST});
     std::string why;
     const int64_t cap = std::max<int64_t>(1, be_->max_ubatch_tokens(probe, &why));
@@ -40,10 +50,17 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
     }
   }
   chunk_ = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_ubatch_) : n_ubatch_;
-  n_past_.assign(static_cast<size_t>(n_seq_), 0);
-  active_.assign(static_cast<size_t>(n_seq_), 0);
-  wiped_.assign(static_cast<size_t>(n_seq_), 0);
-  lost_.assign(static_cast<size_t>(n_seq_), {});
+  const size_t ns = static_cast<size_t>(n_seq_);
+  n_past_.assign(ns, 0);
+  active_.assign(ns, 0);
+  ready_.assign(ns, 0);
+  preempted_.assign(ns, 0);
+  order_.assign(ns, 0);
+  hist_.resize(ns);
+  gone_.resize(ns);
+  deferring_.assign(ns, 0);
+  wiped_.assign(ns, 0);
+  lost_.assign(ns, {});
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -56,22 +73,90 @@ BatchEngine::~BatchEngine() {
   if (thread_.joinable()) thread_.join();
 }
 
-void BatchEngine::begin(int32_t seq) {
+void BatchEngine::begin(int32_t seq, std::function<bool()> gone) {
   check_seq(seq);
+  wait_deferred(seq);
   std::lock_guard lk(mu_);
-  active_[static_cast<size_t>(seq)] = 1;
-  n_past_[static_cast<size_t>(seq)] = 0;
+  const size_t s = static_cast<size_t>(seq);
+  active_[s] = 1;
+  n_past_[s] = 0;
+  ready_[s] = 0;
+  preempted_[s] = 0;
+  order_[s] = ++began_;
+  hist_[s].clear();
+  ready_[s] = 1;  // position 0: no tokens
+  gone_[s] = std::move(gone);
 }
 
 void BatchEngine::end(int32_t seq) {
   if (seq < 0 || seq >= n_seq_) return;
   {
     std::lock_guard lk(mu_);
-    active_[static_cast<size_t>(seq)] = 0;
-    n_past_[static_cast<size_t>(seq)] = 0;  // its cells are free: the next job overwrites them
-    lost_[static_cast<size_t>(seq)] = {};
+    const size_t s = static_cast<size_t>(seq);
+    active_[s] = 0;
+    n_past_[s] = 0;  // its cells are free: the next job overwrites them
+    preempted_[s] = 0;
+    gone_[s] = {};
+    lost_[s] = {};
   }
   cv_.notify_all();  // a step waiting for this sequence's next token goes ahead
+}
+
+void BatchEngine::set_tokens(int32_t seq, std::span<const int32_t> tokens) {
+  check_seq(seq);
+  std::lock_guard lk(mu_);
+  const size_t s = static_cast<size_t>(seq);
+  if (static_cast<int64_t>(tokens.size()) != n_past_[s])
+    fail("batch: {} tokens given for sequence {} holding {} positions", tokens.size(), seq, n_past_[s]);
+  hist_[s].assign(tokens.begin(), tokens.end());
+  ready_[s] = 1;
+}
+
+void BatchEngine::defer(int32_t seq, std::function<void()> fn) {
+  check_seq(seq);
+  {
+    std::lock_guard lk(mu_);
+    deferred_.push_back({seq, std::move(fn)});
+    ++deferring_[static_cast<size_t>(seq)];
+  }
+  cv_.notify_all();
+}
+
+void BatchEngine::wait_deferred(int32_t seq) {
+  check_seq(seq);
+  std::unique_lock lk(mu_);
+  deferred_cv_.wait(lk, [&] { return deferring_[static_cast<size_t>(seq)] == 0; });
+}
+
+void BatchEngine::run_deferred(std::unique_lock<std::mutex>& lk) {
+  while (!deferred_.empty()) {
+    Deferred d = std::move(deferred_.front());
+    deferred_.pop_front();
+    lk.unlock();
+    try {
+      d.fn();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "rocky: warning: deferred work of sequence {}: {}\n", d.seq, e.what());
+    }
+    lk.lock();
+    --deferring_[static_cast<size_t>(d.seq)];
+    deferred_cv_.notify_all();
+  }
+}
+
+int64_t BatchEngine::used_cells() const {
+  std::lock_guard lk(mu_);
+  int64_t used = 0;
+  for (size_t s = 0; s < n_past_.size(); ++s)
+    if (active_[s] && !preempted_[s]) used += n_past_[s];
+  return used;
+}
+
+double BatchEngine::gpu_ms() const {
+  if (ctx_) return ctx_->gpu_ms();
+  double ms = 0;
+  for (const auto& s : sessions_) ms += s->context().gpu_ms();
+  return ms;
 }
 
 int32_t BatchEngine::n_past(int32_t seq) const {
@@ -79,14 +164,33 @@ int32_t BatchEngine::n_past(int32_t seq) const {
   return n_past_.at(static_cast<size_t>(seq));
 }
 
+void BatchEngine::sync_session(int32_t seq) {
+  check_seq(seq);
+  if (sessions_.empty()) return;
+  std::lock_guard lk(mu_);
+  n_past_[static_cast<size_t>(seq)] = sessions_[static_cast<size_t>(seq)]->n_past();
+  ready_[static_cast<size_t>(seq)] = 0;
+}
+
 void BatchEngine::truncate(int32_t seq, int32_t n) {
   check_seq(seq);
   if (n < 0 || n > n_ctx_) fail("batch: truncate sequence {} to {} positions (context {})", seq, n, n_ctx_);
+  wait_deferred(seq);
+  if (!sessions_.empty()) {
+    std::lock_guard c(ctx_mu_);
+    Session& s = *sessions_[static_cast<size_t>(seq)];
+    if (n == 0) {
+      s.reset();
+    } else if (n != s.n_past()) {
+      fail("batch: a recurrent sequence cannot be cut back to {} of its {} positions", n, s.n_past());
+    }
+  }
   std::lock_guard lk(mu_);
   if (wiped_[static_cast<size_t>(seq)] && n > 0)
     fail("batch: sequence {}'s cells were lost to a device fault (the context was made again)", seq);
   wiped_[static_cast<size_t>(seq)] = 0;
   n_past_[static_cast<size_t>(seq)] = n;
+  ready_[static_cast<size_t>(seq)] = 0;
 }
 
 double BatchEngine::gpu_ms() {
@@ -102,9 +206,13 @@ void BatchEngine::throw_fault(const std::string& error, int fault) {
 void BatchEngine::recover(const std::string& error, int fault, const std::vector<int32_t>& in_step) {
   {
     std::lock_guard c(ctx_mu_);
-    ctx_.reset();  // its buffers go before the new ones are asked for
     try {
-      ctx_ = be_->make_context(ctx_opts_);
+      if (!sessions_.empty()) {  // a hybrid model: each sequence's own context
+        for (auto& ses : sessions_) ses->rebuild();
+      } else {
+        ctx_.reset();  // its buffers go before the new ones are asked for
+        ctx_ = be_->make_context(ctx_opts_);
+      }
     } catch (const std::exception& e) {
       fmt::print(stderr,
                  "rocky: warning: remaking the context after a device fault failed: {}; retrying at the next step\n",
@@ -122,25 +230,38 @@ void BatchEngine::recover(const std::string& error, int fault, const std::vector
 
 void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
   check_seq(seq);
+  if (!sessions_.empty()) fail("import_kv: a hybrid model's sequence imports through its session()");
+  wait_deferred(seq);
   if (p0 < 0 || p0 > n_past(seq))
     fail("import_kv: position {} of sequence {} leaves a gap after its {} positions", p0, seq, n_past(seq));
   {
     std::lock_guard c(ctx_mu_);
-    if (!ctx_) fail("import_kv: no context (a device fault)");
-    ctx_->import_kv(p0, n, bytes, seq);
+    if (!ctx_ && sessions_.empty()) fail("import_kv: no context (a device fault)");
+    context().import_kv(p0, n, bytes, sessions_.empty() ? seq : 0);
   }
   truncate(seq, p0 + n);
 }
 
 std::vector<uint8_t> BatchEngine::export_kv(int32_t seq, int32_t p0, int32_t n) {
   check_seq(seq);
-  if (p0 < 0 || n < 0 || p0 + n > n_past(seq))
-    fail("export_kv: positions [{}, {}) not all in sequence {} ({} held)", p0, p0 + n, seq, n_past(seq));
-  std::lock_guard c(ctx_mu_);
-  if (!ctx_) fail("export_kv: no context (a device fault)");
-  std::vector<uint8_t> out(ctx_->kv_export_bytes(n));
-  ctx_->export_kv(p0, n, out, seq);
+  if (p0 < 0 || n < 0 || p0 + n > n_ctx_)
+    fail("export_kv: positions [{}, {}) outside sequence {}'s {} positions", p0, p0 + n, seq, n_ctx_);
+  std::lock_guard l(ctx_mu_);
+  if (sessions_.empty() && !ctx_) fail("export_kv: no context (a device fault)");
+  backend::Context& c = sessions_.empty() ? *ctx_ : sessions_[static_cast<size_t>(seq)]->context();
+  std::vector<uint8_t> out(c.kv_export_bytes(n));
+  c.export_kv(p0, n, out, sessions_.empty() ? seq : 0);
   return out;
+}
+
+void BatchEngine::preempt(int32_t seq) {
+  const size_t s = static_cast<size_t>(seq);
+  preempted_[s] = 1;
+  stats_.preemptions += 1;
+  fmt::print(stderr,
+             "rocky: the shared KV ({} cells) is full: sequence {} preempted (it goes on with its {} tokens "
+             "when there is room)\n",
+             n_cells_, seq, hist_[s].size());
 }
 
 BatchStats BatchEngine::stats() const {
@@ -180,7 +301,8 @@ std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> token
 void BatchEngine::loop() {
   std::unique_lock lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !deferred_.empty(); });
+    run_deferred(lk);
     if (stop_) {
       for (Request* r : queue_) {
         r->error = "batch: shutting down";
@@ -198,11 +320,19 @@ void BatchEngine::loop() {
       }
       return true;
     };
+    if (queue_.empty()) continue;
     cv_.wait_for(lk, std::chrono::milliseconds(2), [&] { return stop_ || all_in(); });
+    run_deferred(lk);
     if (stop_ || queue_.empty()) continue;
     const auto t0 = std::chrono::steady_clock::now();
     if (last_step_end_) stats_.gather_s += std::chrono::duration<double>(t0 - *last_step_end_).count();
-    step(lk);
+    if (!step(lk)) {
+      // Nothing fits yet (a prompt waits for cells): until a sequence ends, a request arrives or
+      // 20 ms pass (a waiting client may have left).
+      last_step_end_.reset();
+      cv_.wait_for(lk, std::chrono::milliseconds(20));
+      continue;
+    }
     const auto t1 = std::chrono::steady_clock::now();
     stats_.step_s += std::chrono::duration<double>(t1 - t0).count();
     // The gap to the next step counts only while a sequence is active (an idle server is not gathering).
@@ -214,19 +344,94 @@ void BatchEngine::loop() {
   }
 }
 
-void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
-  // The decode group: every request with one token left (a decode, or a prefill's last token), in
-  // arrival order, at most -ub of them; then the first waiting prefill's next chunk in the room left.
-  std::vector<Request*> dec;
-  Request* pf = nullptr;
+bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
+  // A request whose client left fails here, within one step of leaving.
+  bool dropped = false;
   for (Request* r : queue_) {
-    const size_t left = r->tokens.size() - r->done;
-    if (left == 1 && static_cast<int32_t>(dec.size()) < n_ubatch_) {
-      dec.push_back(r);
-    } else if (left > 1 && pf == nullptr) {
-      pf = r;
+    const auto& gone = gone_[static_cast<size_t>(r->seq)];
+    if (gone && gone()) {
+      r->error = "cancelled: the client left";
+      r->finished = true;
+      stats_.cancelled += 1;
+      dropped = true;
     }
   }
+  if (dropped) {
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Request* r) { return r->finished; }),
+                 queue_.end());
+    done_cv_.notify_all();
+  }
+  // The shared cells: what the active sequences hold, and what this step may add.
+  int64_t free = n_cells_;
+  for (size_t s = 0; s < n_past_.size(); ++s)
+    if (active_[s] && !preempted_[s]) free -= n_past_[s];
+  auto held = [&](const Request* r) { return !preempted_[static_cast<size_t>(r->seq)]; };
+  // The decode group: every request with one token left (a decode, or a prefill's last token) of a
+  // sequence that holds its cells, in arrival order, at most -ub of them (one with max_seqs 1).
+  const size_t max_dec = max_seqs_ > 0 ? static_cast<size_t>(max_seqs_) : static_cast<size_t>(n_ubatch_);
+  std::vector<Request*> dec;
+  for (Request* r : queue_)
+    if (r->tokens.size() - r->done == 1 && held(r) && dec.size() < std::min<size_t>(max_dec, n_ubatch_))
+      dec.push_back(r);
+  // Not enough cells for them: the newest sequence holding cells (its tokens known) gives them up.
+  while (static_cast<int64_t>(dec.size()) > free) {
+    int32_t victim = -1;
+    for (int32_t s = 0; s < n_seq_; ++s) {
+      const size_t u = static_cast<size_t>(s);
+      if (!active_[u] || preempted_[u] || !ready_[u] || n_past_[u] == 0) continue;
+      if (victim < 0 || order_[u] > order_[static_cast<size_t>(victim)]) victim = s;
+    }
+    if (victim < 0) break;
+    free += n_past_[static_cast<size_t>(victim)];
+    preempt(victim);
+    dec.erase(std::remove_if(dec.begin(), dec.end(), [&](const Request* r) { return r->seq == victim; }), dec.end());
+  }
+  if (static_cast<int64_t>(dec.size()) > free) dec.resize(static_cast<size_t>(std::max<int64_t>(free, 0)));
+  free -= static_cast<int64_t>(dec.size());
+  // Then the first waiting prefill whose whole remaining prompt fits the free cells (a preempted
+  // sequence's: its kept tokens, then its request), unless max_seqs is already reached.
+  Request* pf = nullptr;
+  const bool room_for_pf = max_seqs_ == 0 || static_cast<int32_t>(dec.size()) < max_seqs_;
+  for (Request* r : queue_) {
+    if (!room_for_pf) break;
+    if (std::find(dec.begin(), dec.end(), r) != dec.end()) continue;
+    const size_t s = static_cast<size_t>(r->seq);
+    const size_t left = r->tokens.size() - r->done;
+    if (preempted_[s]) {
+      if (static_cast<int64_t>(hist_[s].size() + left) > free) continue;
+      // Back in: its cells were never written while it waited (a sequence owns its range of the
+      // device KV), so they hold exactly what they held — nothing is evaluated again (evaluating
+      // the kept tokens as a prompt would go through the prefill kernels and could change a greedy
+      // pick). Its request goes on where it was.
+      preempted_[s] = 0;
+      free -= static_cast<int64_t>(hist_[s].size());
+      if (left == 1) {
+        if (dec.size() < max_dec && free > 0) {
+          dec.push_back(r);
+          free -= 1;
+        }
+        continue;
+      }
+      pf = r;
+      break;
+    }
+    if (left <= 1 || static_cast<int64_t>(left) > free) continue;
+    pf = r;
+    break;
+  }
+  // Decode tokens and a prefill chunk take turns instead of sharing a ubatch: a decode column in a
+  // prompt-sized ubatch would go through the prefill kernels (int8 activations), and its greedy
+  // pick could differ from the same request's alone. A decoder waits for at most one chunk.
+  if (!dec.empty() && pf != nullptr) {
+    if (prefill_due_) {
+      dec.clear();
+    } else {
+      pf = nullptr;
+    }
+  }
+  prefill_due_ = pf == nullptr && std::any_of(queue_.begin(), queue_.end(), [&](const Request* r) {
+                   return r->tokens.size() - r->done > 1 || preempted_[static_cast<size_t>(r->seq)];
+                 });
   int32_t chunk = 0;
   if (pf != nullptr) {
     const int32_t room = n_ubatch_ - static_cast<int32_t>(dec.size());
@@ -234,7 +439,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
         {static_cast<size_t>(std::max(room, 0)), static_cast<size_t>(chunk_), pf->tokens.size() - pf->done}));
     if (chunk == 0) pf = nullptr;
   }
-  if (dec.empty() && pf == nullptr) return;
+  if (dec.empty() && pf == nullptr) return false;
   // Ubatch layout: [prefill chunk][decode tokens], so the logits wanted are the last n_out columns.
   std::vector<int32_t> toks, seq, pos;
   if (pf != nullptr) {
@@ -270,35 +475,43 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   bool replayed = false;
   const size_t nv = static_cast<size_t>(n_vocab());
   try {
-    auto key = std::make_tuple(n, static_cast<int>(want), want == model::Logits::LAST ? n_out : 0);
-    auto it = shapes_.find(key);
-    if (it == shapes_.end()) {
-      if (shapes_.size() >= 32) shapes_.clear();
-      model::UbatchSpec u{n, 0, n_ctx_, want};
-      u.n_out = std::max(n_out, 1);
-      it = shapes_.emplace(key, Shape{model_.build_graph(u), {}}).first;
-      it->second.p = graph::plan_arena(it->second.g);
+    if (!sessions_.empty()) {
+      logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
+      const auto t0 = std::chrono::steady_clock::now();
+      compute_sessions(dec, pf, chunk, all, pf_last, pos, logits);
+      compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      auto key = std::make_tuple(n, static_cast<int>(want), want == model::Logits::LAST ? n_out : 0);
+      auto it = shapes_.find(key);
+      if (it == shapes_.end()) {
+        if (shapes_.size() >= 32) shapes_.clear();
+        model::UbatchSpec u{n, 0, n_ctx_, want};
+        u.n_out = std::max(n_out, 1);
+        it = shapes_.emplace(key, Shape{model_.build_graph(u), {}}).first;
+        it->second.p = graph::plan_arena(it->second.g);
+      }
+      graph::Graph& g = it->second.g;
+      g.seq = seq;
+      g.pos = pos;
+      logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
+      std::lock_guard c(ctx_mu_);
+      if (!ctx_) ctx_ = be_->make_context(ctx_opts_);  // the last recover() could not make it
+      const backend::HostTiming h0 = ctx_->stats().host;
+      const auto t0 = std::chrono::steady_clock::now();
+      ctx_->compute(g, it->second.p, toks, logits);
+      compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const backend::HostTiming h1 = ctx_->stats().host;
+      host_d = {h1.setup_ms - h0.setup_ms, h1.record_ms - h0.record_ms, h1.submit_wait_ms - h0.submit_wait_ms,
+                h1.readback_ms - h0.readback_ms};
+      replayed = h1.replays > h0.replays;
     }
-    graph::Graph& g = it->second.g;
-    g.seq = seq;
-    g.pos = pos;
-    logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
-    std::lock_guard c(ctx_mu_);
-    if (!ctx_) ctx_ = be_->make_context(ctx_opts_);  // the last recover() could not make it
-    const backend::HostTiming h0 = ctx_->stats().host;
-    const auto t0 = std::chrono::steady_clock::now();
-    ctx_->compute(g, it->second.p, toks, logits);
-    compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const backend::HostTiming h1 = ctx_->stats().host;
-    host_d = {h1.setup_ms - h0.setup_ms, h1.record_ms - h0.record_ms, h1.submit_wait_ms - h0.submit_wait_ms,
-              h1.readback_ms - h0.readback_ms};
-    replayed = h1.replays > h0.replays;
   } catch (const std::exception& e) {
     error = e.what();
     if (is_device_fault(e)) fault = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ? 1 : 2;
   }
-  if (pf != nullptr && pf->progress && error.empty())
-    pf->progress(static_cast<int64_t>(pf->done) + chunk, static_cast<int64_t>(pf->tokens.size()));
+  if (pf != nullptr && pf->progress && error.empty() && pf->done + static_cast<size_t>(chunk) > pf->replay)
+    pf->progress(static_cast<int64_t>(pf->done + static_cast<size_t>(chunk) - pf->replay),
+                 static_cast<int64_t>(pf->tokens.size() - pf->replay));
   lk.lock();
   if (fault != 0) recover(error, fault, seq);
   auto row = [&](int32_t col) {  // logits of ubatch column col
@@ -319,6 +532,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     } else {
       if (all) {
         for (int32_t i = 0; i < chunk; ++i) {
+          if (pf->done + static_cast<size_t>(i) < pf->replay) continue;  // a re-evaluated kept token
           auto r = row(i);
           pf->out.insert(pf->out.end(), r.begin(), r.end());
         }
@@ -326,6 +540,9 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
         auto r = row(chunk - 1);
         pf->out.assign(r.begin(), r.end());
       }
+      auto& h = hist_[static_cast<size_t>(pf->seq)];
+      h.insert(h.end(), pf->tokens.begin() + static_cast<std::ptrdiff_t>(pf->done),
+               pf->tokens.begin() + static_cast<std::ptrdiff_t>(pf->done) + chunk);
       pf->done += static_cast<size_t>(chunk);
       n_past_[static_cast<size_t>(pf->seq)] += chunk;
       if (pf_last) pf->finished = true;
@@ -349,6 +566,7 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     } else {
       r->out.assign(v.begin(), v.end());
     }
+    hist_[static_cast<size_t>(r->seq)].push_back(r->tokens[r->done]);
     r->done += 1;
     n_past_[static_cast<size_t>(r->seq)] += 1;
     if (check_finite_ && !finite(v))
@@ -370,6 +588,39 @@ void BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Request* r) { return r->finished; }),
                queue_.end());
   done_cv_.notify_all();
+  return true;
+}
+
+void BatchEngine::compute_sessions(const std::vector<Request*>& dec, Request* pf, int32_t chunk, bool all, bool pf_last,
+                                   const std::vector<int32_t>& pos, std::vector<float>& logits) {
+  // The columns of the one-context step, each sequence on its own context (batch.hpp).
+  const size_t nv = static_cast<size_t>(n_vocab());
+  std::lock_guard c(ctx_mu_);
+  auto at = [&](Request* r, int32_t p) -> Session& {
+    Session& s = *sessions_[static_cast<size_t>(r->seq)];
+    if (s.n_past() != p) {
+      if (p != 0) fail("batch: sequence {} is at {} but its context at {}", r->seq, p, s.n_past());
+      s.reset();  // preempted: its kept tokens are evaluated again from position 0
+    }
+    return s;
+  };
+  std::vector<float> out;
+  size_t col = 0;  // next row of `logits` to fill
+  if (pf != nullptr) {
+    Session& s = at(pf, pos.front());
+    s.eval_into(std::span<const int32_t>(pf->tokens).subspan(pf->done, static_cast<size_t>(chunk)), all, {}, out);
+    if (all || pf_last) {
+      std::copy(out.begin(), out.end(), logits.begin() + static_cast<std::ptrdiff_t>(col * nv));
+      col += out.size() / nv;
+    }
+  }
+  for (size_t i = 0; i < dec.size(); ++i) {
+    Request* r = dec[i];
+    Session& s = at(r, pos[static_cast<size_t>(chunk) + i]);
+    s.eval_into(std::span<const int32_t>(&r->tokens[r->done], 1), false, {}, out);
+    std::copy(out.begin(), out.end(), logits.begin() + static_cast<std::ptrdiff_t>(col * nv));
+    col += 1;
+  }
 }
 
 }  // namespace rocky::runtime

@@ -36,6 +36,12 @@ bool mask_has(const std::vector<uint64_t>& mask, int32_t t) {
 }
 }  // namespace
 
+std::shared_ptr<const DryBreakers> dry_breakers(const tok::Tokenizer& tok, const std::vector<std::string>& breakers) {
+  return std::make_shared<const DryBreakers>(dry_breaker_sequences(
+      breakers, static_cast<int32_t>(tok.vocab().size()), [&](int32_t t) { return tok.token_to_piece(t, true); },
+      [&](const std::string& s) { return tok.tokenize(s, false, false); }));
+}
+
 const char* stop_reason_name(StopReason r) {
   switch (r) {
     case StopReason::Eog: return "eog";
@@ -125,6 +131,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   // A padded embedding table (alignment rows) is legal: ids past the vocabulary are never sampled.
   SamplerParams sp = p.sampling;
   if (sp.n_vocab == 0) sp.n_vocab = static_cast<int32_t>(std::min(tok_.vocab().size(), nv));
+  if (sp.dry_multiplier != 0.0f && !sp.dry_breakers) sp.dry_breakers = dry_breakers(tok_, sp.dry_sequence_breakers);
   Sampler sampler(sp);
   res.seed = sampler.seed();
   for (int32_t t : prompt) sampler.accept(t);
@@ -153,6 +160,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
           "speculative decoding: the model has recurrent (linear-attention) layers whose state cannot be rolled back "
           "past rejected drafts; run it without a drafter");
     if (p.draft_max < 1) fail("speculative decoding: --draft-max must be at least 1 (got {})", p.draft_max);
+    if (sp.mirostat != 0)
+      fail(
+          "speculative decoding: mirostat adapts its target after every drawn token, which verification does not "
+          "replay; use it without a drafter");
   }
   std::vector<int32_t> history;  // prompt + kept output: what the drafter reads
   if (p.drafter) history.assign(prompt.begin(), prompt.end());
@@ -162,6 +173,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
   const auto t_gen = Clock::now();
   bool done = max_tokens == 0;
+  bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
   res.reason = StopReason::Length;
   // The next step's mask depends only on the tokens accepted so far, so it is computed on another
   // thread while the model evaluates that step (the GPU's time hides the CPU's; std::async's future
@@ -188,7 +200,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       if (k < draft.tokens.size()) {
         // A drafted position: the acceptance rule against the request's own sampling distribution.
         static const TokenDist k_point;
-        const SpecVerdict v = speculative_accept(sampler.distribution(row), draft.tokens[k],
+        const SpecVerdict v = speculative_accept(to_dist(sampler.distribution(row)), draft.tokens[k],
                                                  draft.q.empty() ? k_point : draft.q[k], sampler.rng());
         t = v.token;
         accepted = v.accepted;
@@ -225,7 +237,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       const std::string text = stop.push(dec.push(t));
       res.text += text;
       const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;
-      const bool keep_going = !on_token || on_token(TokenEvent{t, text, index});
+      const bool keep_going =
+          !on_token || on_token(TokenEvent{t, text, index, p.n_probs >= 0 ? &res.probs.back() : nullptr});
       if (stop.stopped()) {
         res.reason = StopReason::StopString;
         done = true;
@@ -235,6 +248,12 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       } else if (static_cast<int64_t>(res.tokens.size()) >= max_tokens) {
         res.reason = StopReason::Length;
         done = true;
+      } else {
+        has_new_line = has_new_line || text.find('\n') != std::string::npos;
+        if (p.t_max_predict_ms > 0 && has_new_line && ms_since(t_gen) > p.t_max_predict_ms) {
+          res.reason = StopReason::Length;
+          done = true;
+        }
       }
       if (done || !accepted) break;
     }

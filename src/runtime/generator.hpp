@@ -105,6 +105,10 @@ struct GenerateParams {
   // ≥ 0: each kept token's log-probability and this many top alternatives (GenerateResult::probs).
   int32_t n_probs = -1;
   bool return_tokens = false;  // read by the server, not here: native answers list the token ids
+  // > 0: llama-server's time limit: once the text has a new line, the generation stops
+  // (StopReason::Length) when it has run longer than this since its first token.
+  int32_t t_max_predict_ms = 0;
+  int32_t id_slot = -1;  // read by the server, not here: ≥ 0 runs on that slot (Job::id_slot)
   // Speculative decoding (runtime/speculative.hpp): with a drafter, each step evaluates the last
   // token and up to draft_max drafted ones in one ubatch and keeps what the acceptance rule takes
   // (the same text at temperature 0, the same distribution above it). Drafts shorter than
@@ -115,14 +119,19 @@ struct GenerateParams {
 };
 
 struct TokenEvent {
-  int32_t token = -1;     // the sampled id; -1 for the final flush
-  std::string_view text;  // text that became safe to emit with this token (may be empty)
-  int32_t index = 0;      // 0-based position among the generated tokens
+  int32_t token = -1;                 // the sampled id; -1 for the final flush
+  std::string_view text;              // text that became safe to emit with this token (may be empty)
+  int32_t index = 0;                  // 0-based position among the generated tokens
+  const TokenProbs* probs = nullptr;  // with GenerateParams::n_probs ≥ 0: this token's (valid during the call)
 };
 // Returns false to stop after this token (StopReason::Cancelled).
 using TokenFn = std::function<bool(const TokenEvent&)>;
 // Called once after the prefill with the logits eval returned (the last row is the one sampled).
 using PromptLogitsFn = std::function<void(std::span<const float> logits)>;
+
+// DRY's breakers as the vocabulary's token sequences (dry_breaker_sequences over `tok`): a scan of
+// the whole vocabulary (the server keeps the default breakers' result).
+std::shared_ptr<const DryBreakers> dry_breakers(const tok::Tokenizer& tok, const std::vector<std::string>& breakers);
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // kept ids (the end-of-generation id is not kept)

@@ -75,6 +75,7 @@ namespace rocky::runtime {
 
 class Session;
 class BatchEngine;
+class TaskQueue;
 
 // 64-bit hash (XXH64's construction, our own code): keys and checksums.
 uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
@@ -220,11 +221,17 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
 // After a generation: `tokens` are what `s` holds (its first n_past positions); every full block
 // of them the cache does not have yet is exported and added; the whole chain is touched.
 void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens);
-// The same for sequence `seq` of a batched context (continuous batching): `held` are the
-// tokens its cells hold from position 0 (end() leaves them; the engine's n_past of the sequence
-// must be set to their count before the call). Attention models only (rocky::Error otherwise).
+// The same for sequence `seq` of a BatchEngine: `held` are the tokens its cells hold from
+// position 0 (end() leaves them; for an attention model the engine's n_past of the sequence must
+// be set to their count before the call). A hybrid model's sequence goes through its own Session
+// (BatchEngine::session), checkpoints included.
 PrefixHit restore_prefix(BatchEngine& e, int32_t seq, PrefixCache* cache, std::span<const int32_t> held,
                          std::span<const int32_t> prompt, bool use = true);
 void save_prefix(BatchEngine& e, int32_t seq, PrefixCache& cache, std::span<const int32_t> tokens);
+// save_prefix off the request's path: the engine's thread copies the cells of the blocks the cache
+// lacks in one export between two steps (BatchEngine::defer; a later begin/restore of `seq` waits
+// for it), `writer` cuts the copy into blocks and adds them (the disk tier writes behind put()).
+void save_prefix_async(BatchEngine& e, int32_t seq, const std::shared_ptr<PrefixCache>& cache,
+                       std::vector<int32_t> tokens, TaskQueue& writer);
 
 }  // namespace rocky::runtime

@@ -12,6 +12,7 @@
 #include "runtime/batch.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/session.hpp"
+#include "runtime/task_queue.hpp"
 
 namespace rocky::runtime {
 
@@ -242,7 +243,20 @@ PrefixHit restore_prefix(Session& s, PrefixCache* cache, std::span<const int32_t
 
 PrefixHit restore_prefix(BatchEngine& e, int32_t seq, PrefixCache* cache, std::span<const int32_t> held,
                          std::span<const int32_t> prompt, bool use) {
-  if (e.recurrent()) fail("prefix cache: a batched context holds no recurrent state");
+  e.wait_deferred(seq);  // a save of the sequence's cells still queued reads them first
+  if (Session* s = e.session(seq)) {
+    // A hybrid model's sequence: its own session (its state and checkpoints).
+    PrefixHit hit;
+    try {
+      hit = restore_prefix(*s, cache, held, prompt, use);
+    } catch (...) {
+      s->reset();
+      e.sync_session(seq);
+      throw;
+    }
+    e.sync_session(seq);
+    return hit;
+  }
   BatchCells c{e, seq};
   if (!use || prompt.size() <= 1) {
     c.reset();
@@ -270,10 +284,84 @@ void save_prefix(Session& s, PrefixCache& cache, std::span<const int32_t> tokens
 }
 
 void save_prefix(BatchEngine& e, int32_t seq, PrefixCache& cache, std::span<const int32_t> tokens) {
+  if (Session* s = e.session(seq)) {
+    save_prefix(*s, cache, tokens);
+    return;
+  }
   const auto n = std::min(tokens.size(), static_cast<size_t>(e.n_past(seq)));
   const std::vector<uint64_t> keys = cache.chain(tokens.first(n));
   std::vector<Session::StateCheckpoint> none;
   BatchCells c{e, seq};
   save_cells(c, cache, tokens, keys, keys.size(), none, 0);
+}
+
+void save_prefix_async(BatchEngine& e, int32_t seq, const std::shared_ptr<PrefixCache>& cache,
+                       std::vector<int32_t> tokens, TaskQueue& writer) {
+  if (!cache) return;
+  const int32_t B = cache->block();
+  if (static_cast<int32_t>(tokens.size()) < B) return;
+  // On the engine's thread, between steps: which blocks the cache lacks, their cells in one copy.
+  e.defer(seq, [&e, seq, cache, tokens = std::move(tokens), &writer, B]() mutable {
+    Session* s = e.session(seq);
+    const std::vector<uint64_t> keys = cache->chain(tokens);
+    size_t n_blocks = keys.size();
+    std::vector<Session::StateCheckpoint> ckpts;
+    uint64_t state_bytes = 0;
+    if (s) {
+      // A hybrid model: its checkpoints go with their blocks; blocks past the deepest one are of no use.
+      n_blocks = std::min(n_blocks, static_cast<size_t>(s->n_past() / B));
+      ckpts = s->take_checkpoints();
+      state_bytes = s->state_bytes();
+      int32_t deepest = 0;
+      for (const auto& c : ckpts)
+        if (c.pos % B == 0 && c.pos / B <= static_cast<int32_t>(n_blocks)) deepest = std::max(deepest, c.pos);
+      n_blocks = static_cast<size_t>(deepest / B);
+    }
+    std::vector<size_t> need;  // blocks to add (a held block without the checkpoint now at hand too)
+    std::vector<BlockPtr> held(n_blocks);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      held[b] = cache->peek(keys[b]);
+      bool ck = false;
+      for (const auto& c : ckpts)
+        if (c.pos == static_cast<int32_t>(b + 1) * B && c.state.size() == state_bytes) ck = true;
+      if (!held[b] || (ck && held[b]->state.empty())) need.push_back(b);
+    }
+    if (need.empty()) {
+      writer.post([cache, keys, n_blocks] { cache->touch_chain(std::span<const uint64_t>(keys).first(n_blocks)); });
+      return;
+    }
+    const int32_t p0 = static_cast<int32_t>(need.front()) * B;
+    const int32_t n = static_cast<int32_t>(need.back() + 1) * B - p0;
+    std::vector<uint8_t> bytes = s ? s->export_kv(p0, n) : e.export_kv(seq, p0, n);
+    // The copy holds, per layer, K then V of n positions (backend::Context::export_kv); a block's
+    // bytes are the same with B positions.
+    writer.post([cache, keys, n_blocks, need = std::move(need), held = std::move(held), ckpts = std::move(ckpts),
+                 bytes = std::move(bytes), tokens = std::move(tokens), p0, n, B, state_bytes]() mutable {
+      const size_t segs = 2 * static_cast<size_t>(cache->identity().n_layer);
+      const size_t row = bytes.size() / (segs * static_cast<size_t>(n));
+      if (segs == 0 || row * segs * static_cast<size_t>(n) != bytes.size())
+        fail("prefix cache: an export of {} positions has {} bytes, not whole rows of {} layers", n, bytes.size(),
+             segs / 2);
+      for (size_t b : need) {
+        auto blk = std::make_shared<Block>();
+        blk->key = keys[b];
+        blk->parent = b ? keys[b - 1] : cache->seed();
+        blk->p0 = static_cast<int32_t>(b) * B;
+        blk->tokens.assign(tokens.begin() + blk->p0, tokens.begin() + blk->p0 + B);
+        if (held[b]) {
+          blk->kv = held[b]->kv;
+        } else {
+          const size_t off = static_cast<size_t>(blk->p0 - p0) * row, len = static_cast<size_t>(B) * row;
+          blk->kv.resize(segs * len);
+          for (size_t k = 0; k < segs; ++k)
+            std::memcpy(blk->kv.data() + k * len, bytes.data() + k * static_cast<size_t>(n) * row + off, len);
+        }
+        for (auto& c : ckpts)
+          if (c.pos == blk->p0 + B && c.state.size() == state_bytes) blk->state = std::move(c.state);
+        cache->put(std::move(blk));
+      }
+      cache->touch_chain(std::span<const uint64_t>(keys).first(n_blocks));
+    });
+  });
 }
 }  // namespace rocky::runtime

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -21,8 +22,8 @@ std::vector<int32_t> tokens_held(std::span<const int32_t> prompt, const Generate
   return t;
 }
 
-// Device-fault hook: after a step failed with a device fault (out of device memory, device lost) the
-// session's context is made again (weights kept), otherwise it is only cleared. A failed remake
+// Device-fault hook for a slot's own session (embedding jobs): after a device fault (out of device
+// memory, device lost) the session's context is made again (weights kept), otherwise it is only cleared. A failed remake
 // leaves the session unusable; the next job tries again first (fault_guard).
 void recover_session(Session& session, bool fault) {
   if (!fault) return session.reset();
@@ -69,21 +70,13 @@ bool Job::done() const {
   return done_;
 }
 
-Scheduler::Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue,
-                     std::shared_ptr<PrefixCache> cache)
-    : tok_(tok), cache_(std::move(cache)), max_queue_(max_queue) {
-  for (auto& s : slots) {
-    auto slot = std::make_unique<Slot>();
-    n_ctx_ = s->n_ctx();
-    slot->session = std::move(s);
-    slots_.push_back(std::move(slot));
-  }
-  for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->worker = std::thread([this, i] { worker(i); });
-}
-
 Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue,
                      std::shared_ptr<PrefixCache> cache)
-    : tok_(tok), cache_(std::move(cache)), engine_(std::move(engine)), max_queue_(max_queue) {
+    : tok_(tok),
+      cache_(std::move(cache)),
+      engine_(std::move(engine)),
+      max_queue_(max_queue),
+      writer_(std::make_unique<TaskQueue>()) {
   if (!engine_) fail("scheduler: no batch engine");
   n_ctx_ = engine_->n_ctx();
   for (int32_t i = 0; i < engine_->n_seq(); ++i) slots_.push_back(std::make_unique<Slot>());
@@ -94,6 +87,13 @@ Scheduler::~Scheduler() {
   close(true);
   for (auto& s : slots_)
     if (s->worker.joinable()) s->worker.join();
+  flush_saves();  // the engine's queued exports post to the writer
+  writer_.reset();
+}
+
+void Scheduler::flush_saves() {
+  for (int32_t i = 0; i < engine_->n_seq(); ++i) engine_->wait_deferred(i);
+  writer_->flush();
 }
 
 Scheduler::Admit Scheduler::submit(const std::shared_ptr<Job>& job) {
@@ -103,9 +103,53 @@ Scheduler::Admit Scheduler::submit(const std::shared_ptr<Job>& job) {
     const size_t idle = slots_.size() - static_cast<size_t>(running_);
     if (queue_.size() >= idle + max_queue_) return Admit::QueueFull;
     queue_.push_back(job);
+    dispatch();
   }
-  cv_.notify_one();
   return Admit::Accepted;
+}
+
+void Scheduler::dispatch() {
+  bool assigned = false;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const std::shared_ptr<Job> job = *it;
+    // Admission: the prompt must fit the shared cells beside what the running jobs hold (a job
+    // alone always runs: its prompt was checked against the context).
+    if (running_ > 0 && !closed_) {
+      const int64_t free = engine_->n_cells() - engine_->used_cells() - reserved_;
+      if (static_cast<int64_t>(job->prompt.size()) > free) break;
+    }
+    // The slot a request asked for (id_slot; it waits while that slot is busy, the jobs behind it
+    // go on), else the idle slot whose cells share the longest prefix with the prompt.
+    int best = -1;
+    size_t best_len = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = *slots_[i];
+      if (s.busy || (job->id_slot >= 0 && static_cast<size_t>(job->id_slot) != i)) continue;
+      size_t len = 0;
+      if (!s.forget)
+        while (len < s.tokens.size() && len < job->prompt.size() && s.tokens[len] == job->prompt[len]) ++len;
+      if (best < 0 || len > best_len) {
+        best = static_cast<int>(i);
+        best_len = len;
+      }
+    }
+    if (best < 0) {
+      if (job->id_slot >= 0) {
+        ++it;
+        continue;
+      }
+      break;
+    }
+    Slot& s = *slots_[static_cast<size_t>(best)];
+    s.job = job;
+    s.busy = true;
+    s.reserved = static_cast<int64_t>(job->prompt.size());
+    reserved_ += s.reserved;
+    ++running_;
+    it = queue_.erase(it);
+    assigned = true;
+  }
+  if (assigned) cv_.notify_all();
 }
 
 void Scheduler::close(bool cancel) {
@@ -117,6 +161,7 @@ void Scheduler::close(bool cancel) {
       for (auto& s : slots_)
         if (s->job) s->job->cancel = true;
     }
+    dispatch();
   }
   cv_.notify_all();
 }
@@ -127,10 +172,8 @@ SchedulerStats Scheduler::stats() const {
   st.n_slots = static_cast<int>(slots_.size());
   st.queued = static_cast<int64_t>(queue_.size());
   st.n_ctx = n_ctx_;
-  if (engine_) {
-    st.batched = true;
-    st.batch = engine_->stats();
-  }
+  st.n_cells = engine_->n_cells();
+  st.batch = engine_->stats();
   for (const auto& s : slots_) {
     st.slots_busy += s->busy ? 1 : 0;
     st.kv_used += s->kv;
@@ -149,25 +192,20 @@ void Scheduler::worker(size_t i) {
     std::shared_ptr<Job> job;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return closed_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // closed and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      s.job = job;
-      ++running_;
-      s.busy = true;
+      cv_.wait(lk, [&] { return s.job != nullptr || (closed_ && queue_.empty()); });
+      if (!s.job) return;  // closed and drained
+      job = s.job;
     }
     job->slot = static_cast<int>(i);
-    if (engine_) {
-      run_batched_job(i, *job);
-    } else {
-      run_job(s, *job);
-    }
+    run_job(i, *job);
     {
       std::lock_guard lk(mu_);
       s.job.reset();
       --running_;
       s.busy = false;
+      reserved_ -= s.reserved;
+      s.reserved = 0;
+      dispatch();  // its cells are free: a waiting job may fit now
     }
     {
       std::lock_guard lk(job->m_);
@@ -177,7 +215,8 @@ void Scheduler::worker(size_t i) {
   }
 }
 
-void Scheduler::run_job(Slot& s, Job& job) {
+void Scheduler::run_job(size_t i, Job& job) {
+  Slot& s = *slots_[i];
   auto gone = [&job] { return job.cancel.load() || (job.alive && !job.alive()); };
   if (gone()) {
     // Cancelled while queued: nothing ran.
@@ -188,112 +227,51 @@ void Scheduler::run_job(Slot& s, Job& job) {
     return;
   }
   job.started = true;
-  Session& session = *s.session;
-  if (!fault_guard(session, job)) return s.tokens.clear();
-  if (s.forget.exchange(false)) s.tokens.clear();
   if (job.embed) {
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      job.hidden = session.hidden_states(job.prompt);
-      GenerateResult r;
-      r.reason = StopReason::Eog;
-      r.n_prompt = static_cast<int32_t>(job.prompt.size());
-      r.prompt_ms = ms_since(t0);
-      job.result = std::move(r);
-    } catch (const std::exception& e) {
-      job.error = e.what();
-    }
-    session.reset();
-    s.tokens.clear();
-    s.kv = 0;
-    return;
-  }
-  GenerateParams p = job.params;
-  const auto t_restore = std::chrono::steady_clock::now();
-  try {
-    // : the slot's own prefix, then cached blocks.
-    job.cache_hit = restore_prefix(session, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
-    recover_session(session, is_device_fault(e));
-    job.cache_hit = {};
-  }
-  s.tokens.assign(job.prompt.begin(), job.prompt.begin() + job.cache_hit.n_cached);
-  p.n_cached = job.cache_hit.n_cached;
-  const double cache_ms = ms_since(t_restore);
-  const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
-  s.kv = n_prompt;
-  TokenFn cb = [&](const TokenEvent& ev) {
-    if (ev.token >= 0) s.kv = n_prompt + ev.index;
-    const bool go_on = !job.on_token || job.on_token(ev);
-    return go_on && !gone();
-  };
-  try {
-    SessionSource src(session);
-    Generator g(src, tok_);
-    GenerateResult r = g.generate(job.prompt, p, cb);
-    r.cache_ms = cache_ms;
-    s.tokens = tokens_held(job.prompt, r, session.n_past());
-    job.result = std::move(r);
-    if (cache_ && !s.tokens.empty()) {
-      try {
-        save_prefix(session, *cache_, s.tokens);
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "rocky: warning: prefix cache: could not save the prompt's blocks: {}\n", e.what());
-      }
-    }
-  } catch (const std::exception& e) {
-    job.error = e.what();
-    job.fault = is_device_fault(e);
-    recover_session(session, job.fault);
-    s.tokens.clear();
-  }
-  s.kv = session.n_past();
-}
-
-void Scheduler::run_batched_job(size_t i, Job& job) {
-  Slot& s = *slots_[i];
-  auto gone = [&job] { return job.cancel.load() || (job.alive && !job.alive()); };
-  if (gone()) {
-    GenerateResult r;
-    r.reason = StopReason::Cancelled;
-    r.n_prompt = static_cast<int32_t>(job.prompt.size());
-    job.result = std::move(r);
-    return;
-  }
-  job.started = true;
-  if (job.embed) {  // the server refuses --embedding with --cont-batching
-    job.error = "embedding jobs need per-slot sessions (a server without --cont-batching)";
+    run_embed(s, job);
     return;
   }
   const int32_t seq = static_cast<int32_t>(i);
   GenerateParams p = job.params;
-  p.n_cached = 0;
+  const bool use_cache = job.params.cache_prompt;
+  // The saves queued so far (any slot's) reach the cache first: the next turn of an agent finds
+  // its blocks on any slot (this waits on the new request's path, never on a stream's).
+  if (cache_ && use_cache) flush_saves();
+  engine_->begin(seq, gone);
+  if (s.forget.exchange(false)) s.tokens.clear();
+  const auto t_restore = std::chrono::steady_clock::now();
+  try {
+    // The sequence's cells still hold the slot's last tokens (end() does not erase them).
+    if (!engine_->recurrent())
+      engine_->truncate(seq, static_cast<int32_t>(std::min<size_t>(s.tokens.size(), size_t(engine_->n_ctx()))));
+    job.cache_hit = restore_prefix(*engine_, seq, cache_.get(), s.tokens, job.prompt, use_cache);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
+    engine_->truncate(seq, 0);
+    job.cache_hit = {};
+  }
+  p.n_cached = job.cache_hit.n_cached;
+  s.tokens.assign(job.prompt.begin(), job.prompt.begin() + p.n_cached);
+  engine_->set_tokens(seq, s.tokens);
+  const double cache_ms = ms_since(t_restore);
   const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
   s.kv = n_prompt;
+  const bool save = cache_ && use_cache;
   TokenFn cb = [&](const TokenEvent& ev) {
     if (ev.token >= 0) s.kv = n_prompt + ev.index;
+    if (ev.index == 0 && ev.token >= 0) {
+      // The prompt is in the cells: its reservation ends, and its blocks go to the cache (off this path).
+      {
+        std::lock_guard lk(mu_);
+        reserved_ -= s.reserved;
+        s.reserved = 0;
+        dispatch();
+      }
+      if (save) save_prefix_async(*engine_, seq, cache_, job.prompt, *writer_);
+    }
     const bool go_on = !job.on_token || job.on_token(ev);
     return go_on && !gone();
   };
-  engine_->begin(seq);
-  if (s.forget.exchange(false)) s.tokens.clear();
-  const bool cached = cache_ && !engine_->recurrent();
-  const auto t_restore = std::chrono::steady_clock::now();
-  if (cached) {
-    try {
-      // The sequence's cells still hold the slot's last tokens (end() does not erase them).
-      engine_->truncate(seq, static_cast<int32_t>(std::min<size_t>(s.tokens.size(), size_t(engine_->n_ctx()))));
-      job.cache_hit = restore_prefix(*engine_, seq, cache_.get(), s.tokens, job.prompt, job.params.cache_prompt);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "rocky: warning: prefix cache: {}; recomputing the prompt\n", e.what());
-      engine_->truncate(seq, 0);
-      job.cache_hit = {};
-    }
-    p.n_cached = job.cache_hit.n_cached;
-  }
-  s.tokens.assign(job.prompt.begin(), job.prompt.begin() + p.n_cached);
-  const double cache_ms = ms_since(t_restore);
   try {
     BatchSource src(*engine_, seq);
     Generator g(src, tok_);
@@ -302,19 +280,52 @@ void Scheduler::run_batched_job(size_t i, Job& job) {
     r.batch_seqs_max = src.seqs_max();
     s.tokens = tokens_held(job.prompt, r, engine_->n_past(seq));
     job.result = std::move(r);
-    if (cached && !s.tokens.empty()) {
-      try {
-        save_prefix(*engine_, seq, *cache_, s.tokens);
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "rocky: warning: prefix cache: could not save the prompt's blocks: {}\n", e.what());
-      }
-    }
+    if (save && !s.tokens.empty()) save_prefix_async(*engine_, seq, cache_, s.tokens, *writer_);
   } catch (const std::exception& e) {
-    job.error = e.what();
-    job.fault = is_device_fault(e);  // the engine has made its context again (BatchEngine::recover)
+    if (gone()) {
+      // The engine failed its request because the client left (within one step).
+      GenerateResult r;
+      r.reason = StopReason::Cancelled;
+      r.n_prompt = static_cast<int32_t>(job.prompt.size());
+      job.result = std::move(r);
+    } else {
+      job.error = e.what();
+      job.fault = is_device_fault(e);  // the engine has made its context again (BatchEngine::recover)
+    }
     s.tokens.clear();
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job
+  s.kv = 0;
+}
+
+void Scheduler::run_embed(Slot& s, Job& job) {
+  // The batched graph yields logits, not hidden states: an embedding job runs on a Session of the
+  // slot's own, made on its first such job (an --embedding server serves nothing else).
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (!s.embed_session)
+      s.embed_session = std::make_unique<Session>(engine_->model(), engine_->shared_backend(),
+                                                  SessionOptions{engine_->n_ctx(), engine_->n_ubatch()});
+  } catch (const std::exception& e) {
+    job.error = e.what();
+    job.fault = is_device_fault(e);
+    return;
+  }
+  Session& session = *s.embed_session;
+  if (!fault_guard(session, job)) return;
+  bool fault = false;
+  try {
+    job.hidden = session.hidden_states(job.prompt);
+    GenerateResult r;
+    r.reason = StopReason::Eog;
+    r.n_prompt = static_cast<int32_t>(job.prompt.size());
+    r.prompt_ms = ms_since(t0);
+    job.result = std::move(r);
+  } catch (const std::exception& e) {
+    job.error = e.what();
+    job.fault = fault = is_device_fault(e);
+  }
+  recover_session(session, fault);  // cleared, or made again after a device fault
   s.kv = 0;
 }
 

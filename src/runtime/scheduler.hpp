@@ -1,16 +1,17 @@
-// Slots and the request queue of the server: the Scheduler owns N slots (one Session each) and a
-// bounded FIFO of jobs; one worker thread per slot runs one job at a time through the Generator.
+// Slots and the request queue of the server: the Scheduler owns one BatchEngine (runtime/batch.hpp)
+// whose n_seq sequences are its slots, and a bounded FIFO of jobs; one worker thread per slot runs
+// one job at a time through the Generator, every slot's tokens going through the engine's steps.
 //
-// Seams for what comes next:
-//   batching: the scheduler is the only owner of the slots, and jobs reach them only through
-//        submit(); a batched step (several sequences per ubatch) replaces run_job() without
-//        touching the HTTP layer.
-//   prefix cache (runtime/prefix_cache.hpp): before each prefill, restore_prefix() keeps
-//        the common prefix of the slot's KV and the prompt (device tier) and loads the following
-//        cached blocks (RAM, disk); they are skipped (GenerateParams::n_cached) and reported as
-//        cached_tokens / cache_n. After the generation, before the job is marked done (so the
-//        next turn of an agent finds it on any slot), save_prefix() adds the slot's new full
-//        blocks to the cache.
+// Dispatch: a queued job goes to the idle slot whose cells share the longest prefix with its prompt
+// (the device tier of the prefix cache), and only once the engine's shared cells hold its prompt
+// beside what the running jobs hold (or nothing runs): beyond the free KV a job waits in the queue.
+//
+// Prefix cache (runtime/prefix_cache.hpp): before each prefill, restore_prefix() keeps the common
+// prefix of the slot's cells and the prompt (device tier) and loads the following cached blocks
+// (RAM, disk); they are skipped (GenerateParams::n_cached) and reported as cached_tokens / cache_n.
+// Saves are off the request's path: once the prompt is evaluated and again after the generation,
+// save_prefix_async() has the engine's thread copy the new blocks' cells between two steps and the
+// scheduler's writer thread add them. cache_prompt false neither reuses nor saves.
 #pragma once
 
 #include <atomic>
@@ -29,6 +30,7 @@
 #include "runtime/generator.hpp"
 #include "runtime/prefix_cache.hpp"
 #include "runtime/session.hpp"
+#include "runtime/task_queue.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::runtime {
@@ -40,6 +42,7 @@ struct Job {
   TokenFn on_token;                 // per token; false cancels
   std::function<bool()> alive;      // polled per token and before the job starts (client still there?)
   std::atomic<bool> cancel{false};  // set from any thread: the job stops within one token
+  int id_slot = -1;                 // ≥ 0: only that slot runs it (llama-server's id_slot)
   // An embedding job (rocky serve --embedding): the prompt is evaluated from an empty context and
   // every token's hidden state lands in `hidden` ([prompt.size()][n_embd]); nothing is generated,
   // the prefix cache is not used, and `result` carries only n_prompt and prompt_ms.
@@ -67,11 +70,11 @@ struct Job {
 struct SchedulerStats {
   int n_slots = 0;
   int slots_busy = 0;
-  int64_t queued = 0;    // jobs waiting for a slot
-  int64_t kv_used = 0;   // KV cells in use over all slots
-  int32_t n_ctx = 0;     // per slot
-  bool batched = false;  // one BatchEngine runs every slot's tokens
-  BatchStats batch;      // its steps (batched only)
+  int64_t queued = 0;   // jobs waiting for a slot
+  int64_t kv_used = 0;  // KV cells in use over all slots
+  int32_t n_ctx = 0;    // per slot
+  int64_t n_cells = 0;  // the KV cells the slots share (-c)
+  BatchStats batch;     // the engine's steps
   struct Slot {
     bool busy = false;
     int64_t kv = 0;  // KV cells it holds
@@ -82,15 +85,9 @@ struct SchedulerStats {
 class Scheduler {
  public:
   // `max_queue`: jobs that may wait when every slot is busy (beyond them submit() says QueueFull).
-  // `cache` (may be null: each slot reuses only its own KV) is shared by the slots.
-  Scheduler(const tok::Tokenizer& tok, std::vector<std::unique_ptr<Session>> slots, size_t max_queue,
-            std::shared_ptr<PrefixCache> cache = nullptr);
-  // Continuous batching: engine->n_seq() slots, slot i = sequence i of the engine; every
-  // step of the engine carries the next token of each generating slot (batch.hpp). The prefix
-  // cache works as with sessions: a slot's sequence keeps its cells between jobs (device tier),
-  // cached blocks are imported into them, every full block is saved after the job (attention
-  // models; a batched context holds no recurrent state). GenerateResult::batch_seqs_max tells
-  // how many sequences shared the job's steps.
+  // `cache` (may be null: each slot reuses only its own cells) is shared by the slots. Slot i is
+  // sequence i of `engine`; GenerateResult::batch_seqs_max tells how many sequences shared the
+  // job's steps.
   Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue,
             std::shared_ptr<PrefixCache> cache = nullptr);
   ~Scheduler();
@@ -104,27 +101,31 @@ class Scheduler {
   void close(bool cancel);
   SchedulerStats stats() const;
   PrefixCache* cache() const { return cache_.get(); }
+  // Returns once the prefix-cache saves queued so far are in the cache (tests, shutdown).
+  void flush_saves();
   // Forget what every slot's KV holds (DELETE /cache): each slot's next job starts afresh.
   void forget_device_prefixes();
   int32_t n_ctx() const { return n_ctx_; }
 
  private:
   struct Slot {
-    std::unique_ptr<Session> session;
-    std::vector<int32_t> tokens;  // what its KV holds
+    std::vector<int32_t> tokens;  // what its cells hold
     std::atomic<int64_t> kv{0};
     std::atomic<bool> busy{false};
-    std::atomic<bool> forget{false};  // drop `tokens` before the next job
-    std::shared_ptr<Job> job;         // running (guarded by mu_)
+    std::atomic<bool> forget{false};         // drop `tokens` before the next job
+    std::shared_ptr<Job> job;                // assigned or running (guarded by mu_)
+    int64_t reserved = 0;                    // its prompt's cells until evaluated (guarded by mu_)
+    std::unique_ptr<Session> embed_session;  // embedding jobs (made on the first one)
     std::thread worker;
   };
   void worker(size_t i);
-  void run_job(Slot& s, Job& job);
-  void run_batched_job(size_t i, Job& job);
+  void run_job(size_t i, Job& job);
+  void run_embed(Slot& s, Job& job);
+  void dispatch();  // mu_ held: queued jobs to idle slots
 
   const tok::Tokenizer& tok_;
   std::shared_ptr<PrefixCache> cache_;
-  std::shared_ptr<BatchEngine> engine_;  // set: slots have no session of their own
+  std::shared_ptr<BatchEngine> engine_;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t max_queue_;
   int32_t n_ctx_ = 0;
@@ -133,6 +134,8 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   bool closed_ = false;
   int running_ = 0;
+  int64_t reserved_ = 0;               // prompt cells of jobs dispatched but not yet evaluated
+  std::unique_ptr<TaskQueue> writer_;  // the prefix cache's block writer
 };
 
 }  // namespace rocky::runtime

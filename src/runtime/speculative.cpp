@@ -11,6 +11,33 @@
 
 namespace rocky::runtime {
 
+double TokenDist::prob(int32_t id) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == id) return p[i];
+  return 0.0;
+}
+
+TokenDist to_dist(const std::vector<std::pair<int32_t, double>>& d) {
+  TokenDist out;
+  out.ids.reserve(d.size());
+  out.p.reserve(d.size());
+  for (const auto& [id, pr] : d) {
+    out.ids.push_back(id);
+    out.p.push_back(pr);
+  }
+  return out;
+}
+
+int32_t draw(const TokenDist& d, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double r = u(rng), cum = 0;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    cum += d.p[i];
+    if (r < cum) return d.ids[i];
+  }
+  return d.ids.back();
+}
+
 SpecVerdict speculative_accept(const TokenDist& p, int32_t x, const TokenDist& q, std::mt19937& rng) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   const bool point = q.ids.empty();
@@ -121,9 +148,9 @@ void ModelDrafter::draft(std::span<const int32_t> history, int32_t n_max, Draft&
       out.tokens.push_back(x);
       out.q.emplace_back();
     } else {
-      TokenDist q = sampler_.distribution(row);
+      TokenDist q = to_dist(sampler_.distribution(row));
       if (q.p.front() < p_min_) break;  // decided before the draw: q stays the proposal
-      x = sampler_.draw(q);
+      x = draw(q, sampler_.rng());
       out.tokens.push_back(x);
       out.q.push_back(std::move(q));
     }

@@ -20,6 +20,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/sampler.hpp"
@@ -27,6 +28,17 @@
 #include "tokenizer/vocab.hpp"
 
 namespace rocky::runtime {
+
+// A sampling distribution: candidate ids and their probabilities (summing to 1), most likely first.
+struct TokenDist {
+  std::vector<int32_t> ids;
+  std::vector<double> p;
+  double prob(int32_t id) const;  // 0 for an id outside the candidates
+};
+// Sampler::distribution's (token, probability) pairs as a TokenDist.
+TokenDist to_dist(const std::vector<std::pair<int32_t, double>>& d);
+// One draw from `d` (one uniform from `rng`).
+int32_t draw(const TokenDist& d, std::mt19937& rng);
 
 struct SpecVerdict {
   int32_t token = -1;     // the token kept at this position

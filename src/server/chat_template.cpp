@@ -9,7 +9,8 @@
 
 namespace rocky::server {
 
-ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& tok, const std::string& override_file) {
+ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& tok, const std::string& override_file,
+                                const std::string& override_template) {
   std::string source;
   bool fallback = false;
   if (!override_file.empty()) {
@@ -18,6 +19,16 @@ ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& t
     std::ostringstream s;
     s << in.rdbuf();
     source = s.str();
+  } else if (!override_template.empty()) {
+    if (auto b = chat::builtin_template_source(override_template)) {
+      source = *b;
+    } else if (override_template.find("{{") != std::string::npos || override_template.find("{%") != std::string::npos) {
+      source = override_template;
+    } else {
+      std::string names;
+      for (const auto& n : chat::builtin_template_names()) names += (names.empty() ? "" : ", ") + n;
+      fail("--chat-template '{}' is neither a built-in template ({}) nor a Jinja template", override_template, names);
+    }
   } else if (auto src = f.get_string("tokenizer.chat_template")) {
     source = std::string(*src);
   } else {
@@ -28,6 +39,7 @@ ChatTemplate ChatTemplate::load(const gguf::GgufFile& f, const tok::Tokenizer& t
     try {
       return chat::Template::parse(std::move(source));
     } catch (const std::exception& e) {
+      if (!override_template.empty() && override_file.empty()) fail("--chat-template: {}", e.what());
       if (override_file.empty()) throw;
       fail("{}: {}", override_file, e.what());  // name the file: the message gives line:column only
     }

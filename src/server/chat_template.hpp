@@ -25,7 +25,11 @@ class ChatTemplate {
  public:
   // `override_file` (may be empty) wins over the GGUF's template. Throws rocky::Error when the
   // file cannot be read, chat::TemplateError when the template does not parse.
-  static ChatTemplate load(const gguf::GgufFile& f, const tok::Tokenizer& tok, const std::string& override_file);
+  // `override_file`: a Jinja file; else `override_template` (--chat-template): one of llama.cpp's
+  // built-in names (chat::builtin_template_source) or a Jinja source; else the model's (ChatML
+  // when it has none).
+  static ChatTemplate load(const gguf::GgufFile& f, const tok::Tokenizer& tok, const std::string& override_file,
+                           const std::string& override_template = {});
   const std::string& source() const { return tmpl_.source(); }
   bool is_fallback() const { return fallback_; }
   const std::string& bos_token() const { return bos_; }

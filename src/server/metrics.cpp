@@ -41,6 +41,13 @@ void add_batch(const runtime::BatchStats& b, Add add) {
       "Between steps while a sequence was active (sampling, streaming, the join window).", b.gather_s);
   add("batch_replays_total", "counter", "Batched steps that replayed a recorded command buffer.",
       static_cast<double>(b.replays));
+  add("kv_preemptions_total", "counter",
+      "Sequences preempted because the shared KV ran out (each goes on when there is room).",
+      static_cast<double>(b.preemptions));
+  add("kv_replayed_tokens_total", "counter", "Tokens re-evaluated after preemptions.",
+      static_cast<double>(b.replayed_tokens));
+  add("requests_cancelled_in_step_total", "counter", "Waiting requests failed because their client left.",
+      static_cast<double>(b.cancelled));
 }
 
 }  // namespace
@@ -93,7 +100,7 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
   // occupancy, and how much of the prompts the prefix cache supplied (affinity pays off).
   add("requests_running", "gauge", "Requests generating (prefill or decode).", static_cast<double>(st.slots_busy));
   add("requests_waiting", "gauge", "Requests waiting for a slot or for KV cells.", static_cast<double>(st.queued));
-  add("kv_cells_total", "gauge", "KV cells over all slots.", static_cast<double>(st.n_ctx) * st.n_slots);
+  add("kv_cells_total", "gauge", "KV cells the slots share (-c).", static_cast<double>(st.n_cells));
   add("prompt_tokens_cached_total", "counter", "Prompt tokens supplied by the prefix cache (not evaluated).",
       static_cast<double>(m.prompt_tokens_cached));
   {
@@ -101,7 +108,7 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
     add("prefix_cache_hit_ratio", "gauge", "Share of all prompt tokens the prefix cache supplied (0 .. 1).",
         all > 0 ? static_cast<double>(m.prompt_tokens_cached) / all : 0.0);
   }
-  if (st.batched) add_batch(st.batch, add);
+  add_batch(st.batch, add);
   auto kinds = [&](const char* name, const char* help, const runtime::KvBytes& b, bool all) {
     out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} gauge\n", name, help, name);
     out += fmt::format("rocky:{}{{kind=\"full\"}} {}\n", name, b.full);

@@ -265,8 +265,63 @@ SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   s.presence_penalty = get_number(o, "presence_penalty", -2.0, 2.0);
   s.frequency_penalty = get_number(o, "frequency_penalty", -2.0, 2.0);
   neutral_number("best_of", 1);
-  neutral_number("mirostat", 0);
-  neutral_number("typical_p", 1);
+  s.typical_p = get_number(o, "typical_p", 0.0, 1.0);
+  s.top_n_sigma = get_number(o, "top_n_sigma", -1.0, 1.0e4);
+  s.xtc_probability = get_number(o, "xtc_probability", 0.0, 1.0);
+  s.xtc_threshold = get_number(o, "xtc_threshold", 0.0, 1.0);
+  s.dry_multiplier = get_number(o, "dry_multiplier", 0.0, 1.0e4);
+  s.dry_base = get_number(o, "dry_base", 1.0, 1.0e4);
+  s.dry_allowed_length = get_int(o, "dry_allowed_length", 0, std::numeric_limits<int32_t>::max());
+  s.dry_penalty_last_n = get_int(o, "dry_penalty_last_n", -1, std::numeric_limits<int32_t>::max());
+  if (const json* v = field(o, "dry_sequence_breakers")) {
+    if (!v->is_array()) bad_type("dry_sequence_breakers", "a list of strings", *v);
+    if (v->empty()) bad_value("dry_sequence_breakers", "must not be empty (llama-server's rule)");
+    if (v->size() > 64) bad_value("dry_sequence_breakers", fmt::format("has {} entries (at most 64)", v->size()));
+    s.dry_sequence_breakers.emplace();
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& b = (*v)[i];
+      const std::string p = fmt::format("dry_sequence_breakers[{}]", i);
+      if (!b.is_string()) bad_type(p, "a string", b);
+      if (b.get<std::string>().empty()) bad_value(p, "must not be empty");
+      s.dry_sequence_breakers->push_back(b.get<std::string>());
+    }
+  }
+  s.mirostat = get_int(o, "mirostat", 0, 2);
+  s.mirostat_tau = get_number(o, "mirostat_tau", 0.0, 1.0e4);
+  s.mirostat_eta = get_number(o, "mirostat_eta", 0.0, 1.0e4);
+  // The chain's order: llama-server's list of names, or a string of their letters ("edskypmxt").
+  if (const json* v = field(o, "samplers")) {
+    std::vector<runtime::SamplerKind> order;
+    auto bad_name = [](const std::string& p, const std::string& name) {
+      bad_value(p, fmt::format("is '{}': not a sampler (penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, "
+                               "temperature{})",
+                               name, name == "infill" || name == "i" ? "; infill is not supported" : ""));
+    };
+    if (v->is_array()) {
+      if (v->size() > 64) bad_value("samplers", fmt::format("has {} entries (at most 64)", v->size()));
+      for (size_t i = 0; i < v->size(); ++i) {
+        const json& n = (*v)[i];
+        const std::string p = fmt::format("samplers[{}]", i);
+        if (!n.is_string()) bad_type(p, "a string", n);
+        const auto k = runtime::sampler_from_name(n.get<std::string>());
+        if (!k) bad_name(p, n.get<std::string>());
+        order.push_back(*k);
+      }
+    } else if (v->is_string()) {
+      const std::string chars = v->get<std::string>();
+      if (chars.size() > 64) bad_value("samplers", fmt::format("has {} letters (at most 64)", chars.size()));
+      for (char c : chars) {
+        const auto k = runtime::sampler_from_char(c);
+        if (!k) bad_name("samplers", std::string(1, c));
+        order.push_back(*k);
+      }
+    } else {
+      bad_type("samplers", "a list of sampler names or a string of their letters", *v);
+    }
+    s.samplers = std::move(order);
+  }
+  s.id_slot = get_int(o, "id_slot", -1, std::numeric_limits<int32_t>::max()).value_or(-1);
+  s.t_max_predict_ms = get_int(o, "t_max_predict_ms", 0, std::numeric_limits<int32_t>::max()).value_or(0);
   s.logit_bias = parse_logit_bias(o);
   parse_constraint(o, s);
   // max_completion_tokens (the current OpenAI name) wins over max_tokens (deprecated there).
@@ -280,8 +335,7 @@ SamplingFields parse_sampling(const json& o, bool native, bool chat) {
     parse_max_tokens(o, "n_predict");  // still type-checked
   s.stop = parse_stop(o);
   s.ignore_eos = get_bool(o, "ignore_eos", false);
-  if (auto n = get_int(o, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()); n && *n != 1)
-    bad_value("n", fmt::format("must be 1: one choice per request is supported (got {})", *n));
+  s.n = get_int(o, "n", 1, 16).value_or(1);
   return s;
 }
 
@@ -504,8 +558,6 @@ ChatRequest parse_chat(const json& o) {
   r.chat_template_kwargs = kwargs_of(o);
   parse_stream(o, r.stream, r.include_usage);
   r.sampling = parse_sampling(o, false, true);
-  if (r.stream && r.sampling.n_probs >= 0)
-    bad_value("logprobs", "is not supported with \"stream\": true yet (ask without streaming)");
   if ((r.tool_choice == "required" || r.tool_choice == "function") && !r.sampling.grammar.empty())
     throw ApiError(400,
                    fmt::format("'tool_choice' and '{}' both constrain the output; send only one of them",
@@ -539,8 +591,6 @@ CompletionRequest parse_completion(const json& o, bool native) {
   parse_stream(o, r.stream, r.include_usage);
   r.cache_prompt = get_bool(o, "cache_prompt", true);
   r.sampling = parse_sampling(o, native, false);
-  if (r.stream && r.sampling.n_probs >= 0)
-    bad_value(native ? "n_probs" : "logprobs", "is not supported with \"stream\": true yet (ask without streaming)");
   if (const json* e = field(o, "echo"); e && (!e->is_boolean() || e->get<bool>()))
     bad_value("echo", "is not supported");
   if (const json* s = field(o, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/sampler_kind.hpp"
+
 namespace rocky::server {
 
 // An OpenAI error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
@@ -55,6 +57,15 @@ struct LogitBias {
 struct SamplingFields {
   std::optional<double> temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
   std::optional<int64_t> top_k, seed, repeat_last_n;
+  // llama-server's other samplers (runtime::SamplerParams has their meanings and defaults).
+  std::optional<double> typical_p, top_n_sigma, xtc_probability, xtc_threshold, dry_multiplier, dry_base, mirostat_tau,
+      mirostat_eta;
+  std::optional<int64_t> dry_allowed_length, dry_penalty_last_n, mirostat;
+  std::optional<std::vector<std::string>> dry_sequence_breakers;
+  std::optional<std::vector<runtime::SamplerKind>> samplers;  // the chain's order
+  int64_t n = 1;                                              // choices (OpenAI's n)
+  int64_t id_slot = -1;                                       // llama-server's: ≥ 0 runs on that slot
+  int64_t t_max_predict_ms = 0;  // llama-server's: > 0 stops the generation after this long (finish_reason "length")
   std::vector<LogitBias> logit_bias;
   int64_t n_probs = -1;               // ≥ 0: log-probabilities of each token and this many alternatives
   bool return_tokens = false;         // llama-server's: native answers carry the generated ids in `tokens`

@@ -150,10 +150,10 @@ json bytes_of(const std::string& s) {
 }
 }  // namespace
 
-json Shapes::logprobs_json(Kind kind, const runtime::GenerateResult& r) const {
+json Shapes::logprobs_json(Kind kind, const std::vector<runtime::TokenProbs>& probs) const {
   const bool native = kind == Kind::Native;
   json content = json::array();
-  for (const runtime::TokenProbs& tp : r.probs) {
+  for (const runtime::TokenProbs& tp : probs) {
     auto entry = [&](int32_t id, float lp) {
       const std::string t = piece ? piece(id) : std::string();
       json e = json::object();
@@ -215,6 +215,8 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
     if (!r.probs.empty()) out["completion_probabilities"] = logprobs_json(kind, r);
     if (params) {
       const runtime::SamplerParams& sp = params->sampling;
+      json samplers = json::array();
+      for (runtime::SamplerKind k : sp.order) samplers.push_back(std::string(runtime::sampler_name(k)));
       out["generation_settings"] = {{"seed", r.seed},
                                     {"temperature", sp.temp},
                                     {"top_k", sp.top_k},
@@ -224,6 +226,21 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
                                     {"repeat_penalty", sp.repeat_penalty},
                                     {"presence_penalty", sp.presence_penalty},
                                     {"frequency_penalty", sp.frequency_penalty},
+                                    {"typical_p", sp.typical_p},
+                                    {"top_n_sigma", sp.top_n_sigma},
+                                    {"xtc_probability", sp.xtc_probability},
+                                    {"xtc_threshold", sp.xtc_threshold},
+                                    {"dry_multiplier", sp.dry_multiplier},
+                                    {"dry_base", sp.dry_base},
+                                    {"dry_allowed_length", sp.dry_allowed_length},
+                                    {"dry_penalty_last_n", sp.dry_penalty_last_n},
+                                    {"dry_sequence_breakers", sp.dry_sequence_breakers},
+                                    {"mirostat", sp.mirostat},
+                                    {"mirostat_tau", sp.mirostat_tau},
+                                    {"mirostat_eta", sp.mirostat_eta},
+                                    {"samplers", samplers},
+                                    {"t_max_predict_ms", params->t_max_predict_ms},
+                                    {"id_slot", params->id_slot},
                                     {"n_predict", params->max_tokens},
                                     {"n_probs", params->n_probs},
                                     {"ignore_eos", params->ignore_eos},

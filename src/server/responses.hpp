@@ -69,7 +69,9 @@ struct Shapes {
   json final_json(Kind kind, const std::string& id, const runtime::GenerateResult& r, int slot,
                   const chat::ReplySyntax& syntax, const runtime::GenerateParams* params = nullptr) const;
   // The log-probabilities of r.probs in `kind`'s shape (see above).
-  json logprobs_json(Kind kind, const runtime::GenerateResult& r) const;
+  json logprobs_json(Kind kind, const runtime::GenerateResult& r) const { return logprobs_json(kind, r.probs); }
+  // The same for some of the tokens (a streamed chunk's).
+  json logprobs_json(Kind kind, const std::vector<runtime::TokenProbs>& probs) const;
 };
 
 // GET /cache: the prefix cache's tiers (device cells from the scheduler), identity and block size.

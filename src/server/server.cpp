@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -33,6 +34,7 @@
 #include "server/embedding.hpp"
 #include "server/infill.hpp"
 #include "server/http.hpp"
+#include "server/json_fields.hpp"
 #include "server/event_stream.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_responses.hpp"
@@ -49,11 +51,10 @@ namespace rocky::server {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// One slot's session: its own context (KV cache) on the one backend all slots share, so the
-// weights are uploaded once.
-std::unique_ptr<runtime::Session> make_slot_session(const model::Model& m, const std::shared_ptr<backend::Backend>& be,
-                                                    int32_t n_ctx, const ServerOptions& o) {
-  return std::make_unique<runtime::Session>(m, be, runtime::SessionOptions{n_ctx, o.n_ubatch});
+json sampler_names(const std::vector<runtime::SamplerKind>& order) {
+  json out = json::array();
+  for (runtime::SamplerKind k : order) out.push_back(std::string(runtime::sampler_name(k)));
+  return out;
 }
 
 class App {
@@ -85,8 +86,8 @@ class App {
       fmt::print(stderr, "rocky: embeddings: pooling {}{}\n", to_string(pooling_),
                  rank_head_ ? fmt::format(" (classification head: {} output(s))", rank_head_->n_out()) : "");
     }
-    tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file));
-    if (tmpl_->is_fallback() && o_.chat_template_file.empty())
+    tmpl_.emplace(ChatTemplate::load(model_->file(), *tok_, o_.chat_template_file, o_.chat_template));
+    if (tmpl_->is_fallback() && o_.chat_template_file.empty() && o_.chat_template.empty())
       fmt::print(stderr, "rocky: warning: the model has no chat template; using ChatML\n");
     runtime::BackendOptions bo;
     bo.device = o_.device;
@@ -95,10 +96,8 @@ class App {
     bo.env = o_.env;
     const std::shared_ptr<backend::Backend> be = runtime::make_backend(bo);
     backend_ = be;
-    std::vector<std::unique_ptr<runtime::Session>> slots;
-    std::shared_ptr<runtime::BatchEngine> engine;
-    // The context table: -c is the server's KV (0: the model's, at most 4096); each request's
-    // limit is slot_ctx() of it.
+    // The context table: -c is the server's KV (0: the model's, at most 4096), shared by the
+    // slots (one batched context, runtime/batch.hpp); each request's limit is slot_ctx() of it.
     const int32_t n_train = model_->hparams().n_ctx_train;
     n_ctx_total_ = o_.n_ctx > 0 ? o_.n_ctx : (n_train > 0 ? std::min(n_train, 4096) : 4096);
     const int32_t n_slot = slot_ctx(o_, n_ctx_total_);
@@ -111,20 +110,17 @@ class App {
       runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
                                fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
     }
-    if (o_.cont_batching) {  // one context, n_parallel sequences
-      runtime::BatchOptions bopt;
-      bopt.n_seq = o_.n_parallel;
-      bopt.n_ctx = n_slot;
-      bopt.n_ubatch = o_.n_ubatch;
-      bopt.prefill_chunk = o_.prefill_chunk;
-      engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
-      fmt::print(stderr, "rocky: continuous batching: {} sequences in one context ({})\n", o_.n_parallel,
-                 engine->backend().name());
-    }
-    for (int i = 0; i < o_.n_parallel && !engine; ++i) {
-      slots.push_back(make_slot_session(*model_, be, n_slot, o_));
-      fmt::print(stderr, "rocky: slot {}/{} ready ({})\n", i + 1, o_.n_parallel, slots.back()->backend().name());
-    }
+    runtime::BatchOptions bopt;
+    bopt.n_seq = o_.n_parallel;
+    bopt.n_ctx = n_slot;
+    bopt.n_cells = n_ctx_total_;
+    bopt.max_seqs = o_.cont_batching ? 0 : 1;
+    bopt.n_ubatch = o_.n_ubatch;
+    bopt.prefill_chunk = o_.prefill_chunk;
+    auto engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
+    fmt::print(stderr, "rocky: {} slots in one context sharing {} KV cells ({}{}{})\n", o_.n_parallel, n_ctx_total_,
+               engine->backend().name(), o_.cont_batching ? "" : ", one request per step: --no-cont-batching",
+               engine->recurrent() ? ", hybrid: one recurrent state per slot" : "");
     for (const auto& t : model_->file().tensors()) {
       n_params_ += static_cast<int64_t>(t.n_elements);
       size_ += static_cast<int64_t>(t.n_bytes);
@@ -136,16 +132,14 @@ class App {
       co.ram_bytes = o_.cache_ram_mib << 20;
       co.dir = o_.cache_dir;
       co.disk_bytes = o_.cache_disk_mib << 20;
-      cache_ = std::make_shared<runtime::PrefixCache>(
-          runtime::cache_identity(*model_, engine ? engine->context() : slots.front()->context()), co);
+      cache_ = std::make_shared<runtime::PrefixCache>(runtime::cache_identity(*model_, engine->context()), co);
       fmt::print(
           stderr, "rocky: prefix cache: blocks of {} tokens, RAM ≤ {} MiB, disk {} (identity {:016x}, {:.0f} ms)\n",
           co.block, o_.cache_ram_mib,
           cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
           cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
-    sched_ = engine ? std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_)
-                    : std::make_unique<runtime::Scheduler>(*tok_, std::move(slots), o_.queue, cache_);
+    sched_ = std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_);
     if (o_.warmup) warm_up(be);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
@@ -179,6 +173,7 @@ class App {
   // Pending disk writes of the prefix cache (SIGTERM: after the in-flight requests).
   void flush_cache() {
     if (!cache_) return;
+    if (sched_) sched_->flush_saves();
     const auto st = cache_->stats();
     if (st.pending_writes > 0)
       fmt::print(stderr, "rocky: prefix cache: writing {} pending block(s)\n", st.pending_writes);
@@ -386,6 +381,19 @@ class App {
             {"repeat_penalty", sp.repeat_penalty},
             {"presence_penalty", sp.presence_penalty},
             {"frequency_penalty", sp.frequency_penalty},
+            {"typical_p", sp.typical_p},
+            {"top_n_sigma", sp.top_n_sigma},
+            {"xtc_probability", sp.xtc_probability},
+            {"xtc_threshold", sp.xtc_threshold},
+            {"dry_multiplier", sp.dry_multiplier},
+            {"dry_base", sp.dry_base},
+            {"dry_allowed_length", sp.dry_allowed_length},
+            {"dry_penalty_last_n", sp.dry_penalty_last_n},
+            {"dry_sequence_breakers", sp.dry_sequence_breakers},
+            {"mirostat", sp.mirostat},
+            {"mirostat_tau", sp.mirostat_tau},
+            {"mirostat_eta", sp.mirostat_eta},
+            {"samplers", sampler_names(sp.order)},
             {"n_predict", o_.n_predict},
             {"max_tokens", o_.n_predict}};
   }
@@ -508,6 +516,9 @@ class App {
     send_json(res, 200, {{"prompt", render(in)}});
   }
 
+  mutable std::mutex dry_mu_;
+  mutable std::shared_ptr<const runtime::DryBreakers> dry_default_;  // the default breakers as tokens
+
   // A constraint compiled against the model's vocabulary; a failure (size or time budget) is a 400
   // naming the field the constraint came from.
   std::shared_ptr<grammar::CompiledGrammar> compile_constraint(const std::string& gbnf,
@@ -533,6 +544,43 @@ class App {
     if (s.presence_penalty) p.sampling.presence_penalty = static_cast<float>(*s.presence_penalty);
     if (s.frequency_penalty) p.sampling.frequency_penalty = static_cast<float>(*s.frequency_penalty);
     if (s.seed) p.sampling.seed = static_cast<uint32_t>(*s.seed);  // -1 → 0xFFFFFFFF: random, as llama.cpp
+    auto set_f = [](float& dst, const std::optional<double>& v) {
+      if (v) dst = static_cast<float>(*v);
+    };
+    auto set_i = [](int32_t& dst, const std::optional<int64_t>& v) {
+      if (v) dst = static_cast<int32_t>(*v);
+    };
+    runtime::SamplerParams& sp = p.sampling;
+    set_f(sp.typical_p, s.typical_p);
+    set_f(sp.top_n_sigma, s.top_n_sigma);
+    set_f(sp.xtc_probability, s.xtc_probability);
+    set_f(sp.xtc_threshold, s.xtc_threshold);
+    set_f(sp.dry_multiplier, s.dry_multiplier);
+    set_f(sp.dry_base, s.dry_base);
+    set_i(sp.dry_allowed_length, s.dry_allowed_length);
+    set_i(sp.dry_penalty_last_n, s.dry_penalty_last_n);
+    set_i(sp.mirostat, s.mirostat);
+    set_f(sp.mirostat_tau, s.mirostat_tau);
+    set_f(sp.mirostat_eta, s.mirostat_eta);
+    if (s.samplers) sp.order = *s.samplers;
+    if (s.dry_sequence_breakers) sp.dry_sequence_breakers = *s.dry_sequence_breakers;
+    if (sp.dry_multiplier != 0.0f) {
+      // The vocabulary scan for the breakers: once for the server's default list, per request for
+      // a list of the request's own.
+      if (!s.dry_sequence_breakers || *s.dry_sequence_breakers == o_.sampling.dry_sequence_breakers) {
+        std::lock_guard lk(dry_mu_);
+        if (!dry_default_) dry_default_ = runtime::dry_breakers(*tok_, o_.sampling.dry_sequence_breakers);
+        sp.dry_breakers = dry_default_;
+      } else {
+        sp.dry_breakers = runtime::dry_breakers(*tok_, sp.dry_sequence_breakers);
+      }
+    }
+    p.t_max_predict_ms = static_cast<int32_t>(s.t_max_predict_ms);
+    if (const int n_slots = sched_->stats().n_slots; s.id_slot >= n_slots)
+      throw ApiError(400,
+                     fmt::format("'id_slot' is {}: the server has {} slots (0 … {})", s.id_slot, n_slots, n_slots - 1),
+                     "id_slot", "invalid_value");
+    p.id_slot = static_cast<int32_t>(s.id_slot);
     for (const LogitBias& b : s.logit_bias) {
       const float bias = static_cast<float>(b.bias);
       if (b.id >= 0) {
@@ -755,7 +803,7 @@ class App {
     check_fits(ids, "messages");
     runtime::GenerateParams gp = to_params(r.sampling);
     add_tool_grammar(gp, syntax, in.tools, r.tool_choice, r.tool_choice_name);
-    generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax);
+    generate(req, res, std::move(ids), std::move(gp), Kind::Chat, r.stream, r.include_usage, syntax, r.sampling.n);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Kind kind) {
@@ -774,7 +822,7 @@ class App {
               fmt::format("prompt[{}]", i), "invalid_value");
     }
     check_fits(ids, "prompt");
-    generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {});
+    generate(req, res, std::move(ids), to_params(r.sampling), kind, r.stream, r.include_usage, {}, r.sampling.n);
   }
 
   std::shared_ptr<runtime::Job> submit(std::vector<int32_t> ids, runtime::GenerateParams p,
@@ -834,11 +882,49 @@ class App {
                     "", "shutting_down", "unavailable_error");
   }
 
+  // `n` > 1 (OpenAI's choices): the choices run one after the other on the first one's slot, so
+  // each later one finds the prompt in that slot's KV (only its last token is evaluated again).
   void generate(const httplib::Request& req, httplib::Response& res, std::vector<int32_t> ids,
-                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage,
-                const chat::ReplySyntax& syntax) {
+                runtime::GenerateParams p, Kind kind, bool stream, bool include_usage, const chat::ReplySyntax& syntax,
+                int64_t n = 1) {
+    if (n > 1 && (stream || kind == Kind::Native))
+      fields::bad_value("n", stream ? "above 1 is not supported with \"stream\": true (ask without streaming)"
+                                    : "above 1 is not supported on the native endpoint (use /v1/completions)");
     auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    if (n > 1) {
+      const std::string id = random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-");
+      json out;
+      int slot = p.id_slot;
+      for (int64_t i = 0; i < n; ++i) {
+        auto job = submit(ids, p, probe);
+        job->id_slot = slot;
+        admit(job);
+        while (!job->wait_for_ms(20))
+          if (!probe->alive()) job->cancel = true;
+        if (const auto e = settle(*job)) {
+          probe->release();
+          throw *e;
+        }
+        slot = job->slot;
+        json f = shapes_.final_json(kind, id, *job->result, job->slot, syntax, &job->params);
+        if (i == 0) {
+          out = std::move(f);
+          continue;
+        }
+        json c = f["choices"][0];
+        c["index"] = i;
+        out["choices"].push_back(std::move(c));
+        auto& u = out["usage"];
+        u["completion_tokens"] = u["completion_tokens"].get<int64_t>() + f["usage"]["completion_tokens"].get<int64_t>();
+        u["total_tokens"] = u["prompt_tokens"].get<int64_t>() + u["completion_tokens"].get<int64_t>();
+      }
+      probe->release();
+      send_json(res, 200, out);
+      return;
+    }
+    const int id_slot = p.id_slot;
     auto job = submit(std::move(ids), std::move(p), probe);
+    job->id_slot = id_slot;
     const std::string id = random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-");
     if (!stream) {
       admit(job);
@@ -985,7 +1071,9 @@ int32_t slot_ctx(const ServerOptions& o, int32_t n_ctx) {
   return o.n_parallel_given && !o.kv_unified ? n_ctx / o.n_parallel : n_ctx;
 }
 
-int run_server(const ServerOptions& o) {
+int run_server(const ServerOptions& given) {
+  ServerOptions o = given;
+  if (!o.n_parallel_given) o.n_parallel = k_auto_parallel;
   // SIGINT/SIGTERM are taken by sigtimedwait below, in this thread only: block them before any
   // thread starts (threads inherit the mask). SIGPIPE (a client gone mid-write) is ignored.
   sigset_t sigs;

@@ -1,7 +1,7 @@
 // `rocky serve`: an OpenAI-compatible HTTP server (cpp-httplib) over runtime::Scheduler.
 //
 // run_server() binds the port first (so /health can answer 503 {"status":"loading model"} while
-// the model loads), loads the model and one Session per slot, then serves until SIGINT/SIGTERM:
+// the model loads), loads the model and the slots' batched context, then serves until SIGINT/SIGTERM:
 // on SIGTERM it first drains for shutdown_drain_s seconds (/health answers 503 "draining" so a load
 // balancer takes the node out, while requests that still arrive are served), then stops accepting,
 // lets in-flight requests finish until shutdown_grace_s seconds after the signal, cancels
@@ -19,16 +19,19 @@
 
 namespace rocky::server {
 
+// -np when not given (llama-server's auto with a unified KV).
+inline constexpr int k_auto_parallel = 4;
+
 struct ServerOptions {
   std::string model;
   std::string host = "127.0.0.1";
   int port = 8080;     // 0: any free port (the chosen one is printed on stderr)
   int32_t n_ctx = 0;   // -c: the server's KV (0 = the model's, at most 4096)
-  int n_parallel = 1;  // -np: slots
-  // The context table (llama-server's): with -np given and no --kv-unified each slot has
-  // n_ctx / n_parallel tokens; with -np left at its default or --kv-unified the KV is unified and
-  // one request may use all n_ctx (each slot's context then holds n_ctx: until the one-context
-  // scheduler shares the cells, the slots do not compete for them).
+  int n_parallel = 1;  // -np: slots (k_auto_parallel when not given)
+  // The context table (llama-server's): every server runs one batched context whose -c KV cells the
+  // slots share (runtime/batch.hpp). With -np given and no --kv-unified each slot may use
+  // n_ctx / n_parallel of them; with -np left at its default (auto: 4 slots) or --kv-unified the KV
+  // is unified and one request may use all n_ctx (the others then wait or are preempted).
   bool n_parallel_given = false;
   bool kv_unified = false;
   int32_t n_ubatch = 512;  // -ub
@@ -38,10 +41,9 @@ struct ServerOptions {
   bool embedding = false;
   std::string pooling;
   bool reranking = false;
-  // --cont-batching: one context for all slots; every step batches the slots' next tokens and
-  // a --prefill-chunk of one waiting prompt (runtime/batch.hpp); the prefix cache serves each
-  // slot's sequence (not on hybrid models). Off: one context per slot.
-  bool cont_batching = false;
+  // Continuous batching (the default): every step batches the slots' next tokens and a
+  // --prefill-chunk of one waiting prompt. --no-cont-batching (-nocb): one request per step.
+  bool cont_batching = true;
   // Before /health says ok, runtime::warm_up (runtime/warmup.hpp) on the slots' backend: the
   // shapes an agent's turns meet, so the kernels' pipelines (created on first use) exist before the
   // first request. --no-warmup (llama-server's flag) skips it.
@@ -54,6 +56,7 @@ struct ServerOptions {
   std::string api_key;         // empty: no auth
   std::string alias;           // model id in responses (default: the file name)
   std::string chat_template_file;
+  std::string chat_template;       // --chat-template: a built-in name or a Jinja source
   std::string chat_template_name;  // --chat-template NAME: a built-in template (chat/builtin_templates.hpp)
   // Defaults of the requests' sampling fields (--temp, --top-k, …, --seed) and of max_tokens (-n).
   runtime::SamplerParams sampling;

@@ -11,9 +11,10 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 std::shared_ptr<StreamState> collect_pieces(runtime::Job& job) {
   auto st = std::make_shared<StreamState>();
   job.on_token = [st](const runtime::TokenEvent& ev) {
-    if (!ev.text.empty()) {
+    if (!ev.text.empty() || ev.probs) {
       std::lock_guard lk(st->m);
-      st->pieces.emplace_back(ev.text);
+      if (!ev.text.empty()) st->pieces.emplace_back(ev.text);
+      if (ev.probs) st->probs.push_back(*ev.probs);
     }
     st->cv.notify_one();
     return true;
@@ -35,6 +36,20 @@ bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
     return false;
   };
   if (s.kind == Kind::Chat && !write(sse(s.shapes.role_chunk(s.id)))) return false;
+  // Log-probabilities go with the first chunk written after their tokens (OpenAI's chunk shape:
+  // choices[0].logprobs.content; native: completion_probabilities); a token whose text is held
+  // back (a partial stop string, a tool call) gives its entry to a later chunk.
+  std::vector<runtime::TokenProbs> probs;
+  auto with_probs = [&](json c) {
+    if (probs.empty()) return c;
+    const json lp = s.shapes.logprobs_json(s.kind, probs);
+    if (s.kind == Kind::Native)
+      c["completion_probabilities"] = lp;
+    else
+      c["choices"][0]["logprobs"] = lp;
+    probs.clear();
+    return c;
+  };
   for (;;) {
     std::deque<std::string> got;
     bool finished = false;
@@ -42,13 +57,15 @@ bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
       std::unique_lock lk(st.m);
       st.cv.wait_for(lk, std::chrono::milliseconds(20), [&] { return !st.pieces.empty(); });
       got.swap(st.pieces);
+      probs.insert(probs.end(), st.probs.begin(), st.probs.end());
+      st.probs.clear();
       finished = got.empty() && job.done();
     }
     for (const auto& piece : got) {
       if (s.kind == Kind::Chat) {
         const auto d = reply.push(piece);
-        if (!d.empty() && !write(sse(s.shapes.chat_delta(s.id, d, n_calls)))) return false;
-      } else if (!write(sse(s.shapes.delta_chunk(s.kind, s.id, piece, job.slot)))) {
+        if (!d.empty() && !write(sse(with_probs(s.shapes.chat_delta(s.id, d, n_calls))))) return false;
+      } else if (!write(sse(with_probs(s.shapes.delta_chunk(s.kind, s.id, piece, job.slot))))) {
         return false;
       }
     }
@@ -67,16 +84,18 @@ bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
   bool tool_calls = false;
   if (s.kind == Kind::Chat) {
     const auto d = reply.finish();
-    if (!d.empty() && !write(sse(s.shapes.chat_delta(s.id, d, n_calls)))) return false;
+    if (!d.empty() && !write(sse(with_probs(s.shapes.chat_delta(s.id, d, n_calls))))) return false;
     tool_calls = !reply.result().tool_calls.empty();
   }
   if (s.kind == Kind::Native) {
     json f = s.shapes.final_json(s.kind, s.id, r, job.slot, s.syntax, &job.params);
     f["tokens"] = json::array();  // streamed: the ids went with the chunks' text
     f["content"] = "";
+    f.erase("completion_probabilities");  // streamed: they went with the chunks
+    if (!probs.empty()) f["completion_probabilities"] = s.shapes.logprobs_json(s.kind, probs);
     write(sse(f));
   } else {
-    if (!write(sse(s.shapes.finish_chunk(s.kind, s.id, r, tool_calls)))) return false;
+    if (!write(sse(with_probs(s.shapes.finish_chunk(s.kind, s.id, r, tool_calls))))) return false;
     if (s.include_usage && !write(sse(s.shapes.usage_chunk(s.kind, s.id, r)))) return false;
     if (!write("data: [DONE]\n\n")) return false;
   }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "chat/toolcalls.hpp"
 #include "runtime/scheduler.hpp"
@@ -30,6 +31,7 @@ struct StreamState {
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::string> pieces;
+  std::vector<runtime::TokenProbs> probs;  // with logprobs: the tokens' since the last write
 };
 
 // Sets the job's on_token to queue its text pieces (before it is admitted).

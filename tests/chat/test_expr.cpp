@@ -153,6 +153,52 @@ TEST(ChatExpr, Clock) {
   ::unsetenv("SOURCE_DATE_EPOCH");
   const std::string year = render("{{ strftime_now('%Y') }}");
   EXPECT_GE(std::stoi(year), 2025);
+  // date_string: llama-server's "%d %b %Y" of the same clock; chat_template_kwargs override it.
+  EXPECT_EQ(render("{{ date_string }}|{{ strftime_now('%d %b %Y') }}", o), "15 Jan 2026|15 Jan 2026");
+  RenderOptions k = o;
+  k.kwargs = {{"date_string", "26 Jul 2024"}};
+  EXPECT_EQ(render("{{ date_string }}", k), "26 Jul 2024");
+}
+
+// llama.cpp's built-in templates (llama-chat.cpp's output for each name) on one conversation.
+TEST(ChatExpr, BuiltinTemplates) {
+  const ordered_json msgs = ordered_json::parse(
+      R"([{"role":"system","content":"Be brief. "},{"role":"user","content":" Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"Bye"}])");
+  RenderOptions o;
+  o.add_generation_prompt = true;
+  auto builtin = [&](const char* name) {
+    const auto src = rocky::chat::builtin_template_source(name);
+    EXPECT_TRUE(src) << name;
+    return src ? Template::parse(*src).render(msgs, o) : std::string();
+  };
+  EXPECT_EQ(builtin("chatml"),
+            "<|im_start|>system\nBe brief. <|im_end|>\n<|im_start|>user\n Hi<|im_end|>\n<|im_start|>assistant\n"
+            "Hello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(builtin("llama3"),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            "\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>user"
+            "<|end_header_id|>\n\nBye<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(builtin("gemma"),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(builtin("mistral-v7"),
+            "[SYSTEM_PROMPT] Be brief. [/SYSTEM_PROMPT][INST]  Hi[/INST] Hello</s>[INST] Bye[/INST]");
+  EXPECT_EQ(builtin("mistral-v7-tekken"),
+            "[SYSTEM_PROMPT]Be brief. [/SYSTEM_PROMPT][INST] Hi[/INST]Hello</s>[INST]Bye[/INST]");
+  EXPECT_EQ(builtin("phi3"),
+            "<|system|>\nBe brief. <|end|>\n<|user|>\n Hi<|end|>\n<|assistant|>\nHello<|end|>\n<|user|>\nBye<|end|>\n"
+            "<|assistant|>\n");
+  EXPECT_EQ(builtin("phi4"),
+            "<|im_start|>system<|im_sep|>Be brief. <|im_end|><|im_start|>user<|im_sep|> Hi<|im_end|><|im_start|>"
+            "assistant<|im_sep|>Hello<|im_end|><|im_start|>user<|im_sep|>Bye<|im_end|><|im_start|>assistant<|im_sep|>");
+  EXPECT_EQ(builtin("deepseek3"),
+            "Be brief. \n\n<\uff5cUser\uff5c> Hi<\uff5cAssistant\uff5c>Hello<\uff5cend\u2581of\u2581sentence\uff5c>"
+            "<\uff5cUser\uff5c>Bye<\uff5cAssistant\uff5c>");
+  EXPECT_EQ(builtin("zephyr"),
+            "<|system|>\nBe brief. <|endoftext|>\n<|user|>\n Hi<|endoftext|>\n<|assistant|>\nHello<|endoftext|>\n"
+            "<|user|>\nBye<|endoftext|>\n<|assistant|>\n");
+  EXPECT_FALSE(rocky::chat::builtin_template_source("no-such-template"));
+  EXPECT_EQ(rocky::chat::builtin_template_names().size(), 9u);
 }
 
 TEST(ChatExpr, GenerationBlockAndVariables) {

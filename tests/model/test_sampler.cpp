@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
+#include <string>
 #include <set>
 #include <vector>
 
@@ -243,6 +245,210 @@ TEST(Sampler, TokenProbsAreLogSoftmax) {
   const std::vector<float> big = {1000.0f, 1000.0f};
   EXPECT_NEAR(token_probs(big, 0, 1, 5).logprob, std::log(0.5), 1e-6);
   EXPECT_EQ(token_probs(big, 0, 1, 5).top.size(), 2u);
+}
+
+// The probabilities p = {0.5, 0.3, 0.15, 0.05} as logits (their logs).
+std::vector<float> four() { return {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)}; }
+
+void expect_dist(Sampler& s, const std::vector<float>& l, const std::vector<std::pair<int32_t, double>>& want) {
+  const auto got = s.distribution(l);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first) << i;
+    EXPECT_NEAR(got[i].second, want[i].second, 1e-5) << i;
+  }
+}
+
+// Locally typical: H = −Σ p ln p = 1.14212; |−ln p − H| = 0.449, 0.062, 0.755, 1.854, so the order is
+// tokens 1, 0, 2, 3. typical_p 0.5: 0.3 is not > 0.5, 0.3 + 0.5 is → {1, 0}, renormalised 0.375 /
+// 0.625. typical_p 0.25: token 1 alone (the most likely token is gone, even when greedy).
+TEST(Sampler, TypicalP) {
+  auto p = plain(1.0f);
+  p.typical_p = 0.5f;
+  Sampler s(p);
+  expect_dist(s, four(), {{0, 0.625}, {1, 0.375}});
+  p.typical_p = 0.25f;
+  Sampler t(p);
+  expect_dist(t, four(), {{1, 1.0}});
+  p.temp = 0.0f;
+  Sampler g(p);
+  EXPECT_EQ(g.sample(four()), 1);
+  p.typical_p = 1.0f;  // off
+  Sampler off(p);
+  EXPECT_EQ(off.sample(four()), 0);
+}
+
+// XTC at probability 1: threshold 0.1 → tokens 0, 1, 2 have p ≥ 0.1; all but the least likely of them
+// (token 2) go: {2, 3} renormalised 0.75 / 0.25. Threshold 0.4: only token 0 qualifies, nothing goes.
+// Threshold > 0.5 or probability 0: off.
+TEST(Sampler, Xtc) {
+  auto p = plain(1.0f);
+  p.xtc_probability = 1.0f;
+  p.xtc_threshold = 0.1f;
+  Sampler s(p);
+  expect_dist(s, four(), {{2, 0.75}, {3, 0.25}});
+  p.xtc_threshold = 0.4f;
+  Sampler t(p);
+  expect_dist(t, four(), {{0, 0.5}, {1, 0.3}, {2, 0.15}, {3, 0.05}});
+  p.xtc_threshold = 0.6f;
+  Sampler u(p);
+  EXPECT_EQ(u.distribution(four()).size(), 4u);
+  // Probability 0.5: about half of the steps remove tokens 0 and 1.
+  p.xtc_threshold = 0.1f;
+  p.xtc_probability = 0.5f;
+  Sampler h(p);
+  int cut = 0;
+  for (int i = 0; i < 2000; ++i) cut += h.distribution(four()).size() == 2;
+  EXPECT_NEAR(cut / 2000.0, 0.5, 0.05);
+}
+
+// top-n-sigma: logits {4, 2, 0, −2}: mean 1, σ = √5 = 2.236; n = 1 keeps logits ≥ 4 − 2.236 → {0, 1}.
+TEST(Sampler, TopNSigma) {
+  auto p = plain(1.0f);
+  p.top_n_sigma = 1.0f;
+  Sampler s(p);
+  const double e2 = std::exp(-2.0);
+  expect_dist(s, {4.0f, 2.0f, 0.0f, -2.0f}, {{0, 1 / (1 + e2)}, {1, e2 / (1 + e2)}});
+}
+
+// Mirostat 2 (τ 1.5 → μ = 3): surprises −log2 p = 1, 1.74, 2.74, 4.32; those ≤ μ stay → {0, 1, 2}
+// renormalised by 0.95. After drawing x: μ ← μ − η (−log2 p'(x) − τ).
+TEST(Sampler, Mirostat2) {
+  auto p = plain(1.0f);
+  p.mirostat = 2;
+  p.mirostat_tau = 1.5f;
+  p.mirostat_eta = 0.25f;
+  p.repeat_penalty = 5.0f;  // not applied with mirostat (as llama.cpp)
+  Sampler s(p);
+  s.accept(0);
+  EXPECT_FLOAT_EQ(s.mirostat_mu(), 3.0f);
+  expect_dist(s, four(), {{0, 0.5 / 0.95}, {1, 0.3 / 0.95}, {2, 0.15 / 0.95}});
+  const int32_t t = s.sample(four());
+  const double q[] = {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95};
+  ASSERT_LT(t, 3);
+  EXPECT_NEAR(s.mirostat_mu(), 3.0 - 0.25 * (-std::log2(q[t]) - 1.5), 1e-5);
+}
+
+// Mirostat 1 on a Zipf distribution p_i ∝ 1/(i+1)² over 10 tokens: ŝ = 2 exactly, ε = 1, and with
+// τ = 2.5 (μ = 5) k = (ε·2^μ / (1 − 10^−ε))^(1/ŝ) = (32 / 0.9)^0.5 = 5.96 → the top 5 tokens.
+TEST(Sampler, Mirostat1) {
+  std::vector<float> l(10);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = -2.0f * std::log(static_cast<float>(i + 1));
+  auto p = plain(1.0f);
+  p.mirostat = 1;
+  p.mirostat_tau = 2.5f;
+  Sampler s(p);
+  double z = 0;
+  for (int i = 1; i <= 5; ++i) z += 1.0 / (i * i);
+  std::vector<std::pair<int32_t, double>> want;
+  for (int i = 1; i <= 5; ++i) want.emplace_back(i - 1, 1.0 / (i * i) / z);
+  expect_dist(s, l, want);
+  // τ = 0.5 (μ = 1): k = (2 / 0.9)^0.5 = 1.49 → one token.
+  p.mirostat_tau = 0.5f;
+  Sampler one(p);
+  expect_dist(one, l, {{0, 1.0}});
+}
+
+// DRY on fixed contexts (multiplier 1, base 2, allowed length 2, no breakers unless given).
+TEST(Sampler, Dry) {
+  auto p = plain(0.0f);
+  p.dry_multiplier = 1.0f;
+  p.dry_base = 2.0f;
+  p.dry_allowed_length = 2;
+  p.dry_breakers = std::make_shared<DryBreakers>();
+  const std::vector<float> l(10, 0.0f);
+  auto adjusted_after = [&](const SamplerParams& q, std::vector<int32_t> ctx) {
+    Sampler s(q);
+    for (int32_t t : ctx) s.accept(t);
+    return s.adjusted(l);
+  };
+  // 1 2 3 4 1 2 3: the end "1 2 3" (3 tokens) repeats what token 4 followed → 4 loses 2^(3−2) = 2.
+  auto a = adjusted_after(p, {1, 2, 3, 4, 1, 2, 3});
+  for (int32_t t = 0; t < 10; ++t) EXPECT_FLOAT_EQ(a[static_cast<size_t>(t)], t == 4 ? -2.0f : 0.0f) << t;
+  // A longer repeat: 1 2 3 4 5 1 2 3 4 → 5 loses 2^(4−2) = 4.
+  EXPECT_FLOAT_EQ(adjusted_after(p, {1, 2, 3, 4, 5, 1, 2, 3, 4})[5], -4.0f);
+  // A repeat of exactly allowed_length: 1 2 7 1 2 → 7 loses 2^0 = 1 …
+  EXPECT_FLOAT_EQ(adjusted_after(p, {1, 2, 7, 1, 2})[7], -1.0f);
+  // … but not when 7 is a breaker on its own (the repeat stops at it, and it is never penalised).
+  auto b = p;
+  b.dry_breakers = std::make_shared<DryBreakers>(DryBreakers{{7, {}}});
+  EXPECT_FLOAT_EQ(adjusted_after(b, {1, 2, 7, 1, 2})[7], 0.0f);
+  // A breaker in the repeated end cuts it: 2 alone, or the two-token breaker "1 2".
+  b.dry_breakers = std::make_shared<DryBreakers>(DryBreakers{{2, {}}});
+  EXPECT_FLOAT_EQ(adjusted_after(b, {1, 2, 3, 4, 1, 2, 3})[4], 0.0f);
+  b.dry_breakers = std::make_shared<DryBreakers>(DryBreakers{{1, {2}}});
+  EXPECT_FLOAT_EQ(adjusted_after(b, {1, 2, 3, 4, 1, 2, 3})[4], 0.0f);
+  b.dry_breakers = std::make_shared<DryBreakers>(DryBreakers{{1, {5}}});  // not matched: no cut
+  EXPECT_FLOAT_EQ(adjusted_after(b, {1, 2, 3, 4, 1, 2, 3})[4], -2.0f);
+  // dry_penalty_last_n 4 sees 4 1 2 3: nothing repeats.
+  auto w = p;
+  w.dry_penalty_last_n = 4;
+  EXPECT_FLOAT_EQ(adjusted_after(w, {1, 2, 3, 4, 1, 2, 3})[4], 0.0f);
+  // Greedy picks around the penalty: token 4 would win by 1, loses by 1.
+  std::vector<float> g(10, 0.0f);
+  g[4] = 1.0f;
+  g[6] = 0.0f;
+  Sampler s(p);
+  for (int32_t t : {1, 2, 3, 4, 1, 2, 3}) s.accept(t);
+  EXPECT_EQ(s.sample(g), 0);
+  // Off with multiplier 0.
+  auto off = p;
+  off.dry_multiplier = 0.0f;
+  EXPECT_FLOAT_EQ(adjusted_after(off, {1, 2, 3, 4, 1, 2, 3})[4], 0.0f);
+}
+
+// The breaker strings against a toy vocabulary, as llama.cpp processes them.
+TEST(Sampler, DryBreakerSequences) {
+  const std::vector<std::string> pieces = {"a", "b", "xa", "ab", "c", "q\nq"};
+  auto piece = [&](int32_t t) { return pieces[static_cast<size_t>(t)]; };
+  auto tokenize = [](const std::string& s) {
+    std::vector<int32_t> out;
+    for (char ch : s) out.push_back(ch == 'a' ? 0 : ch == 'b' ? 1 : 4);
+    return out;
+  };
+  const DryBreakers got = dry_breaker_sequences({"ab", "\n"}, 6, piece, tokenize);
+  // "ab": 3 contains it; 0 ("a") and 2 ("xa") end with its start "a", then "b" = token 1 must follow.
+  // "\n": 5 contains it.
+  const DryBreakers want = {{0, {1}}, {2, {1}}, {3, {}}, {5, {}}};
+  EXPECT_EQ(got, want);
+}
+
+// The order: min_p 0.4 before the temperature (llama.cpp's default) removes token 1 (p ratio 1/4);
+// after a temperature of 2 the ratio is 1/2 and it stays, at 1/3. A chain without penalties ignores
+// repeat_penalty; without temperature, temp 0 is no longer greedy.
+TEST(Sampler, Order) {
+  const std::vector<float> l = {0.0f, -std::log(4.0f)};
+  auto p = plain(2.0f);
+  p.min_p = 0.4f;
+  Sampler d(p);
+  expect_dist(d, l, {{0, 1.0}});
+  p.order = {SamplerKind::temperature, SamplerKind::min_p};
+  Sampler t(p);
+  expect_dist(t, l, {{0, 2.0 / 3}, {1, 1.0 / 3}});
+  auto q = plain(0.0f);
+  q.repeat_penalty = 100.0f;
+  q.order = {SamplerKind::top_k, SamplerKind::temperature};
+  Sampler np(q);
+  np.accept(0);
+  EXPECT_EQ(np.sample(std::vector<float>{2.0f, 1.0f}), 0);
+  q.order = {SamplerKind::top_k};
+  Sampler nt(q);
+  expect_dist(nt, std::vector<float>{0.0f, 0.0f}, {{0, 0.5}, {1, 0.5}});
+}
+
+TEST(Sampler, Names) {
+  std::string seq;
+  for (SamplerKind k : default_sampler_order()) seq += std::string(sampler_name(k)) + ";";
+  EXPECT_EQ(seq, "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature;");
+  std::vector<SamplerKind> from_chars;
+  for (char c : std::string("edskypmxt")) from_chars.push_back(*sampler_from_char(c));
+  EXPECT_EQ(from_chars, default_sampler_order());
+  EXPECT_EQ(sampler_from_name("typical"), SamplerKind::typical_p);
+  EXPECT_EQ(sampler_from_name("temp"), SamplerKind::temperature);
+  EXPECT_EQ(sampler_from_name("nucleus"), SamplerKind::top_p);
+  EXPECT_FALSE(sampler_from_name("temp", false));
+  EXPECT_FALSE(sampler_from_name("infill"));
+  EXPECT_FALSE(sampler_from_char('i'));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <thread>
@@ -114,6 +115,118 @@ void check(const std::string& dev) {
   // A prompt that does not fit is an error for its sequence only.
   e.begin(1);
   EXPECT_THROW(e.eval(1, prompt(k_ctx + 1, 9, nv), false, {}), Error);
+  e.end(1);
+}
+
+// The shared cells (BatchOptions::n_cells): two sequences that together outgrow them both finish
+// whole with their tokens alone — the newer one is preempted and goes on later — and a sequence
+// alone is never preempted.
+TEST(BatchEngine, SharedCellsPreemptTheNewestAndLoseNothing) {
+  auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
+  auto tok = tok::Tokenizer::from_gguf(m->file());
+  const int32_t nv = m->hparams().n_vocab;
+  auto be = make("cpu");
+  const std::vector<std::vector<int32_t>> prompts = {prompt(40, 11, nv), prompt(40, 12, nv)};
+  const int32_t n_gen = 60;  // 2 × (40 + 60) = 200 cells > 120
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) {
+    runtime::Session s(*m, be, runtime::SessionOptions{k_ctx, 512});
+    runtime::SessionSource src(s);
+    runtime::Generator g(src, tok);
+    alone.push_back(g.generate(p, greedy(n_gen)).tokens);
+  }
+  runtime::BatchOptions bo;
+  bo.n_seq = 2;
+  bo.n_ctx = k_ctx;
+  bo.n_cells = 120;
+  bo.n_ubatch = 16;
+  runtime::BatchEngine e(*m, be, bo);
+  std::vector<runtime::GenerateResult> out(2);
+  std::vector<std::thread> th;
+  std::atomic<bool> first_going{false};
+  for (int32_t i = 0; i < 2; ++i)
+    th.emplace_back([&, i] {
+      // Sequence 1 is the newer: it begins once sequence 0 has made 5 tokens.
+      while (i == 1 && !first_going) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      e.begin(i);
+      runtime::BatchSource src(e, i);
+      runtime::Generator g(src, tok);
+      runtime::TokenFn cb = [&](const runtime::TokenEvent& ev) {
+        if (i == 0 && ev.index == 4) first_going = true;
+        return true;
+      };
+      out[size_t(i)] = g.generate(prompts[size_t(i)], greedy(n_gen), cb);
+      e.end(i);
+    });
+  for (auto& t : th) t.join();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[i].reason, runtime::StopReason::Length) << "sequence " << i;
+    EXPECT_EQ(out[i].tokens, alone[i]) << "sequence " << i << " differs after the shared cells ran out";
+  }
+  const runtime::BatchStats st = e.stats();
+  EXPECT_GE(st.preemptions, 1);
+  EXPECT_EQ(e.used_cells(), 0);
+}
+
+// A long prefill next to a decoding sequence costs the decoder at most one chunk (8 tokens) per token; a
+// sequence whose client leaves has its waiting request failed within a step.
+TEST(BatchEngine, LongPrefillAndCancelTakeOneStep) {
+  auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
+  auto tok = tok::Tokenizer::from_gguf(m->file());
+  const int32_t nv = m->hparams().n_vocab;
+  auto be = make("cpu");
+  runtime::BatchOptions bo;
+  bo.n_seq = 2;
+  bo.n_ctx = 256;
+  bo.n_ubatch = 16;
+  bo.prefill_chunk = 8;
+  runtime::BatchEngine e(*m, be, bo);
+  std::atomic<bool> prefilling{false}, decoding{false};
+  std::atomic<int64_t> worst{0}, n_during{0}, n_over{0};
+  std::thread dec([&] {
+    e.begin(0);
+    runtime::BatchSource src(e, 0);
+    runtime::Generator g(src, tok);
+    int64_t last = -1;
+    runtime::TokenFn cb = [&](const runtime::TokenEvent& ev) {
+      // Prompt tokens evaluated since the decoder's last token: at most one chunk.
+      const int64_t done = e.stats().prefill_tokens;
+      if (prefilling && last >= 0) {
+        worst = std::max<int64_t>(worst, done - last);
+        ++n_during;
+        if (done - last > 8) ++n_over;  // the decoder was late for a step (its own sampling, a busy core)
+      }
+      last = done;
+      if (ev.index == 4) decoding = true;
+      // Past the prefill, the decoder stops (the context holds 4 + 240 positions).
+      return ev.index < 240;
+    };
+    g.generate(prompt(4, 21, nv), greedy(240), cb);
+    e.end(0);
+  });
+  while (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  e.begin(1);
+  prefilling = true;
+  e.eval(1, prompt(200, 22, nv), false, {});  // 25 chunks of 8
+  prefilling = false;
+  e.end(1);
+  dec.join();
+  EXPECT_GT(worst.load(), 0) << "the decoder made no token during the prefill";
+  // Every step that found the decoder's token waiting ran at most one chunk before it; a token the
+  // decoder was late with (more than the 2 ms join) may see two.
+  EXPECT_LE(n_over.load() * 5, n_during.load()) << "decode tokens waited for more than one prefill chunk";
+  EXPECT_LE(worst.load(), 16);
+  // The client leaves after the first chunk: the request fails within two more steps.
+  std::atomic<bool> left{false};
+  std::atomic<int> chunks_after{0};
+  e.begin(1, [&] { return left.load(); });
+  runtime::ProgressFn progress = [&](int64_t, int64_t) {
+    if (left) ++chunks_after;
+    left = true;
+  };
+  EXPECT_THROW(e.eval(1, prompt(200, 23, nv), false, progress), Error);
+  EXPECT_LE(chunks_after.load(), 1);
+  EXPECT_GE(e.stats().cancelled, 1);
   e.end(1);
 }
 

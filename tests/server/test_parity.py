@@ -154,10 +154,10 @@ def test_context_table_explicit_np():
 
 
 def test_context_table_default_np():
-    """-c 4096 with -np at its default: unified, one request may use all 4,096."""
+    """-c 4096 with -np at its default (auto: 4 slots, as llama-server): unified, one request may use all 4,096."""
     s = Server("-c", "4096", "--seed", "42", "-n", "64")
     try:
-        check_table(s, 1, 4096)
+        check_table(s, 4, 4096)
         check_defaults(s)
         assert s.ok("GET", "/props")["kv_unified"] is True
     finally:
@@ -194,11 +194,9 @@ def test_refused_and_noted_flags():
     rc, err = serve_exit("--reasoning-budget", "512")
     assert rc == 2 and "reasoning-budget" in err, (rc, err)
     for gone in (["--mlock"], ["--numa", "distribute"], ["--log-format", "json"],
-                 ["--slot-save-path", "/tmp"], ["--chat-template", "chatml"], ["--no-mmap"], ["--keep", "4"]):
+                 ["--slot-save-path", "/tmp"], ["--no-mmap"], ["--keep", "4"]):
         rc, err = serve_exit(*gone)
         assert rc == 2 and f"{gone[0]}: is not supported: " in err, (gone, rc, err)
-    rc, err = serve_exit("--embedding", "--cont-batching")
-    assert rc == 2 and "--embedding" in err and "--cont-batching" in err, (rc, err)
     rc, err = serve_exit("--reranking", "--pooling", "mean")
     assert rc == 2 and "--pooling" in err and "rank" in err, (rc, err)
     s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja")
@@ -470,6 +468,202 @@ def test_native_fields():
         assert final["stop"] is True and all(e["id_slot"] == final["id_slot"] for e in events), events
     finally:
         s.stop()
+
+
+def test_samplers():
+    """typical_p, DRY, XTC, mirostat, top_n_sigma and the samplers order through the server: each
+    changes the tokens in the way its definition predicts; bad values are 400s naming the field."""
+    s = Server("-c", "512", "--seed", "3")
+    try:
+        body = {"prompt": "Once upon a time", "n_predict": 24, "ignore_eos": True, "return_tokens": True,
+                "n_probs": 1}
+        greedy = s.ok("POST", "/completion", {**body, "temperature": 0})
+        # A chain that ends in top_k 1 (no temperature step) is greedy at any temperature.
+        k1 = s.ok("POST", "/completion", {**body, "temperature": 1.5, "top_k": 1, "samplers": ["top_k"]})
+        assert k1["tokens"] == greedy["tokens"], (k1["tokens"], greedy["tokens"])
+        assert s.ok("POST", "/completion", {**body, "temperature": 0, "samplers": "kt"})["tokens"] == greedy["tokens"]
+        # XTC at probability 1 and threshold 0 removes every token but the least likely (the other
+        # filters off, so that more than one token reaches it): never the greedy one.
+        x = s.ok("POST", "/completion", {**body, "temperature": 0, "xtc_probability": 1, "xtc_threshold": 0,
+                                          "top_k": 0, "top_p": 1, "min_p": 0, "n_probs": 3})
+        for p in x["completion_probabilities"]:
+            assert p["logprob"] < p["top_logprobs"][0]["logprob"], p
+        # DRY with a huge multiplier: no generated token extends a repeat of dry_allowed_length (2)
+        # tokens or more (the one breaker names a byte no text has: nothing resets the repeats).
+        dry = {**body, "prompt": "The cat sat. The cat sat. The cat sat. The cat", "temperature": 0, "n_predict": 40,
+               "dry_multiplier": 1e4, "dry_allowed_length": 2, "dry_sequence_breakers": ["\u0001"]}
+        d = s.ok("POST", "/completion", dry)
+        prompt = s.ok("POST", "/tokenize", {"content": dry["prompt"], "add_special": True})["tokens"]
+        ctx = prompt + d["tokens"]
+
+        def longest_repeat_extended(seq, t):
+            best = 0
+            for j in range(t - 1):  # the token after j is seq[j + 1]; the repeat ends at j
+                if seq[j + 1] != seq[t]:
+                    continue
+                n = 0
+                while n < j + 1 and seq[j - n] == seq[t - 1 - n]:
+                    n += 1
+                best = max(best, n)
+            return best
+
+        for t in range(len(prompt), len(ctx)):
+            assert longest_repeat_extended(ctx, t) < 2, (t, ctx)
+        g40 = s.ok("POST", "/completion", {**dry, "dry_multiplier": 0})["tokens"]
+        assert any(longest_repeat_extended(prompt + g40, t) >= 2 for t in range(len(prompt), len(prompt) + 40)), \
+            "greedy without DRY repeats itself (else this test shows nothing)"
+        # Mirostat and typical at temperature 0 stay greedy-shaped requests that run; mirostat 2 with a
+        # tiny tau keeps only the most likely token.
+        m = s.ok("POST", "/completion", {**body, "temperature": 1, "mirostat": 2, "mirostat_tau": 0.01,
+                                          "mirostat_eta": 0})
+        assert m["tokens"] == greedy["tokens"], (m["tokens"], greedy["tokens"])
+        g = m["generation_settings"]
+        assert g["mirostat"] == 2 and abs(g["mirostat_tau"] - 0.01) < 1e-6, g
+        # top_n_sigma 0.0001 keeps only the largest logit.
+        ns = s.ok("POST", "/completion", {**body, "temperature": 1, "top_n_sigma": 1e-4})
+        assert ns["tokens"] == greedy["tokens"]
+        for field, value in (("typical_p", 2), ("mirostat", 3), ("dry_sequence_breakers", []),
+                             ("samplers", ["top_k", "infill"]), ("xtc_threshold", "x"), ("id_slot", 5)):
+            st, j = s.request("POST", "/completion", {**body, field: value})
+            assert st == 400 and j["error"]["param"].startswith(field), (field, j)
+        props = s.ok("GET", "/props")["default_generation_settings"]["params"]
+        assert props["samplers"] == ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
+                                     "temperature"], props
+        assert props["dry_sequence_breakers"] == ["\n", ":", "\"", "*"] and props["typical_p"] == 1, props
+    finally:
+        s.stop()
+    # The flags are the requests' defaults.
+    s = Server("-c", "256", "--samplers", "top_k;temperature", "--top-k", "1", "--temp", "1.5", "--mirostat-ent", "4",
+               "--dry-sequence-breaker", "\\n", "--dry-sequence-breaker", "###")
+    try:
+        p = s.ok("GET", "/props")["default_generation_settings"]["params"]
+        assert p["samplers"] == ["top_k", "temperature"] and p["mirostat_tau"] == 4, p
+        assert p["dry_sequence_breakers"] == ["\n", "###"], p
+    finally:
+        s.stop()
+    rc, err = serve_exit("--samplers", "top_k;bogus")
+    assert rc != 0 and "bogus" in err, (rc, err)
+
+
+def test_slot_and_time_limit():
+    """id_slot runs a request on that slot (its chunks and answer name it); t_max_predict_ms stops a
+    generation after its first new line once the time is up (finish "length")."""
+    s = Server("-c", "512", "-np", "2", "--test-token-delay-ms", "20")
+    try:
+        body = {"prompt": "Once upon a time", "n_predict": 4, "temperature": 0, "ignore_eos": True}
+        for slot in (1, 0, 1):
+            assert s.ok("POST", "/completion", {**body, "id_slot": slot})["id_slot"] == slot
+            st, h, text = raw(s.url, "POST", "/completion", {"Content-Type": "application/json"},
+                              json.dumps({**body, "id_slot": slot, "stream": True}).encode())
+            events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
+            assert events and all(e["id_slot"] == slot for e in events), events
+        long = {**body, "n_predict": 300}
+        full = s.ok("POST", "/completion", long)
+        r = s.ok("POST", "/completion", {**long, "t_max_predict_ms": 1, "return_tokens": True})
+        text = r["content"]
+        if "\n" in full["content"]:
+            # Stops at the first token after the text's first new line (every token takes > 1 ms).
+            assert r["stop_type"] == "limit" and "\n" in text, r
+            assert len(text) <= len(full["content"]) and full["content"].startswith(text), (text, full["content"])
+            assert r["tokens_predicted"] < full["tokens_predicted"], r
+        else:
+            assert r["content"] == full["content"], "no new line: no time limit (llama-server)"
+    finally:
+        s.stop()
+
+
+def metric(s, name):
+    st, h, text = raw(s.url, "GET", "/metrics")
+    return float(dict(re.findall(r"^(llamacpp:\w+) (\S+)$", text, re.M))["llamacpp:" + name])
+
+
+def test_n_choices():
+    """n > 1: that many choices with their index; at temperature 0 they are equal; the prompt is
+    evaluated once (the later choices find it in the slot's KV: one token each is evaluated again);
+    completion tokens add up. Streaming and the native endpoint refuse n > 1."""
+    s = Server("-c", "512", "-np", "2")
+    try:
+        before = metric(s, "prompt_tokens_total")
+        msgs = [{"role": "user", "content": "Tell me a story about a cat and a dog"}]
+        r = s.ok("POST", "/v1/chat/completions", {"messages": msgs, "n": 3, "temperature": 0, "max_tokens": 6,
+                                                   "ignore_eos": True})
+        ch = r["choices"]
+        assert [c["index"] for c in ch] == [0, 1, 2], ch
+        assert ch[0]["message"]["content"] == ch[1]["message"]["content"] == ch[2]["message"]["content"], ch
+        assert r["usage"]["completion_tokens"] == 18, r["usage"]
+        n_prompt = r["usage"]["prompt_tokens"]
+        assert r["usage"]["total_tokens"] == n_prompt + 18, r["usage"]
+        evaluated = metric(s, "prompt_tokens_total") - before
+        assert n_prompt <= evaluated <= n_prompt + 2, (evaluated, n_prompt)
+        c = s.ok("POST", "/v1/completions", {"prompt": "Once upon a time", "n": 2, "temperature": 1, "max_tokens": 8,
+                                             "ignore_eos": True})
+        assert [x["index"] for x in c["choices"]] == [0, 1] and c["usage"]["completion_tokens"] == 16, c
+        for path, body in (("/v1/chat/completions", {"messages": msgs, "n": 2, "stream": True}),
+                           ("/completion", {"prompt": "x", "n": 2}),
+                           ("/v1/chat/completions", {"messages": msgs, "n": 0})):
+            st, j = s.request("POST", path, body)
+            assert st == 400 and j["error"]["param"] == "n", (path, j)
+    finally:
+        s.stop()
+
+
+def test_streamed_logprobs():
+    """Streamed logprobs in OpenAI's chunk shape (choices[0].logprobs.content) and llama-server's
+    (completion_probabilities per chunk): the same entries as the answer without streaming."""
+    s = Server("-c", "256")
+    try:
+        body = {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 6, "ignore_eos": True, "logprobs": 2}
+        whole = s.ok("POST", "/v1/completions", body)["choices"][0]["logprobs"]["content"]
+
+        def events(path, b):
+            st, h, text = raw(s.url, "POST", path, {"Content-Type": "application/json"}, json.dumps(b).encode())
+            assert st == 200, text
+            return [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
+
+        got = []
+        for e in events("/v1/completions", {**body, "stream": True}):
+            for c in e["choices"]:
+                if c.get("logprobs"):
+                    got += c["logprobs"]["content"]
+        assert [g["token"] for g in got] == [w["token"] for w in whole], (got, whole)
+        assert all(abs(g["logprob"] - w["logprob"]) < 1e-3 and len(g["top_logprobs"]) == 2
+                   for g, w in zip(got, whole)), (got, whole)
+        chat = []
+        for e in events("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+                                                 "max_tokens": 5, "ignore_eos": True, "logprobs": True,
+                                                 "top_logprobs": 1, "stream": True,
+                                                 "stream_options": {"include_usage": True}}):
+            for c in e["choices"]:
+                if c.get("logprobs"):
+                    chat += c["logprobs"]["content"]
+            if e.get("usage"):
+                assert e["usage"]["completion_tokens"] == len(chat) == 5, (e, chat)
+        nat = []
+        for e in events("/completion", {"prompt": body["prompt"], "temperature": 0, "n_predict": 6,
+                                        "ignore_eos": True, "n_probs": 2, "stream": True}):
+            nat += e.get("completion_probabilities", [])
+        assert [p["id"] for p in nat] == [p["top_logprobs"][0]["id"] for p in nat] and len(nat) == 6, nat
+    finally:
+        s.stop()
+
+
+def test_builtin_chat_template():
+    """--chat-template NAME: llama.cpp's built-in templates (its output); a Jinja source works too; an
+    unknown name is refused with the list."""
+    s = Server("-c", "256", "--chat-template", "llama3")
+    try:
+        p = s.ok("POST", "/apply-template", {"messages": [{"role": "user", "content": "hi "}]})["prompt"]
+        assert p == ("<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n"), p
+    finally:
+        s.stop()
+    s = Server("-c", "256", "--chat-template", "{% for m in messages %}[{{ m.content }}]{% endfor %}")
+    try:
+        assert s.ok("POST", "/apply-template", {"messages": [{"role": "user", "content": "a"}]})["prompt"] == "[a]"
+    finally:
+        s.stop()
+    rc, err = serve_exit("--chat-template", "no-such-template")
+    assert rc != 0 and "no-such-template" in err and "mistral-v7" in err, (rc, err)
 
 
 def main():

@@ -72,7 +72,8 @@ TEST(ServerRequest, EachBadFieldIsNamed) {
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e12})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1.5})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})", 400, "max_tokens"},
-      {R"({"messages":[{"role":"user","content":"x"}],"n":3})", 400, "n"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":0})", 400, "n"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":17})", 400, "n"},
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", 400, "temperature"},
       {R"({"messages":[{"role":"user","content":"x"}],"top_p":1.5})", 400, "top_p"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", 400, "stop[0]"},
@@ -157,10 +158,13 @@ TEST(ServerRequest, CompletionPromptForms) {
             3);
   for (const char* bad : {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})",
                           R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
-                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":3})",
-                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"stream":true})"}) {
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":3})"}) {
     EXPECT_THROW(parse_chat(parse_body(bad)), ApiError) << bad;
   }
+  // Streamed log-probabilities (each chunk carries its tokens').
+  EXPECT_EQ(parse_chat(parse_body(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"stream":true})"))
+                .sampling.n_probs,
+            0);
   // Fields that change the output but are not implemented: a 400 naming each; neutral values pass
   // (what SDKs send by default). Native /completion (grammar, json_schema, n_probs) and chat alike.
   const std::pair<const char*, const char*> unsupported[] = {{"presence_penalty", "2.5"},
@@ -172,8 +176,22 @@ TEST(ServerRequest, CompletionPromptForms) {
                                                              {"grammar", "\"root ::= x\""},
                                                              {"grammar", "7"},
                                                              {"json_schema", "{\"type\":\"object\",\"not\":{}}"},
-                                                             {"mirostat", "2"},
-                                                             {"typical_p", "0.5"}};
+                                                             {"mirostat", "3"},
+                                                             {"typical_p", "1.5"},
+                                                             {"xtc_probability", "-0.1"},
+                                                             {"xtc_threshold", "\"x\""},
+                                                             {"dry_multiplier", "-1"},
+                                                             {"dry_base", "0.5"},
+                                                             {"dry_allowed_length", "1.5"},
+                                                             {"dry_penalty_last_n", "-2"},
+                                                             {"dry_sequence_breakers", "[]"},
+                                                             {"dry_sequence_breakers", "\"\\n\""},
+                                                             {"mirostat_tau", "-1"},
+                                                             {"mirostat_eta", "\"x\""},
+                                                             {"top_n_sigma", "-3"},
+                                                             {"samplers", "7"},
+                                                             {"id_slot", "-2"},
+                                                             {"t_max_predict_ms", "-1"}};
   for (const auto& [name, value] : unsupported) {
     const std::string body = std::string(R"({"prompt":"x",")") + name + "\":" + value + "}";
     for (bool native : {false, true}) {
@@ -193,6 +211,21 @@ TEST(ServerRequest, CompletionPromptForms) {
       R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":0,"frequency_penalty":0,"logit_bias":{},"best_of":1})")));
   EXPECT_NO_THROW(
       parse_completion(parse_body(R"({"prompt":"x","grammar":"","json_schema":null,"n_probs":0,"mirostat":0})"), true));
+  // A bad entry of a list is named by its index.
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt":"x","samplers":["top_k","infill"]})", "samplers[1]"},
+           {R"({"prompt":"x","samplers":["top_k",3]})", "samplers[1]"},
+           {R"({"prompt":"x","samplers":"kpz"})", "samplers"},
+           {R"({"prompt":"x","dry_sequence_breakers":["\n",""]})", "dry_sequence_breakers[1]"},
+           {R"({"prompt":"x","dry_sequence_breakers":[1]})", "dry_sequence_breakers[0]"}}) {
+    try {
+      parse_completion(parse_body(body), true);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, param) << body;
+      EXPECT_NE(e.message.find(param), std::string::npos) << e.message;
+    }
+  }
   EXPECT_EQ(parse_detokenize(parse_body(R"({"tokens":[1,2]})")), (std::vector<int32_t>{1, 2}));
 }
 
@@ -285,4 +318,40 @@ TEST(ServerRequest, StructuredOutput) {
 }
 
 }  // namespace
+// llama-server's sampler fields: values as sent; `samplers` by name (llama.cpp's other spellings too)
+// or by letter.
+TEST(ServerRequest, SamplerFields) {
+  const CompletionRequest r = parse_completion(
+      parse_body(R"({"prompt":"x","typical_p":0.5,"top_n_sigma":1.5,"xtc_probability":0.25,"xtc_threshold":0.2,
+      "dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":-1,
+      "dry_sequence_breakers":["\n","###"],"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,
+      "samplers":["top_k","typical","temperature"],"n":2,"id_slot":1,"t_max_predict_ms":500})"),
+      true);
+  const SamplingFields& s = r.sampling;
+  EXPECT_EQ(s.typical_p, 0.5);
+  EXPECT_EQ(s.top_n_sigma, 1.5);
+  EXPECT_EQ(s.xtc_probability, 0.25);
+  EXPECT_EQ(s.xtc_threshold, 0.2);
+  EXPECT_EQ(s.dry_multiplier, 0.8);
+  EXPECT_EQ(s.dry_base, 2.0);
+  EXPECT_EQ(s.dry_allowed_length, 3);
+  EXPECT_EQ(s.dry_penalty_last_n, -1);
+  EXPECT_EQ(s.dry_sequence_breakers, (std::vector<std::string>{"\n", "###"}));
+  EXPECT_EQ(s.mirostat, 2);
+  EXPECT_EQ(s.mirostat_tau, 4.0);
+  EXPECT_EQ(s.mirostat_eta, 0.2);
+  using K = runtime::SamplerKind;
+  EXPECT_EQ(s.samplers, (std::vector<K>{K::top_k, K::typical_p, K::temperature}));
+  EXPECT_EQ(s.n, 2);
+  EXPECT_EQ(s.id_slot, 1);
+  EXPECT_EQ(s.t_max_predict_ms, 500);
+  const auto letters = parse_completion(parse_body(R"({"prompt":"x","samplers":"edskypmxt"})"), true);
+  EXPECT_EQ(letters.sampling.samplers, runtime::default_sampler_order());
+  const auto none = parse_completion(parse_body(R"({"prompt":"x"})"), true);
+  EXPECT_FALSE(none.sampling.samplers);
+  EXPECT_FALSE(none.sampling.mirostat);
+  EXPECT_EQ(none.sampling.n, 1);
+  EXPECT_EQ(none.sampling.id_slot, -1);
+}
+
 }  // namespace rocky::server

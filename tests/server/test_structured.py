@@ -181,6 +181,8 @@ def run_schemas(srv, label):
             check(not err, f"{label} {name}: invalid: {err}: {content[:300]!r}")
         else:
             check(choice["finish_reason"] == "length", f"{label} {name}: finish_reason {choice['finish_reason']}")
+            print(f"{label} {name}: length after {body['usage']['completion_tokens']} tokens: ...{content[-120:]!r}",
+                  flush=True)
     print(f"{label}: {stops}/{total} finished with stop ({time.time() - t0:.0f} s)", flush=True)
     check(stops >= total * MIN_STOP, f"{label}: only {stops} of {total} requests finished with stop (floor {MIN_STOP:.2f})")
 
