@@ -105,6 +105,14 @@ void add_bench(CLI::App& app, Runner& run) {
                   "Parallel decode: sequences per step, comma-separated (llama-batched-bench's -npl; -npl works)")
       ->delimiter(',')
       ->check(whole_at_least(1));
+  sub->add_option("--spec", o->p.spec,
+                  "Speculative decoding rows, comma-separated: lab:ALPHA (measurement only: the target's own greedy "
+                  "output, each drafted token corrupted with probability 1 - ALPHA), ngram (prompt lookup), "
+                  "draft:MODEL (a draft model); greedy tg with and without, acceptance and speed-up")
+      ->delimiter(',');
+  sub->add_option("--draft-max", o->p.draft_max, "Speculation rows: most drafted tokens per step")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   sub->add_option("--ub,--ubatch-size", o->p.n_ubatch, "Ubatch sizes, comma-separated (-ub also works)")
       ->delimiter(',')
       ->check(finite_number(0))

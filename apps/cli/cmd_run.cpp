@@ -29,6 +29,7 @@
 #include "runtime/prefix_cache.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
+#include "runtime/speculative.hpp"
 #include "server/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -54,7 +55,56 @@ struct RunOpts {
   KvCacheFlags kv;  // -ctk/-ctv (default f16 on the GPU)
   // Structured output (llama.cpp's flags): at most one of these.
   std::string grammar, grammar_file, json_schema, json_schema_file;
+  // Speculative decoding (runtime/speculative.hpp; llama.cpp's flag names).
+  std::string spec_type = "none";  // none | ngram-simple | lab-alpha (-md MODEL: a draft model)
+  std::string draft_model;
+  int32_t draft_max = 16, draft_min = 0;
+  float draft_p_min = 0.75f;
+  int32_t ngram_n = 3, ngram_m = 48;
+  double lab_alpha = 0.8;
 };
+
+// The drafter the flags ask for, with what it owns (a draft model and its session).
+struct Speculation {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<runtime::Session> session;
+  std::unique_ptr<runtime::Drafter> drafter;
+};
+
+bool speculating(const RunOpts& o) { return o.spec_type != "none" || !o.draft_model.empty(); }
+
+// Checks the flags against the target; the lab drafter is made later (it needs the target's output).
+Speculation make_speculation(const RunOpts& o, runtime::Session& target, const tok::Tokenizer& tok,
+                             const runtime::SamplerParams& sp) {
+  Speculation s;
+  if (!speculating(o)) return s;
+  if (!o.draft_model.empty() && o.spec_type != "none") fail("-md and --spec-type {} both draft; give one", o.spec_type);
+  if (target.recurrent())
+    fail(
+        "{}: speculative decoding is off for this model: its recurrent (linear-attention) layers keep a state that "
+        "cannot be rolled back past rejected drafts; run without --spec-type/-md",
+        o.model);
+  if (o.draft_min > o.draft_max) fail("--draft-min {} is above --draft-max {}", o.draft_min, o.draft_max);
+  if (o.spec_type == "ngram-simple") {
+    s.drafter = std::make_unique<runtime::NgramDrafter>(o.ngram_n, o.ngram_m);
+  } else if (!o.draft_model.empty()) {
+    s.model = model::Model::load(o.draft_model);
+    auto dtok = tok::Tokenizer::from_gguf(s.model->file());
+    runtime::check_draft_vocab(tok.vocab(), dtok.vocab(), o.model, o.draft_model);
+    // Its own context of the target's size, on the target's backend (weights are per model).
+    s.session = std::make_unique<runtime::Session>(*s.model, target.shared_backend(),
+                                                   runtime::SessionOptions{target.n_ctx(), o.n_ubatch});
+    const int32_t nv = static_cast<int32_t>(std::min(tok.vocab().size(), dtok.vocab().size()));
+    s.drafter = std::make_unique<runtime::ModelDrafter>(*s.session, sp, nv, o.draft_p_min);
+  }
+  return s;
+}
+
+void set_speculation(const RunOpts& o, runtime::GenerateParams& gp, runtime::Drafter* d) {
+  gp.drafter = d;
+  gp.draft_max = o.draft_max;
+  gp.draft_min = o.draft_min;
+}
 
 std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -206,6 +256,23 @@ int run_run(const RunOpts& o) {
   gp.grammar = make_constraint(o, tok);
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);
+  Speculation spec = make_speculation(o, session, tok, sp);
+  if (o.spec_type == "lab-alpha") {
+    // Measurement only: the target's own greedy continuation first (untimed, not shown), then the
+    // timed run drafts it back with each token corrupted with probability 1 − alpha.
+    runtime::GenerateParams oracle = gp;
+    oracle.sampling.temp = 0;
+    oracle.grammar = make_constraint(o, tok);
+    oracle.all_logits = false;
+    const runtime::GenerateResult ro = generator.generate(ids, oracle);
+    session.reset();
+    gp.n_cached = 0;
+    if (!o.json)
+      fmt::print(stderr, "rocky: lab drafter (measurement only): the target's greedy output, alpha {}\n", o.lab_alpha);
+    spec.drafter = std::make_unique<runtime::LabDrafter>(ro.tokens, ids.size(), o.lab_alpha, sp.n_vocab,
+                                                         sp.seed == runtime::k_default_seed ? 1u : sp.seed);
+  }
+  set_speculation(o, gp, spec.drafter.get());
   const runtime::GenerateResult r = generator.generate(ids, gp, on_token, progress, on_prompt_logits);
   if (cache) {
     std::vector<int32_t> held = ids;
@@ -235,6 +302,10 @@ int run_run(const RunOpts& o) {
     j["timings"] = {{"load_ms", load_ms},       {"prompt_ms", prompt_ms}, {"n_prompt", ids.size()},
                     {"prompt_tps", prompt_tps}, {"gen_ms", gen_ms},       {"n_gen", gen.size()},
                     {"gen_tps", gen_tps}};
+    if (gp.drafter) {
+      j["timings"]["draft_n"] = r.draft_n;
+      j["timings"]["draft_n_accepted"] = r.draft_n_accepted;
+    }
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n", tail);
@@ -242,6 +313,10 @@ int run_run(const RunOpts& o) {
     if (ctx_full) fmt::print(stderr, "rocky: context full ({} tokens); stopped\n", session.n_ctx());
     fmt::print(stderr, "prompt: {} tokens in {:.1f} ms ({:.1f} t/s); generation: {} tokens in {:.1f} ms ({:.1f} t/s)\n",
                ids.size(), prompt_ms, prompt_tps, gen.size(), gen_ms, gen_tps);
+    if (gp.drafter)
+      fmt::print(stderr, "speculation ({}): {} drafted, {} accepted ({:.1f} %) in {} verify steps\n",
+                 gp.drafter->name(), r.draft_n, r.draft_n_accepted,
+                 r.draft_n > 0 ? 100.0 * r.draft_n_accepted / r.draft_n : 0.0, r.spec_steps);
   }
   return 0;
 }
@@ -271,6 +346,8 @@ int run_chat(const RunOpts& o) {
   runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);
+  if (o.spec_type == "lab-alpha") fail("--spec-type lab-alpha measures one -p run; it does not drive a conversation");
+  Speculation spec = make_speculation(o, session, tok, o.sp);
   nlohmann::json messages = nlohmann::json::array();
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   std::vector<int32_t> held;  // the tokens the context holds
@@ -297,6 +374,7 @@ int run_chat(const RunOpts& o) {
     gp.ignore_eos = o.ignore_eos;
     gp.n_cached = static_cast<int32_t>(keep);
     gp.grammar = make_constraint(o, tok);
+    set_speculation(o, gp, spec.drafter.get());
     auto on_token = [&](const runtime::TokenEvent& ev) {
       if (!o.json) {
         fmt::print("{}", ev.text);
@@ -411,6 +489,32 @@ void add_run(CLI::App& app, Runner& run) {
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
   sub->add_flag("--st,--single-turn", o->single_turn,
                 "With -cnv: one turn only: -p/-f, else stdin's first line (-st also works)");
+  sub->add_option("--spec-type", o->spec_type,
+                  "Speculative decoding drafter: none (default), ngram-simple (prompt lookup: the last n tokens "
+                  "looked up earlier in the prompt and output), lab-alpha (measurement only: the target's own greedy "
+                  "output, corrupted with probability 1 - --spec-lab-alpha); -md MODEL drafts with a model")
+      ->check(CLI::IsMember({"none", "ngram-simple", "lab-alpha"}));
+  sub->add_option("--md,--model-draft", o->draft_model,
+                  "Draft model for speculative decoding (-md also works): the target's vocabulary, a pure-attention "
+                  "model; runs on the target's device");
+  sub->add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max", o->draft_max,
+                  "Speculation: most drafted tokens per step (default 16)")
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--draft-min,--spec-draft-n-min", o->draft_min,
+                  "Speculation: fewer drafted tokens are not evaluated (default 0)")
+      ->check(CLI::Range(0, 256));
+  sub->add_option("--draft-p-min", o->draft_p_min,
+                  "Draft model: stop drafting where its most likely token is below this probability (default 0.75)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--spec-ngram-size-n,--spec-ngram-simple-size-n", o->ngram_n,
+                  "ngram-simple: tokens of the looked-up key (default 3)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--spec-ngram-size-m,--spec-ngram-simple-size-m", o->ngram_m,
+                  "ngram-simple: most tokens drafted from one match (default 48; --draft-max caps it)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--spec-lab-alpha", o->lab_alpha,
+                  "lab-alpha: probability that a drafted token is the target's own (default 0.8; measurement only)")
+      ->check(CLI::Range(0.0, 1.0));
   add_kv_cache_flags(sub, o->kv);
   add_ignored(sub,
               {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads", "--tb,--threads-batch", "-b,--batch-size",
@@ -418,6 +522,17 @@ void add_run(CLI::App& app, Runner& run) {
               {"--mlock", "--no-mmap", "--mmap", "--jinja"}, "llama-cli");
   sub->callback([&run, o, p, f, sub] {
     if (!o->chat && p->count() == 0 && f->count() == 0) throw CLI::RequiredError("-p or -f");
+    // A speculation flag without the drafter it tunes would be silently ignored: a usage error.
+    const auto needs = [sub](const char* flag, bool ok, const char* what) {
+      if (sub->count(flag) > 0 && !ok) throw CLI::ValidationError(flag, std::string("needs ") + what);
+    };
+    const bool any = o->spec_type != "none" || !o->draft_model.empty();
+    needs("--spec-lab-alpha", o->spec_type == "lab-alpha", "--spec-type lab-alpha");
+    needs("--spec-ngram-size-n", o->spec_type == "ngram-simple", "--spec-type ngram-simple");
+    needs("--spec-ngram-size-m", o->spec_type == "ngram-simple", "--spec-type ngram-simple");
+    needs("--draft-p-min", !o->draft_model.empty(), "a draft model (-md)");
+    needs("--draft-max", any, "a drafter (--spec-type or -md)");
+    needs("--draft-min", any, "a drafter (--spec-type or -md)");
     const std::vector<std::string> notes = ignored_given(sub);
     run = [o, notes] {
       print_ignored(notes);

@@ -157,7 +157,7 @@ class BatchEngine {
     int32_t seqs_max = 0;
     bool finished = false;
     std::string error;
-    int fault = 0;  // the error is a device fault: 1 out of device memory, 2 device lost
+    int fault = 0;      // the error is a device fault: 1 out of device memory, 2 device lost
     size_t replay = 0;  // leading tokens re-evaluated after a preemption (no logits wanted)
   };
   // After a device fault in a step: the context is made again (weights kept); every sequence's
@@ -184,18 +184,18 @@ class BatchEngine {
   int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512, n_cells_ = 0, max_seqs_ = 0;
   bool check_finite_ = true;
   mutable std::mutex mu_;
-  std::mutex ctx_mu_;                        // held while ctx_ computes or moves KV cells (never while waiting on mu_)
-  std::condition_variable cv_;               // engine: requests arrived / stop
-  std::condition_variable done_cv_;          // callers: a request finished
-  std::vector<int32_t> n_past_;              // per sequence
-  std::vector<uint8_t> active_;              // per sequence: between begin() and end()
-  std::vector<uint8_t> ready_;               // per sequence: its tokens are known (set_tokens or an eval since begin)
-  std::vector<uint8_t> preempted_;           // per sequence: its cells were given up (n_past_ stays its position)
-  std::vector<uint8_t> wiped_;               // per sequence: its cells were lost to a device fault (recover)
+  std::mutex ctx_mu_;                // held while ctx_ computes or moves KV cells (never while waiting on mu_)
+  std::condition_variable cv_;       // engine: requests arrived / stop
+  std::condition_variable done_cv_;  // callers: a request finished
+  std::vector<int32_t> n_past_;      // per sequence
+  std::vector<uint8_t> active_;      // per sequence: between begin() and end()
+  std::vector<uint8_t> ready_;       // per sequence: its tokens are known (set_tokens or an eval since begin)
+  std::vector<uint8_t> preempted_;   // per sequence: its cells were given up (n_past_ stays its position)
+  std::vector<uint8_t> wiped_;       // per sequence: its cells were lost to a device fault (recover)
   std::vector<std::pair<std::string, int>> lost_;  // per sequence: the fault its next eval reports
-  std::vector<uint64_t> order_;              // per sequence: when it began (the newest is preempted first)
-  std::vector<std::vector<int32_t>> hist_;   // per sequence: the tokens of its positions
-  std::vector<std::function<bool()>> gone_;  // per sequence: its client left
+  std::vector<uint64_t> order_;                    // per sequence: when it began (the newest is preempted first)
+  std::vector<std::vector<int32_t>> hist_;         // per sequence: the tokens of its positions
+  std::vector<std::function<bool()>> gone_;        // per sequence: its client left
   uint64_t began_ = 0;
   bool prefill_due_ = false;  // the last step ran decodes while a prefill waited: the chunk goes next
   struct Deferred {

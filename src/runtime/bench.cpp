@@ -15,7 +15,10 @@
 #include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "runtime/backend_factory.hpp"
+#include "runtime/generator.hpp"
 #include "runtime/session.hpp"
+#include "runtime/speculative.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rocky::runtime {
 namespace {
@@ -143,7 +146,11 @@ nlohmann::json row_json(const BenchRow& r) {
       {"tune_profile", r.tune_profile},
       {"overrides", r.overrides},
       {"profile", r.profile.is_null() ? nlohmann::json::array() : r.profile},
-      {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch}};
+      {"host_ms_per_ubatch", r.host_ms_per_ubatch.is_null() ? nlohmann::json::object() : r.host_ms_per_ubatch},
+      {"spec", r.spec},
+      {"draft_n", r.draft_n},
+      {"draft_n_accepted", r.draft_n_accepted},
+      {"plain_ts", r.plain_ts}};
 }
 
 // Host split per ubatch of the timed repetitions (see BenchRow::host_ms_per_ubatch).
@@ -466,6 +473,94 @@ BenchRow bench_npl(UbBench& b, int32_t npl, int32_t ng) {
   return r;
 }
 
+constexpr int32_t k_spec_prompt = 64;
+
+// "tgN spec:D": see BenchParams::spec.
+BenchRow bench_spec(UbBench& b, int32_t ng, const std::string& spec) {
+  BenchRow r = b.base;
+  r.n_gen = ng;
+  r.spec = spec;
+  r.test = fmt::format("tg{} {}", ng, spec);
+  const tok::Tokenizer tok = tok::Tokenizer::from_gguf(b.model.file());
+  // A prompt whose second half repeats its first (something for prompt lookup to find).
+  std::vector<int32_t> prompt(b.tokens.begin(), b.tokens.begin() + k_spec_prompt / 2);
+  prompt.insert(prompt.end(), prompt.begin(), prompt.end());
+  SessionSource src(b.s);
+  Generator gen(src, tok);
+  GenerateParams g;
+  g.sampling.temp = 0;
+  g.sampling.n_vocab = static_cast<int32_t>(std::min<size_t>(tok.vocab().size(), size_t(b.model.hparams().n_vocab)));
+  g.max_tokens = ng;
+  g.ignore_eos = true;
+  g.draft_max = b.p.draft_max;
+  auto plain_run = [&] {
+    b.s.reset();
+    return gen.generate(prompt, g);
+  };
+  const GenerateResult oracle = plain_run();
+  std::unique_ptr<model::Model> dmodel;
+  std::unique_ptr<Session> dsession;
+  std::function<std::unique_ptr<Drafter>(uint32_t)> make;
+  if (spec.rfind("lab:", 0) == 0) {
+    double alpha = -1;
+    try {
+      alpha = std::stod(spec.substr(4));
+    } catch (const std::exception&) {}
+    if (!(alpha >= 0 && alpha <= 1)) fail("bench: --spec {}: alpha must be a number in [0, 1]", spec);
+    make = [&, alpha](uint32_t seed) {
+      return std::make_unique<LabDrafter>(oracle.tokens, prompt.size(), alpha, g.sampling.n_vocab, seed);
+    };
+  } else if (spec == "ngram") {
+    make = [](uint32_t) { return std::make_unique<NgramDrafter>(3, 48); };
+  } else if (spec.rfind("draft:", 0) == 0) {
+    const std::string path = spec.substr(6);
+    dmodel = model::Model::load(path);
+    check_draft_vocab(tok.vocab(), tok::Tokenizer::from_gguf(dmodel->file()).vocab(), b.p.model, path);
+    dsession = std::make_unique<Session>(*dmodel, b.s.shared_backend(), SessionOptions{b.s.n_ctx(), b.ub});
+    make = [&](uint32_t) { return std::make_unique<ModelDrafter>(*dsession, g.sampling, g.sampling.n_vocab, 0.0f); };
+  } else {
+    fail("bench: --spec {}: expected lab:ALPHA, ngram or draft:MODEL", spec);
+  }
+  if (b.s.recurrent())
+    fail("bench: --spec: {} has recurrent (linear-attention) layers; speculative decoding is off for it", b.p.model);
+  if (b.p.warmup) {
+    b.log(fmt::format("bench: ub {} {} warm-up", b.ub, r.test));
+    auto d = make(0);
+    GenerateParams gs = g;
+    gs.drafter = d.get();
+    b.s.reset();
+    gen.generate(prompt, gs);
+  }
+  std::vector<double> ns;
+  double plain_ms = 0;
+  for (int32_t i = 0; i < b.p.reps; ++i) {
+    b.log(fmt::format("bench: ub {} {} rep {}/{}", b.ub, r.test, i + 1, b.p.reps));
+    const GenerateResult pr = plain_run();
+    plain_ms += pr.gen_ms;
+    auto d = make(static_cast<uint32_t>(i + 1));
+    GenerateParams gs = g;
+    gs.drafter = d.get();
+    b.s.reset();
+    const GenerateResult sr = gen.generate(prompt, gs);
+    if (sr.tokens != oracle.tokens)
+      b.log(
+          fmt::format("bench: {}: the speculative output differs from the plain one (numerics of the ubatch "
+                      "shapes at a near-tie)",
+                      r.test));
+    // t/s = generated tokens / gen_ms (the first sample to the end), the plain run's alike.
+    ns.push_back(sr.gen_ms * 1e6);
+    r.draft_n += sr.draft_n;
+    r.draft_n_accepted += sr.draft_n_accepted;
+  }
+  stats(r, ns, ng);
+  r.plain_ts = plain_ms > 0 ? double(ng) * b.p.reps / (plain_ms / 1e3) : 0.0;
+  b.log(fmt::format("bench: ub {} {}: {:.2f} t/s, plain {:.2f} t/s (x{:.2f}), {} of {} drafted tokens accepted", b.ub,
+                    r.test, r.avg_ts, r.plain_ts, r.plain_ts > 0 ? r.avg_ts / r.plain_ts : 0.0, r.draft_n_accepted,
+                    r.draft_n));
+  r.bytes_per_token = bytes_per_token(b.model);
+  return r;
+}
+
 void check_params(const BenchParams& p) {
   if (p.reps < 1) fail("bench: -r must be ≥ 1 (got {})", p.reps);
   for (int32_t v : p.n_prompt)
@@ -493,13 +588,14 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   const int32_t max_p = p.n_prompt.empty() ? 0 : *std::max_element(p.n_prompt.begin(), p.n_prompt.end());
   const int32_t max_n = p.n_gen.empty() ? 0 : *std::max_element(p.n_gen.begin(), p.n_gen.end());
   const int32_t max_d = *std::max_element(p.n_depth.begin(), p.n_depth.end());
-  const int32_t n_ctx = std::max({max_p, max_n, 1}) + max_d;
+  int32_t n_ctx = std::max({max_p, max_n, 1}) + max_d;
+  if (!p.spec.empty()) n_ctx = std::max(n_ctx, k_spec_prompt + max_n + p.draft_max + 1);
   vulkan::ops::parse_matmul_path(p.matmul, "--matmul");  // a usage error before the model loads
 
   // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
   std::mt19937_64 rng(p.seed);
   std::uniform_int_distribution<int32_t> dist(1, std::max(1, hp.n_vocab - 1));
-  std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_p, max_n)));
+  std::vector<int32_t> tokens(static_cast<size_t>(std::max({max_p, max_n, k_spec_prompt})));
   for (auto& t : tokens) t = dist(rng);
   std::vector<int32_t> depth_tokens(static_cast<size_t>(max_d));  // what the KV holds before a timed run
   for (auto& t : depth_tokens) t = dist(rng);
@@ -553,6 +649,9 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     for (int32_t npl : p.n_pl)
       for (int32_t ng : p.n_gen)
         if (ng != 0 && npl >= 1) ub_rows.push_back(bench_npl(b, npl, ng));
+    for (const std::string& sp : p.spec)
+      for (int32_t ng : p.n_gen)
+        if (ng != 0) ub_rows.push_back(bench_spec(b, ng, sp));
     const uint64_t peak = s.backend().device_memory_bytes();
     const backend::MemoryStats mem = s.backend().stats().memory;
     for (auto& r : ub_rows) {
@@ -572,13 +671,23 @@ std::string bench_markdown(const std::vector<BenchRow>& rows) {
   for (const auto& r : rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
     const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
-    const std::string gbs = r.n_gen > 0 ? fmt::format("{:.1f}", r.gbs) : "-";  // tg rows: weight bytes read per second
+    // tg rows: weight bytes read per second (not for speculative rows: a step reads them once for several tokens)
+    const std::string gbs = r.n_gen > 0 && r.spec.empty() ? fmt::format("{:.1f}", r.gbs) : "-";
     // params as llama-bench prints them: M below a billion, B from there.
     const double np = double(r.model_n_params);
     const std::string params = np < 1e9 ? fmt::format("{:.2f} M", np / 1e6) : fmt::format("{:.2f} B", np / 1e9);
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n", r.model,
                        human_bytes(r.model_size), params, r.backend, r.n_ubatch, r.test, r.avg_ts, r.stddev_ts,
                        human_bytes(r.peak_device_memory), tf, gbs, roof);
+  }
+  bool head = false;
+  for (const auto& r : rows) {
+    if (r.spec.empty()) continue;
+    if (!head) out += "\n| test | acceptance | drafted | t/s plain | speed-up |\n| --- | ---: | ---: | ---: | ---: |\n";
+    head = true;
+    out += fmt::format("| {} | {:.1f} % | {} | {:.2f} | {:.2f}x |\n", r.test,
+                       r.draft_n > 0 ? 100.0 * double(r.draft_n_accepted) / double(r.draft_n) : 0.0, r.draft_n,
+                       r.plain_ts, r.plain_ts > 0 ? r.avg_ts / r.plain_ts : 0.0);
   }
   return out;
 }

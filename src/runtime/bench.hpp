@@ -54,6 +54,14 @@ struct BenchParams {
   // one context (ContextOptions::n_seq), each prefilled with the first -p prompt (untimed), then N
   // steps that decode one token of every sequence in one ubatch; t/s = S · N / the steps' wall time.
   std::vector<int32_t> n_pl;
+  // --spec (speculative decoding rows "tgN spec:D"): for each -n and each drafter D of
+  // lab:ALPHA (the target's own greedy continuation, each drafted token corrupted with probability
+  // 1 − ALPHA: measurement only), ngram (prompt lookup, n = 3) or draft:MODEL (a draft model),
+  // greedy generation of N tokens after a 64-token prompt that repeats its first half (seeded random
+  // tokens), timed with and without the drafter in each repetition: t/s of the speculative run, its
+  // acceptance and the speed-up over the plain run. draft_max tokens drafted per step (--draft-max).
+  std::vector<std::string> spec;
+  int32_t draft_max = 8;
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
@@ -107,6 +115,11 @@ struct BenchRow {
   // plan (plan_arena), setup / record / submit_wait / readback (Context::stats().host; zero
   // on the CPU), other (the rest of the wall time: KV reset, sampling-free loop), dispatches.
   nlohmann::json host_ms_per_ubatch;
+  // Speculative rows (BenchParams::spec): the drafter, drafted and kept tokens over the timed
+  // repetitions, and avg t/s of the plain generation measured beside it (speed-up = avg_ts / it).
+  std::string spec;
+  int64_t draft_n = 0, draft_n_accepted = 0;
+  double plain_ts = 0;
 };
 
 // Weight bytes one decode token reads, in the GGUF layout: every tensor but the token

@@ -16,7 +16,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 // Sets the logits of the tokens `mask` leaves out to -inf (ids past the mask are not tokens).
 // Returns whether any token stays allowed.
-bool apply_mask(std::vector<float>& logits, const std::vector<uint64_t>& mask) {
+bool apply_mask(std::span<float> logits, const std::vector<uint64_t>& mask) {
   const size_t n = logits.size();
   bool any = false;
   for (size_t w = 0; w < mask.size() && w * 64 < n; ++w) {
@@ -152,6 +152,25 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     constrained = p.grammar_triggers.empty();
   }
 
+  // Speculative decoding (GenerateParams::drafter): `logits` holds one row per position of the last
+  // evaluation; row k follows draft[k - 1] (row 0: the last kept token).
+  if (p.drafter) {
+    if (!src_.can_truncate())
+      fail(
+          "speculative decoding: the model has recurrent (linear-attention) layers whose state cannot be rolled back "
+          "past rejected drafts; run it without a drafter");
+    if (p.draft_max < 1) fail("speculative decoding: --draft-max must be at least 1 (got {})", p.draft_max);
+    if (sp.mirostat != 0)
+      fail(
+          "speculative decoding: mirostat adapts its target after every drawn token, which verification does not "
+          "replay; use it without a drafter");
+  }
+  std::vector<int32_t> history;  // prompt + kept output: what the drafter reads
+  if (p.drafter) history.assign(prompt.begin(), prompt.end());
+  Draft draft;
+  size_t n_rows = 1;
+  int32_t base = 0;  // with a draft: n_past before the evaluation of [last token + draft]
+
   const auto t_gen = Clock::now();
   bool done = max_tokens == 0;
   bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
@@ -162,64 +181,86 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   std::future<const std::vector<uint64_t>*> mask_ahead;
   double mask_ms = 0;
   while (!done) {
-    const std::vector<uint64_t>* mask = nullptr;
-    if (constrained) {
-      if (mask_ahead.valid()) {
-        mask = mask_ahead.get();  // waits only where the mask took longer than the step
-        res.grammar_ms += mask_ms;
+    size_t k = 0;  // the row being sampled
+    for (; k < n_rows; ++k) {
+      std::span<float> row(logits.data() + k * nv, nv);
+      const std::vector<uint64_t>* mask = nullptr;
+      if (constrained) {
+        if (k == 0 && mask_ahead.valid()) {
+          mask = mask_ahead.get();  // waits only where the mask took longer than the step
+          res.grammar_ms += mask_ms;
+        }
+        const auto t_mask = Clock::now();
+        if (mask == nullptr) mask = &gm->mask();
+        if (!apply_mask(row, *mask)) fail("grammar: no token of the vocabulary can continue the output");
+        res.grammar_ms += ms_since(t_mask);
       }
-      const auto t_mask = Clock::now();
-      if (mask == nullptr) mask = &gm->mask();
-      if (!apply_mask(logits, *mask)) fail("grammar: no token of the vocabulary can continue the output");
-      res.grammar_ms += ms_since(t_mask);
-    }
-    const int32_t t = sampler.sample(logits);
-    if (constrained) {
-      // The check tests rely on: the sampled token was in this step's mask and the matcher takes it.
-      if (!mask_has(*mask, t) || !gm->accept(t))
-        fail("grammar: sampled token {} was not allowed by the grammar (internal error)", t);
-      ++res.grammar_checked;
-    }
-    if ((!p.ignore_eos && tok_.vocab().is_eog(t)) || (constrained && gm->finished())) {
-      res.reason = StopReason::Eog;
-      break;
-    }
-    sampler.accept(t);
-    if (p.n_probs >= 0) res.probs.push_back(token_probs(logits, sp.n_vocab, t, p.n_probs));
-    res.tokens.push_back(t);
-    if (gm && !constrained) {
-      // Lazy grammar: constrain from the first trigger on (the text from the trigger is fed first).
-      lazy_text += tok_.token_to_piece(t, false);
-      for (const std::string& trig : p.grammar_triggers) {
-        const size_t at = trig.empty() ? std::string::npos : lazy_text.find(trig);
-        if (at == std::string::npos) continue;
-        constrained = gm->accept_bytes(std::string_view(lazy_text).substr(at));
-        if (!constrained) gm.reset();  // the text around the trigger already left the grammar
+      int32_t t = -1;
+      bool accepted = false;
+      if (k < draft.tokens.size()) {
+        // A drafted position: the acceptance rule against the request's own sampling distribution.
+        static const TokenDist k_point;
+        const SpecVerdict v = speculative_accept(to_dist(sampler.distribution(row)), draft.tokens[k],
+                                                 draft.q.empty() ? k_point : draft.q[k], sampler.rng());
+        t = v.token;
+        accepted = v.accepted;
+      } else {
+        t = sampler.sample(row);
+      }
+      if (constrained) {
+        // The check tests rely on: the sampled token was in this step's mask and the matcher takes it.
+        if (!mask_has(*mask, t) || !gm->accept(t))
+          fail("grammar: sampled token {} was not allowed by the grammar (internal error)", t);
+        ++res.grammar_checked;
+      }
+      if ((!p.ignore_eos && tok_.vocab().is_eog(t)) || (constrained && gm->finished())) {
+        res.reason = StopReason::Eog;
+        done = true;
         break;
       }
+      sampler.accept(t);
+      if (p.n_probs >= 0) res.probs.push_back(token_probs(row, sp.n_vocab, t, p.n_probs));
+      res.tokens.push_back(t);
+      if (p.drafter) history.push_back(t);
+      if (accepted) ++res.draft_n_accepted;
+      if (gm && !constrained) {
+        // Lazy grammar: constrain from the first trigger on (the text from the trigger is fed first).
+        lazy_text += tok_.token_to_piece(t, false);
+        for (const std::string& trig : p.grammar_triggers) {
+          const size_t at = trig.empty() ? std::string::npos : lazy_text.find(trig);
+          if (at == std::string::npos) continue;
+          constrained = gm->accept_bytes(std::string_view(lazy_text).substr(at));
+          if (!constrained) gm.reset();  // the text around the trigger already left the grammar
+          break;
+        }
+      }
+      const std::string text = stop.push(dec.push(t));
+      res.text += text;
+      const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;
+      const bool keep_going =
+          !on_token || on_token(TokenEvent{t, text, index, p.n_probs >= 0 ? &res.probs.back() : nullptr});
+      if (stop.stopped()) {
+        res.reason = StopReason::StopString;
+        done = true;
+      } else if (!keep_going) {
+        res.reason = StopReason::Cancelled;
+        done = true;
+      } else if (static_cast<int64_t>(res.tokens.size()) >= max_tokens) {
+        res.reason = StopReason::Length;
+        done = true;
+      } else {
+        has_new_line = has_new_line || text.find('\n') != std::string::npos;
+        if (p.t_max_predict_ms > 0 && has_new_line && ms_since(t_gen) > p.t_max_predict_ms) {
+          res.reason = StopReason::Length;
+          done = true;
+        }
+      }
+      if (done || !accepted) break;
     }
-    const std::string text = stop.push(dec.push(t));
-    res.text += text;
-    const int32_t index = static_cast<int32_t>(res.tokens.size()) - 1;
-    const bool keep_going =
-        !on_token || on_token(TokenEvent{t, text, index, p.n_probs >= 0 ? &res.probs.back() : nullptr});
-    if (stop.stopped()) {
-      res.reason = StopReason::StopString;
-      break;
-    }
-    if (!keep_going) {
-      res.reason = StopReason::Cancelled;
-      break;
-    }
-    if (static_cast<int64_t>(res.tokens.size()) >= max_tokens) {
-      res.reason = StopReason::Length;
-      break;
-    }
-    has_new_line = has_new_line || text.find('\n') != std::string::npos;
-    if (p.t_max_predict_ms > 0 && has_new_line && ms_since(t_gen) > p.t_max_predict_ms) {
-      res.reason = StopReason::Length;
-      break;
-    }
+    // The context keeps the last token and the drafts before row k (the token sampled from row k is
+    // evaluated next): the cells of the rejected rest are dropped.
+    if (n_rows > 1) src_.truncate(base + 1 + static_cast<int32_t>(std::min(k, n_rows - 1)));
+    if (done) break;
     if (src_.n_past() >= src_.n_ctx()) {
       res.reason = StopReason::ContextFull;
       break;
@@ -231,8 +272,37 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
         mask_ms = ms_since(t0);
         return m;
       });
+    const int32_t t = res.tokens.back();
+    draft.tokens.clear();
+    draft.q.clear();
+    if (p.drafter) {
+      // Room: the context after the last token, and the tokens still to generate after the one the
+      // last token's row gives.
+      const int64_t room =
+          std::min<int64_t>(src_.n_ctx() - src_.n_past() - 1, max_tokens - static_cast<int64_t>(res.tokens.size()) - 1);
+      const int32_t n_max = static_cast<int32_t>(std::min<int64_t>(p.draft_max, room));
+      if (n_max > 0) p.drafter->draft(history, n_max, draft);
+      if (draft.tokens.size() > static_cast<size_t>(std::max(n_max, 0)) ||
+          draft.tokens.size() < static_cast<size_t>(std::max(p.draft_min, 1))) {
+        draft.tokens.clear();
+        draft.q.clear();
+      }
+    }
     const auto t_eval = Clock::now();
-    src_.eval_into(std::span<const int32_t>(&t, 1), false, {}, logits);
+    if (draft.tokens.empty()) {
+      n_rows = 1;
+      src_.eval_into(std::span<const int32_t>(&t, 1), false, {}, logits);
+    } else {
+      base = src_.n_past();
+      std::vector<int32_t> batch;
+      batch.reserve(draft.tokens.size() + 1);
+      batch.push_back(t);
+      batch.insert(batch.end(), draft.tokens.begin(), draft.tokens.end());
+      n_rows = batch.size();
+      src_.eval_into(batch, true, {}, logits);
+      res.draft_n += static_cast<int32_t>(draft.tokens.size());
+      ++res.spec_steps;
+    }
     res.gen_eval_ms += ms_since(t_eval);
   }
   if (res.reason != StopReason::StopString) {

@@ -25,7 +25,9 @@
 
 #include "grammar/matcher.hpp"
 #include "runtime/sampler.hpp"
+#include "core/error.hpp"
 #include "runtime/session.hpp"
+#include "runtime/speculative.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::runtime {
@@ -48,6 +50,10 @@ class LogitSource {
   virtual int32_t n_vocab() const = 0;
   // GPU time of the source's context so far (ms; backend::Context::gpu_ms; 0 where unknown).
   virtual double gpu_ms() const { return 0; }
+  // Keeps the first n positions (speculative decoding drops the cells of rejected drafts); only
+  // where can_truncate().
+  virtual void truncate(int32_t n) { fail("this logit source cannot drop positions (asked to keep {})", n); }
+  virtual bool can_truncate() const { return false; }
 };
 
 class SessionSource final : public LogitSource {
@@ -64,6 +70,9 @@ class SessionSource final : public LogitSource {
   int32_t n_ctx() const override { return s_.n_ctx(); }
   int32_t n_vocab() const override { return s_.n_vocab(); }
   double gpu_ms() const override { return s_.context().gpu_ms(); }
+  void truncate(int32_t n) override { s_.truncate(n); }
+  // A recurrent (linear-attention) state cannot be cut back (Session::truncate).
+  bool can_truncate() const override { return !s_.recurrent(); }
 
  private:
   Session& s_;
@@ -100,6 +109,13 @@ struct GenerateParams {
   // (StopReason::Length) when it has run longer than this since its first token.
   int32_t t_max_predict_ms = 0;
   int32_t id_slot = -1;  // read by the server, not here: ≥ 0 runs on that slot (Job::id_slot)
+  // Speculative decoding (runtime/speculative.hpp): with a drafter, each step evaluates the last
+  // token and up to draft_max drafted ones in one ubatch and keeps what the acceptance rule takes
+  // (the same text at temperature 0, the same distribution above it). Drafts shorter than
+  // draft_min are not evaluated. The source must be able to drop positions (not a recurrent model).
+  Drafter* drafter = nullptr;
+  int32_t draft_max = 16;
+  int32_t draft_min = 0;
 };
 
 struct TokenEvent {
@@ -136,6 +152,9 @@ struct GenerateResult {
   double grammar_ms = 0;          // computing and applying grammar masks (the next step's mask runs while
                                   // the model evaluates the step: only what exceeds the step adds to gen_ms)
   std::vector<TokenProbs> probs;  // per kept token, with GenerateParams::n_probs ≥ 0
+  int32_t draft_n = 0;            // drafted tokens the target evaluated (llama-server's timings.draft_n)
+  int32_t draft_n_accepted = 0;   // of which were kept (timings.draft_n_accepted)
+  int32_t spec_steps = 0;         // target evaluations that carried a draft
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

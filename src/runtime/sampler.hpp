@@ -108,6 +108,8 @@ class Sampler {
   // The distribution sample() draws from: (token, probability) after the whole chain, largest
   // first. Draws the random numbers a step would (XTC's), so it is a step without the final draw.
   std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits);
+  // The generator (speculative verification draws its uniforms from the request's stream).
+  std::mt19937& rng() { return rng_; }
   // Mirostat's running target surprise (starts at 2 τ).
   float mirostat_mu() const { return mu_; }
 

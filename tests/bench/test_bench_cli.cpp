@@ -213,6 +213,36 @@ TEST(BenchCli, DepthRows) {
   EXPECT_NE(zero.err.find("--npl: value 0 is not ≥ 1"), std::string::npos) << zero.err;
 }
 
+// --spec: speculative rows after the tg rows: the lab drafter at alpha 1 has every draft accepted,
+// at alpha 0 none; each row reports its drafted/accepted counts and the plain t/s beside it.
+TEST(BenchCli, SpeculativeRows) {
+  auto r =
+      run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "0", "-n", "24", "--spec", "lab:1,lab:0,ngram",
+                              "--draft-max", "4", "-r", "2", "-o", "json", "--device", "cpu", "--no-roofline"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  json rows = json::parse(r.out);
+  ASSERT_EQ(rows.size(), 4u);
+  const char* names[] = {"tg24", "tg24 lab:1", "tg24 lab:0", "tg24 ngram"};
+  for (size_t i = 0; i < 4; ++i) {
+    const json& x = rows[i];
+    SCOPED_TRACE(x.dump());
+    EXPECT_EQ(x["test"].get<std::string>(), names[i]);
+    EXPECT_GT(x["avg_ts"].get<double>(), 0);
+    if (i > 0) {
+      EXPECT_GT(x["plain_ts"].get<double>(), 0);
+    }
+    EXPECT_LE(x["draft_n_accepted"].get<int64_t>(), x["draft_n"].get<int64_t>());
+  }
+  EXPECT_GT(rows[1]["draft_n"].get<int64_t>(), 0);
+  EXPECT_EQ(rows[1]["draft_n_accepted"].get<int64_t>(), rows[1]["draft_n"].get<int64_t>());
+  EXPECT_GT(rows[2]["draft_n"].get<int64_t>(), 0);
+  EXPECT_EQ(rows[2]["draft_n_accepted"].get<int64_t>(), 0);
+  auto bad = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "0", "-n", "4", "--spec", "lab:2",
+                                     "--device", "cpu", "--no-roofline"});
+  EXPECT_EQ(bad.rc, 1) << bad.err;
+  EXPECT_NE(bad.err.find("lab:2"), std::string::npos) << bad.err;
+}
+
 // -npl: parallel-decode rows after the tg rows, S sequences × N tokens per repetition.
 TEST(BenchCli, ParallelDecodeRows) {
   for (const std::string dev : {"cpu", "vulkan"}) {

@@ -72,6 +72,54 @@ TEST(CliRun, StreamsTextAndTimings) {
             0);
 }
 
+// Speculative decoding at temperature 0: the reference's greedy ids with every drafter (the n-gram
+// lookup, a draft model — stories260K-f16, the same vocabulary — and the lab drafter), with the
+// drafted/accepted counts in the JSON timings.
+TEST(CliRun, SpeculationKeepsTheGreedyOutput) {
+  const std::vector<std::string> specs = {"--spec-type ngram-simple --spec-ngram-size-n 2",
+                                          "-md " + model("stories260K-f16.gguf") + " --draft-max 4 --draft-p-min 0",
+                                          "--spec-type lab-alpha --spec-lab-alpha 0.5 --draft-max 6"};
+  for (const auto& p : test::k_prompts) {
+    auto r = test::load_ref("stories260K__kvf32_faoff", p);
+    for (const auto& spec : specs) {
+      auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt(p) +
+                       " -n 32 --temp 0 --ignore-eos --json -c 1024 " + spec);
+      ASSERT_EQ(res.rc, 0) << res.out;
+      auto j = nlohmann::json::parse(res.out.substr(res.out.find('{')));
+      EXPECT_EQ(j.at("generated_ids").get<std::vector<int32_t>>(), r.greedy_ids) << p << " " << spec;
+      EXPECT_GE(j.at("timings").at("draft_n").get<int>(), j.at("timings").at("draft_n_accepted").get<int>());
+    }
+  }
+}
+
+TEST(CliRun, SpeculationRefusalsNameTheReason) {
+  // A draft model of another vocabulary: the error names both files and what differs.
+  auto res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 4 -md " +
+                   model("llama-2-tiny-random.gguf"));
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("llama-2-tiny-random.gguf"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("differ"), std::string::npos) << res.out;
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 4 --spec-type ngram-simple -md " +
+              model("stories260K.gguf"));
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("give one"), std::string::npos) << res.out;
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 4 --spec-type medusa");
+  EXPECT_EQ(res.rc, 2) << res.out;
+  // A drafter's tuning flag without that drafter is a usage error, not ignored.
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") + " -p hi -n 4 --draft-max 4");
+  EXPECT_EQ(res.rc, 2) << res.out;
+  EXPECT_NE(res.out.find("--draft-max"), std::string::npos) << res.out;
+  res = rocky("run --device cpu -m " + model("stories260K.gguf") +
+              " -p hi -n 4 --spec-type ngram-simple --draft-p-min 0.5");
+  EXPECT_EQ(res.rc, 2) << res.out;
+  // A hybrid target (Gated DeltaNet layers): speculation is refused, saying why.
+  const std::string hybrid = test::scratch_dir("cli_run") + "/qwen35-test.gguf";
+  ASSERT_EQ(rocky("synth --preset qwen35-test -o " + hybrid).rc, 0);
+  res = rocky("run --device cpu -m " + hybrid + " -p 'a b a b' -n 4 --spec-type ngram-simple");
+  EXPECT_EQ(res.rc, 1) << res.out;
+  EXPECT_NE(res.out.find("recurrent"), std::string::npos) << res.out;
+}
+
 TEST(CliRun, BadInputExitsOne) {
   auto res =
       rocky("run --device cpu -m " + model("stories260K.gguf") + " -f " + prompt("p2_paragraph") + " -n 4 -c 64");
