@@ -344,8 +344,8 @@ void BatchEngine::loop() {
   }
 }
 
-bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
-  // A request whose client left fails here, within one step of leaving.
+// A request whose client left fails here, within one step of leaving.
+void BatchEngine::drop_gone() {
   bool dropped = false;
   for (Request* r : queue_) {
     const auto& gone = gone_[static_cast<size_t>(r->seq)];
@@ -361,6 +361,54 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
                  queue_.end());
     done_cv_.notify_all();
   }
+}
+
+// One step of the shared context: its graph for this shape (cached), computed into `logits`.
+void BatchEngine::compute_shared(model::Logits want, int32_t n_out, const std::vector<int32_t>& toks,
+                                 const std::vector<int32_t>& seq, const std::vector<int32_t>& pos,
+                                 std::vector<float>& logits, double& compute_s, backend::HostTiming& host_d,
+                                 bool& replayed) {
+  const int32_t n = static_cast<int32_t>(toks.size());
+  auto key = std::make_tuple(n, static_cast<int>(want), want == model::Logits::LAST ? n_out : 0);
+  auto it = shapes_.find(key);
+  if (it == shapes_.end()) {
+    if (shapes_.size() >= 32) shapes_.clear();
+    model::UbatchSpec u{n, 0, n_ctx_, want};
+    u.n_out = std::max(n_out, 1);
+    it = shapes_.emplace(key, Shape{model_.build_graph(u), {}}).first;
+    it->second.p = graph::plan_arena(it->second.g);
+  }
+  graph::Graph& g = it->second.g;
+  g.seq = seq;
+  g.pos = pos;
+  std::lock_guard c(ctx_mu_);
+  if (!ctx_) ctx_ = be_->make_context(ctx_opts_);  // the last recover() could not make it
+  const backend::HostTiming h0 = ctx_->stats().host;
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx_->compute(g, it->second.p, toks, logits);
+  compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const backend::HostTiming h1 = ctx_->stats().host;
+  host_d = {h1.setup_ms - h0.setup_ms, h1.record_ms - h0.record_ms, h1.submit_wait_ms - h0.submit_wait_ms,
+            h1.readback_ms - h0.readback_ms};
+  replayed = h1.replays > h0.replays;
+}
+
+void BatchEngine::record_step(int32_t chunk, int64_t n_dec, int32_t n_seqs, double compute_s,
+                              const backend::HostTiming& host_d, bool replayed) {
+  stats_.steps += 1;
+  stats_.prefill_tokens += chunk;
+  stats_.decode_tokens += n_dec;
+  stats_.last_seqs = n_seqs;
+  stats_.max_seqs = std::max(stats_.max_seqs, n_seqs);
+  stats_.compute_s += compute_s;
+  stats_.record_s += host_d.record_ms / 1e3;
+  stats_.submit_wait_s += host_d.submit_wait_ms / 1e3;
+  stats_.readback_s += host_d.readback_ms / 1e3;
+  stats_.replays += replayed ? 1 : 0;
+}
+
+bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
+  drop_gone();
   // The shared cells: what the active sequences hold, and what this step may add.
   int64_t free = n_cells_;
   for (size_t s = 0; s < n_past_.size(); ++s)
@@ -481,29 +529,8 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
       compute_sessions(dec, pf, chunk, all, pf_last, pos, logits);
       compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
-      auto key = std::make_tuple(n, static_cast<int>(want), want == model::Logits::LAST ? n_out : 0);
-      auto it = shapes_.find(key);
-      if (it == shapes_.end()) {
-        if (shapes_.size() >= 32) shapes_.clear();
-        model::UbatchSpec u{n, 0, n_ctx_, want};
-        u.n_out = std::max(n_out, 1);
-        it = shapes_.emplace(key, Shape{model_.build_graph(u), {}}).first;
-        it->second.p = graph::plan_arena(it->second.g);
-      }
-      graph::Graph& g = it->second.g;
-      g.seq = seq;
-      g.pos = pos;
       logits.resize(want == model::Logits::NONE ? 0 : nv * static_cast<size_t>(want == model::Logits::ALL ? n : n_out));
-      std::lock_guard c(ctx_mu_);
-      if (!ctx_) ctx_ = be_->make_context(ctx_opts_);  // the last recover() could not make it
-      const backend::HostTiming h0 = ctx_->stats().host;
-      const auto t0 = std::chrono::steady_clock::now();
-      ctx_->compute(g, it->second.p, toks, logits);
-      compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const backend::HostTiming h1 = ctx_->stats().host;
-      host_d = {h1.setup_ms - h0.setup_ms, h1.record_ms - h0.record_ms, h1.submit_wait_ms - h0.submit_wait_ms,
-                h1.readback_ms - h0.readback_ms};
-      replayed = h1.replays > h0.replays;
+      compute_shared(want, n_out, toks, seq, pos, logits, compute_s, host_d, replayed);
     }
   } catch (const std::exception& e) {
     error = e.what();
@@ -573,18 +600,7 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
       r->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
                              n_past_[static_cast<size_t>(r->seq)] - 1, r->seq);
   }
-  if (error.empty()) {
-    stats_.steps += 1;
-    stats_.prefill_tokens += chunk;
-    stats_.decode_tokens += static_cast<int64_t>(dec.size());
-    stats_.last_seqs = n_seqs;
-    stats_.max_seqs = std::max(stats_.max_seqs, n_seqs);
-    stats_.compute_s += compute_s;
-    stats_.record_s += host_d.record_ms / 1e3;
-    stats_.submit_wait_s += host_d.submit_wait_ms / 1e3;
-    stats_.readback_s += host_d.readback_ms / 1e3;
-    stats_.replays += replayed ? 1 : 0;
-  }
+  if (error.empty()) record_step(chunk, static_cast<int64_t>(dec.size()), n_seqs, compute_s, host_d, replayed);
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Request* r) { return r->finished; }),
                queue_.end());
   done_cv_.notify_all();

