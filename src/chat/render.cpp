@@ -508,6 +508,7 @@ std::string render_raw(const detail::Program& prog, const nlohmann::ordered_json
   try {
     auto globals = std::make_shared<Scope>();
     install_globals(in, *globals);
+    if (!o.date_string) globals->vars.erase("date_string");
     auto root = std::make_shared<Scope>();
     root->parent = globals;
     root->vars["messages"] = from_json(messages);

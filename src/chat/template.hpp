@@ -70,6 +70,10 @@ struct RenderOptions {
   // strftime_now's clock (Unix seconds, UTC) when set; otherwise SOURCE_DATE_EPOCH from the
   // environment (UTC) when set; otherwise the local clock.
   std::optional<int64_t> now;
+  // llama-server's own context variable date_string (today as "%d %b %Y", strftime_now's clock;
+  // Llama 3.x templates print it). The server and `rocky run` set it; transformers' rendering (the
+  // shared reference cases) passes none of llama.cpp's variables, so it is off by default.
+  bool date_string = false;
   // Work limit: statements + loop iterations + calls + filters of one render (a hostile template
   // fails with "template too expensive" instead of running for minutes). Real templates need
   // a few thousand per message.

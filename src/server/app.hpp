@@ -3,7 +3,6 @@
 // rerank handlers are defined in app_requests.cpp; the rest here. Internal to src/server.
 #pragma once
 
-
 #include <fmt/format.h>
 #include <httplib.h>
 #include <pthread.h>
@@ -52,12 +51,6 @@
 
 namespace rocky::server::detail {
 using Clock = std::chrono::steady_clock;
-
-inline json sampler_names(const std::vector<runtime::SamplerKind>& order) {
-  json out = json::array();
-  for (runtime::SamplerKind k : order) out.push_back(std::string(runtime::sampler_name(k)));
-  return out;
-}
 
 class App {
  public:
@@ -373,31 +366,10 @@ class App {
 
   // The defaults a request without sampling fields gets (llama-server's generation settings).
   json default_params() const {
-    const runtime::SamplerParams& sp = o_.sampling;
-    return {{"seed", sp.seed},
-            {"temperature", sp.temp},
-            {"top_k", sp.top_k},
-            {"top_p", sp.top_p},
-            {"min_p", sp.min_p},
-            {"repeat_last_n", sp.repeat_last_n},
-            {"repeat_penalty", sp.repeat_penalty},
-            {"presence_penalty", sp.presence_penalty},
-            {"frequency_penalty", sp.frequency_penalty},
-            {"typical_p", sp.typical_p},
-            {"top_n_sigma", sp.top_n_sigma},
-            {"xtc_probability", sp.xtc_probability},
-            {"xtc_threshold", sp.xtc_threshold},
-            {"dry_multiplier", sp.dry_multiplier},
-            {"dry_base", sp.dry_base},
-            {"dry_allowed_length", sp.dry_allowed_length},
-            {"dry_penalty_last_n", sp.dry_penalty_last_n},
-            {"dry_sequence_breakers", sp.dry_sequence_breakers},
-            {"mirostat", sp.mirostat},
-            {"mirostat_tau", sp.mirostat_tau},
-            {"mirostat_eta", sp.mirostat_eta},
-            {"samplers", sampler_names(sp.order)},
-            {"n_predict", o_.n_predict},
-            {"max_tokens", o_.n_predict}};
+    json out = sampling_json(o_.sampling);
+    out["n_predict"] = o_.n_predict;
+    out["max_tokens"] = o_.n_predict;
+    return out;
   }
 
   // GET /slots (llama-server's shape, the fields rocky has): ?fail_on_no_slot=1 answers 503 when

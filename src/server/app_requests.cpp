@@ -58,10 +58,10 @@ runtime::GenerateParams App::to_params(const SamplingFields& s) const {
     const float bias = static_cast<float>(b.bias);
     if (b.id >= 0) {
       if (!tok_->vocab().valid(static_cast<int32_t>(std::min<int64_t>(b.id, INT32_MAX))))
-        throw ApiError(400,
-                       fmt::format("'{}' names token {}, not a token id (the vocab has {})", b.param, b.id,
-                                   tok_->vocab().size()),
-                       b.param, "invalid_value");
+        throw ApiError(
+            400,
+            fmt::format("'{}' names token {}, not a token id (the vocab has {})", b.param, b.id, tok_->vocab().size()),
+            b.param, "invalid_value");
       p.sampling.logit_bias.emplace_back(static_cast<int32_t>(b.id), bias);
     } else {  // llama-server: every token of the text gets the bias
       for (int32_t t : tok_->tokenize(b.text, false, false)) p.sampling.logit_bias.emplace_back(t, bias);
@@ -77,7 +77,7 @@ runtime::GenerateParams App::to_params(const SamplingFields& s) const {
 }
 
 void App::add_tool_grammar(runtime::GenerateParams& gp, const chat::ReplySyntax& syntax, const json& tools,
-                      const std::string& choice, const std::string& name) const {
+                           const std::string& choice, const std::string& name) const {
   if (tools.is_null() || choice == "none" || (choice == "auto" && gp.grammar)) return;
   const ToolGrammar tg = tool_call_grammar(syntax.format, tools, choice, name);
   if (tg.gbnf.empty()) return;
@@ -100,8 +100,8 @@ void App::check_fits(const std::vector<int32_t>& prompt, const char* param) cons
 
 void App::require_completions() const {
   if (o_.embedding)
-    throw ApiError(501, "This server does not support completions. Start it without `--embedding`", "",
-                   "not_supported", "not_supported_error");
+    throw ApiError(501, "This server does not support completions. Start it without `--embedding`", "", "not_supported",
+                   "not_supported_error");
 }
 
 void App::infill(const httplib::Request& req, httplib::Response& res) {
@@ -132,8 +132,7 @@ void App::check_token_ids(const std::vector<int32_t>& ids, const std::string& pa
   for (size_t i = 0; i < ids.size(); ++i)
     if (!tok_->vocab().valid(ids[i]))
       throw ApiError(
-          400,
-          fmt::format("'{}[{}]' is {}, not a token id (the vocab has {})", param, i, ids[i], tok_->vocab().size()),
+          400, fmt::format("'{}[{}]' is {}, not a token id (the vocab has {})", param, i, ids[i], tok_->vocab().size()),
           fmt::format("{}[{}]", param, i), "invalid_value");
 }
 

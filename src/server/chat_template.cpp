@@ -66,6 +66,7 @@ std::string ChatTemplate::render(const TemplateInputs& in) const {
   o.eos_token = eos_;
   o.tools = in.tools;
   o.kwargs = in.kwargs;
+  o.date_string = true;  // llama-server's context
   return tmpl_.render(in.messages, o);
 }
 

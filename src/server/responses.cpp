@@ -47,6 +47,33 @@ json usage_json(const runtime::GenerateResult& r) {
           {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
 }
 
+json sampling_json(const runtime::SamplerParams& sp) {
+  json samplers = json::array();
+  for (runtime::SamplerKind k : sp.order) samplers.push_back(std::string(runtime::sampler_name(k)));
+  return {{"seed", sp.seed},
+          {"temperature", sp.temp},
+          {"top_k", sp.top_k},
+          {"top_p", sp.top_p},
+          {"min_p", sp.min_p},
+          {"repeat_last_n", sp.repeat_last_n},
+          {"repeat_penalty", sp.repeat_penalty},
+          {"presence_penalty", sp.presence_penalty},
+          {"frequency_penalty", sp.frequency_penalty},
+          {"typical_p", sp.typical_p},
+          {"top_n_sigma", sp.top_n_sigma},
+          {"xtc_probability", sp.xtc_probability},
+          {"xtc_threshold", sp.xtc_threshold},
+          {"dry_multiplier", sp.dry_multiplier},
+          {"dry_base", sp.dry_base},
+          {"dry_allowed_length", sp.dry_allowed_length},
+          {"dry_penalty_last_n", sp.dry_penalty_last_n},
+          {"dry_sequence_breakers", sp.dry_sequence_breakers},
+          {"mirostat", sp.mirostat},
+          {"mirostat_tau", sp.mirostat_tau},
+          {"mirostat_eta", sp.mirostat_eta},
+          {"samplers", std::move(samplers)}};
+}
+
 json timings_json(const runtime::GenerateResult& r) {
   const double prompt_n = r.n_prompt - r.n_cached;
   const double predicted_n = static_cast<double>(r.tokens.size());
@@ -214,38 +241,16 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
                 {"timings", timings_json(r)}};
     if (!r.probs.empty()) out["completion_probabilities"] = logprobs_json(kind, r);
     if (params) {
-      const runtime::SamplerParams& sp = params->sampling;
-      json samplers = json::array();
-      for (runtime::SamplerKind k : sp.order) samplers.push_back(std::string(runtime::sampler_name(k)));
-      out["generation_settings"] = {{"seed", r.seed},
-                                    {"temperature", sp.temp},
-                                    {"top_k", sp.top_k},
-                                    {"top_p", sp.top_p},
-                                    {"min_p", sp.min_p},
-                                    {"repeat_last_n", sp.repeat_last_n},
-                                    {"repeat_penalty", sp.repeat_penalty},
-                                    {"presence_penalty", sp.presence_penalty},
-                                    {"frequency_penalty", sp.frequency_penalty},
-                                    {"typical_p", sp.typical_p},
-                                    {"top_n_sigma", sp.top_n_sigma},
-                                    {"xtc_probability", sp.xtc_probability},
-                                    {"xtc_threshold", sp.xtc_threshold},
-                                    {"dry_multiplier", sp.dry_multiplier},
-                                    {"dry_base", sp.dry_base},
-                                    {"dry_allowed_length", sp.dry_allowed_length},
-                                    {"dry_penalty_last_n", sp.dry_penalty_last_n},
-                                    {"dry_sequence_breakers", sp.dry_sequence_breakers},
-                                    {"mirostat", sp.mirostat},
-                                    {"mirostat_tau", sp.mirostat_tau},
-                                    {"mirostat_eta", sp.mirostat_eta},
-                                    {"samplers", samplers},
-                                    {"t_max_predict_ms", params->t_max_predict_ms},
-                                    {"id_slot", params->id_slot},
-                                    {"n_predict", params->max_tokens},
-                                    {"n_probs", params->n_probs},
-                                    {"ignore_eos", params->ignore_eos},
-                                    {"stop", params->stop},
-                                    {"model", model_id}};
+      json g = sampling_json(params->sampling);
+      g["seed"] = r.seed;  // the seed drawn for a random one
+      g["t_max_predict_ms"] = params->t_max_predict_ms;
+      g["id_slot"] = params->id_slot;
+      g["n_predict"] = params->max_tokens;
+      g["n_probs"] = params->n_probs;
+      g["ignore_eos"] = params->ignore_eos;
+      g["stop"] = params->stop;
+      g["model"] = model_id;
+      out["generation_settings"] = std::move(g);
     }
     return out;
   }

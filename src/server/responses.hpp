@@ -37,6 +37,10 @@ json tool_call_delta(const chat::ToolCall& c, size_t index);
 // OpenAI's usage (with prompt_tokens_details.cached_tokens).
 json usage_json(const runtime::GenerateResult& r);
 
+// A sampler's settings in llama-server's generation_settings shape (seed … samplers), for the
+// defaults (/props, /slots) and for each answer's own.
+json sampling_json(const runtime::SamplerParams& sp);
+
 // llama-server's timings, plus rocky's own fields (predicted_eval_ms, cache_ms, *_gpu_ms, …).
 json timings_json(const runtime::GenerateResult& r);
 

@@ -154,6 +154,8 @@ TEST(ChatExpr, Clock) {
   const std::string year = render("{{ strftime_now('%Y') }}");
   EXPECT_GE(std::stoi(year), 2025);
   // date_string: llama-server's "%d %b %Y" of the same clock; chat_template_kwargs override it.
+  EXPECT_EQ(render("{{ date_string is defined }}", o), "False");  // transformers' context: not passed
+  o.date_string = true;
   EXPECT_EQ(render("{{ date_string }}|{{ strftime_now('%d %b %Y') }}", o), "15 Jan 2026|15 Jan 2026");
   RenderOptions k = o;
   k.kwargs = {{"date_string", "26 Jul 2024"}};

@@ -484,7 +484,7 @@ test('bad input gets a 4xx OpenAI error naming the field; the next request is se
     ['negative max_tokens', '/v1/chat/completions', { messages: msgs, max_tokens: -5 }, 400, 'max_tokens'],
     ['huge max_tokens', '/v1/chat/completions', { messages: msgs, max_tokens: 1e12 }, 400, 'max_tokens'],
     ['huge max_completion_tokens', '/v1/chat/completions', { messages: msgs, max_completion_tokens: 2 ** 40 }, 400, 'max_completion_tokens'],
-    ['n = 2', '/v1/chat/completions', { messages: msgs, n: 2 }, 400, 'n'],
+    ['n = 17 (at most 16 choices)', '/v1/chat/completions', { messages: msgs, n: 17 }, 400, 'n'],
     ['stop a number', '/v1/chat/completions', { messages: msgs, stop: 3 }, 400, 'stop'],
     ['stream a string', '/v1/chat/completions', { messages: msgs, stream: 'yes' }, 400, 'stream'],
     ['tool_choice required without tools', '/v1/chat/completions', { messages: msgs, tool_choice: 'required' }, 400, 'tool_choice'],

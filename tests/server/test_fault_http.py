@@ -248,7 +248,12 @@ def test_kv_budget():
         swa = re.search(r'^rocky:kv_bytes\{kind="sliding_window"\} (\d+)$', text, re.M)
         per = re.search(r'^rocky:kv_bytes_per_token\{kind="full"\} (\d+)$', text, re.M)
         check(full and swa and per, "kv_bytes lines missing from /metrics", s)
-        check(int(full.group(1)) == 512 * int(per.group(1)) and int(swa.group(1)) == 0, text, s)
+        # Each slot holds a device range of the per-request limit (-c 512 here; the cells are
+        # shared by accounting): the KV allocated is slots × 512 positions.
+        with urllib.request.urlopen(s.url + "/slots", timeout=30) as sl:
+            n_slots = len(json.load(sl))
+        check(int(full.group(1)) == n_slots * 512 * int(per.group(1)) and int(swa.group(1)) == 0,
+              f"{n_slots} slots: {text}", s)
     finally:
         s.stop()
 
