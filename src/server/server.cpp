@@ -108,6 +108,7 @@ int run_server(const ServerOptions& given) {
     }
     if (cancelled && Clock::now() - t_stop > grace + std::chrono::seconds(10)) {
       fmt::print(stderr, "rocky: connections still open after the grace; exiting\n");
+      if (load_failed) fmt::print(stderr, "rocky: {}\n", load_error);  // the reason it stopped
       std::fflush(stderr);
       std::_Exit(load_failed ? 1 : 0);
     }
