@@ -121,11 +121,17 @@ BlockPtr PrefixCache::find(uint64_t key, uint64_t parent, int32_t p0, std::span<
 void PrefixCache::put(BlockPtr b) {
   std::unique_lock lk(mu_);
   ram_insert(b);
+  // Two saves of one block may race (a save queued before an earlier one's blocks reached the
+  // cache): the RAM tier keeps the better version (with a checkpoint over without), and the disk
+  // gets that one — a later copy without the checkpoint never overwrites it.
+  if (auto it = ram_.find(b->key); it != ram_.end()) b = it->second.b;
   // Written through unless this process has seen the file whole (a scanned entry may be damaged:
-  // rewriting it repairs it).
+  // rewriting it repairs it) or the same version or a better one is queued already.
   if (!disk_on_) return;
   if (auto it = disk_.find(b->key); it != disk_.end() && it->second.verified && (it->second.state || b->state.empty()))
     return;
+  for (const BlockPtr& q : pending_)
+    if (q->key == b->key && (!q->state.empty() || b->state.empty())) return;
   // Write-through, bounded: wait while the queue holds more than a quarter of the RAM tier (at
   // least one block).
   const uint64_t bound = std::max<uint64_t>(o_.ram_bytes / 4, 1);

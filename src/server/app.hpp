@@ -359,6 +359,8 @@ class App {
   void cache_get(const httplib::Request&, httplib::Response& res) { send_json(res, 200, cache_state()); }
 
   void cache_delete(const httplib::Request&, httplib::Response& res) {
+    // Saves of finished requests still on their way reach the cache first, then go with the rest.
+    sched_->flush_saves();
     cache_->clear();
     sched_->forget_device_prefixes();
     send_json(res, 200, cache_state());

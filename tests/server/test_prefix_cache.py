@@ -273,7 +273,7 @@ def test_restart_hits_from_disk():
     try:
         r2 = s.complete(prompt)
         check_counts(r2)
-        assert cached(r2) >= n_prompt - B, r2
+        assert cached(r2) >= n_prompt - B, (r2, s.cache(), "".join(s.log))
         assert r2["choices"][0]["text"] == r1["choices"][0]["text"]
         c = s.cache()
         assert c["tiers"]["disk"]["hits"] >= (n_prompt - B) // B, c
@@ -374,7 +374,7 @@ def test_damaged_entries_fall_back_to_recompute():
             for f in os.listdir(d2):
                 if f.endswith(".rkv"):
                     data = open(os.path.join(d2, f), "rb").read()
-                    foreign[int.from_bytes(data[72:76], "little")] = data
+                    foreign[int.from_bytes(data[64:68], "little")] = data
         files = sorted(f for f in os.listdir(d) if f.endswith(".rkv"))
         assert files, kind
         s = Server("--cache-dir", d)
@@ -382,7 +382,7 @@ def test_damaged_entries_fall_back_to_recompute():
             for f in files:
                 path = os.path.join(d, f)
                 if kind == "wrong-model":
-                    p0 = int.from_bytes(open(path, "rb").read()[72:76], "little")
+                    p0 = int.from_bytes(open(path, "rb").read()[64:68], "little")
                     open(path, "wb").write(foreign[p0])  # another model's entry under this model's name
                 else:
                     damage(kind, path)
@@ -403,7 +403,9 @@ def test_damaged_entries_fall_back_to_recompute():
         s = Server("--cache-dir", d)
         try:
             r3 = s.complete(prompt)
-            assert cached(r3) >= r3["usage"]["prompt_tokens"] - B and s.cache()["tiers"]["disk"]["errors"] == 0, (kind, r3)
+            c = s.cache()
+            assert cached(r3) >= r3["usage"]["prompt_tokens"] - B and c["tiers"]["disk"]["errors"] == 0, \
+                (kind, r3, c, "".join(s.log))
         finally:
             s.kill()
     # A directory that cannot be written: no disk tier, a warning, correct output.
