@@ -81,7 +81,8 @@ SlotState decode_slot_file(std::span<const uint8_t> bytes, const CacheIdentity& 
     bad(fmt::format("header size {} (expected {})", h.header_bytes, sizeof(SlotHeader)));
   if (h.kv_type != id.kv_type || h.n_layer != id.n_layer || h.n_embd_kv != id.n_embd_kv ||
       h.kv_bytes_per_pos != id.kv_bytes_per_pos)
-    bad(fmt::format("saved with another KV layout: type {}, {} layers × {}, {} bytes per position (this server: type "
+    bad(
+        fmt::format("saved with another KV layout: type {}, {} layers × {}, {} bytes per position (this server: type "
                     "{}, {} layers × {}, {} bytes per position)",
                     h.kv_type, h.n_layer, h.n_embd_kv, h.kv_bytes_per_pos, id.kv_type, id.n_layer, id.n_embd_kv,
                     id.kv_bytes_per_pos));
@@ -151,7 +152,8 @@ SlotState read_slot_file(const std::string& path, const CacheIdentity& id, int32
   int err = ::fstat(fd, &sb) == 0 ? 0 : errno;
   if (err == 0 && !S_ISREG(sb.st_mode)) err = EISDIR;
   // No file this slot could hold is larger: a huge one is refused before it is read.
-  const uint64_t limit = sizeof(SlotHeader) + uint64_t(std::max(max_tokens, 0)) * (4 + id.kv_bytes_per_pos) + id.state_bytes;
+  const uint64_t limit =
+      sizeof(SlotHeader) + uint64_t(std::max(max_tokens, 0)) * (4 + id.kv_bytes_per_pos) + id.state_bytes;
   if (err == 0 && static_cast<uint64_t>(sb.st_size) > limit) {
     ::close(fd);
     throw SlotFileError(fmt::format("{}: {} bytes, larger than any state of this slot ({} bytes at most)", path,

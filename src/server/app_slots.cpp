@@ -89,9 +89,9 @@ void App::slot_action(const httplib::Request& req, httplib::Response& res) {
         out->n_tokens = static_cast<int64_t>(tokens.size());
       }
     } catch (const runtime::SlotFileError& err) {
-      out->error = ApiError(400,
-                            fmt::format("Unable to {} slot {} with file '{}': {}", action, seq, filename, err.what()),
-                            "filename", "invalid_slot_file");
+      out->error =
+          ApiError(400, fmt::format("Unable to {} slot {} with file '{}': {}", action, seq, filename, err.what()),
+                   "filename", "invalid_slot_file");
     }
     out->ms = ms_since(t0);
   };
