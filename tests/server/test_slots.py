@@ -188,6 +188,12 @@ def test_save_erase_restore():
         _, text, cached = gen(s, q, 1)
         assert cached == n_saved, (cached, n_saved)
         assert text == ref_text, (text, ref_text)
+        # The OpenAI shape reports the restored tokens as usage.prompt_tokens_details.cached_tokens.
+        act(s, 0, "restore", "a.bin")
+        j = s.ok("POST", "/v1/completions", {"prompt": q, "max_tokens": N_GEN, "temperature": 0, "id_slot": 0,
+                                             "ignore_eos": True})
+        assert j["usage"]["prompt_tokens_details"]["cached_tokens"] == n_saved, j["usage"]
+        assert j["choices"][0]["text"] == ref_text, (j["choices"][0]["text"], ref_text)
         if not HYBRID:
             # The first request again: its prompt minus the last token is cached, the same text.
             act(s, 1, "restore", "a.bin")
