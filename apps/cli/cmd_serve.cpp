@@ -110,6 +110,9 @@ void add_serve(CLI::App& app, Runner& run) {
       ->delimiter(',');
   sub->add_flag("!--no-slots", o->slots_endpoint, "Disable GET /slots (on by default; --slots turns it on)");
   sub->add_flag("--slots", o->slots_endpoint, "Serve GET /slots (the default)");
+  sub->add_option("--slot-save-path", o->slot_save_path,
+                  "Directory of slot files: enables POST /slots/{id}?action=save|restore|erase (as llama-server)")
+      ->check(CLI::ExistingDirectory);
   sub->add_flag("--metrics")
       ->description("Serve /metrics (rocky always does; accepted for llama-server command lines)");
   sub->add_flag("--jinja")->description("Render chat templates with Jinja (rocky always does)");
@@ -159,7 +162,6 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--no-mmap", "rocky always maps the model file"},
       {"--numa", "rocky has no NUMA placement (one device does the work)"},
       {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
-      {"--slot-save-path", "saving and restoring slots is not implemented yet"},
       {"--log-format", "rocky's log is plain text"},
   };
   for (const auto& [names, why] : refused) {

@@ -231,6 +231,10 @@ void Scheduler::run_job(size_t i, Job& job) {
     run_embed(s, job);
     return;
   }
+  if (job.slot_action) {
+    run_slot_action(s, static_cast<int32_t>(i), job);
+    return;
+  }
   const int32_t seq = static_cast<int32_t>(i);
   GenerateParams p = job.params;
   const bool use_cache = job.params.cache_prompt;
@@ -296,6 +300,23 @@ void Scheduler::run_job(size_t i, Job& job) {
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job
   s.kv = 0;
+}
+
+void Scheduler::run_slot_action(Slot& s, int32_t seq, Job& job) {
+  if (s.forget.exchange(false)) s.tokens.clear();  // DELETE /cache: what the cells hold is not reused
+  try {
+    job.slot_action(*engine_, seq, s.tokens);
+    GenerateResult r;
+    r.reason = StopReason::Eog;
+    job.result = std::move(r);
+  } catch (const std::exception& e) {
+    job.error = e.what();
+    job.fault = is_device_fault(e);
+    s.tokens.clear();  // the action may have left the cells anywhere: the next job starts afresh
+    try {
+      engine_->truncate(seq, 0);
+    } catch (const std::exception&) {}
+  }
 }
 
 void Scheduler::run_embed(Slot& s, Job& job) {

@@ -48,6 +48,12 @@ struct Job {
   // the prefix cache is not used, and `result` carries only n_prompt and prompt_ms.
   bool embed = false;
   std::vector<float> hidden;
+  // A slot action (rocky serve's POST /slots/{id}?action=save|restore|erase) instead of a
+  // generation: runs on slot id_slot's worker once that slot is idle (while it is busy the action
+  // waits, as llama-server defers it), never beside a job of that slot. It gets the engine, the
+  // sequence and the tokens the slot's cells hold, and may replace them (it then leaves the cells
+  // holding exactly the new tokens). An exception lands in `error`. `prompt` stays empty.
+  std::function<void(BatchEngine&, int32_t seq, std::vector<int32_t>& tokens)> slot_action;
 
   // Filled in by the scheduler; wait() returns once done.
   std::optional<GenerateResult> result;
@@ -121,6 +127,7 @@ class Scheduler {
   void worker(size_t i);
   void run_job(size_t i, Job& job);
   void run_embed(Slot& s, Job& job);
+  void run_slot_action(Slot& s, int32_t seq, Job& job);
   void dispatch();  // mu_ held: queued jobs to idle slots
 
   const tok::Tokenizer& tok_;

@@ -191,6 +191,7 @@ class App {
     svr.Delete("/cache", wrap(true, [this](auto& req, auto& res) { cache_delete(req, res); }));
     svr.Get("/props", wrap(true, [this](auto& req, auto& res) { props(req, res); }));
     if (o_.slots_endpoint) svr.Get("/slots", wrap(true, [this](auto& req, auto& res) { slots(req, res); }));
+    svr.Post(R"(/slots/([^/]*))", wrap(true, [this](auto& req, auto& res) { slot_action(req, res); }));
     svr.Post("/infill", wrap(true, [this](auto& req, auto& res) { infill(req, res); }));
     svr.Post("/v1/embeddings", wrap(true, [this](auto& req, auto& res) { embeddings(req, res, true); }));
     for (const char* p : {"/embeddings", "/embedding"})
@@ -522,6 +523,8 @@ class App {
 
   // POST /infill (llama-server's): the FIM prompt of infill.hpp, answered as /completion.
   void infill(const httplib::Request& req, httplib::Response& res);
+  // POST /slots/{id}?action=save|restore|erase (app_slots.cpp).
+  void slot_action(const httplib::Request& req, httplib::Response& res);
 
   void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const;
 

@@ -62,6 +62,7 @@ struct ServerOptions {
   runtime::SamplerParams sampling;
   int32_t n_predict = -1;                 // -n: max_tokens of a request that sends none (-1: no limit)
   bool slots_endpoint = true;             // --slots / --no-slots: GET /slots
+  std::string slot_save_path;             // --slot-save-path: POST /slots/{id}?action=… (empty: 501)
   bool reasoning = true;                  // --reasoning-budget 0 / --reasoning off: enable_thinking false
   bool verbose = false;                   // --verbose: one stderr line per HTTP request
   std::vector<std::string> cors_origins;  // --cors-origins: allowed Origin values (empty: any, "*")

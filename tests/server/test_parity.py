@@ -194,7 +194,7 @@ def test_refused_and_noted_flags():
     rc, err = serve_exit("--reasoning-budget", "512")
     assert rc == 2 and "reasoning-budget" in err, (rc, err)
     for gone in (["--mlock"], ["--numa", "distribute"], ["--log-format", "json"],
-                 ["--slot-save-path", "/tmp"], ["--no-mmap"], ["--keep", "4"]):
+                 ["--no-mmap"], ["--keep", "4"]):
         rc, err = serve_exit(*gone)
         assert rc == 2 and f"{gone[0]}: is not supported: " in err, (gone, rc, err)
     rc, err = serve_exit("--reranking", "--pooling", "mean")
