@@ -22,65 +22,33 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
 import urllib.request
+
+import harness
 
 BIN, MODEL, DEVICE, SCRATCH = sys.argv[1:5]
 PROMPT = ("Once upon a time there was a little girl named Lily. She liked to play in the park with her dog. "
           "Every day the sun was warm and the birds sang in the trees.")
 
 
-class Server:
+class Server(harness.Server):
     def __init__(self, fault="", *extra):
         env = dict(os.environ)
         env.pop("ROCKY_FAULT", None)
         if fault:
             env["ROCKY_FAULT"] = fault
-        args = [BIN, "serve", "-m", MODEL, "--port", "0", "-c", "512", "--device", DEVICE, "--no-warmup", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        self.log, self.url = [], None
-        got = threading.Event()
-
-        def pump():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on (http://\S+)", line)
-                if m:
-                    self.url = m.group(1)
-                    got.set()
-            got.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not got.wait(120) or not self.url:
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-        for _ in range(600):
-            if self.health() == 200:
-                return
-            time.sleep(0.1)
-        raise RuntimeError("server never became ready:\n" + "".join(self.log))
-
-    def health(self):
-        try:
-            with urllib.request.urlopen(self.url + "/health", timeout=30) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return None
+        super().__init__([BIN, "serve", "-m", MODEL, "--port", "0", "-c", "512", "--device", DEVICE, "--no-warmup",
+                          *extra], env=env)
 
     def complete(self, prompt=PROMPT, n=12):
         """(status, body) of a greedy /completion."""
-        body = json.dumps({"prompt": prompt, "n_predict": n, "temperature": 0, "cache_prompt": True}).encode()
-        req = urllib.request.Request(self.url + "/completion", data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+        body = {"prompt": prompt, "n_predict": n, "temperature": 0, "cache_prompt": True}
+        st, j = self.request("POST", "/completion", body)
+        return st, (j if j != "" else {})
 
     def stop(self):
+        """SIGTERM and wait (the exit status is the test's to judge)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=60)
@@ -102,7 +70,7 @@ def test_lost():
         check(st == 503, f"expected 503 for the lost step, got {st} {r}", s)
         msg = r["error"]["message"]
         check("device fault" in msg and "VK_ERROR_DEVICE_LOST" in msg, f"503 does not name the cause: {msg}", s)
-        check(s.health() == 200, "/health is not 200 after the fault", s)
+        check(s.health()[0] == 200, "/health is not 200 after the fault", s)
         st2, again = s.complete()
         check(st2 == 200, f"not served after the fault: {st2} {again}", s)
         st3, again2 = s.complete()
@@ -151,11 +119,11 @@ def test_alloc():
         check(st == 200, f"{st} {first}", s)
         st, r = s.complete()
         check(st == 503 and "VK_ERROR_DEVICE_LOST" in r["error"]["message"], f"{st} {r}", s)
-        check(s.health() == 200, "/health is not 200 after the fault", s)
+        check(s.health()[0] == 200, "/health is not 200 after the fault", s)
         st, r = s.complete()
         check(st == 503 and "VK_ERROR_OUT_OF_DEVICE_MEMORY" in r["error"]["message"], f"{st} {r}", s)
         check(r["error"].get("code") == "device_fault" and r["error"]["type"] == "unavailable_error", f"{r}", s)
-        check(s.health() == 200, "/health is not 200 after the fault", s)
+        check(s.health()[0] == 200, "/health is not 200 after the fault", s)
         st, r = s.complete()
         check(st == 200 and r["content"] == first["content"], f"not served again: {st} {r}", s)
         check(metric(s, "faults_injected_total", "alloc") == 2, "alloc faults", s)

@@ -8,18 +8,15 @@ tokens (--cache-block 16) and greedy sampling. Exit 0 when every test passes.
 Environment: ROCKY_TEST_CTX (-c, default 512); ROCKY_TEST_HYBRID=1 when MODEL is a hybrid model
 (qwen35: the cache resumes at block boundaries with a recurrent-state checkpoint).
 """
-import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
 import traceback
-import urllib.error
-import urllib.request
+
+import harness
 
 BIN, MODEL, OTHER, DEVICE, SCRATCH = sys.argv[1:6]
 ONLY = sys.argv[6:]
@@ -31,59 +28,18 @@ SYSTEM = ("You are a helpful assistant for a little girl named Lily. She likes t
           "Every day the sun is warm and the birds sing. Her mom makes cookies and her dad reads her stories. ") * 3
 
 
-class Server:
+class Server(harness.Server):
     def __init__(self, *extra, model=MODEL, ctx=CTX, warmup=False):
         # --no-warmup except where a test asks for the warm-up (test_warmup_and_restore_timings): on
         # lavapipe each server's warm-up prefills a whole ubatch, and these tests start ~15 servers.
-        args = [BIN, "serve", "-m", model, "--port", "0", "-c", str(ctx), "--device", DEVICE, "--cache-block", str(B),
-                *([] if warmup else ["--no-warmup"]), *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.log = []
-        self.url = None
-        got = threading.Event()
-
-        def pump():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on (http://\S+)", line)
-                if m:
-                    self.url = m.group(1)
-                    got.set()
-            got.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not got.wait(60) or not self.url:
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-        for _ in range(600):
-            try:
-                if self.get("/health")["status"] == "ok":
-                    return
-            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited:\n" + "".join(self.log))
-            time.sleep(0.1)
-        raise RuntimeError("server never became ready:\n" + "".join(self.log))
-
-    def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                text = r.read().decode()
-        except urllib.error.HTTPError as e:
-            text = e.read().decode()
-            if e.code != 503:
-                raise AssertionError(f"{method} {path}: HTTP {e.code}: {text}")
-            raise
-        return json.loads(text) if text.startswith("{") else text
+        super().__init__([BIN, "serve", "-m", model, "--port", "0", "-c", str(ctx), "--device", DEVICE,
+                          "--cache-block", str(B), *([] if warmup else ["--no-warmup"]), *extra])
 
     def get(self, path):
-        return self.request("GET", path)
+        return self.ok("GET", path)
 
     def post(self, path, body):
-        return self.request("POST", path, body)
+        return self.ok("POST", path, body)
 
     def complete(self, prompt, n=8, **kw):
         body = {"prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": True, **kw}
@@ -91,17 +47,6 @@ class Server:
 
     def cache(self):
         return self.get("/cache")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(60)
-        assert rc == 0, f"exit {rc}:\n" + "".join(self.log)
-        return "".join(self.log)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def cached(r):
@@ -281,7 +226,7 @@ def test_restart_hits_from_disk():
         m = s.get("/metrics")
         assert re.search(r'rocky:prefix_cache_hits_total\{tier="disk"\} [1-9]', m), m
         # DELETE /cache empties every tier (the files too).
-        s.request("DELETE", "/cache")
+        s.ok("DELETE", "/cache")
         c = s.cache()
         assert c["tiers"]["ram"]["blocks"] == 0 and c["tiers"]["disk"]["blocks"] == 0, c
         assert not [f for f in os.listdir(d) if f.endswith(".rkv")]

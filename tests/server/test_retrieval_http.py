@@ -20,16 +20,13 @@ import base64
 import json
 import math
 import os
-import re
-import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 import traceback
-import urllib.error
-import urllib.request
+
+import harness
 
 BIN, STORIES, SCRATCH = sys.argv[1:4]
 ONLY = sys.argv[4:]
@@ -44,53 +41,13 @@ def synth(preset):
     return path
 
 
-class Server:
+class Server(harness.Server):
     def __init__(self, model, *extra, device="cpu"):
-        args = [BIN, "serve", "-m", model, "--port", "0", "--device", device, "--no-warmup", "-c", "1024",
-                "--shutdown-drain", "0", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.log = []
-        self.url = None
-        got = threading.Event()
+        super().__init__([BIN, "serve", "-m", model, "--port", "0", "--device", device, "--no-warmup", "-c", "1024",
+                          "--shutdown-drain", "0", *extra])
 
-        def pump():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on (http://\S+)", line)
-                if m:
-                    self.url = m.group(1)
-                    got.set()
-            got.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not got.wait(60) or not self.url:
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-        for _ in range(600):
-            try:
-                if self.request("GET", "/health")[1]["status"] == "ok":
-                    return
-            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError, KeyError):
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited:\n" + "".join(self.log))
-            time.sleep(0.1)
-        raise RuntimeError("server never became ready:\n" + "".join(self.log))
-
-    def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                status, text = r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, text = e.code, e.read().decode()
-        return status, (json.loads(text) if text[:1] in "{[" else text)
-
-    def ok(self, path, body):
-        status, j = self.request("POST", path, body)
-        assert status == 200, f"POST {path}: HTTP {status}: {j}"
-        return j
+    def post_ok(self, path, body):
+        return self.ok("POST", path, body)
 
     def error(self, path, body, status, param=None):
         st, j = self.request("POST", path, body)
@@ -98,11 +55,6 @@ class Server:
         if param is not None:
             assert j["error"]["param"] == param, j
         return j["error"]
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(60)
-        assert rc == 0, f"exit {rc}:\n" + "".join(self.log)
 
 
 def serve_exit(model, *extra):
@@ -118,13 +70,13 @@ def test_infill():
         body = {"input_prefix": prefix, "input_suffix": "\n\nprint(fib(10))\n",
                 "input_extra": [{"filename": "util.py", "text": "def add(a, b):\n    return a + b\n"}],
                 "prompt": "", "n_predict": 4, "temperature": 0}
-        first = s.ok("/infill", body)
+        first = s.post_ok("/infill", body)
         assert isinstance(first["content"], str) and first["tokens_predicted"] >= 1, first
         n_prompt = first["timings"]["prompt_n"] + first["timings"]["cache_n"]
         # The next keystroke: one more character typed at the cursor. Everything before the
         # cursor's end of prefix is the cached prefix, and the suffix follows: most of the prompt
         # is reused.
-        second = s.ok("/infill", {**body, "input_prefix": prefix + "f"})
+        second = s.post_ok("/infill", {**body, "input_prefix": prefix + "f"})
         assert second["timings"]["cache_n"] > 0.5 * n_prompt, (first["timings"], second["timings"])
         # Streamed as /completion streams.
         st, text = s.request("POST", "/infill", {**body, "stream": True})
@@ -162,17 +114,17 @@ def test_embeddings():
     for dev in ("cpu", "vulkan"):
         s = Server(model, "--embedding", device=dev)
         try:
-            r = s.ok("/v1/embeddings", {"input": texts, "model": "emb"})
+            r = s.post_ok("/v1/embeddings", {"input": texts, "model": "emb"})
             assert r["object"] == "list" and r["model"] == "emb", r
             assert [d["index"] for d in r["data"]] == [0, 1] and r["data"][0]["object"] == "embedding", r
             assert r["usage"]["prompt_tokens"] == r["usage"]["total_tokens"] > 0, r
             v = [d["embedding"] for d in r["data"]]
             assert all(abs(norm(x) - 1) < 1e-4 for x in v), [norm(x) for x in v]
-            b = s.ok("/v1/embeddings", {"input": texts[0], "encoding_format": "base64"})["data"][0]["embedding"]
+            b = s.post_ok("/v1/embeddings", {"input": texts[0], "encoding_format": "base64"})["data"][0]["embedding"]
             raw = base64.b64decode(b)
             assert list(struct.unpack(f"<{len(raw) // 4}f", raw)) == [struct.unpack("<f", struct.pack("<f", x))[0] for x in v[0]]
-            ids = s.ok("/tokenize", {"content": texts[0], "add_special": True})["tokens"]
-            by_ids = s.ok("/v1/embeddings", {"input": ids})["data"][0]["embedding"]
+            ids = s.post_ok("/tokenize", {"content": texts[0], "add_special": True})["tokens"]
+            by_ids = s.post_ok("/v1/embeddings", {"input": ids})["data"][0]["embedding"]
             assert max(abs(x - y) for x, y in zip(by_ids, v[0])) < 1e-6
             s.error("/v1/embeddings", {"input": []}, 400, "input")
             s.error("/v1/embeddings", {"input": [1, "a"]}, 400, "input[1]")
@@ -189,8 +141,8 @@ def test_embeddings():
     # pooling none: every token's state, unnormalised; their mean, L2-normalised, is --pooling mean.
     s = Server(model, "--embedding", "--pooling", "none")
     try:
-        rows = s.ok("/embedding", {"content": texts[1]})[0]["embedding"]
-        n = len(s.ok("/tokenize", {"content": texts[1], "add_special": True})["tokens"])
+        rows = s.post_ok("/embedding", {"content": texts[1]})[0]["embedding"]
+        n = len(s.post_ok("/tokenize", {"content": texts[1], "add_special": True})["tokens"])
         assert len(rows) == n, (len(rows), n)
         mean = [sum(c) / n for c in zip(*rows)]
         mean = [x / norm(mean) for x in mean]
@@ -199,12 +151,12 @@ def test_embeddings():
         s.stop()
     s = Server(model, "--embedding", "--pooling", "mean")
     try:
-        got = s.ok("/v1/embeddings", {"input": texts[1]})["data"][0]["embedding"]
+        got = s.post_ok("/v1/embeddings", {"input": texts[1]})["data"][0]["embedding"]
         assert max(abs(x - y) for x, y in zip(got, mean)) < 1e-5
-        native = s.ok("/embedding", {"content": texts[1]})
+        native = s.post_ok("/embedding", {"content": texts[1]})
         assert len(native) == 1 and len(native[0]["embedding"]) == 1, native
         assert max(abs(x - y) for x, y in zip(native[0]["embedding"][0], got)) < 1e-6
-        raw = s.ok("/embedding", {"content": texts[1], "embd_normalize": -1})[0]["embedding"][0]
+        raw = s.post_ok("/embedding", {"content": texts[1], "embd_normalize": -1})[0]["embedding"][0]
         assert abs(norm(raw) - 1) > 1e-3  # not normalised
     finally:
         s.stop()
@@ -214,7 +166,7 @@ def test_rerank():
     s = Server(synth("qwen3-reranker-test"), "--reranking")
     try:
         docs = ["hi", "The giant panda is a bear native to China.", "Paris is in France.", "bamboo"]
-        r = s.ok("/rerank", {"query": "What is a panda?", "documents": docs})
+        r = s.post_ok("/rerank", {"query": "What is a panda?", "documents": docs})
         res = r["results"]
         assert sorted(x["index"] for x in res) == [0, 1, 2, 3], r
         scores = [x["relevance_score"] for x in res]
@@ -223,9 +175,9 @@ def test_rerank():
         assert r["usage"]["prompt_tokens"] > 0, r
         # One document at a time gives the same score (each pair is its own sequence).
         for x in res:
-            one = s.ok("/v1/rerank", {"query": "What is a panda?", "documents": [docs[x["index"]]]})
+            one = s.post_ok("/v1/rerank", {"query": "What is a panda?", "documents": [docs[x["index"]]]})
             assert abs(one["results"][0]["relevance_score"] - x["relevance_score"]) < 1e-4, (one, x)
-        top = s.ok("/rerank", {"query": "What is a panda?", "documents": docs, "top_n": 2,
+        top = s.post_ok("/rerank", {"query": "What is a panda?", "documents": docs, "top_n": 2,
                                "return_documents": False})["results"]
         assert [x["index"] for x in top] == [x["index"] for x in res[:2]] and "document" not in top[0], top
         s.error("/rerank", {"documents": docs}, 400, "query")
@@ -237,7 +189,7 @@ def test_rerank():
     # Vulkan gives the same scores (within the backends' rounding) and so the same order here.
     s = Server(synth("qwen3-reranker-test"), "--reranking", device="vulkan")
     try:
-        v = s.ok("/rerank", {"query": "What is a panda?", "documents": docs})["results"]
+        v = s.post_ok("/rerank", {"query": "What is a panda?", "documents": docs})["results"]
         by_index = {x["index"]: x["relevance_score"] for x in res}
         for x in v:
             assert abs(x["relevance_score"] - by_index[x["index"]]) < 2e-2 * max(1, abs(by_index[x["index"]])), (v, res)
@@ -246,7 +198,7 @@ def test_rerank():
     # --embedding --pooling rank is the same server as --reranking.
     s = Server(synth("qwen3-reranker-test"), "--embedding", "--pooling", "rank")
     try:
-        same = s.ok("/rerank", {"query": "What is a panda?", "documents": docs})["results"]
+        same = s.post_ok("/rerank", {"query": "What is a panda?", "documents": docs})["results"]
         assert [x["index"] for x in same] == [x["index"] for x in res], (same, res)
     finally:
         s.stop()

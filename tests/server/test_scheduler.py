@@ -19,67 +19,23 @@ Exit 0 when every test passes.
 import json
 import os
 import re
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import traceback
-import urllib.error
 import urllib.request
+
+import harness
 
 BIN, DEVICE, SCRATCH, MODEL = sys.argv[1:5]
 ONLY = sys.argv[5:]
 
 
-class Server:
+class Server(harness.Server):
     def __init__(self, *extra):
-        args = [BIN, "serve", "-m", MODEL, "--port", "0", "--device", DEVICE, "--no-warmup", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.log = []
-        self.url = None
-        got = threading.Event()
-
-        def pump():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on (http://\S+)", line)
-                if m:
-                    self.url = m.group(1)
-                    got.set()
-            got.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not got.wait(120) or not self.url:
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-        for _ in range(1200):
-            try:
-                if self.request("GET", "/health")[1]["status"] == "ok":
-                    return
-            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited:\n" + "".join(self.log))
-            time.sleep(0.1)
-        raise RuntimeError("server never became ready:\n" + "".join(self.log))
-
-    def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=600) as r:
-                status, text = r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, text = e.code, e.read().decode()
-        return status, (json.loads(text) if text[:1] in "{[" else text)
-
-    def ok(self, method, path, body=None):
-        status, j = self.request(method, path, body)
-        assert status == 200, f"{method} {path}: HTTP {status}: {j}"
-        return j
+        super().__init__([BIN, "serve", "-m", MODEL, "--port", "0", "--device", DEVICE, "--no-warmup", *extra],
+                         ready_s=120, timeout_s=600)
 
     def metric(self, name):
         _, text = self.request("GET", "/metrics")
@@ -102,15 +58,7 @@ class Server:
         return times, chunks
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(120)
-        assert rc == 0, f"exit {rc}:\n" + "".join(self.log)
-        return "".join(self.log)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        return super().stop(120)
 
 
 def prompt(i, n, head=300):

@@ -19,14 +19,12 @@ import datetime
 import json
 import os
 import re
-import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 
 import jsonschema
+
+import harness
 
 BIN, DEVICE, SCHEMA_DIR, QWEN_TEMPLATE = sys.argv[1:5]
 MODELS = sys.argv[5:]
@@ -45,43 +43,13 @@ def check(cond, what):
         print("FAIL:", what, flush=True)
 
 
-class Server:
+class Server(harness.Server):
     def __init__(self, model, *extra):
-        args = [BIN, "serve", "-m", model, "--port", "0", "-c", "2048", "--device", DEVICE, "--no-warmup", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.log, self.url = [], None
-        got = threading.Event()
-
-        def pump():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on (http://\S+)", line)
-                if m:
-                    self.url = m.group(1)
-                    got.set()
-            got.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not got.wait(120) or not self.url:
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-        for _ in range(600):
-            try:
-                if self.post("/health", None)[1]["status"] == "ok":
-                    return
-            except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("server never became ready:\n" + "".join(self.log))
+        super().__init__([BIN, "serve", "-m", model, "--port", "0", "-c", "2048", "--device", DEVICE, "--no-warmup",
+                          *extra], timeout_s=600)
 
     def post(self, path, body):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if body is not None else "GET",
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=600) as r:
-                return r.status, json.loads(r.read().decode())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read().decode())
+        return self.request("POST", path, body)
 
     def close(self):
         self.proc.terminate()
