@@ -695,7 +695,7 @@ class App {
       send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax, &job->params));
       return;
     }
-    auto st = collect_pieces(*job);
+    auto st = collect_pieces(*job, kind == Kind::Native);
     admit(job);
     stream_reply(res, StreamReply{job, st, probe, shapes_, kind, id, include_usage, syntax,
                                   [this](const runtime::Job& j) { return settle(j); }});

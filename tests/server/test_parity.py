@@ -197,13 +197,20 @@ def test_refused_and_noted_flags():
                  ["--no-mmap"], ["--keep", "4"]):
         rc, err = serve_exit(*gone)
         assert rc == 2 and f"{gone[0]}: is not supported: " in err, (gone, rc, err)
+    # llama-server's download flags (two-letter forms too): refused, naming -m.
+    for gone in (["-hf", "org/model"], ["--hf-repo", "org/model"], ["-mu", "http://x/m.gguf"]):
+        rc, err = serve_exit(*gone)
+        assert rc == 2 and "does not download models" in err and "-m" in err, (gone, rc, err)
     rc, err = serve_exit("--reranking", "--pooling", "mean")
     assert rc == 2 and "--pooling" in err and "rank" in err, (rc, err)
-    s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja")
+    # --no-context-shift (llama-server's default) and -cram (--cache-ram) are accepted.
+    s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja",
+               "--no-context-shift", "-cram", "0")
     try:
         log = "".join(s.log)
         for f in ("--ngl", "--threads", "--fa"):
             assert re.search(rf"note: {f}\b.*does not apply", log), (f, log)
+        assert "RAM ≤ 0 MiB" in log, log
     finally:
         s.stop()
 
@@ -447,7 +454,7 @@ def test_template_context():
 
 def test_native_fields():
     """Native answers: tokens with return_tokens, has_new_line, truncated when the context filled,
-    generation_settings (the seed used), a streamed chunk's real id_slot."""
+    generation_settings (the seed used), a streamed chunk's real id_slot and its tokens."""
     s = Server("-c", "64", "-np", "2", "--kv-unified", "--seed", "9")
     try:
         body = {"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "ignore_eos": True}
@@ -466,6 +473,10 @@ def test_native_fields():
         events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
         final = events[-1]
         assert final["stop"] is True and all(e["id_slot"] == final["id_slot"] for e in events), events
+        # ... and the ids of its text (llama-server's "tokens"): together the greedy answer's ids.
+        assert all(isinstance(e["tokens"], list) for e in events), events
+        assert [t for e in events[:-1] for t in e["tokens"]] == r["tokens"], (events, r["tokens"])
+        assert all(e["tokens"] for e in events[:-1]) and final["tokens"] == [], events
     finally:
         s.stop()
 
@@ -663,7 +674,7 @@ def test_builtin_chat_template():
     finally:
         s.stop()
     rc, err = serve_exit("--chat-template", "no-such-template")
-    assert rc != 0 and "no-such-template" in err and "mistral-v7" in err, (rc, err)
+    assert rc == 2 and "no-such-template" in err and "mistral-v7" in err, (rc, err)
 
 
 def main():
