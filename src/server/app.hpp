@@ -551,10 +551,9 @@ class App {
     TemplateInputs in;
     in.messages = normalise_for_template(r.messages);
     if (r.tool_choice != "none") in.tools = r.tools;
-    const bool prefill = r.messages.back().value("role", "") == "assistant";
-    if (prefill) check_one_trailing_assistant(r.messages);
-    in.add_generation_prompt = !prefill;
-    in.continue_final_message = prefill;
+    if (r.continue_final_message) check_one_trailing_assistant(r.messages);
+    in.add_generation_prompt = r.add_generation_prompt;
+    in.continue_final_message = r.continue_final_message;
     in.kwargs = template_kwargs(r.chat_template_kwargs);
     const std::string prompt = render(in);
     chat::ReplySyntax syntax = chat::reply_syntax(tmpl_->source(), in.tools, prompt, reasoning_);

@@ -440,8 +440,19 @@ def test_template_context():
         prefill = user + [{"role": "assistant", "content": "Once"}]
         assert s.ok("POST", "/apply-template", {"messages": prefill})["prompt"] == "<user>hi</user><assistant>Once"
         both = {"messages": prefill, "add_generation_prompt": True, "continue_final_message": True}
-        st, j = s.request("POST", "/apply-template", both)
-        assert st == 400 and j["error"]["param"] == "continue_final_message", j
+        for path in ("/apply-template", "/v1/chat/completions"):
+            st, j = s.request("POST", path, both)
+            assert st == 400 and j["error"]["param"] == "continue_final_message", (path, j)
+        # Chat completions render what /apply-template shows for the same body (prefill continued,
+        # add_generation_prompt honoured either way).
+        for body in ({"messages": prefill}, {"messages": prefill, "add_generation_prompt": True},
+                     {"messages": user, "add_generation_prompt": False}):
+            p = s.ok("POST", "/apply-template", body)["prompt"]
+            n = len(s.ok("POST", "/tokenize", {"content": p, "add_special": True})["tokens"])
+            r = s.ok("POST", "/v1/chat/completions", {**body, "max_tokens": 1, "temperature": 0})
+            assert r["usage"]["prompt_tokens"] == n, (body, p, n, r["usage"])
+        assert s.ok("POST", "/apply-template", {"messages": prefill, "add_generation_prompt": True})["prompt"] == \
+            "<user>hi</user><assistant>Once<assistant>"  # this template closes no final assistant turn
         two = prefill + [{"role": "assistant", "content": "upon"}]
         for path, body in (("/apply-template", {"messages": two}),
                            ("/v1/chat/completions", {"messages": two, "max_tokens": 2})):
