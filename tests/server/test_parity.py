@@ -215,6 +215,19 @@ def test_refused_and_noted_flags():
         s.stop()
 
 
+def test_port_in_use():
+    """A second server on a port in use fails to bind, naming it (as llama-server), rather than
+    sharing the port's connections with the first."""
+    s = Server("-c", "64")
+    try:
+        port = s.url.rsplit(":", 1)[1]
+        r = subprocess.run([BIN, "serve", "-m", MODEL, "--port", port, "--device", DEVICE, "--no-warmup"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in r.stderr, (r.returncode, r.stderr)
+    finally:
+        s.stop()
+
+
 def test_batch_size_caps_ubatch():
     """-b below -ub caps it (llama-server: n_ubatch = min(n_ubatch, n_batch))."""
     s = Server("-c", "256", "-b", "32", "-ub", "512", "--verbose")
