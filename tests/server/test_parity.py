@@ -362,7 +362,7 @@ def test_cors():
 def test_metrics_names_and_fingerprint():
     """/metrics also under llamacpp:, Process-Start-Time-Unix; system_fingerprint b<build>-<commit>;
     /completions (no /v1) is the native endpoint."""
-    s = Server("-c", "256")
+    s = Server("-c", "256", "--test-token-delay-ms", "20")
     try:
         t0 = int(time.time())
         r = s.ok("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 3, "temperature": 0, "ignore_eos": True})
@@ -379,6 +379,20 @@ def test_metrics_names_and_fingerprint():
             assert "llamacpp:" + k in vals, k
         n = s.ok("POST", "/completions", {"prompt": "Once", "n_predict": 3, "temperature": 0, "ignore_eos": True})
         assert "content" in n and "choices" not in n, n
+        assert float(vals["llamacpp:n_decode_total"]) >= 3, vals
+        # kv_cache_usage_ratio is over -c's cells (the KV is unified here: not n_ctx x slots).
+        th = threading.Thread(target=lambda: s.ok("POST", "/completion", {
+            "prompt": "Once", "n_predict": 60, "temperature": 0, "ignore_eos": True}))
+        th.start()
+        used = 0
+        for _ in range(200):
+            vals = dict(re.findall(r"^(llamacpp:\w+) (\S+)$", raw(s.url, "GET", "/metrics")[2], re.M))
+            used = float(vals["llamacpp:kv_cache_tokens"])
+            if used > 0:
+                break
+            time.sleep(0.01)
+        th.join()
+        assert used > 0 and float(vals["llamacpp:kv_cache_usage_ratio"]) == used / 256, vals
     finally:
         s.stop()
 
