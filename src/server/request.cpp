@@ -265,6 +265,13 @@ SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   s.presence_penalty = get_number(o, "presence_penalty", -2.0, 2.0);
   s.frequency_penalty = get_number(o, "frequency_penalty", -2.0, 2.0);
   neutral_number("best_of", 1);
+  // llama-server's fields rocky's sampler does not have: dynamic temperature, min_keep and the
+  // post-sampling probabilities.
+  neutral_number("dynatemp_range", 0);
+  neutral_number("dynatemp_exponent", 1);
+  neutral_number("min_keep", 0);
+  if (get_bool(o, "post_sampling_probs", false))
+    bad_value("post_sampling_probs", "is not supported (probabilities are the model's, before sampling)");
   s.typical_p = get_number(o, "typical_p", 0.0, 1.0);
   s.top_n_sigma = get_number(o, "top_n_sigma", -1.0, 1.0e4);
   s.xtc_probability = get_number(o, "xtc_probability", 0.0, 1.0);

@@ -572,9 +572,14 @@ def test_samplers():
         ns = s.ok("POST", "/completion", {**body, "temperature": 1, "top_n_sigma": 1e-4})
         assert ns["tokens"] == greedy["tokens"]
         for field, value in (("typical_p", 2), ("mirostat", 3), ("dry_sequence_breakers", []),
-                             ("samplers", ["top_k", "infill"]), ("xtc_threshold", "x"), ("id_slot", 5)):
+                             ("samplers", ["top_k", "infill"]), ("xtc_threshold", "x"), ("id_slot", 5),
+                             # llama-server fields rocky does not implement: refused, never ignored
+                             ("dynatemp_range", 0.5), ("dynatemp_exponent", 2), ("min_keep", 3),
+                             ("post_sampling_probs", True)):
             st, j = s.request("POST", "/completion", {**body, field: value})
             assert st == 400 and j["error"]["param"].startswith(field), (field, j)
+        neutral = {"dynatemp_range": 0, "dynatemp_exponent": 1, "min_keep": 0, "post_sampling_probs": False}
+        assert s.ok("POST", "/completion", {**body, **neutral, "temperature": 0})["tokens"] == greedy["tokens"]
         props = s.ok("GET", "/props")["default_generation_settings"]["params"]
         assert props["samplers"] == ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
                                      "temperature"], props
