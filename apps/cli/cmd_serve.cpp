@@ -7,6 +7,7 @@
 // are accepted with a note on stderr; a flag rocky cannot honour is refused (exit 2) saying why.
 #include <fmt/format.h>
 
+#include "chat/template.hpp"
 #include "commands.hpp"
 #include "server/server.hpp"
 
@@ -122,9 +123,9 @@ void add_serve(CLI::App& app, Runner& run) {
   sub->add_option("--rea,--reasoning", x->reasoning, "on | off | auto (default): off = --reasoning-budget 0")
       ->check(CLI::IsMember({"on", "off", "auto"}));
   sub->add_flag("-v,--verbose", o->verbose, "Log each HTTP request (method, path, status, time) on stderr");
-  sub->add_flag("--context-shift", x->context_shift,
+  sub->add_flag("--context-shift,!--no-context-shift", x->context_shift,
                 "Refused: rocky does not shift the context; a generation that fills it ends with "
-                "finish_reason \"length\"");
+                "finish_reason \"length\" (--no-context-shift, llama-server's default, is what rocky does)");
   sub->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond them 503 + Retry-After (default 64)")
       ->check(CLI::Range(0, 4096));
   sub->add_option("--max-body", o->max_body, "Largest request body in bytes (default 16 MiB)")
@@ -163,6 +164,8 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--numa", "rocky has no NUMA placement (one device does the work)"},
       {"--keep", "there is no context shift to keep tokens across (see --context-shift)"},
       {"--log-format", "rocky's log is plain text"},
+      {"--hf,--hfr,--hf-repo", "rocky does not download models; give the GGUF file with -m"},
+      {"--mu,--model-url", "rocky does not download models; give the GGUF file with -m"},
   };
   for (const auto& [names, why] : refused) {
     const std::string reason = why;
@@ -179,6 +182,16 @@ void add_serve(CLI::App& app, Runner& run) {
       throw CLI::ValidationError("--context-shift",
                                  "is not supported: rocky does not shift the context (a generation that fills it "
                                  "ends with finish_reason \"length\"); leave the flag out");
+    // An unknown template name is a usage error here, before the model loads (the server's own
+    // check stays for library callers).
+    const std::string& t = o->chat_template;
+    if (!t.empty() && !chat::builtin_template_source(t) && t.find("{{") == std::string::npos &&
+        t.find("{%") == std::string::npos) {
+      std::string names;
+      for (const auto& n : chat::builtin_template_names()) names += (names.empty() ? "" : ", ") + n;
+      throw CLI::ValidationError("--chat-template",
+                                 "'" + t + "' is neither a built-in template (" + names + ") nor a Jinja template");
+    }
     o->n_parallel_given = np->count() > 0;
     if (nb->count() > 0) o->n_ubatch = std::min(o->n_ubatch, x->n_batch);
     if (nb->count() > 0) o->n_batch = x->n_batch;

@@ -551,10 +551,9 @@ class App {
     TemplateInputs in;
     in.messages = normalise_for_template(r.messages);
     if (r.tool_choice != "none") in.tools = r.tools;
-    const bool prefill = r.messages.back().value("role", "") == "assistant";
-    if (prefill) check_one_trailing_assistant(r.messages);
-    in.add_generation_prompt = !prefill;
-    in.continue_final_message = prefill;
+    if (r.continue_final_message) check_one_trailing_assistant(r.messages);
+    in.add_generation_prompt = r.add_generation_prompt;
+    in.continue_final_message = r.continue_final_message;
     in.kwargs = template_kwargs(r.chat_template_kwargs);
     const std::string prompt = render(in);
     chat::ReplySyntax syntax = chat::reply_syntax(tmpl_->source(), in.tools, prompt, reasoning_);
@@ -695,7 +694,7 @@ class App {
       send_json(res, 200, shapes_.final_json(kind, id, *job->result, job->slot, syntax, &job->params));
       return;
     }
-    auto st = collect_pieces(*job);
+    auto st = collect_pieces(*job, kind == Kind::Native);
     admit(job);
     stream_reply(res, StreamReply{job, st, probe, shapes_, kind, id, include_usage, syntax,
                                   [this](const runtime::Job& j) { return settle(j); }});

@@ -165,12 +165,15 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
   llama("tokens_predicted_seconds_total", "counter", "Predict process time", gms / 1000.0);
   llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", ptps);
   llama("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", gtps);
-  const double cells = static_cast<double>(st.n_ctx) * st.n_slots;
+  // Over the cells the slots share (-c): with a unified KV n_ctx is all of them, not one slot's.
+  const double cells = static_cast<double>(st.n_cells);
   llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
         cells > 0 ? static_cast<double>(st.kv_used) / cells : 0.0);
   llama("kv_cache_tokens", "gauge", "KV-cache tokens.", static_cast<double>(st.kv_used));
   llama("requests_processing", "gauge", "Number of requests processing.", static_cast<double>(st.slots_busy));
   llama("requests_deferred", "gauge", "Number of requests deferred.", static_cast<double>(st.queued));
+  llama("n_decode_total", "counter", "Total number of llama_decode() calls (here: batched steps).",
+        static_cast<double>(st.batch.steps));
   return out;
 }
 

@@ -265,6 +265,13 @@ SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   s.presence_penalty = get_number(o, "presence_penalty", -2.0, 2.0);
   s.frequency_penalty = get_number(o, "frequency_penalty", -2.0, 2.0);
   neutral_number("best_of", 1);
+  // llama-server's fields rocky's sampler does not have: dynamic temperature, min_keep and the
+  // post-sampling probabilities.
+  neutral_number("dynatemp_range", 0);
+  neutral_number("dynatemp_exponent", 1);
+  neutral_number("min_keep", 0);
+  if (get_bool(o, "post_sampling_probs", false))
+    bad_value("post_sampling_probs", "is not supported (probabilities are the model's, before sampling)");
   s.typical_p = get_number(o, "typical_p", 0.0, 1.0);
   s.top_n_sigma = get_number(o, "top_n_sigma", -1.0, 1.0e4);
   s.xtc_probability = get_number(o, "xtc_probability", 0.0, 1.0);
@@ -515,6 +522,26 @@ json parse_body(std::string_view body) {
   return j;
 }
 
+// add_generation_prompt / continue_final_message of a chat body (chat completions and
+// /apply-template alike): a final assistant message is continued (prefilled) unless the body says
+// otherwise; both true is a 400 (transformers'), and so is continuing without a final assistant
+// message.
+namespace {
+void template_mode(const json& o, const json& msgs, bool& add_generation_prompt, bool& continue_final_message) {
+  const bool ends_with_assistant = !msgs.empty() && msgs.back().value("role", json()) == json("assistant");
+  const bool agp_given = field(o, "add_generation_prompt") != nullptr;
+  continue_final_message = get_bool(o, "continue_final_message", ends_with_assistant && !agp_given);
+  add_generation_prompt = get_bool(o, "add_generation_prompt", !continue_final_message);
+  if (continue_final_message && add_generation_prompt)
+    throw ApiError(400,
+                   "continue_final_message and add_generation_prompt are not compatible: use continue_final_message "
+                   "to continue the final message, add_generation_prompt to start a new assistant message",
+                   "continue_final_message", "invalid_value");
+  if (continue_final_message && !ends_with_assistant)
+    bad_value("continue_final_message", "needs a final assistant message to continue");
+}
+}  // namespace
+
 ChatRequest parse_chat(const json& o) {
   ChatRequest r;
   r.model = get_string(o, "model", "");
@@ -556,6 +583,7 @@ ChatRequest parse_chat(const json& o) {
   }
   r.parallel_tool_calls = get_bool(o, "parallel_tool_calls", true);
   r.chat_template_kwargs = kwargs_of(o);
+  template_mode(o, *msgs, r.add_generation_prompt, r.continue_final_message);
   parse_stream(o, r.stream, r.include_usage);
   r.sampling = parse_sampling(o, false, true);
   if ((r.tool_choice == "required" || r.tool_choice == "function") && !r.sampling.grammar.empty())
@@ -629,19 +657,7 @@ ApplyTemplateRequest parse_apply_template(const json& o) {
     if (!t->is_array()) bad_type("tools", "a list", *t);
     r.tools = *t;
   }
-  // As a chat completion: a final assistant message is continued (prefilled) unless the body says
-  // otherwise; both add_generation_prompt and continue_final_message true is a 400 (transformers').
-  const bool ends_with_assistant = !msgs->empty() && msgs->back().value("role", json()) == json("assistant");
-  const bool agp_given = field(o, "add_generation_prompt") != nullptr;
-  r.continue_final_message = get_bool(o, "continue_final_message", ends_with_assistant && !agp_given);
-  r.add_generation_prompt = get_bool(o, "add_generation_prompt", !r.continue_final_message);
-  if (r.continue_final_message && r.add_generation_prompt)
-    throw ApiError(400,
-                   "continue_final_message and add_generation_prompt are not compatible: use continue_final_message "
-                   "to continue the final message, add_generation_prompt to start a new assistant message",
-                   "continue_final_message", "invalid_value");
-  if (r.continue_final_message && !ends_with_assistant)
-    bad_value("continue_final_message", "needs a final assistant message to continue");
+  template_mode(o, *msgs, r.add_generation_prompt, r.continue_final_message);
   r.chat_template_kwargs = kwargs_of(o);
   return r;
 }

@@ -87,6 +87,10 @@ struct ChatRequest {
   std::string tool_choice_name;      // tool_choice "function": the function's name (one of `tools`)
   bool parallel_tool_calls = true;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // A final assistant message is continued (prefill) unless add_generation_prompt is given; both
+  // true is a 400 (as /apply-template).
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
   bool stream = false;
   bool include_usage = false;
   SamplingFields sampling;

@@ -4,6 +4,8 @@
 // (stream.cpp for SSE, metrics.cpp for /metrics).
 #include "server/server.hpp"
 
+#include <sys/socket.h>
+
 #include "server/app.hpp"
 
 namespace rocky::server {
@@ -34,6 +36,13 @@ int run_server(const ServerOptions& given) {
   svr.set_read_timeout(o.timeout_s, 0);
   svr.set_write_timeout(o.timeout_s, 0);
   svr.set_tcp_nodelay(true);
+  // SO_REUSEADDR only (a restart binds at once past TIME_WAIT): cpp-httplib's default adds
+  // SO_REUSEPORT, with which a second server on a port in use starts and takes half its connections
+  // instead of failing (llama-server fails to bind).
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+  });
   app.routes(svr);
   if (o.verbose)
     svr.set_logger([t0 = Clock::now()](const httplib::Request& req, const httplib::Response& res) {

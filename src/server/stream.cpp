@@ -1,6 +1,8 @@
 #include "server/stream.hpp"
 
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "server/http.hpp"
 
@@ -8,12 +10,17 @@ namespace rocky::server {
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
-std::shared_ptr<StreamState> collect_pieces(runtime::Job& job) {
+std::shared_ptr<StreamState> collect_pieces(runtime::Job& job, bool with_tokens) {
   auto st = std::make_shared<StreamState>();
+  st->with_tokens = with_tokens;
   job.on_token = [st](const runtime::TokenEvent& ev) {
-    if (!ev.text.empty() || ev.probs) {
+    if (!ev.text.empty() || ev.probs || (st->with_tokens && ev.token >= 0)) {
       std::lock_guard lk(st->m);
-      if (!ev.text.empty()) st->pieces.emplace_back(ev.text);
+      if (st->with_tokens && ev.token >= 0) st->pending_tokens.push_back(ev.token);
+      if (!ev.text.empty()) {
+        st->pieces.emplace_back(ev.text);
+        if (st->with_tokens) st->piece_tokens.push_back(std::exchange(st->pending_tokens, {}));
+      }
       if (ev.probs) st->probs.push_back(*ev.probs);
     }
     st->cv.notify_one();
@@ -52,22 +59,27 @@ bool write_stream(const StreamReply& s, httplib::DataSink& sink) {
   };
   for (;;) {
     std::deque<std::string> got;
+    std::deque<std::vector<int32_t>> got_tokens;
     bool finished = false;
     {
       std::unique_lock lk(st.m);
       st.cv.wait_for(lk, std::chrono::milliseconds(20), [&] { return !st.pieces.empty(); });
       got.swap(st.pieces);
+      got_tokens.swap(st.piece_tokens);
       probs.insert(probs.end(), st.probs.begin(), st.probs.end());
       st.probs.clear();
       finished = got.empty() && job.done();
     }
-    for (const auto& piece : got) {
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string& piece = got[i];
       if (s.kind == Kind::Chat) {
         const auto d = reply.push(piece);
         if (!d.empty() && !write(sse(with_probs(s.shapes.chat_delta(s.id, d, n_calls))))) return false;
-      } else if (!write(sse(with_probs(s.shapes.delta_chunk(s.kind, s.id, piece, job.slot))))) {
-        return false;
+        continue;
       }
+      json c = s.shapes.delta_chunk(s.kind, s.id, piece, job.slot);
+      if (s.kind == Kind::Native) c["tokens"] = i < got_tokens.size() ? got_tokens[i] : std::vector<int32_t>{};
+      if (!write(sse(with_probs(std::move(c))))) return false;
     }
     if (finished) {
       std::lock_guard lk(st.m);

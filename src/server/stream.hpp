@@ -32,10 +32,16 @@ struct StreamState {
   std::condition_variable cv;
   std::deque<std::string> pieces;
   std::vector<runtime::TokenProbs> probs;  // with logprobs: the tokens' since the last write
+  // With with_tokens: beside each piece, the ids sampled since the previous piece (a token whose
+  // text is held back, e.g. a partial stop string, goes with the next piece's).
+  bool with_tokens = false;
+  std::deque<std::vector<int32_t>> piece_tokens;
+  std::vector<int32_t> pending_tokens;
 };
 
-// Sets the job's on_token to queue its text pieces (before it is admitted).
-std::shared_ptr<StreamState> collect_pieces(runtime::Job& job);
+// Sets the job's on_token to queue its text pieces (before it is admitted); with_tokens also
+// queues each piece's token ids (the native stream's chunks carry them, as llama-server's).
+std::shared_ptr<StreamState> collect_pieces(runtime::Job& job, bool with_tokens = false);
 
 // A finished job's error answer, if it has one (server.cpp's settle: it also records the metrics).
 using SettleFn = std::function<std::optional<ApiError>(const runtime::Job&)>;

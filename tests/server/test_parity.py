@@ -142,13 +142,33 @@ def test_refused_and_noted_flags():
                  ["--no-mmap"], ["--keep", "4"]):
         rc, err = serve_exit(*gone)
         assert rc == 2 and f"{gone[0]}: is not supported: " in err, (gone, rc, err)
+    # llama-server's download flags (two-letter forms too): refused, naming -m.
+    for gone in (["-hf", "org/model"], ["--hf-repo", "org/model"], ["-mu", "http://x/m.gguf"]):
+        rc, err = serve_exit(*gone)
+        assert rc == 2 and "does not download models" in err and "-m" in err, (gone, rc, err)
     rc, err = serve_exit("--reranking", "--pooling", "mean")
     assert rc == 2 and "--pooling" in err and "rank" in err, (rc, err)
-    s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja")
+    # --no-context-shift (llama-server's default) and -cram (--cache-ram) are accepted.
+    s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja",
+               "--no-context-shift", "-cram", "0")
     try:
         log = "".join(s.log)
         for f in ("--ngl", "--threads", "--fa"):
             assert re.search(rf"note: {f}\b.*does not apply", log), (f, log)
+        assert "RAM ≤ 0 MiB" in log, log
+    finally:
+        s.stop()
+
+
+def test_port_in_use():
+    """A second server on a port in use fails to bind, naming it (as llama-server), rather than
+    sharing the port's connections with the first."""
+    s = Server("-c", "64")
+    try:
+        port = s.url.rsplit(":", 1)[1]
+        r = subprocess.run([BIN, "serve", "-m", MODEL, "--port", port, "--device", DEVICE, "--no-warmup"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in r.stderr, (r.returncode, r.stderr)
     finally:
         s.stop()
 
@@ -287,7 +307,7 @@ def test_cors():
 def test_metrics_names_and_fingerprint():
     """/metrics also under llamacpp:, Process-Start-Time-Unix; system_fingerprint b<build>-<commit>;
     /completions (no /v1) is the native endpoint."""
-    s = Server("-c", "256")
+    s = Server("-c", "256", "--test-token-delay-ms", "20")
     try:
         t0 = int(time.time())
         r = s.ok("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 3, "temperature": 0, "ignore_eos": True})
@@ -304,6 +324,20 @@ def test_metrics_names_and_fingerprint():
             assert "llamacpp:" + k in vals, k
         n = s.ok("POST", "/completions", {"prompt": "Once", "n_predict": 3, "temperature": 0, "ignore_eos": True})
         assert "content" in n and "choices" not in n, n
+        assert float(vals["llamacpp:n_decode_total"]) >= 3, vals
+        # kv_cache_usage_ratio is over -c's cells (the KV is unified here: not n_ctx x slots).
+        th = threading.Thread(target=lambda: s.ok("POST", "/completion", {
+            "prompt": "Once", "n_predict": 60, "temperature": 0, "ignore_eos": True}))
+        th.start()
+        used = 0
+        for _ in range(200):
+            vals = dict(re.findall(r"^(llamacpp:\w+) (\S+)$", raw(s.url, "GET", "/metrics")[2], re.M))
+            used = float(vals["llamacpp:kv_cache_tokens"])
+            if used > 0:
+                break
+            time.sleep(0.01)
+        th.join()
+        assert used > 0 and float(vals["llamacpp:kv_cache_usage_ratio"]) == used / 256, vals
     finally:
         s.stop()
 
@@ -378,8 +412,19 @@ def test_template_context():
         prefill = user + [{"role": "assistant", "content": "Once"}]
         assert s.ok("POST", "/apply-template", {"messages": prefill})["prompt"] == "<user>hi</user><assistant>Once"
         both = {"messages": prefill, "add_generation_prompt": True, "continue_final_message": True}
-        st, j = s.request("POST", "/apply-template", both)
-        assert st == 400 and j["error"]["param"] == "continue_final_message", j
+        for path in ("/apply-template", "/v1/chat/completions"):
+            st, j = s.request("POST", path, both)
+            assert st == 400 and j["error"]["param"] == "continue_final_message", (path, j)
+        # Chat completions render what /apply-template shows for the same body (prefill continued,
+        # add_generation_prompt honoured either way).
+        for body in ({"messages": prefill}, {"messages": prefill, "add_generation_prompt": True},
+                     {"messages": user, "add_generation_prompt": False}):
+            p = s.ok("POST", "/apply-template", body)["prompt"]
+            n = len(s.ok("POST", "/tokenize", {"content": p, "add_special": True})["tokens"])
+            r = s.ok("POST", "/v1/chat/completions", {**body, "max_tokens": 1, "temperature": 0})
+            assert r["usage"]["prompt_tokens"] == n, (body, p, n, r["usage"])
+        assert s.ok("POST", "/apply-template", {"messages": prefill, "add_generation_prompt": True})["prompt"] == \
+            "<user>hi</user><assistant>Once<assistant>"  # this template closes no final assistant turn
         two = prefill + [{"role": "assistant", "content": "upon"}]
         for path, body in (("/apply-template", {"messages": two}),
                            ("/v1/chat/completions", {"messages": two, "max_tokens": 2})):
@@ -392,7 +437,7 @@ def test_template_context():
 
 def test_native_fields():
     """Native answers: tokens with return_tokens, has_new_line, truncated when the context filled,
-    generation_settings (the seed used), a streamed chunk's real id_slot."""
+    generation_settings (the seed used), a streamed chunk's real id_slot and its tokens."""
     s = Server("-c", "64", "-np", "2", "--kv-unified", "--seed", "9")
     try:
         body = {"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "ignore_eos": True}
@@ -411,6 +456,10 @@ def test_native_fields():
         events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]
         final = events[-1]
         assert final["stop"] is True and all(e["id_slot"] == final["id_slot"] for e in events), events
+        # ... and the ids of its text (llama-server's "tokens"): together the greedy answer's ids.
+        assert all(isinstance(e["tokens"], list) for e in events), events
+        assert [t for e in events[:-1] for t in e["tokens"]] == r["tokens"], (events, r["tokens"])
+        assert all(e["tokens"] for e in events[:-1]) and final["tokens"] == [], events
     finally:
         s.stop()
 
@@ -468,9 +517,14 @@ def test_samplers():
         ns = s.ok("POST", "/completion", {**body, "temperature": 1, "top_n_sigma": 1e-4})
         assert ns["tokens"] == greedy["tokens"]
         for field, value in (("typical_p", 2), ("mirostat", 3), ("dry_sequence_breakers", []),
-                             ("samplers", ["top_k", "infill"]), ("xtc_threshold", "x"), ("id_slot", 5)):
+                             ("samplers", ["top_k", "infill"]), ("xtc_threshold", "x"), ("id_slot", 5),
+                             # llama-server fields rocky does not implement: refused, never ignored
+                             ("dynatemp_range", 0.5), ("dynatemp_exponent", 2), ("min_keep", 3),
+                             ("post_sampling_probs", True)):
             st, j = s.request("POST", "/completion", {**body, field: value})
             assert st == 400 and j["error"]["param"].startswith(field), (field, j)
+        neutral = {"dynatemp_range": 0, "dynatemp_exponent": 1, "min_keep": 0, "post_sampling_probs": False}
+        assert s.ok("POST", "/completion", {**body, **neutral, "temperature": 0})["tokens"] == greedy["tokens"]
         props = s.ok("GET", "/props")["default_generation_settings"]["params"]
         assert props["samplers"] == ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
                                      "temperature"], props
@@ -608,7 +662,7 @@ def test_builtin_chat_template():
     finally:
         s.stop()
     rc, err = serve_exit("--chat-template", "no-such-template")
-    assert rc != 0 and "no-such-template" in err and "mistral-v7" in err, (rc, err)
+    assert rc == 2 and "no-such-template" in err and "mistral-v7" in err, (rc, err)
 
 
 def main():
