@@ -210,9 +210,8 @@ std::optional<MmqChoice> choose_mmq(const DeviceProfile& base, const Times& t_mm
   for (const auto& [k, v] : t_mmq)
     if (std::isfinite(total_time(v, shapes))) mains.push_back(k);
   if (mains.empty()) return std::nullopt;
-  std::sort(mains.begin(), mains.end(), [&](auto& a, auto& b) {
-    return total_time(t_mmq.at(a), shapes) < total_time(t_mmq.at(b), shapes);
-  });
+  std::sort(mains.begin(), mains.end(),
+            [&](auto& a, auto& b) { return total_time(t_mmq.at(a), shapes) < total_time(t_mmq.at(b), shapes); });
   // The fastest tile of each shape: the alternatives pick_mmq_tile may take for small grids.
   std::set<std::string> winners;
   for (size_t si = 0; si < shapes.size(); ++si) {
@@ -274,7 +273,8 @@ void lead_attn(DeviceProfile& prof, const DeviceProfile& start, uint32_t hd, con
 // ---- write ----
 
 bool TuneRecord::denied(const std::string& kernel, const std::string& tile) const {
-  return std::any_of(deny.begin(), deny.end(), [&](const DenyEntry& d) { return d.kernel == kernel && d.tile == tile; });
+  return std::any_of(deny.begin(), deny.end(),
+                     [&](const DenyEntry& d) { return d.kernel == kernel && d.tile == tile; });
 }
 
 void TuneRecord::save(bool complete) {
@@ -309,8 +309,8 @@ void TuneRecord::resume(const DeviceKey& key, bool quick, uint32_t tokens, const
       for (const auto& r : old["results"]) {
         if (!r.is_object() || !r.contains("key")) continue;
         if (r.value("status", "") == "running") {
-          deny.push_back(
-              {r.value("kernel", ""), r.value("tile", ""), "did not finish: the process ended while it ran (hung GPU?)"});
+          deny.push_back({r.value("kernel", ""), r.value("tile", ""),
+                          "did not finish: the process ended while it ran (hung GPU?)"});
           continue;
         }
         results[r["key"].get<std::string>()] = r;

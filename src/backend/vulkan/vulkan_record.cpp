@@ -155,8 +155,7 @@ std::string epilogue_label(const graph::Node& n, const graph::Node& consumer) {
 }
 }  // namespace
 
-fast::MmqEpilogue VulkanContext::epilogue_of(const graph::Graph& g, const graph::Plan& p, int32_t id,
-                                             int32_t c) const {
+fast::MmqEpilogue VulkanContext::epilogue_of(const graph::Graph& g, const graph::Plan& p, int32_t id, int32_t c) const {
   const graph::Node& cn = g.nodes[size_t(c)];
   fast::MmqEpilogue epi;
   if (cn.op == Op::ADD_BIAS) {
@@ -195,8 +194,7 @@ void VulkanContext::record_matmul(ops::Env& env, const graph::Graph& g, const gr
     const ops::Region out = node_region(g, p, c);
     if (x_in.offset + x_in.bytes <= out.offset || out.offset + out.bytes <= x_in.offset) {
       const fast::MmqEpilogue epi = epilogue_of(g, p, id, c);
-      fast::matvec_mmq(env, w, x_in, out, epilogue_label(n, g.nodes[size_t(c)]), epi, nf >= 0 ? &fold : nullptr,
-                       ne1);
+      fast::matvec_mmq(env, w, x_in, out, epilogue_label(n, g.nodes[size_t(c)]), epi, nf >= 0 ? &fold : nullptr, ne1);
       if (ne1 > 1) ++mmv_matmuls_;
       ++fused_epilogues_;
       return;
@@ -260,8 +258,8 @@ void VulkanContext::record_attention(ops::Env& env, const graph::Graph& g, const
                    {out.buf, out.offset, n1 * col}, n.name);
     if (run.n < g.n_tokens) {  // the rest (decode tokens, other sequences): the per-token table
       const ops::AttnArgs& a2 = calls[1].a;
-      ops::attention(env, {q.buf, q.offset + n1 * col, q.bytes - n1 * col}, {&kc, 0, kc.size()},
-                     {&vc, 0, vc.size()}, a2, {out.buf, out.offset + n1 * col, out.bytes - n1 * col}, n.name);
+      ops::attention(env, {q.buf, q.offset + n1 * col, q.bytes - n1 * col}, {&kc, 0, kc.size()}, {&vc, 0, vc.size()},
+                     a2, {out.buf, out.offset + n1 * col, out.bytes - n1 * col}, n.name);
     }
     return;
   }
