@@ -78,6 +78,13 @@ Memory::~Memory() {
   vkDestroyCommandPool(dev_.handle(), pool_, nullptr);
 }
 
+bool Memory::ensure(Buffer& b, uint64_t bytes, const std::string& label, BufferKind kind, MemUse use) {
+  if (b && b.size() >= bytes) return false;
+  b = Buffer();
+  b = create(label, bytes, kind, use);
+  return true;
+}
+
 Buffer Memory::create(const std::string& label, uint64_t bytes, BufferKind kind, MemUse use) {
   bytes = std::max<uint64_t>(4, (bytes + 3) & ~uint64_t{3});
   std::lock_guard<std::mutex> lock(mu_);

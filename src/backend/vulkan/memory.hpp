@@ -71,6 +71,9 @@ class Memory {
   // layer 3 K", "activation arena"). Throws OutOfMemoryError (see above).
   // `use` files it under one kind of backend::MemoryStats. Thread-safe (several contexts allocate).
   Buffer create(const std::string& label, uint64_t bytes, BufferKind kind, MemUse use = MemUse::OTHER);
+  // `b` made again by create() when it is empty or smaller than `bytes` (its old memory freed
+  // first); true when it was. The one reallocation rule of the buffers a context grows.
+  bool ensure(Buffer& b, uint64_t bytes, const std::string& label, BufferKind kind, MemUse use = MemUse::OTHER);
 
   // Copy host bytes into `dst` at `offset` (mapped: memcpy; otherwise through a staging buffer in
   // chunks, waiting for completion).

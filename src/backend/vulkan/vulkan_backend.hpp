@@ -16,6 +16,7 @@
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/lab_options.hpp"
 #include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/ops/matmul_fast.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 #include "backend/vulkan/pipelines.hpp"
 #include "backend/vulkan/recorder.hpp"
@@ -145,7 +146,16 @@ class VulkanContext final : public backend::Context {
 
  private:
   ops::Region node_region(const graph::Graph& g, const graph::Plan& p, int32_t id) const;
+  // Recording (vulkan_record.cpp): one node as the lowering planned it; the matmuls (int8 path,
+  // decode matvecs, epilogues, folded norms) and attention (a lead prompt chunk) have their own.
   void record_node(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
+  void record_matmul(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
+  void record_int8_matmul(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id, const ops::Weight& w);
+  void record_attention(ops::Env& env, const graph::Graph& g, const graph::Plan& p, int32_t id);
+  // The bias / residual epilogue of matmul `id` that writes consumer c's output (plan_q8_1).
+  fast::MmqEpilogue epilogue_of(const graph::Graph& g, const graph::Plan& p, int32_t id, int32_t c) const;
+  // Grows a buffer that recorded commands bind (Memory::ensure); a new one bumps buffers_gen_.
+  void ensure_bound(Buffer& b, uint64_t bytes, const std::string& label, BufferKind kind, MemUse use = MemUse::OTHER);
   void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const;
   void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
   Buffer& kv_staging(uint64_t bytes);

@@ -178,6 +178,66 @@ void commit() {  // FA_SG: K and V
     }
 }
 
+// The workgroup's Q block (rows i0 … i0 + BR − 1) into qs, pre-scaled; rows past n_rows are zero
+// (their results are never stored).
+void stage_q(uint i0, uint n_rows, uint G, uint kvh) {
+  for (uint idx = gl_LocalInvocationID.x; idx < BR * D4; idx += WG) {
+    const uint r = idx / D4, d4 = idx % D4;
+    const uint i = i0 + r;
+    vec4 v = vec4(0.0);
+    if (i < n_rows) {
+      const uint j = i / G, h = kvh * G + i % G;
+      const uint e = pc.q_off + (j * pc.n_head + h) * HD + 4u * d4;
+      v = vec4(q[e], q[e + 1u], q[e + 2u], q[e + 3u]) * pc.scale;
+    }
+    qs[r * QS + d4] = v;
+  }
+}
+
+// SPLIT = 1: this invocation's rows' partial softmax state (m, l and the unnormalised o) into the
+// scratch rows attention_merge.comp reads.
+void store_partial(uint i0, uint n_rows, uint G, uint kvh, uint rg, uint tc, float m[TR], float l[TR],
+                   vec4 o[TR][DPT4]) {
+  for (uint i = 0u; i < TR; ++i) {
+    const uint row = i0 + rg * TR + i;
+    if (row >= n_rows) continue;
+    const uint j = row / G, h = kvh * G + row % G;
+    const uint r = spc.s_off + ((j * pc.n_head + h) * spc.n_split + gl_WorkGroupID.z) * (HD + 2u);
+    if (tc == 0u) {
+      outv[r] = m[i];
+      outv[r + 1u] = l[i];
+    }
+    for (uint u = 0u; u < DPT4; ++u) {
+      const uint d4 = tc + CT * u;
+      if (d4 >= D4) continue;
+      outv[r + 2u + 4u * d4] = o[i][u].x;
+      outv[r + 3u + 4u * d4] = o[i][u].y;
+      outv[r + 4u + 4u * d4] = o[i][u].z;
+      outv[r + 5u + 4u * d4] = o[i][u].w;
+    }
+  }
+}
+
+// This invocation's rows of the output, normalised by their row sums.
+void store_rows(uint i0, uint n_rows, uint G, uint kvh, uint rg, uint tc, float l[TR], vec4 o[TR][DPT4]) {
+  for (uint i = 0u; i < TR; ++i) {
+    const uint row = i0 + rg * TR + i;
+    if (row >= n_rows) continue;
+    const uint j = row / G, h = kvh * G + row % G;
+    const uint e = pc.out_off + (j * pc.n_head + h) * HD;
+    const float inv = 1.0 / l[i];
+    for (uint u = 0u; u < DPT4; ++u) {
+      const uint d4 = tc + CT * u;
+      if (d4 >= D4) continue;
+      const vec4 v = o[i][u] * inv;
+      outv[e + 4u * d4] = v.x;
+      outv[e + 4u * d4 + 1u] = v.y;
+      outv[e + 4u * d4 + 2u] = v.z;
+      outv[e + 4u * d4 + 3u] = v.w;
+    }
+  }
+}
+
 void main() {
   const uint t = gl_LocalInvocationID.x;
 #if FA_SG
@@ -203,18 +263,7 @@ void main() {
     k_hi = min(kv_end, f + (gl_WorkGroupID.z + 1u) * spc.chunk);
   }
 
-  // Q block, pre-scaled; rows past n_rows are zero (their results are never stored).
-  for (uint idx = t; idx < BR * D4; idx += WG) {
-    const uint r = idx / D4, d4 = idx % D4;
-    const uint i = i0 + r;
-    vec4 v = vec4(0.0);
-    if (i < n_rows) {
-      const uint j = i / G, h = kvh * G + i % G;
-      const uint e = pc.q_off + (j * pc.n_head + h) * HD + 4u * d4;
-      v = vec4(q[e], q[e + 1u], q[e + 2u], q[e + 3u]) * pc.scale;
-    }
-    qs[r * QS + d4] = v;
-  }
+  stage_q(i0, n_rows, G, kvh);
 
   uint last[TR];  // last visible position of each owned row (first: last + 1 − W when W > 0)
   float m[TR], l[TR];
@@ -371,41 +420,9 @@ void main() {
   }
 #endif
 
-  if (SPLIT != 0u) {  // partial state: m, l, o (not normalised) per row
-    for (uint i = 0u; i < TR; ++i) {
-      const uint row = i0 + rg * TR + i;
-      if (row >= n_rows) continue;
-      const uint j = row / G, h = kvh * G + row % G;
-      const uint r = spc.s_off + ((j * pc.n_head + h) * spc.n_split + gl_WorkGroupID.z) * (HD + 2u);
-      if (tc == 0u) {
-        outv[r] = m[i];
-        outv[r + 1u] = l[i];
-      }
-      for (uint u = 0u; u < DPT4; ++u) {
-        const uint d4 = tc + CT * u;
-        if (d4 >= D4) continue;
-        outv[r + 2u + 4u * d4] = o[i][u].x;
-        outv[r + 3u + 4u * d4] = o[i][u].y;
-        outv[r + 4u + 4u * d4] = o[i][u].z;
-        outv[r + 5u + 4u * d4] = o[i][u].w;
-      }
-    }
+  if (SPLIT != 0u) {
+    store_partial(i0, n_rows, G, kvh, rg, tc, m, l, o);
     return;
   }
-  for (uint i = 0u; i < TR; ++i) {
-    const uint row = i0 + rg * TR + i;
-    if (row >= n_rows) continue;
-    const uint j = row / G, h = kvh * G + row % G;
-    const uint e = pc.out_off + (j * pc.n_head + h) * HD;
-    const float inv = 1.0 / l[i];
-    for (uint u = 0u; u < DPT4; ++u) {
-      const uint d4 = tc + CT * u;
-      if (d4 >= D4) continue;
-      const vec4 v = o[i][u] * inv;
-      outv[e + 4u * d4] = v.x;
-      outv[e + 4u * d4 + 1u] = v.y;
-      outv[e + 4u * d4 + 2u] = v.z;
-      outv[e + 4u * d4 + 3u] = v.w;
-    }
-  }
+  store_rows(i0, n_rows, G, kvh, rg, tc, l, o);
 }
