@@ -92,3 +92,25 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def run_tests(namespace, only=()):
+    """Runs every test_* function of a module's namespace (only those named in `only`, when
+    given), printing PASS / FAIL with the traceback; 1 when one failed, else 0."""
+    import time
+    import traceback
+
+    tests = [(n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f)]
+    if only:
+        tests = [(n, f) for n, f in tests if n in only]
+    failed = []
+    for name, fn in tests:
+        t0 = time.time()
+        try:
+            fn()
+            print(f"PASS {name} ({time.time() - t0:.1f} s)", flush=True)
+        except Exception:
+            failed.append(name)
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    print(f"{len(tests) - len(failed)}/{len(tests)} passed")
+    return 1 if failed else 0

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import urllib.error
 import urllib.request
 
@@ -666,22 +665,5 @@ def test_builtin_chat_template():
     assert rc == 2 and "no-such-template" in err and "mistral-v7" in err, (rc, err)
 
 
-def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
-    if ONLY:
-        tests = [(n, f) for n, f in tests if n in ONLY]
-    failed = []
-    for name, fn in tests:
-        t0 = time.time()
-        try:
-            fn()
-            print(f"PASS {name} ({time.time() - t0:.1f} s)", flush=True)
-        except Exception:
-            failed.append(name)
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-    print(f"{len(tests) - len(failed)}/{len(tests)} passed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.run_tests(globals(), ONLY))

@@ -23,8 +23,6 @@ import os
 import struct
 import subprocess
 import sys
-import time
-import traceback
 
 import harness
 
@@ -206,22 +204,5 @@ def test_rerank():
     assert rc != 0 and "cls.output.weight" in err, (rc, err)
 
 
-def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
-    if ONLY:
-        tests = [(n, f) for n, f in tests if n in ONLY]
-    failed = []
-    for name, fn in tests:
-        t0 = time.time()
-        try:
-            fn()
-            print(f"PASS {name} ({time.time() - t0:.1f} s)", flush=True)
-        except Exception:
-            failed.append(name)
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-    print(f"{len(tests) - len(failed)}/{len(tests)} passed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.run_tests(globals(), ONLY))
