@@ -193,6 +193,8 @@ void add_serve(CLI::App& app, Runner& run) {
                                  "'" + t + "' is neither a built-in template (" + names + ") nor a Jinja template");
     }
     o->n_parallel_given = np->count() > 0;
+    for (const char* f : {"--ctk", "--ctv", "--kv-f16"})
+      if (sub->get_option(f)->count() > 0) o->kv_type_given = true;
     if (nb->count() > 0) o->n_ubatch = std::min(o->n_ubatch, x->n_batch);
     if (nb->count() > 0) o->n_batch = x->n_batch;
     if (o->reranking) {

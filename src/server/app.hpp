@@ -99,6 +99,8 @@ class App {
     if (n_slot < 1)
       fail("-c {} split over -np {} slots leaves no context per slot (use a larger -c or --kv-unified)", n_ctx_total_,
            o_.n_parallel);
+    if (o_.kv_type_given && be->stats().kind == "cpu")
+      fmt::print(stderr, "rocky: note: -ctk/-ctv/--kv-f16 have no effect on the CPU backend (it keeps K/V in f32)\n");
     {  // --kv-budget, before any KV is allocated (the CPU keeps f32)
       const backend::KvType kvt = be->stats().kind != "cpu" && o_.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
       kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_);

@@ -52,6 +52,7 @@ struct ServerOptions {
   std::string device = "auto";
   std::string matmul = "auto";
   bool kv_f16 = true;          // -ctk/-ctv: the GPU's KV cache type (the CPU keeps f32)
+  bool kv_type_given = false;  // -ctk/-ctv/--kv-f16 on the command line (a note where they do nothing)
   uint64_t kv_budget_mib = 0;  // --kv-budget (0: what -c and -np need, runtime/kv_memory.hpp)
   std::string api_key;         // empty: no auth
   std::string alias;           // model id in responses (default: the file name)

@@ -150,12 +150,14 @@ def test_refused_and_noted_flags():
     assert rc == 2 and "--pooling" in err and "rank" in err, (rc, err)
     # --no-context-shift (llama-server's default) and -cram (--cache-ram) are accepted.
     s = Server("-c", "256", "-ngl", "99", "-t", "4", "-fa", "on", "--swa-full", "--metrics", "--jinja",
-               "--no-context-shift", "-cram", "0")
+               "--no-context-shift", "-cram", "0", "-ctk", "f32", "-ctv", "f32")
     try:
         log = "".join(s.log)
         for f in ("--ngl", "--threads", "--fa"):
             assert re.search(rf"note: {f}\b.*does not apply", log), (f, log)
         assert "RAM ≤ 0 MiB" in log, log
+        # The KV cache type is the GPU's: on the CPU backend the flags say they do nothing.
+        assert ("note: -ctk/-ctv/--kv-f16 have no effect on the CPU backend" in log) == (DEVICE == "cpu"), log
     finally:
         s.stop()
 
