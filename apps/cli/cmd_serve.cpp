@@ -13,6 +13,20 @@
 
 namespace rocky::cli {
 
+namespace {
+// --chat-template: an unknown name is a usage error here, before the model loads (the server's
+// own check stays for library callers).
+void check_template_name(const std::string& t) {
+  if (t.empty() || chat::builtin_template_source(t) || t.find("{{") != std::string::npos ||
+      t.find("{%") != std::string::npos)
+    return;
+  std::string names;
+  for (const auto& n : chat::builtin_template_names()) names += (names.empty() ? "" : ", ") + n;
+  throw CLI::ValidationError("--chat-template",
+                             "'" + t + "' is neither a built-in template (" + names + ") nor a Jinja template");
+}
+}  // namespace
+
 void add_serve(CLI::App& app, Runner& run) {
   auto o = std::make_shared<server::ServerOptions>();
   auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
@@ -182,16 +196,7 @@ void add_serve(CLI::App& app, Runner& run) {
       throw CLI::ValidationError("--context-shift",
                                  "is not supported: rocky does not shift the context (a generation that fills it "
                                  "ends with finish_reason \"length\"); leave the flag out");
-    // An unknown template name is a usage error here, before the model loads (the server's own
-    // check stays for library callers).
-    const std::string& t = o->chat_template;
-    if (!t.empty() && !chat::builtin_template_source(t) && t.find("{{") == std::string::npos &&
-        t.find("{%") == std::string::npos) {
-      std::string names;
-      for (const auto& n : chat::builtin_template_names()) names += (names.empty() ? "" : ", ") + n;
-      throw CLI::ValidationError("--chat-template",
-                                 "'" + t + "' is neither a built-in template (" + names + ") nor a Jinja template");
-    }
+    check_template_name(o->chat_template);
     o->n_parallel_given = np->count() > 0;
     for (const char* f : {"--ctk", "--ctv", "--kv-f16"})
       if (sub->get_option(f)->count() > 0) o->kv_type_given = true;
