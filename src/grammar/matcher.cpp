@@ -84,8 +84,8 @@ void TokenTrie::build_nodes() {
   for (uint32_t o : open) size_[o] = static_cast<uint32_t>(n - o);
 }
 
-CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie)
-    : g_(std::move(g)), trie_(std::move(trie)) {
+CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie, bool derive_counted)
+    : g_(std::move(g)), trie_(std::move(trie)), derive_counted_(derive_counted) {
   const auto t0 = std::chrono::steady_clock::now();
   stacks_.push_back({0, 0});  // k_accept
   stacks_.push_back({0, 0});  // k_boundary
@@ -216,6 +216,130 @@ const CompiledGrammar::KeyInfo& CompiledGrammar::key_info(uint32_t key) {
   return keys_.emplace(key, std::move(ki)).first->second;
 }
 
+CompiledGrammar::CountedInfo& CompiledGrammar::counted_info(uint32_t star_key, uint32_t spos, uint32_t below) {
+  auto it = counted_.find(star_key);
+  if (it != counted_.end()) return it->second;
+  CountedInfo ci;
+  const TokenTrie& t = *trie_;
+  // S0: right after a complete copy of e (the next copy or what follows the repetition); es: its
+  // stacks that start a copy; E / other: the bytes each can take first.
+  std::vector<uint32_t> es, s0v;
+  expand(spos - 1, below, es);
+  std::sort(es.begin(), es.end());
+  es.erase(std::unique(es.begin(), es.end()), es.end());
+  expand(spos, below, s0v);
+  const uint32_t s0 = intern_state(s0v);
+  ByteSet e_bytes, other;
+  for (uint32_t x : states_[s0].stacks) {
+    if (x <= k_boundary) continue;
+    const ByteSet& bs = g_.sets[g_.elems[stacks_[x].pos].value];
+    ByteSet& to = std::binary_search(es.begin(), es.end(), x) ? e_bytes : other;
+    for (int w = 0; w < 4; ++w) to.w[w] |= bs.w[w];
+  }
+  bool ok = true;
+  for (int w = 0; w < 4; ++w) ok = ok && (e_bytes.w[w] & other.w[w]) == 0;
+  std::vector<std::pair<uint32_t, int32_t>> acc;
+  std::vector<std::pair<uint32_t, uint32_t>> bnd;
+  if (ok) {
+    std::vector<uint32_t> one = {star_key};
+    walk_states_[0] = intern_state(one);
+    std::vector<uint32_t> cnt(walk_states_.size(), 0);
+    cnt[0] = 1;                    // the copy the key is in
+    std::vector<uint8_t> checked;  // per state: 1 clean, 2 holds a copy's start outside S0 (ambiguous)
+    for (uint32_t m = 1; m < t.n_nodes() && ok;) {
+      const uint32_t d = t.depth_[m];
+      const uint32_t from = walk_states_[d - 1];
+      const int32_t known = trans_[size_t{from} * 256 + t.byte_[m]];
+      const uint32_t s = known >= 0 ? static_cast<uint32_t>(known) : step(from, t.byte_[m]);
+      if (s == 0) {
+        m += t.size_[m];
+        continue;
+      }
+      if (s != s0) {
+        if (checked.size() <= s) checked.resize(states_.size(), 0);
+        if (checked[s] == 0) {
+          checked[s] = 1;
+          for (uint32_t x : states_[s].stacks)
+            if (std::binary_search(es.begin(), es.end(), x)) checked[s] = 2;
+        }
+        if (checked[s] == 2) ok = false;
+      }
+      const uint32_t c = cnt[d - 1] + (from == s0 && e_bytes.has(t.byte_[m]) ? 1 : 0);
+      walk_states_[d] = s;
+      cnt[d] = c;
+      for (uint32_t k = t.tok_begin_[m]; k < t.tok_begin_[m + 1]; ++k) acc.emplace_back(c, t.toks_[k]);
+      if (boundary_flag_[s] && t.size_[m] > 1) bnd.emplace_back(c, m);
+      ++m;
+    }
+  }
+  ci.ok = ok;
+  if (ok) {
+    std::stable_sort(acc.begin(), acc.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(bnd.begin(), bnd.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [c, id] : acc) {
+      ci.acc_count.push_back(c);
+      ci.acc_tok.push_back(id);
+    }
+    for (const auto& [c, n] : bnd) {
+      ci.bnd_count.push_back(c);
+      ci.bnd_node.push_back(n);
+    }
+    ci.max_count = std::max(acc.empty() ? 0 : acc.back().first, bnd.empty() ? 0 : bnd.back().first);
+  }
+  return counted_.emplace(star_key, std::move(ci)).first->second;
+}
+
+const CompiledGrammar::KeyInfo* CompiledGrammar::counted_key_info(uint32_t key, const std::vector<uint32_t>& chain,
+                                                                  size_t at, uint32_t bottom) {
+  // The key with its level's frame swapped for the star's, and the frames below it.
+  uint32_t below = bottom;
+  for (size_t i = chain.size(); i-- > at + 1;) below = stack(chain[i], below);
+  const uint32_t spos = g_.counted_star[chain[at]];
+  uint32_t star_key = stack(spos, below);
+  for (size_t i = at; i-- > 0;) star_key = stack(chain[i], star_key);
+  CountedInfo& ci = counted_info(star_key, spos, below);
+  if (!ci.ok) return nullptr;
+  // Copies allowed: the one the key is in and the level's `left` more (all levels from max_count
+  // on are the same); the key completes after 1 + need copies at least.
+  const uint32_t left = g_.counted_left[chain[at]];
+  const uint32_t u = left >= ci.max_count ? ci.max_count : std::min(left + 1, ci.max_count);
+  const uint32_t need = g_.counted_need[chain[at]] + 1;
+  auto lv = ci.levels.find(u);
+  KeyInfo ki;
+  if (lv != ci.levels.end()) {
+    ki.accept = keys_.find(lv->second)->second.accept;
+  } else {
+    // From the nearest level already made (or none), adding or removing the tokens in between.
+    auto hi = ci.levels.lower_bound(u);
+    auto lo = hi == ci.levels.begin() ? ci.levels.end() : std::prev(hi);
+    uint32_t from = 0;
+    const KeyInfo* base = nullptr;
+    if (lo != ci.levels.end() && (hi == ci.levels.end() || u - lo->first <= hi->first - u)) {
+      from = lo->first;
+      base = &keys_.find(lo->second)->second;
+    } else if (hi != ci.levels.end()) {
+      from = hi->first;
+      base = &keys_.find(hi->second)->second;
+    }
+    ki.accept = base ? base->accept : std::vector<uint64_t>(trie_->n_words(), 0);
+    const auto a = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), std::min(from, u)) - ci.acc_count.begin();
+    const auto b = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), std::max(from, u)) - ci.acc_count.begin();
+    for (auto k = a; k < b; ++k) {
+      const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
+      if (u > from)
+        ki.accept[id >> 6] |= uint64_t{1} << (id & 63);
+      else
+        ki.accept[id >> 6] &= ~(uint64_t{1} << (id & 63));
+    }
+    ci.levels.emplace(u, key);
+  }
+  const auto b0 = std::lower_bound(ci.bnd_count.begin(), ci.bnd_count.end(), need) - ci.bnd_count.begin();
+  const auto b1 = std::upper_bound(ci.bnd_count.begin(), ci.bnd_count.end(), u) - ci.bnd_count.begin();
+  if (b0 < b1) ki.boundary_nodes.assign(ci.bnd_node.begin() + b0, ci.bnd_node.begin() + b1);
+  std::sort(ki.boundary_nodes.begin(), ki.boundary_nodes.end());
+  return &keys_.emplace(key, std::move(ki)).first->second;
+}
+
 const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
   auto it = mask_slot_.find(state);
   if (it != mask_slot_.end()) return masks_[it->second];
@@ -249,7 +373,14 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
     }
     uint32_t key = bottom;
     for (size_t i = chain.size(); i-- > 0;) key = stack(chain[i], key);
-    const KeyInfo& ki = key_info(key);
+    const KeyInfo* kp = nullptr;
+    if (derive_counted_ && keys_.find(key) == keys_.end())
+      for (size_t i = 1; i < chain.size(); ++i)
+        if (g_.counted_star[chain[i]] != 0) {
+          kp = counted_key_info(key, chain, i, bottom);
+          break;
+        }
+    const KeyInfo& ki = kp ? *kp : key_info(key);
     for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
     if (bottom != k_boundary || ki.boundary_nodes.empty() || below == k_accept) continue;
     // Tokens that run past the key: continue them on the real stack below it.

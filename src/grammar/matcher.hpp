@@ -14,6 +14,12 @@
 //     rejected whatever lies below, and that answer (a bitset) is computed once per key and cached.
 //     Only tokens that run past the key's end ("boundary" trie nodes, e.g. the bytes after a string's
 //     closing quote) are re-checked against the real stack below, by walking just those subtrees.
+//   - A bounded repetition e{m,n} has a parser position per level, so each level would be a key of
+//     its own, each a walk of the whole trie (a string's maxLength of 255: 255 walks). Instead the
+//     unbounded e* is walked once, counting the copies of e each token starts, and the level that
+//     allows u more copies takes the tokens that start at most u (Grammar::counted_star). This
+//     holds where a copy of e ends unambiguously (checked during that walk; otherwise the level is
+//     walked as it is).
 //   - The final mask per parser state is cached, so a state that repeats (inside a string, in a list
 //     of numbers) costs a hash lookup.
 //
@@ -27,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,7 +86,9 @@ class TokenTrie {
 // A Grammar bound to a vocabulary, with the caches every step shares.
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie);
+  // derive_counted = false walks every level of a bounded repetition on its own (for tests: the
+  // derived token sets must equal those).
+  CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie, bool derive_counted = true);
 
   uint32_t initial_state() const { return initial_; }
   // The state after one more byte (0: no stack survives).
@@ -108,7 +117,20 @@ class CompiledGrammar {
     std::vector<uint32_t> boundary_nodes;  // trie nodes where the key is complete and bytes follow
   };
 
+  // The walk of a star key (the unbounded form of a counted repetition level), with the copies of
+  // e each token starts; levels: copies allowed → the key whose KeyInfo holds that level's sets.
+  struct CountedInfo {
+    bool ok = false;
+    uint32_t max_count = 0;
+    std::vector<uint32_t> acc_count, bnd_count;  // ascending
+    std::vector<int32_t> acc_tok;
+    std::vector<uint32_t> bnd_node;
+    std::map<uint32_t, uint32_t> levels;
+  };
+
   uint32_t stack(uint32_t pos, uint32_t parent);
+  CountedInfo& counted_info(uint32_t star_key, uint32_t spos, uint32_t below);
+  const KeyInfo* counted_key_info(uint32_t key, const std::vector<uint32_t>& chain, size_t at, uint32_t bottom);
   void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
   uint32_t intern_state(std::vector<uint32_t>& stacks);
   const KeyInfo& key_info(uint32_t key);
@@ -123,6 +145,8 @@ class CompiledGrammar {
   std::vector<int32_t> trans_;          // [state][256], -1 = not computed
   std::vector<uint8_t> boundary_flag_;  // [state]: State::has_boundary, packed for the trie walks
   std::unordered_map<uint32_t, KeyInfo> keys_;
+  std::unordered_map<uint32_t, CountedInfo> counted_;  // by star key
+  bool derive_counted_ = true;
   std::unordered_map<uint32_t, uint32_t> mask_slot_;  // state → masks_ index
   std::vector<std::vector<uint64_t>> masks_;
   std::vector<uint32_t> walk_states_;
