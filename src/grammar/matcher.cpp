@@ -289,8 +289,8 @@ CompiledGrammar::CountedInfo& CompiledGrammar::counted_info(uint32_t star_key, u
   return counted_.emplace(star_key, std::move(ci)).first->second;
 }
 
-const CompiledGrammar::KeyInfo* CompiledGrammar::counted_key_info(uint32_t key, const std::vector<uint32_t>& chain,
-                                                                  size_t at, uint32_t bottom) {
+CompiledGrammar::CountedLevel CompiledGrammar::counted_level(const std::vector<uint32_t>& chain, size_t at,
+                                                             uint32_t bottom) {
   // The key with its level's frame swapped for the star's, and the frames below it.
   uint32_t below = bottom;
   for (size_t i = chain.size(); i-- > at + 1;) below = stack(chain[i], below);
@@ -298,46 +298,38 @@ const CompiledGrammar::KeyInfo* CompiledGrammar::counted_key_info(uint32_t key, 
   uint32_t star_key = stack(spos, below);
   for (size_t i = at; i-- > 0;) star_key = stack(chain[i], star_key);
   CountedInfo& ci = counted_info(star_key, spos, below);
-  if (!ci.ok) return nullptr;
-  // Copies allowed: the one the key is in and the level's `left` more (all levels from max_count
-  // on are the same); the key completes after 1 + need copies at least.
+  if (!ci.ok) return {};
+  // Copies allowed: the one the key is in and the level's `left` more; the key completes after
+  // 1 + need copies at least.
   const uint32_t left = g_.counted_left[chain[at]];
-  const uint32_t u = left >= ci.max_count ? ci.max_count : std::min(left + 1, ci.max_count);
-  const uint32_t need = g_.counted_need[chain[at]] + 1;
-  auto lv = ci.levels.find(u);
-  KeyInfo ki;
-  if (lv != ci.levels.end()) {
-    ki.accept = keys_.find(lv->second)->second.accept;
+  CountedLevel lv;
+  lv.info = &ci;
+  lv.u = left >= ci.max_count ? ci.max_count : std::min(left + 1, ci.max_count);
+  lv.need = g_.counted_need[chain[at]] + 1;
+  return lv;
+}
+
+const std::vector<uint64_t>& CompiledGrammar::anchor(CountedInfo& ci, uint32_t a) {
+  auto it = ci.anchors.find(a);
+  if (it != ci.anchors.end()) return it->second;
+  // From the nearest anchor below (or none), adding the tokens in between.
+  uint32_t from = 0;
+  std::vector<uint64_t> bits;
+  auto lo = ci.anchors.lower_bound(a);
+  if (lo != ci.anchors.begin()) {
+    --lo;
+    from = lo->first;
+    bits = lo->second;
   } else {
-    // From the nearest level already made (or none), adding or removing the tokens in between.
-    auto hi = ci.levels.lower_bound(u);
-    auto lo = hi == ci.levels.begin() ? ci.levels.end() : std::prev(hi);
-    uint32_t from = 0;
-    const KeyInfo* base = nullptr;
-    if (lo != ci.levels.end() && (hi == ci.levels.end() || u - lo->first <= hi->first - u)) {
-      from = lo->first;
-      base = &keys_.find(lo->second)->second;
-    } else if (hi != ci.levels.end()) {
-      from = hi->first;
-      base = &keys_.find(hi->second)->second;
-    }
-    ki.accept = base ? base->accept : std::vector<uint64_t>(trie_->n_words(), 0);
-    const auto a = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), std::min(from, u)) - ci.acc_count.begin();
-    const auto b = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), std::max(from, u)) - ci.acc_count.begin();
-    for (auto k = a; k < b; ++k) {
-      const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
-      if (u > from)
-        ki.accept[id >> 6] |= uint64_t{1} << (id & 63);
-      else
-        ki.accept[id >> 6] &= ~(uint64_t{1} << (id & 63));
-    }
-    ci.levels.emplace(u, key);
+    bits.assign(trie_->n_words(), 0);
   }
-  const auto b0 = std::lower_bound(ci.bnd_count.begin(), ci.bnd_count.end(), need) - ci.bnd_count.begin();
-  const auto b1 = std::upper_bound(ci.bnd_count.begin(), ci.bnd_count.end(), u) - ci.bnd_count.begin();
-  if (b0 < b1) ki.boundary_nodes.assign(ci.bnd_node.begin() + b0, ci.bnd_node.begin() + b1);
-  std::sort(ki.boundary_nodes.begin(), ki.boundary_nodes.end());
-  return &keys_.emplace(key, std::move(ki)).first->second;
+  const auto i0 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), from) - ci.acc_count.begin();
+  const auto i1 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), a) - ci.acc_count.begin();
+  for (auto k = i0; k < i1; ++k) {
+    const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
+    bits[id >> 6] |= uint64_t{1} << (id & 63);
+  }
+  return ci.anchors.emplace(a, std::move(bits)).first->second;
 }
 
 const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
@@ -373,22 +365,49 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
     }
     uint32_t key = bottom;
     for (size_t i = chain.size(); i-- > 0;) key = stack(chain[i], key);
-    const KeyInfo* kp = nullptr;
+    CountedLevel lv;
     if (derive_counted_ && keys_.find(key) == keys_.end())
       for (size_t i = 1; i < chain.size(); ++i)
         if (g_.counted_star[chain[i]] != 0) {
-          kp = counted_key_info(key, chain, i, bottom);
+          lv = counted_level(chain, i, bottom);
           break;
         }
-    const KeyInfo& ki = kp ? *kp : key_info(key);
-    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
-    if (bottom != k_boundary || ki.boundary_nodes.empty() || below == k_accept) continue;
+    const uint32_t* bnd_begin = nullptr;
+    const uint32_t* bnd_end = nullptr;
+    if (lv.info) {
+      CountedInfo& ci = *lv.info;
+      const uint32_t a = lv.u <= k_anchor_step || lv.u == ci.max_count
+                             ? lv.u
+                             : std::min(ci.max_count, (lv.u + k_anchor_step - 1) / k_anchor_step * k_anchor_step);
+      const std::vector<uint64_t>& base = anchor(ci, a);
+      const std::vector<uint64_t>* level = &base;
+      if (a != lv.u) {
+        level_bits_ = base;
+        const auto i0 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), lv.u) - ci.acc_count.begin();
+        const auto i1 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), a) - ci.acc_count.begin();
+        for (auto k = i0; k < i1; ++k) {
+          const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
+          level_bits_[id >> 6] &= ~(uint64_t{1} << (id & 63));
+        }
+        level = &level_bits_;
+      }
+      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= (*level)[w];
+      const auto b0 = std::lower_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.need) - ci.bnd_count.begin();
+      const auto b1 = std::upper_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.u) - ci.bnd_count.begin();
+      bnd_begin = ci.bnd_node.data() + b0;
+      bnd_end = ci.bnd_node.data() + std::max(b0, b1);
+    } else {
+      const KeyInfo& ki = key_info(key);
+      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
+      bnd_begin = ki.boundary_nodes.data();
+      bnd_end = bnd_begin + ki.boundary_nodes.size();
+    }
+    if (bottom != k_boundary || bnd_begin == bnd_end || below == k_accept) continue;
     // Tokens that run past the key: continue them on the real stack below it.
     std::vector<uint32_t> after;
     expand(stacks_[below].pos, stacks_[below].parent, after);
     const uint32_t ps = intern_state(after);
-    const std::vector<uint32_t> nodes = keys_.find(key)->second.boundary_nodes;
-    for (uint32_t n : nodes) walk(n, ps, bits, nullptr);
+    for (const uint32_t* n = bnd_begin; n != bnd_end; ++n) walk(*n, ps, bits, nullptr);
   }
   const auto slot = static_cast<uint32_t>(masks_.size());
   masks_.push_back(std::move(bits));

@@ -118,19 +118,28 @@ class CompiledGrammar {
   };
 
   // The walk of a star key (the unbounded form of a counted repetition level), with the copies of
-  // e each token starts; levels: copies allowed → the key whose KeyInfo holds that level's sets.
+  // e each token starts (ascending). A level that allows u copies takes the tokens with count ≤ u:
+  // its token set is made from an anchor level (every level up to k_anchor_step, then every
+  // k_anchor_step-th, and max_count, from which on all levels are the same) less the tokens in
+  // between, in a scratch set, so a level costs a copy and a few tokens, not a bitset kept per level.
+  static constexpr uint32_t k_anchor_step = 16;
   struct CountedInfo {
     bool ok = false;
     uint32_t max_count = 0;
-    std::vector<uint32_t> acc_count, bnd_count;  // ascending
+    std::vector<uint32_t> acc_count, bnd_count;
     std::vector<int32_t> acc_tok;
     std::vector<uint32_t> bnd_node;
-    std::map<uint32_t, uint32_t> levels;
+    std::map<uint32_t, std::vector<uint64_t>> anchors;
+  };
+  struct CountedLevel {
+    CountedInfo* info = nullptr;  // null: not a counted level (or its copies end ambiguously)
+    uint32_t u = 0, need = 0;     // copies allowed; copies before the key may complete
   };
 
   uint32_t stack(uint32_t pos, uint32_t parent);
   CountedInfo& counted_info(uint32_t star_key, uint32_t spos, uint32_t below);
-  const KeyInfo* counted_key_info(uint32_t key, const std::vector<uint32_t>& chain, size_t at, uint32_t bottom);
+  CountedLevel counted_level(const std::vector<uint32_t>& chain, size_t at, uint32_t bottom);
+  const std::vector<uint64_t>& anchor(CountedInfo& ci, uint32_t a);
   void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
   uint32_t intern_state(std::vector<uint32_t>& stacks);
   const KeyInfo& key_info(uint32_t key);
@@ -151,6 +160,7 @@ class CompiledGrammar {
   std::vector<std::vector<uint64_t>> masks_;
   std::vector<uint32_t> walk_states_;
   std::vector<uint32_t> scratch_;
+  std::vector<uint64_t> level_bits_;
   uint32_t initial_ = 0;
   double compile_ms_ = 0;
 };
