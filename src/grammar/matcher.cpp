@@ -209,6 +209,7 @@ const CompiledGrammar::KeyInfo& CompiledGrammar::key_info(uint32_t key) {
   auto it = keys_.find(key);
   if (it != keys_.end()) return it->second;
   KeyInfo ki;
+  ++n_trie_walks_;
   ki.accept.assign(trie_->n_words(), 0);
   std::vector<uint32_t> one = {key};
   const uint32_t s0 = intern_state(one);
@@ -241,6 +242,7 @@ CompiledGrammar::CountedInfo& CompiledGrammar::counted_info(uint32_t star_key, u
   std::vector<std::pair<uint32_t, int32_t>> acc;
   std::vector<std::pair<uint32_t, uint32_t>> bnd;
   if (ok) {
+    ++n_trie_walks_;
     std::vector<uint32_t> one = {star_key};
     walk_states_[0] = intern_state(one);
     std::vector<uint32_t> cnt(walk_states_.size(), 0);

@@ -101,6 +101,8 @@ class CompiledGrammar {
   const TokenTrie& trie() const { return *trie_; }
   double compile_ms() const { return compile_ms_; }
   size_t n_states() const { return states_.size(); }
+  // Walks of the whole vocabulary trie so far (one per new key or counted repetition's star).
+  size_t n_trie_walks() const { return n_trie_walks_; }
 
  private:
   static constexpr uint32_t k_accept = 0;    // the empty stack at the bottom: the root is complete
@@ -156,6 +158,7 @@ class CompiledGrammar {
   std::unordered_map<uint32_t, KeyInfo> keys_;
   std::unordered_map<uint32_t, CountedInfo> counted_;  // by star key
   bool derive_counted_ = true;
+  size_t n_trie_walks_ = 0;
   std::unordered_map<uint32_t, uint32_t> mask_slot_;  // state → masks_ index
   std::vector<std::vector<uint64_t>> masks_;
   std::vector<uint32_t> walk_states_;
