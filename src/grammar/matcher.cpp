@@ -285,6 +285,7 @@ CompiledGrammar::CountedInfo& CompiledGrammar::counted_info(uint32_t star_key, u
     for (const auto& [c, n] : bnd) {
       ci.bnd_count.push_back(c);
       ci.bnd_node.push_back(n);
+      for (uint32_t m = n + 1; m < n + t.size_[n]; m += t.size_[m]) ci.bnd_child[t.byte_[m]].emplace_back(c, m);
     }
     ci.max_count = std::max(acc.empty() ? 0 : acc.back().first, bnd.empty() ? 0 : bnd.back().first);
   }
@@ -376,6 +377,7 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
         }
     const uint32_t* bnd_begin = nullptr;
     const uint32_t* bnd_end = nullptr;
+    const CountedInfo* bnd_ci = nullptr;
     if (lv.info) {
       CountedInfo& ci = *lv.info;
       const uint32_t a = lv.u <= k_anchor_step || lv.u == ci.max_count
@@ -398,6 +400,7 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
       const auto b1 = std::upper_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.u) - ci.bnd_count.begin();
       bnd_begin = ci.bnd_node.data() + b0;
       bnd_end = ci.bnd_node.data() + std::max(b0, b1);
+      bnd_ci = &ci;
     } else {
       const KeyInfo& ki = key_info(key);
       for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
@@ -409,6 +412,26 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
     std::vector<uint32_t> after;
     expand(stacks_[below].pos, stacks_[below].parent, after);
     const uint32_t ps = intern_state(after);
+    if (bnd_ci) {
+      // By the byte after the boundary: only the children the stack below takes, in the count range.
+      const TokenTrie& t = *trie_;
+      for (unsigned b = 0; b < 256; ++b) {
+        const auto& kids = bnd_ci->bnd_child[b];
+        if (kids.empty()) continue;
+        const uint32_t s1 = step(ps, static_cast<uint8_t>(b));
+        if (s1 == 0) continue;
+        auto k = std::lower_bound(kids.begin(), kids.end(), std::pair<uint32_t, uint32_t>{lv.need, 0});
+        for (; k != kids.end() && k->first <= lv.u; ++k) {
+          const uint32_t m = k->second;
+          for (uint32_t j = t.tok_begin_[m]; j < t.tok_begin_[m + 1]; ++j) {
+            const auto id = static_cast<uint32_t>(t.toks_[j]);
+            bits[id >> 6] |= uint64_t{1} << (id & 63);
+          }
+          walk(m, s1, bits, nullptr);
+        }
+      }
+      continue;
+    }
     for (const uint32_t* n = bnd_begin; n != bnd_end; ++n) walk(*n, ps, bits, nullptr);
   }
   const auto slot = static_cast<uint32_t>(masks_.size());

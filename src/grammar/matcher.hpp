@@ -31,6 +31,7 @@
 // Not thread-safe: one Matcher (and its CompiledGrammar) per request.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -131,6 +132,10 @@ class CompiledGrammar {
     std::vector<uint32_t> acc_count, bnd_count;
     std::vector<int32_t> acc_tok;
     std::vector<uint32_t> bnd_node;
+    // The children of the boundary nodes by their byte, each (count, child) ascending: where many
+    // nodes complete the key (a minLength level), only those whose next byte the stack below takes
+    // are walked.
+    std::array<std::vector<std::pair<uint32_t, uint32_t>>, 256> bnd_child;
     std::map<uint32_t, std::vector<uint64_t>> anchors;
   };
   struct CountedLevel {
