@@ -335,6 +335,20 @@ const std::vector<uint64_t>& CompiledGrammar::anchor(CountedInfo& ci, uint32_t a
   return ci.anchors.emplace(a, std::move(bits)).first->second;
 }
 
+uint64_t CompiledGrammar::cache_bytes() const {
+  uint64_t b = 0;
+  for (const auto& m : masks_) b += m.size() * 8;
+  for (const auto& [k, ki] : keys_) b += ki.accept.size() * 8 + ki.boundary_nodes.size() * 4;
+  for (const auto& [k, ci] : counted_) {
+    b += (ci.acc_count.size() + ci.bnd_count.size() + ci.acc_tok.size() + ci.bnd_node.size()) * 4;
+    for (const auto& c : ci.bnd_child) b += c.size() * 8;
+    for (const auto& [a, bits] : ci.anchors) b += bits.size() * 8;
+  }
+  for (const State& st : states_) b += st.stacks.size() * 4 + sizeof(State);
+  b += trans_.size() * 4 + stacks_.size() * sizeof(StackNode) + level_bits_.size() * 8;
+  return b;
+}
+
 const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
   auto it = mask_slot_.find(state);
   if (it != mask_slot_.end()) return masks_[it->second];

@@ -104,6 +104,9 @@ class CompiledGrammar {
   size_t n_states() const { return states_.size(); }
   // Walks of the whole vocabulary trie so far (one per new key or counted repetition's star).
   size_t n_trie_walks() const { return n_trie_walks_; }
+  // Bytes held by the caches (masks, key walks, counted-repetition sets, states): what keeping this
+  // compiled grammar for a later request costs.
+  uint64_t cache_bytes() const;
 
  private:
   static constexpr uint32_t k_accept = 0;    // the empty stack at the bottom: the root is complete

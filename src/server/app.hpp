@@ -22,6 +22,7 @@
 #include "chat/toolcalls.hpp"
 #include "core/error.hpp"
 #include "grammar/constraint.hpp"
+#include "grammar/pool.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/prefix_cache.hpp"
@@ -72,6 +73,8 @@ class App {
       fail("{}: the vocab has {} tokens but token_embd.weight has only {} rows", o_.model, tok_->vocab().size(),
            model_->hparams().n_vocab);
     fim_ = find_fim_tokens(model_->file(), tok_->vocab());
+    grammars_ = std::make_unique<grammar::GrammarPool>(
+        [this](const std::string& gbnf) { return grammar::compile_gbnf(gbnf, *tok_); });
     if (o_.embedding) {
       pooling_ = o_.pooling.empty() ? gguf_pooling(model_->file()) : *parse_pooling(o_.pooling);
       if (pooling_ == Pooling::rank) {
@@ -498,12 +501,13 @@ class App {
   mutable std::mutex dry_mu_;
   mutable std::shared_ptr<const runtime::DryBreakers> dry_default_;  // the default breakers as tokens
 
-  // A constraint compiled against the model's vocabulary; a failure (size or time budget) is a 400
-  // naming the field the constraint came from.
+  // A constraint compiled against the model's vocabulary (from the pool of compiled grammars: the
+  // same schema every turn reuses its mask caches); a failure (size or time budget) is a 400 naming
+  // the field the constraint came from.
   std::shared_ptr<grammar::CompiledGrammar> compile_constraint(const std::string& gbnf,
                                                                const std::string& param) const {
     try {
-      return grammar::compile_gbnf(gbnf, *tok_);
+      return grammars_->acquire(gbnf);
     } catch (const Error& e) {
       throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_value");
     }
@@ -814,9 +818,10 @@ class App {
   std::unique_ptr<model::Model> model_;
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
-  FimTokens fim_;                      // /infill's
-  Pooling pooling_ = Pooling::none;    // --embedding's (--pooling, else the GGUF's)
-  std::optional<RankHead> rank_head_;  // pooling rank: the classification head
+  FimTokens fim_;                                   // /infill's
+  Pooling pooling_ = Pooling::none;                 // --embedding's (--pooling, else the GGUF's)
+  std::unique_ptr<grammar::GrammarPool> grammars_;  // compiled constraints kept between requests
+  std::optional<RankHead> rank_head_;               // pooling rank: the classification head
   std::shared_ptr<runtime::PrefixCache> cache_;
   std::shared_ptr<backend::Backend> backend_;  // the slots' (for /metrics)
   std::unique_ptr<runtime::Scheduler> sched_;
