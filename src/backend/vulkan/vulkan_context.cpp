@@ -27,6 +27,8 @@ VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o
         o.n_seq);
   n_seq_ = o.n_seq;
   if (kv_.n_layer < 0 || kv_.n_embd_kv < 0 || kv_.n_ctx < 0) fail("Vulkan context: negative KV shape");
+  if (kv_.has_ring())
+    fail("Vulkan context: a sliding-window KV ring is not implemented on this backend yet; run with --swa-full");
   recorder_ = std::make_unique<Recorder>(*be_.device_, be_.opts_.max_binding, be_.opts_.lab.vulkan_timeout_s);
   kv_f16_ = be_.opts_.kv_f16;
   const uint64_t elem = kv_f16_ ? 2 : 4;
