@@ -161,6 +161,10 @@ struct Graph {
   // rocky::Error naming the token when seq/pos do not fit a context of n_seq sequences of kv.n_ctx
   // positions (sizes, ranges, a repeated pair).
   void check_seqs(int32_t n_seq) const;
+  // With a sliding-window ring (kv.n_ring > 0): rocky::Error naming the sequence when its tokens in
+  // this ubatch span more than n_ring − window positions (the keys it writes would overwrite keys
+  // it reads; the runtime's ubatches never do: the ring was sized for them).
+  void check_ring(int32_t n_seq) const;
 
   int32_t add(Node n) {
     nodes.push_back(std::move(n));

@@ -40,10 +40,21 @@ std::vector<int32_t> prompt(size_t n, uint32_t seed, int32_t n_vocab) {
   return v;
 }
 
-std::shared_ptr<backend::Backend> make(const std::string& dev) {
+// A Vulkan kernel choice: ROCKY_SWITCH attn=… (flash: the tiled kernel; simple: the per-(head, token)
+// kernels; decode: attention_decode) and the tuning profile's split chunk (a decode token's keys cut
+// into chunks merged after: attention_split / attention_decode's splits), f16 or f32 KV.
+struct Kernels {
+  const char* attn = nullptr;
+  const char* split = nullptr;
+  bool kv_f16 = false;
+};
+
+std::shared_ptr<backend::Backend> make(const std::string& dev, Kernels k = {}) {
   runtime::BackendOptions bo;
   bo.device = dev;
-  bo.kv_f16 = false;
+  bo.kv_f16 = k.kv_f16;
+  bo.env.lab = runtime::parse_lab(k.split ? std::string(R"({"attn_rule": {"split_chunk": )") + k.split + "}}" : "",
+                                  k.attn ? std::string("attn=") + k.attn : "");
   return runtime::make_backend(bo);
 }
 
@@ -76,16 +87,18 @@ Run decode(runtime::Session& s, std::vector<float> last, int32_t n) {
 void expect_same(const Run& a, const Run& b, float tol, const char* what) {
   EXPECT_EQ(a.tokens, b.tokens) << what;
   float d = 0;
-  for (size_t i = 0; i < std::min(a.logits.size(), b.logits.size()); ++i) d = std::max(d, max_diff(a.logits[i], b.logits[i]));
+  for (size_t i = 0; i < std::min(a.logits.size(), b.logits.size()); ++i)
+    d = std::max(d, max_diff(a.logits[i], b.logits[i]));
   EXPECT_LE(d, tol) << what;
 }
 
-void check_sessions(const std::string& dev, float tol) {
-  SCOPED_TRACE(dev);
+void check_sessions(const std::string& dev, float tol, Kernels k = {}) {
+  SCOPED_TRACE(dev + " attn=" + (k.attn ? k.attn : "auto") + " split=" + (k.split ? k.split : "-") +
+               (k.kv_f16 ? " f16" : " f32"));
   auto m = model::Model::load(test::shared_path("reference/models/synth/synth-gemma3-q4_k_m.gguf"));
   ASSERT_EQ(m->hparams().n_swa, k_window);
   const int32_t nv = m->hparams().n_vocab;
-  auto be = make(dev);
+  auto be = make(dev, k);
   runtime::Session full(*m, be, runtime::SessionOptions{k_ctx, k_ub, true, /*swa_full=*/true});
   runtime::Session ring(*m, be, runtime::SessionOptions{k_ctx, k_ub, true, false});
   ASSERT_EQ(full.context().kv().n_ring, 0);
@@ -137,16 +150,21 @@ void check_sessions(const std::string& dev, float tol) {
 }
 
 TEST(SwaRing, CpuEqualsFull) { check_sessions("cpu", 0.0f); }
-TEST(SwaRing, VulkanEqualsFull) { check_sessions("vulkan", 1e-3f); }
+TEST(SwaRing, VulkanEqualsFull) {
+  check_sessions("vulkan", 1e-3f);                            // lavapipe's default: the tiled kernel everywhere
+  check_sessions("vulkan", 1e-3f, {"simple", "32"});          // per-(head, token), split decode
+  check_sessions("vulkan", 1e-3f, {"decode", "32"});          // attention_decode, split
+  check_sessions("vulkan", 2e-2f, {"flash", nullptr, true});  // f16 KV
+}
 
 // Several sequences in one ring context (BatchEngine, prompts in chunks next to decoding
 // sequences) give the tokens of each alone in a --swa-full session.
-void check_batched(const std::string& dev) {
-  SCOPED_TRACE(dev);
+void check_batched(const std::string& dev, Kernels k = {}) {
+  SCOPED_TRACE(dev + " attn=" + (k.attn ? k.attn : "auto"));
   auto m = model::Model::load(test::shared_path("reference/models/synth/synth-gemma3-q4_k_m.gguf"));
   auto tok = tok::Tokenizer::from_gguf(m->file());
   const int32_t nv = m->hparams().n_vocab;
-  auto be = make(dev);
+  auto be = make(dev, k);
   const std::vector<std::vector<int32_t>> prompts = {prompt(130, 21, nv), prompt(7, 22, nv), prompt(90, 23, nv)};
   runtime::GenerateParams gp;
   gp.sampling.temp = 0;
@@ -200,7 +218,10 @@ void check_batched(const std::string& dev) {
 }
 
 TEST(SwaRing, CpuBatched) { check_batched("cpu"); }
-TEST(SwaRing, VulkanBatched) { check_batched("vulkan"); }
+TEST(SwaRing, VulkanBatched) {
+  check_batched("vulkan");
+  check_batched("vulkan", {"decode", "32"});
+}
 
 }  // namespace
 }  // namespace rocky

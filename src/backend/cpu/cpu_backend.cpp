@@ -161,7 +161,7 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
       cell0.push_back(int64_t{s} * kv_.n_ctx);
       ring0.push_back(int64_t{s} * kv_.n_ring);
     }
-  if (kv_.has_ring()) check_ring_span(g);
+  if (kv_.has_ring()) g.check_ring(n_seq_);
   const size_t need = (p.arena_bytes + sizeof(float) - 1) / sizeof(float);
   if (arena_.size() < need) {
     arena_.resize(need);
@@ -312,27 +312,6 @@ void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, 
         std::memcpy(base + row * static_cast<size_t>(c0 + kv_.cell(l, p0 + i)), in, row);
     }
   }
-}
-
-// A ring of window + ubatch cells holds what a ubatch reads only when each sequence's tokens in it
-// span at most n_ring − window positions (the keys it writes must not overwrite ones it reads).
-void CpuContext::check_ring_span(const graph::Graph& g) const {
-  int32_t window = 0;
-  for (const Node& n : g.nodes)
-    if (n.op == Op::ATTENTION && kv_.ring_layer(n.layer)) window = std::max(window, n.attn.window);
-  if (window == 0) return;
-  std::vector<std::pair<int32_t, int32_t>> span(static_cast<size_t>(n_seq_), {INT32_MAX, -1});
-  for (int32_t j = 0; j < g.n_tokens; ++j) {
-    const size_t s = g.multi_seq() ? static_cast<size_t>(g.seq[static_cast<size_t>(j)]) : 0;
-    const int32_t pos = g.multi_seq() ? g.pos[static_cast<size_t>(j)] : g.n_past + j;
-    span[s] = {std::min(span[s].first, pos), std::max(span[s].second, pos)};
-  }
-  for (size_t s = 0; s < span.size(); ++s)
-    if (span[s].second >= 0 && span[s].second - span[s].first > kv_.n_ring - window)
-      fail(
-          "cpu backend: sequence {}'s positions {} … {} in one ubatch do not fit its sliding-window KV ring of {} "
-          "cells (window {}): use a smaller -ub than the context was made for, or --swa-full",
-          s, span[s].first, span[s].second, kv_.n_ring, window);
 }
 
 void CpuContext::check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const {

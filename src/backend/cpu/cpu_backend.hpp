@@ -40,7 +40,6 @@ class CpuContext final : public Context {
   float* at(const graph::Plan& p, int32_t node);
   void note_memory();
   void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const;
-  void check_ring_span(const graph::Graph& g) const;
   void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
 
   CpuBackend& be_;

@@ -114,7 +114,7 @@ void main() {
     uint p = k0 + t;
     float s = k_neg;
     if (p < k_end) {
-      uint kb = pc.k_off + (c0 + p) * pc.n_embd_kv + kvh * D;
+      uint kb = pc.k_off + kv_col(c0, p, pc.ring, pc.seq_cells) * pc.n_embd_kv + kvh * D;
       if (HD > 0u) {
         s = qk_vec(kb);
       } else {
@@ -148,18 +148,20 @@ void main() {
         uint d = 2u * (t + i * WG);
         if (d >= D) break;
         float a0 = o[2u * i] * alpha, a1 = o[2u * i + 1u] * alpha;
-        uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
-        const bool two = d + 1u < D;  // an odd head_dim's last pair has one dim
+        const uint vb = pc.v_off + kvh * D + d;  // + key k0 + c's column · n_embd_kv
+        const bool two = d + 1u < D;              // an odd head_dim's last pair has one dim
         if (KV_F16 != 0u && ((pc.v_off | D | pc.n_embd_kv) & 1u) == 0u) {
           for (uint c = 0u; c < n_blk; ++c) {
-            const vec2 v = unpackHalf2x16(vc[(vb + c * pc.n_embd_kv) >> 1]);
+            const uint e = vb + kv_col(c0, k0 + c, pc.ring, pc.seq_cells) * pc.n_embd_kv;
+            const vec2 v = unpackHalf2x16(vc[e >> 1]);
             a0 += ps[c] * v.x;
             a1 += ps[c] * v.y;
           }
         } else {
           for (uint c = 0u; c < n_blk; ++c) {
-            a0 += ps[c] * v_at(vb + c * pc.n_embd_kv);
-            if (two) a1 += ps[c] * v_at(vb + c * pc.n_embd_kv + 1u);
+            const uint e = vb + kv_col(c0, k0 + c, pc.ring, pc.seq_cells) * pc.n_embd_kv;
+            a0 += ps[c] * v_at(e);
+            if (two) a1 += ps[c] * v_at(e + 1u);
           }
         }
         o[2u * i] = a0;
@@ -170,8 +172,9 @@ void main() {
         uint d = t + i * WG;
         if (d >= D) break;
         float acc = o[i] * alpha;
-        uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
-        for (uint c = 0u; c < n_blk; ++c) acc += ps[c] * v_at(vb + c * pc.n_embd_kv);
+        const uint vb = pc.v_off + kvh * D + d;
+        for (uint c = 0u; c < n_blk; ++c)
+          acc += ps[c] * v_at(vb + kv_col(c0, k0 + c, pc.ring, pc.seq_cells) * pc.n_embd_kv);
         o[i] = acc;
       }
     }
