@@ -347,22 +347,25 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                          {ROCKY_SC_HD_MAX, k_hd_max},
                                                          {ROCKY_SC_POS_BUF, pos_buf(e)},
                                                          {ROCKY_SC_ATTN_HD, attn_hd},
-                                                         {ROCKY_SC_ATTN_PAIRS, pairs}});
+                                                         {ROCKY_SC_ATTN_PAIRS, pairs},
+                                                         {ROCKY_SC_KV_RING, a.ring.ring > 0 ? 1u : 0u}});
     dispatch_split_merge(e, ps, b, abi::AttnSplitPC{pc, sp.chunk, sp.n_split, 0}, need, a.n_head, a.n_tokens, label);
     return;
   }
-  const Pipeline& p = e.tok_pos
-                          ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
-                                                           {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                           {ROCKY_SC_HD_MAX, k_hd_max},
-                                                           {ROCKY_SC_ATTN_HD, attn_hd},
-                                                           {ROCKY_SC_ATTN_PAIRS, pairs},
-                                                           {ROCKY_SC_POS_BUF, 2u}})
-                          : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
-                                                                                {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                                                {ROCKY_SC_HD_MAX, k_hd_max},
-                                                                                {ROCKY_SC_ATTN_HD, attn_hd},
-                                                                                {ROCKY_SC_ATTN_PAIRS, pairs}});
+  const Pipeline& p =
+      e.tok_pos ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
+                                                 {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                 {ROCKY_SC_HD_MAX, k_hd_max},
+                                                 {ROCKY_SC_ATTN_HD, attn_hd},
+                                                 {ROCKY_SC_ATTN_PAIRS, pairs},
+                                                 {ROCKY_SC_KV_RING, a.ring.ring > 0 ? 1u : 0u},
+                                                 {ROCKY_SC_POS_BUF, 2u}})
+                : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
+                                                                      {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                                      {ROCKY_SC_HD_MAX, k_hd_max},
+                                                                      {ROCKY_SC_ATTN_HD, attn_hd},
+                                                                      {ROCKY_SC_ATTN_PAIRS, pairs},
+                                                                      {ROCKY_SC_KV_RING, a.ring.ring > 0 ? 1u : 0u}});
   if (step) {
     e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
   } else {

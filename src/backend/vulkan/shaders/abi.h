@@ -211,6 +211,10 @@ struct AttnSplitPC {
 // attention / attention_step / attention_split: 1 = each invocation owns dim pairs (one 32-bit
 // load per two f16 V values); 0 (the Mali-G610's register budget) = single dims.
 #define ROCKY_SC_ATTN_PAIRS 54
+// attention.comp / attention_step / attention_split: 1 when the layer's cache is a sliding-window
+// ring (AttnPC::ring > 0), so that a full cache's kernel keeps its plain column arithmetic (the
+// ring's column lookup takes twice the work registers on Mali).
+#define ROCKY_SC_KV_RING 57
 // attention_decode.comp: query heads per KV head (n_head / n_head_kv, ≤ 8) that one
 // workgroup serves from each K/V read.
 #define ROCKY_SC_ATTN_GQA 55
