@@ -147,6 +147,11 @@ void add_bench(CLI::App& app, Runner& run) {
   sub->add_option("--seed", o->p.seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   add_kv_cache_flags(sub, o->kv);
+  sub->add_option("-c,--ctx-size", o->p.n_ctx,
+                  "Context positions of the tests' context (0: what the longest test needs; the KV is sized for it)")
+      ->check(CLI::Range(0, 1 << 24));
+  sub->add_flag("--swa-full", o->p.swa_full,
+                "Sliding-window layers keep KV for every position instead of a ring of window + ubatch cells");
   sub->add_option("--kv-budget", o->p.kv_budget_mib,
                   "KV budget in MiB: a context whose KV is over it is refused before allocation (0 = none)")
       ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));

@@ -41,6 +41,7 @@ struct RunOpts {
   int32_t n_predict = 32;
   int32_t n_ctx = 0;
   int32_t n_ubatch = 512;
+  bool swa_full = false;  // --swa-full
   bool json = false;
   bool ignore_eos = false;
   bool chat = false;         // -cnv: a conversation through the chat template
@@ -92,8 +93,8 @@ Speculation make_speculation(const RunOpts& o, runtime::Session& target, const t
     auto dtok = tok::Tokenizer::from_gguf(s.model->file());
     runtime::check_draft_vocab(tok.vocab(), dtok.vocab(), o.model, o.draft_model);
     // Its own context of the target's size, on the target's backend (weights are per model).
-    s.session = std::make_unique<runtime::Session>(*s.model, target.shared_backend(),
-                                                   runtime::SessionOptions{target.n_ctx(), o.n_ubatch});
+    s.session = std::make_unique<runtime::Session>(
+        *s.model, target.shared_backend(), runtime::SessionOptions{target.n_ctx(), o.n_ubatch, true, o.swa_full});
     const int32_t nv = static_cast<int32_t>(std::min(tok.vocab().size(), dtok.vocab().size()));
     s.drafter = std::make_unique<runtime::ModelDrafter>(*s.session, sp, nv, o.draft_p_min);
   }
@@ -191,7 +192,8 @@ int run_run(const RunOpts& o) {
   bo.matmul = o.matmul;
   bo.kv_f16 = kv_cache_f16(o.kv);
   bo.env = process_env();
-  runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::Session session(*model, runtime::make_backend(bo),
+                           runtime::SessionOptions{o.n_ctx, o.n_ubatch, true, o.swa_full});
   if (static_cast<int64_t>(ids.size()) > session.n_ctx()) {
     fail("the prompt has {} tokens, more than the context size {} (raise -c)", ids.size(), session.n_ctx());
   }
@@ -343,7 +345,8 @@ int run_chat(const RunOpts& o) {
   bo.matmul = o.matmul;
   bo.kv_f16 = kv_cache_f16(o.kv);
   bo.env = process_env();
-  runtime::Session session(*model, runtime::make_backend(bo), runtime::SessionOptions{o.n_ctx, o.n_ubatch});
+  runtime::Session session(*model, runtime::make_backend(bo),
+                           runtime::SessionOptions{o.n_ctx, o.n_ubatch, true, o.swa_full});
   runtime::SessionSource src(session);
   runtime::Generator generator(src, tok);
   if (o.spec_type == "lab-alpha") fail("--spec-type lab-alpha measures one -p run; it does not drive a conversation");
@@ -445,6 +448,8 @@ void add_run(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
+  sub->add_flag("--swa-full", o->swa_full,
+                "Sliding-window layers keep KV for every position instead of a ring of window + ubatch cells");
   sub->add_option("--temp", o->sp.temp, "Temperature (default 0.8; 0 or below = greedy, as llama.cpp's --temp)")
       ->check(finite_number());
   sub->add_option("--top-k", o->sp.top_k, "Top-k (default 40; 0 = off)");

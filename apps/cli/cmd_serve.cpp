@@ -44,10 +44,9 @@ void add_serve(CLI::App& app, Runner& run) {
                  ->check(CLI::Range(1, 64));
   sub->add_flag("--kv-unified,--kvu", o->kv_unified,
                 "With -np N: every request may use all of -c (default when -np is not given)");
-  sub->add_flag("--swa-full")
-      ->description(
-          "Full-size KV for sliding-window layers: what rocky always keeps (the window is a "
-          "mask over the full cache)");
+  sub->add_flag("--swa-full", o->swa_full,
+                "Sliding-window layers keep KV for every position instead of a ring of window + ubatch cells "
+                "(a ring keeps prefix-cache blocks only of its newest positions)");
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Prompt tokens per ubatch (-ub also works; default 512)")
       ->check(CLI::Range(1, INT32_MAX));
   // Flags read in the callback (they outlive this function).

@@ -52,6 +52,27 @@ int32_t Graph::storage_of(int32_t id) const {
   return id;
 }
 
+void Graph::check_ring(int32_t n_seq) const {
+  if (!kv.has_ring()) return;
+  int32_t window = 0;
+  for (const Node& n : nodes)
+    if (n.op == Op::ATTENTION && kv.ring_layer(n.layer)) window = std::max(window, n.attn.window);
+  if (window == 0) return;
+  std::vector<std::pair<int32_t, int32_t>> span(static_cast<size_t>(std::max(n_seq, 1)), {INT32_MAX, -1});
+  for (int32_t j = 0; j < n_tokens; ++j) {
+    const size_t s = multi_seq() ? static_cast<size_t>(seq[static_cast<size_t>(j)]) : 0;
+    if (s >= span.size()) continue;  // check_seqs names it
+    const int32_t p = multi_seq() ? pos[static_cast<size_t>(j)] : n_past + j;
+    span[s] = {std::min(span[s].first, p), std::max(span[s].second, p)};
+  }
+  for (size_t s = 0; s < span.size(); ++s)
+    if (span[s].second >= 0 && span[s].second - span[s].first > kv.n_ring - window)
+      fail(
+          "graph: sequence {}'s positions {} … {} in one ubatch do not fit its sliding-window KV ring of {} cells "
+          "(window {}): use a smaller -ub than the context was made for, or --swa-full",
+          s, span[s].first, span[s].second, kv.n_ring, window);
+}
+
 void Graph::check_seqs(int32_t n_seq) const {
   if (!multi_seq()) {
     if (!seq.empty()) fail("graph: per-token sequence ids without positions");

@@ -113,18 +113,33 @@ struct Node {
   uint64_t out_bytes() const { return row_bytes(out_type, static_cast<uint64_t>(ne0)) * static_cast<uint64_t>(ne1); }
 };
 
-// Shape of the KV cache the graph expects: per layer, K and V each [n_embd_kv, n_ctx] (column p =
-// position p; within a column, head h's head_dim values are contiguous).
+// Shape of the KV cache the graph expects: per layer, K and V each [n_embd_kv, cells] per sequence
+// (within a column, head h's head_dim values are contiguous). A layer holds cells(l) columns per
+// sequence: n_ctx (column p = position p), or for a sliding-window layer whose KV is a ring
+// (ring_layer(l): n_ring > 0, gemma3's local layers) n_ring columns, position p at column
+// p mod n_ring. A ring of window + ubatch cells holds every key any token of a ubatch can see (a
+// token at q sees q − window < p ≤ q; the ubatch's own keys are written before it attends), so
+// positions older than n_past − n_ring are gone from those layers (what the runtime tracks).
 struct KvShape {
   int32_t n_layer = 0;
   int32_t n_embd_kv = 0;  // head_dim · n_head_kv
   int32_t n_ctx = 0;
+  int32_t n_ring = 0;         // cells per sequence of a ring layer (0: no ring; < n_ctx when set)
+  std::vector<uint8_t> ring;  // per layer (n_layer entries, or empty: none): 1 = a ring of n_ring cells
+  bool ring_layer(int32_t l) const {
+    return n_ring > 0 && l >= 0 && static_cast<size_t>(l) < ring.size() && ring[static_cast<size_t>(l)] != 0;
+  }
+  int32_t cells(int32_t l) const { return ring_layer(l) ? n_ring : n_ctx; }
+  // The column of position p in layer l's cells of one sequence.
+  int64_t cell(int32_t l, int64_t p) const { return ring_layer(l) ? p % n_ring : p; }
+  bool has_ring() const { return n_ring > 0; }
   // Recurrent state per layer and sequence (hybrid models; 0 = none), in floats: the SSM_CONV
   // window ((K−1)·C) and the GATED_DELTA state (H_v·d_k·d_v). A context holds them for every layer
   // index below n_layer (unused by the attention layers) beside the KV cache.
   int64_t conv_state = 0;
   int64_t ssm_state = 0;
   bool recurrent() const { return conv_state > 0 || ssm_state > 0; }
+  bool operator==(const KvShape&) const = default;
 };
 
 struct Graph {
@@ -146,6 +161,10 @@ struct Graph {
   // rocky::Error naming the token when seq/pos do not fit a context of n_seq sequences of kv.n_ctx
   // positions (sizes, ranges, a repeated pair).
   void check_seqs(int32_t n_seq) const;
+  // With a sliding-window ring (kv.n_ring > 0): rocky::Error naming the sequence when its tokens in
+  // this ubatch span more than n_ring − window positions (the keys it writes would overwrite keys
+  // it reads; the runtime's ubatches never do: the ring was sized for them).
+  void check_ring(int32_t n_seq) const;
 
   int32_t add(Node n) {
     nodes.push_back(std::move(n));

@@ -157,6 +157,16 @@ graph::Graph Model::build_graph(const UbatchSpec& u) const {
   g.n_tokens = u.n_tokens;
   g.n_past = u.n_past;
   g.kv = graph::KvShape{hp_.n_layer, hp_.n_embd_kv(), u.n_ctx};
+  if (u.n_ring > 0 && u.n_ring < u.n_ctx) {  // the sliding-window layers' KV as a ring (graph.hpp KvShape)
+    g.kv.ring.assign(static_cast<size_t>(hp_.n_layer), 0);
+    for (const graph::Node& n : g.nodes)
+      if (n.op == graph::Op::ATTENTION && n.attn.window > 0 && n.layer >= 0 && n.layer < hp_.n_layer) {
+        if (u.n_ring < n.attn.window + 1)
+          fail("build_graph: a KV ring of {} cells is shorter than the sliding window {}", u.n_ring, n.attn.window);
+        g.kv.ring[static_cast<size_t>(n.layer)] = 1;
+      }
+    g.kv.n_ring = u.n_ring;
+  }
   if (arch::arch_info(hp_.arch).hybrid) {  // the recurrent layers' state (graph.hpp KvShape)
     g.kv.conv_state = int64_t(hp_.ssm_conv_kernel - 1) * hp_.ssm_conv_channels();
     g.kv.ssm_state = int64_t(hp_.ssm_dt_rank) * hp_.ssm_d_state * hp_.ssm_head_v_dim();

@@ -72,6 +72,9 @@ struct UbatchSpec {
   int32_t n_ctx = 0;     // KV cache capacity (positions)
   Logits logits = Logits::LAST;
   int32_t n_out = 1;  // LAST: the logits of the last n_out tokens ([n_vocab, n_out]; a batched step)
+  // Cells per sequence of the sliding-window layers' KV ring (graph::KvShape::n_ring; 0: they hold
+  // n_ctx). Model::swa_ring gives it for a context.
+  int32_t n_ring = 0;
 };
 
 class Model {
@@ -81,6 +84,14 @@ class Model {
 
   const gguf::GgufFile& file() const { return file_; }
   const HParams& hparams() const { return hp_; }
+  // UbatchSpec::n_ring for a context of n_ctx positions per sequence run in ubatches of at most
+  // n_ubatch tokens per sequence: window + n_ubatch cells for the sliding-window layers, or 0 (they
+  // hold n_ctx) without a window, with swa_full (--swa-full) or when the ring would not be smaller.
+  int32_t swa_ring(int32_t n_ctx, int32_t n_ubatch, bool swa_full) const {
+    if (swa_full || hp_.n_swa <= 0 || n_ubatch <= 0) return 0;
+    const int64_t r = int64_t{hp_.n_swa} + n_ubatch;
+    return r < n_ctx ? static_cast<int32_t>(r) : 0;
+  }
   const Weights& weights() const { return w_; }
 
   // The forward graph of one ubatch (arch-specific builder). Output: logits [n_vocab, n_out] with

@@ -27,21 +27,24 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
   if (o.n_cells < 0) fail("batch: {} shared cells asked for", o.n_cells);
   n_cells_ = o.n_cells > 0 ? o.n_cells : n_seq_ * n_ctx_;
   max_seqs_ = std::max(o.max_seqs, 0);
-  graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
-  be_->load_weights(g.weights());
   // -ub within the context and what one binding holds (as Session::n_ubatch).
   n_ubatch_ = std::min(o.n_ubatch, n_ctx_);
+  n_ring_ = m.swa_ring(n_ctx_, n_ubatch_, o.swa_full);
+  window_ = hp.n_swa;
+  graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST, 1, n_ring_});
+  be_->load_weights(g.weights());
   if (g.kv.recurrent()) {
     // One context per sequence (the recurrent kernels hold one sequence's state; see batch.hpp).
     for (int32_t s = 0; s < n_seq_; ++s)
-      sessions_.push_back(std::make_unique<Session>(m, be_, SessionOptions{n_ctx_, n_ubatch_, o.check_finite}));
+      sessions_.push_back(
+          std::make_unique<Session>(m, be_, SessionOptions{n_ctx_, n_ubatch_, o.check_finite, o.swa_full}));
     n_ubatch_ = sessions_.front()->n_ubatch(false);
   } else {
     ctx_opts_ = backend::ContextOptions{g.kv, n_seq_};
     ctx_ = be_->make_context(ctx_opts_);
   }
   if (n_ctx_ >= 2 && sessions_.empty()) {
-    graph::Graph probe = m.build_graph(model::UbatchSpec{2, 0, n_ctx_, model::Logits::LAST});
+    graph::Graph probe = m.build_graph(model::UbatchSpec{2, 0, n_ctx_, model::Logits::LAST, 1, n_ring_});
     std::string why;
     const int64_t cap = std::max<int64_t>(1, be_->max_ubatch_tokens(probe, &why));
     if (cap < n_ubatch_) {
@@ -52,6 +55,7 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
   chunk_ = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_ubatch_) : n_ubatch_;
   const size_t ns = static_cast<size_t>(n_seq_);
   n_past_.assign(ns, 0);
+  live_from_.assign(ns, 0);
   active_.assign(ns, 0);
   ready_.assign(ns, 0);
   preempted_.assign(ns, 0);
@@ -188,9 +192,37 @@ void BatchEngine::truncate(int32_t seq, int32_t n) {
   std::lock_guard lk(mu_);
   if (wiped_[static_cast<size_t>(seq)] && n > 0)
     fail("batch: sequence {}'s cells were lost to a device fault (the context was made again)", seq);
+  int32_t& live = live_from_[static_cast<size_t>(seq)];
+  if (n == 0) live = 0;
+  if (n_ring_ > 0 && !ring_keeps(n, live, window_))
+    fail(
+        "batch: sequence {}'s sliding-window KV ring ({} cells) no longer holds positions {} … {} that position {} "
+        "reads (it holds {} on); evaluate the prefix again, or run with --swa-full",
+        seq, n_ring_, std::max(0, n - window_ + 1), n - 1, n, live);
   wiped_[static_cast<size_t>(seq)] = 0;
   n_past_[static_cast<size_t>(seq)] = n;
   ready_[static_cast<size_t>(seq)] = 0;
+}
+
+bool BatchEngine::can_keep(int32_t seq, int32_t n) const {
+  check_seq(seq);
+  if (n_ring_ == 0) return true;
+  std::lock_guard lk(mu_);
+  return ring_keeps(n, live_from_[static_cast<size_t>(seq)], window_);
+}
+
+void BatchEngine::keep_window_only(int32_t seq) {
+  check_seq(seq);
+  if (n_ring_ == 0) return;
+  std::lock_guard lk(mu_);
+  const size_t s = static_cast<size_t>(seq);
+  live_from_[s] = std::max(live_from_[s], n_past_[s] - window_ + 1);
+}
+
+int32_t BatchEngine::live_from(int32_t seq) const {
+  check_seq(seq);
+  std::lock_guard lk(mu_);
+  return live_from_[static_cast<size_t>(seq)];
 }
 
 double BatchEngine::gpu_ms() {
@@ -222,6 +254,7 @@ void BatchEngine::recover(const std::string& error, int fault, const std::vector
   for (int32_t s = 0; s < n_seq_; ++s) {
     const auto i = static_cast<size_t>(s);
     n_past_[i] = 0;
+    live_from_[i] = 0;
     wiped_[i] = 1;
     if (active_[i] && std::find(in_step.begin(), in_step.end(), s) == in_step.end()) lost_[i] = {error, fault};
   }
@@ -238,6 +271,11 @@ void BatchEngine::import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const 
     std::lock_guard c(ctx_mu_);
     if (!ctx_ && sessions_.empty()) fail("import_kv: no context (a device fault)");
     context().import_kv(p0, n, bytes, sessions_.empty() ? seq : 0);
+  }
+  if (n_ring_ > 0) {
+    std::lock_guard lk(mu_);
+    int32_t& live = live_from_[static_cast<size_t>(seq)];
+    live = std::max(live, p0 + n - n_ring_);
   }
   truncate(seq, p0 + n);
 }
@@ -374,6 +412,7 @@ void BatchEngine::compute_shared(model::Logits want, int32_t n_out, const std::v
   if (it == shapes_.end()) {
     if (shapes_.size() >= 32) shapes_.clear();
     model::UbatchSpec u{n, 0, n_ctx_, want};
+    u.n_ring = n_ring_;
     u.n_out = std::max(n_out, 1);
     it = shapes_.emplace(key, Shape{model_.build_graph(u), {}}).first;
     it->second.p = graph::plan_arena(it->second.g);
@@ -572,6 +611,9 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
                pf->tokens.begin() + static_cast<std::ptrdiff_t>(pf->done) + chunk);
       pf->done += static_cast<size_t>(chunk);
       n_past_[static_cast<size_t>(pf->seq)] += chunk;
+      if (n_ring_ > 0)
+        live_from_[static_cast<size_t>(pf->seq)] =
+            std::max(live_from_[static_cast<size_t>(pf->seq)], n_past_[static_cast<size_t>(pf->seq)] - n_ring_);
       if (pf_last) pf->finished = true;
       if (pf_last && check_finite_ && !finite(pf->out))
         pf->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
@@ -596,6 +638,9 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     hist_[static_cast<size_t>(r->seq)].push_back(r->tokens[r->done]);
     r->done += 1;
     n_past_[static_cast<size_t>(r->seq)] += 1;
+    if (n_ring_ > 0)
+      live_from_[static_cast<size_t>(r->seq)] =
+          std::max(live_from_[static_cast<size_t>(r->seq)], n_past_[static_cast<size_t>(r->seq)] - n_ring_);
     if (check_finite_ && !finite(v))
       r->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
                              n_past_[static_cast<size_t>(r->seq)] - 1, r->seq);

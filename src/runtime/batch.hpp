@@ -61,6 +61,7 @@ struct BatchOptions {
   int32_t n_ubatch = 512;     // tokens per step at most (-ub)
   int32_t prefill_chunk = 0;  // prefill tokens per step at most (--prefill-chunk; 0 = n_ubatch)
   bool check_finite = true;   // a NaN/inf logit is an error for its sequence
+  bool swa_full = false;      // --swa-full (SessionOptions::swa_full): no sliding-window ring
 };
 
 struct BatchStats {
@@ -123,7 +124,16 @@ class BatchEngine {
   // not erase them); import_kv writes positions [p0, p0 + n) with p0 ≤ n_past and sets n_past to
   // p0 + n; export_kv reads positions that hold tokens (the caller knows: after end() too, until
   // the sequence's next begin()).
+  // With a sliding-window ring (graph.hpp KvShape) only an n that can_keep(seq, n) (else rocky::Error;
+  // Session::can_keep); live_from(seq): the first position every layer still holds (Session::live_from).
   void truncate(int32_t seq, int32_t n);
+  bool can_keep(int32_t seq, int32_t n) const;
+  int32_t live_from(int32_t seq) const;
+  int32_t n_ring() const { return n_ring_; }
+  // With a ring: from now on sequence `seq` counts only the last window of its positions as held in
+  // its ring (live_from = n_past − window + 1): a slot file's K/V does not say which older positions
+  // its ring still held, so a restored one keeps just what its next token reads.
+  void keep_window_only(int32_t seq);
   void import_kv(int32_t seq, int32_t p0, int32_t n, std::span<const uint8_t> bytes);
   std::vector<uint8_t> export_kv(int32_t seq, int32_t p0, int32_t n);
   bool recurrent() const { return !sessions_.empty(); }
@@ -188,12 +198,14 @@ class BatchEngine {
   std::vector<std::unique_ptr<Session>> sessions_;  // hybrid models: one per sequence (ctx_ is null)
   backend::ContextOptions ctx_opts_;                // what ctx_ is made with (recover)
   int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512, n_cells_ = 0, max_seqs_ = 0;
+  int32_t n_ring_ = 0, window_ = 0;  // the sliding-window ring (0: none)
   bool check_finite_ = true;
   mutable std::mutex mu_;
   std::mutex ctx_mu_;                // held while ctx_ computes or moves KV cells (never while waiting on mu_)
   std::condition_variable cv_;       // engine: requests arrived / stop
   std::condition_variable done_cv_;  // callers: a request finished
   std::vector<int32_t> n_past_;      // per sequence
+  std::vector<int32_t> live_from_;   // per sequence: live_from() (kept past end(): a save reads the cells then)
   std::vector<uint8_t> active_;      // per sequence: between begin() and end()
   std::vector<uint8_t> ready_;       // per sequence: its tokens are known (set_tokens or an eval since begin)
   std::vector<uint8_t> preempted_;   // per sequence: its cells were given up (n_past_ stays its position)

@@ -132,6 +132,8 @@ nlohmann::json row_json(const BenchRow& r) {
         {"recurrent", r.kv_bytes.recurrent},
         {"unused", r.kv_bytes.unused}}},
       {"kv_bytes_per_token", {{"full", r.kv_per_token.full}, {"sliding_window", r.kv_per_token.sliding_window}}},
+      {"n_ctx", r.n_ctx},
+      {"kv_cells_per_seq", {{"full", r.n_ctx}, {"sliding_window", r.swa_cells}}},
       {"type_k", r.type_k},
       {"type_v", r.type_v},
       {"flops_per_token", r.flops_per_token},
@@ -386,8 +388,11 @@ BenchRow bench_npl(UbBench& b, int32_t npl, int32_t ng) {
   r.n_pl = npl;
   r.test = fmt::format("pp{}+tg{} x{}", npp, ng, npl);
   const int32_t ctx_pl = std::max(npp + ng + 1, npl);
-  graph::Graph g0 = b.model.build_graph(model::UbatchSpec{1, 0, ctx_pl, model::Logits::LAST});
-  r.kv_bytes = kv_bytes(b.model, ctx_pl, npl, b.s.context().kv_type(), &r.kv_per_token);
+  const int32_t n_ring = b.model.swa_ring(ctx_pl, b.ub, b.p.swa_full);
+  graph::Graph g0 = b.model.build_graph(model::UbatchSpec{1, 0, ctx_pl, model::Logits::LAST, 1, n_ring});
+  r.kv_bytes = kv_bytes(b.model, ctx_pl, npl, b.s.context().kv_type(), &r.kv_per_token, n_ring);
+  r.n_ctx = ctx_pl;
+  r.swa_cells = n_ring > 0 ? n_ring : ctx_pl;
   check_kv_budget(r.kv_bytes, b.p.kv_budget_mib, fmt::format("{}: {} sequences of {} positions", r.test, npl, ctx_pl));
   auto ctx = b.s.backend().make_context(backend::ContextOptions{g0.kv, npl});
   std::map<std::pair<int32_t, int32_t>, std::pair<graph::Graph, graph::Plan>> shapes;  // (n, n_out)
@@ -396,6 +401,7 @@ BenchRow bench_npl(UbBench& b, int32_t npl, int32_t ng) {
     if (it == shapes.end()) {
       model::UbatchSpec u{n, 0, ctx_pl, n_out > 0 ? model::Logits::LAST : model::Logits::NONE};
       u.n_out = std::max(n_out, 1);
+      u.n_ring = n_ring;
       graph::Graph g = b.model.build_graph(u);
       graph::Plan pl = graph::plan_arena(g);
       it = shapes.emplace(std::make_pair(n, n_out), std::make_pair(std::move(g), std::move(pl))).first;
@@ -676,6 +682,9 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   int32_t n_ctx = std::max({max_p, max_n, 1}) + max_d;
   if (!p.spec.empty()) n_ctx = std::max(n_ctx, k_spec_prompt + max_n + p.draft_max + 1);
   if (!p.grammar_file.empty() || !p.json_schema_file.empty()) n_ctx = std::max(n_ctx, k_spec_prompt / 2 + max_n + 1);
+  if (p.n_ctx > 0 && p.n_ctx < n_ctx)
+    fail("bench: -c {} is shorter than the {} positions the longest test needs (-p/-n/-d)", p.n_ctx, n_ctx);
+  if (p.n_ctx > 0) n_ctx = p.n_ctx;
   vulkan::ops::parse_matmul_path(p.matmul, "--matmul");  // a usage error before the model loads
 
   // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
@@ -691,6 +700,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     SessionOptions so;
     so.n_ctx = n_ctx;
     so.n_ubatch = ub;
+    so.swa_full = p.swa_full;
     BackendOptions bo;
     bo.device = p.device;
     bo.matmul = p.matmul;
@@ -702,7 +712,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     // --kv-budget before the session allocates its KV (the CPU keeps f32).
     const backend::KvType kvt = be->stats().kind != "cpu" && p.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
     KvBytes kv_pt;
-    const KvBytes kv_all = kv_bytes(*model, n_ctx, 1, kvt, &kv_pt);
+    const int32_t n_ring = model->swa_ring(n_ctx, ub, p.swa_full);
+    const KvBytes kv_all = kv_bytes(*model, n_ctx, 1, kvt, &kv_pt, n_ring);
     check_kv_budget(kv_all, p.kv_budget_mib, fmt::format("a context of {} positions", n_ctx));
     Session s(*model, be, so);
     BenchRow base;
@@ -719,6 +730,8 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     base.type_k = base.type_v = s.context().kv_type() == backend::KvType::F16 ? "f16" : "f32";
     base.kv_bytes = kv_all;
     base.kv_per_token = kv_pt;
+    base.n_ctx = n_ctx;
+    base.swa_cells = n_ring > 0 ? n_ring : n_ctx;
     base.build_commit = build_commit();
     base.driver = backend_driver(s.backend());
     base.tune_profile = base.tiles.substr(0, base.tiles.find(": "));

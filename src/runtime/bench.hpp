@@ -76,6 +76,8 @@ struct BenchParams {
   std::string matmul = "auto";  // prefill matmul kernels: auto | mmq | mm | basic (ops::MatmulPath)
   bool kv_f16 = true;           // the GPU's KV cache type (-ctk/-ctv; the CPU keeps f32)
   uint64_t kv_budget_mib = 0;   // --kv-budget: a context's KV over it is refused before allocation (0 = none)
+  int32_t n_ctx = 0;            // -c: the context's positions (0: what the longest test needs; at least that)
+  bool swa_full = false;        // --swa-full: sliding-window layers keep every position (no ring)
   uint64_t seed = 1234;
   std::optional<BenchRoofline> roofline;  // empty: no % column
   EnvOptions env;                         // the program's environment (lab overrides, cache dir)
@@ -96,11 +98,13 @@ struct BenchRow {
   int32_t reps = 0;
   std::vector<double> samples_ts;
   double avg_ts = 0, stddev_ts = 0;
-  double avg_ns = 0;                           // mean wall ns per repetition
-  uint64_t peak_device_memory = 0;             // bytes, after every run of this ub
-  backend::MemoryStats memory;                 // device memory by kind after the runs of this ub (Backend::stats())
-  KvBytes kv_bytes;                            // the row's context's KV by kind of layer (runtime/kv_memory.hpp)
-  KvBytes kv_per_token;                        // of it, one position of one sequence
+  double avg_ns = 0;                // mean wall ns per repetition
+  uint64_t peak_device_memory = 0;  // bytes, after every run of this ub
+  backend::MemoryStats memory;      // device memory by kind after the runs of this ub (Backend::stats())
+  KvBytes kv_bytes;                 // the row's context's KV by kind of layer (runtime/kv_memory.hpp)
+  KvBytes kv_per_token;             // of it, one position of one sequence
+  int32_t n_ctx = 0;                // the context's positions per sequence
+  int32_t swa_cells = 0;  // cells per sequence of its sliding-window layers (a ring: window + ubatch; else n_ctx)
   std::string type_k = "f32", type_v = "f32";  // the context's KV cache types (llama-bench's fields)
   double flops_per_token = 0;
   double tflops = 0;             // achieved (avg_ts · flops_per_token), pp and tg

@@ -9,8 +9,9 @@
 
 namespace rocky::runtime {
 
-KvBytes kv_bytes(const model::Model& m, int32_t n_ctx, int32_t n_seq, backend::KvType t, KvBytes* per_token) {
-  const graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx, model::Logits::LAST});
+KvBytes kv_bytes(const model::Model& m, int32_t n_ctx, int32_t n_seq, backend::KvType t, KvBytes* per_token,
+                 int32_t n_ring) {
+  const graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx, model::Logits::LAST, 1, n_ring});
   const graph::KvShape& kv = g.kv;
   enum Use : uint8_t { NONE = 0, FULL = 1, SWA = 2, STATE = 4 };
   std::vector<uint8_t> use(static_cast<size_t>(std::max(kv.n_layer, 0)), NONE);
@@ -24,9 +25,10 @@ KvBytes kv_bytes(const model::Model& m, int32_t n_ctx, int32_t n_seq, backend::K
   const uint64_t cells = static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(n_seq);
   const uint64_t state = static_cast<uint64_t>(kv.conv_state + kv.ssm_state) * 4 * static_cast<uint64_t>(n_seq);
   KvBytes b, pt;
-  for (const uint8_t u : use) {
+  for (size_t l = 0; l < use.size(); ++l) {
+    const uint8_t u = use[l];
     if (u & SWA) {
-      b.sliding_window += pos_bytes * cells;
+      b.sliding_window += pos_bytes * static_cast<uint64_t>(kv.cells(static_cast<int32_t>(l))) * uint64_t(n_seq);
       pt.sliding_window += pos_bytes;
     } else if (u & FULL) {
       b.full += pos_bytes * cells;

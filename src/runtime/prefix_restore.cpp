@@ -119,6 +119,8 @@ struct SessionCells {
   int32_t n_past() const { return s.n_past(); }
   void reset() { s.reset(); }
   void truncate(int32_t n) { s.truncate(n); }
+  bool can_keep(int32_t n) const { return s.can_keep(n); }
+  int32_t live_from() const { return s.live_from(); }
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> b) { s.import_kv(p0, n, b); }
   std::vector<uint8_t> export_kv(int32_t p0, int32_t n) { return s.export_kv(p0, n); }
 };
@@ -128,6 +130,8 @@ struct BatchCells {
   int32_t n_past() const { return e.n_past(seq); }
   void reset() { e.truncate(seq, 0); }
   void truncate(int32_t n) { e.truncate(seq, n); }
+  bool can_keep(int32_t n) const { return e.can_keep(seq, n); }
+  int32_t live_from() const { return e.live_from(seq); }
   void import_kv(int32_t p0, int32_t n, std::span<const uint8_t> b) { e.import_kv(seq, p0, n, b); }
   std::vector<uint8_t> export_kv(int32_t p0, int32_t n) { return e.export_kv(seq, p0, n); }
 };
@@ -145,6 +149,8 @@ PrefixHit restore_cells(Cells& s, PrefixCache* cache, std::span<const int32_t> h
   while (static_cast<size_t>(keep) < n_held && keep < np - 1 &&
          held[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)])
     ++keep;
+  // A sliding-window ring that no longer holds what position `keep` reads: nothing is kept.
+  if (keep > 0 && !s.can_keep(keep)) keep = 0;
   if (keep == 0)
     s.reset();
   else
@@ -188,7 +194,7 @@ PrefixHit restore_cells(Cells& s, PrefixCache* cache, std::span<const int32_t> h
       ahead.pop_front();
       const int tier = got.tier;
       const BlockPtr blk = std::move(got.blk);
-      if (!blk) break;
+      if (!blk || !s.can_keep(p0)) break;
       s.truncate(p0);
       s.import_kv(p0, B, blk->kv);
       const int32_t gained = std::min(p0 + B, np - 1) - keep;
@@ -207,8 +213,11 @@ template <class Cells>
 void save_cells(Cells& s, PrefixCache& cache, std::span<const int32_t> tokens, const std::vector<uint64_t>& keys,
                 size_t n_blocks, std::vector<Session::StateCheckpoint>& ckpts, uint64_t state_bytes) {
   const int32_t B = cache.block();
+  // A sliding-window ring holds the newest positions only: older blocks' K/V of those layers are gone.
+  const int32_t live = s.live_from();
   for (size_t b = n_blocks; b-- > 0;) {
     const int32_t p0 = static_cast<int32_t>(b) * B;
+    if (p0 < live) continue;
     Session::StateCheckpoint* ck = nullptr;
     for (auto& c : ckpts)
       if (c.pos == p0 + B && c.state.size() == state_bytes) ck = &c;
@@ -319,12 +328,14 @@ void save_prefix_async(BatchEngine& e, int32_t seq, const std::shared_ptr<Prefix
     }
     std::vector<size_t> need;  // blocks to add (a held block without the checkpoint now at hand too)
     std::vector<BlockPtr> held(n_blocks);
+    // A sliding-window ring holds the newest positions only: older blocks' K/V of those layers are gone.
+    const int32_t live = s ? s->live_from() : e.live_from(seq);
     for (size_t b = 0; b < n_blocks; ++b) {
       held[b] = cache->peek(keys[b]);
       bool ck = false;
       for (const auto& c : ckpts)
         if (c.pos == static_cast<int32_t>(b + 1) * B && c.state.size() == state_bytes) ck = true;
-      if (!held[b] || (ck && held[b]->state.empty())) need.push_back(b);
+      if (static_cast<int32_t>(b) * B >= live && (!held[b] || (ck && held[b]->state.empty()))) need.push_back(b);
     }
     if (need.empty()) {
       writer.post([cache, keys, n_blocks] { cache->touch_chain(std::span<const uint64_t>(keys).first(n_blocks)); });

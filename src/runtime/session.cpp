@@ -45,6 +45,8 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
   if (o.n_ubatch <= 0) fail("ubatch size -ub must be positive (got {})", o.n_ubatch);
   n_ubatch_ = o.n_ubatch;
   check_finite_ = o.check_finite;
+  n_ring_ = m.swa_ring(n_ctx_, n_ubatch_, o.swa_full);
+  window_ = hp.n_swa;
   // As llama.cpp: a context longer than the one trained is allowed, with a warning.
   if (o.n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
     fmt::print(stderr,
@@ -53,7 +55,7 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
                o.n_ctx, hp.n_ctx_train, hp.n_ctx_train);
   }
   // Every weight any ubatch graph reads: the graph's weight list does not depend on N.
-  graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST});
+  graph::Graph g = m.build_graph(model::UbatchSpec{1, 0, n_ctx_, model::Logits::LAST, 1, n_ring_});
   auto w = g.weights();
   if (!be_) fail("session: no backend");
   be_->load_weights(w);
@@ -69,12 +71,14 @@ Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, Se
 void Session::reset() {
   ctx_->reset();
   n_past_ = 0;
+  live_from_ = 0;
   ckpts_.clear();
   ckpt_extra_.clear();
 }
 
 void Session::rebuild() {
   n_past_ = 0;
+  live_from_ = 0;
   ckpts_.clear();
   ckpt_extra_.clear();
   ctx_.reset();  // its buffers go before the new ones are asked for
@@ -103,8 +107,8 @@ int32_t Session::n_ubatch(bool all_logits) {
   if (cap == 0) {
     cap = INT64_MAX;
     if (n_ctx_ >= 2) {  // a 2-token graph tells per-token node outputs from fixed ones
-      graph::Graph probe =
-          model_.build_graph(model::UbatchSpec{2, 0, n_ctx_, all_logits ? model::Logits::ALL : model::Logits::LAST});
+      graph::Graph probe = model_.build_graph(
+          model::UbatchSpec{2, 0, n_ctx_, all_logits ? model::Logits::ALL : model::Logits::LAST, 1, n_ring_});
       cap = std::max<int64_t>(1, be_->max_ubatch_tokens(probe, &ub_cap_why_));
     }
   }
@@ -151,7 +155,13 @@ void Session::truncate(int32_t n) {
         "reset and evaluate the prefix again",
         n_past_, n);
   }
+  if (!can_keep(n))
+    fail(
+        "truncate: the sliding-window layers' KV ring ({} cells) no longer holds positions {} … {} that position {} "
+        "reads (it holds {} on); reset and evaluate the prefix again, or run with --swa-full",
+        n_ring_, std::max(0, n - window_ + 1), n - 1, n, live_from_);
   n_past_ = n;
+  if (n == 0) live_from_ = 0;
 }
 
 std::vector<uint8_t> Session::export_kv(int32_t p0, int32_t n) {
@@ -167,6 +177,7 @@ void Session::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> bytes) {
   if (n < 0 || p0 + n > n_ctx_) fail("import_kv: {} positions from {} do not fit the context ({})", n, p0, n_ctx_);
   ctx_->import_kv(p0, n, bytes);
   n_past_ = p0 + n;
+  if (n_ring_ > 0) live_from_ = std::max(live_from_, n_past_ - n_ring_);
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress) {
@@ -227,7 +238,8 @@ void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, c
     auto it = shapes_.find(key);
     if (it == shapes_.end()) {
       if (shapes_.size() >= 8) shapes_.clear();  // bounded: a run uses ≤ 3 shapes (ubatch, last, decode)
-      it = shapes_.emplace(key, Shape{model_.build_graph(model::UbatchSpec{nt, n_past_, n_ctx_, want}), {}}).first;
+      it = shapes_.emplace(key, Shape{model_.build_graph(model::UbatchSpec{nt, n_past_, n_ctx_, want, 1, n_ring_}), {}})
+               .first;
     }
     graph::Graph& g = it->second.g;
     g.n_past = n_past_;
@@ -257,6 +269,7 @@ void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, c
     timing_.compute_ms += ms(t2, t3);
     timing_.ubatches += 1;
     n_past_ += nt;
+    if (n_ring_ > 0) live_from_ = std::max(live_from_, n_past_ - n_ring_);
     if (next_cut < cuts.size() && i0 + nt == cuts[next_cut]) {
       ++next_cut;
       if (ckpts_.size() >= k_max_checkpoints) ckpts_.erase(ckpts_.begin());

@@ -38,7 +38,17 @@ struct SessionOptions {
   // Every ubatch's logits are checked for NaN/inf (one pass over the logits copied to the host);
   // a non-finite logit is a rocky::Error naming the position and the first non-finite node.
   bool check_finite = true;
+  // --swa-full: the sliding-window layers keep KV for every position (n_ctx cells) instead of a
+  // ring of window + n_ubatch cells (model::Model::swa_ring; graph.hpp KvShape).
+  bool swa_full = false;
 };
+
+// A sliding-window ring (graph.hpp KvShape) holds positions from `live_from` on (older ones were
+// overwritten); the first n positions can be kept (truncate to n, then evaluate position n) when
+// what position n reads of them, (n − window, n), is still there.
+inline bool ring_keeps(int32_t n, int32_t live_from, int32_t window) {
+  return n == 0 || live_from == 0 || n - window + 1 >= live_from;
+}
 
 // Progress of a prefill: tokens done so far, total.
 using ProgressFn = std::function<void(int64_t done, int64_t total)>;
@@ -74,7 +84,14 @@ class Session {
   void rebuild();
   bool usable() const { return ctx_ != nullptr; }
   // Keeps the first n positions of the context (0 ≤ n ≤ n_past); later evals overwrite the rest.
+  // With a sliding-window ring, only an n that can_keep(n) (else rocky::Error).
   void truncate(int32_t n);
+  bool can_keep(int32_t n) const { return n >= n_past_ || ring_keeps(n, live_from_, window_); }
+  // The first position whose K/V every layer still holds: 0, or with a sliding-window ring
+  // (n_ring() > 0) n_past − n_ring after a longer sequence (export_kv of older positions gives what
+  // the ring's cells hold now for those layers: a block of them is not a prefix-cache block).
+  int32_t live_from() const { return live_from_; }
+  int32_t n_ring() const { return n_ring_; }
   // The KV cells of positions [p0, p0 + n) (p0 + n ≤ n_past) as host bytes (Context::export_kv).
   std::vector<uint8_t> export_kv(int32_t p0, int32_t n);
   // Appends n positions from host bytes made by export_kv of the same model and KV type at the
@@ -133,6 +150,7 @@ class Session {
   std::unique_ptr<backend::Context> ctx_;  // destroyed before be_ (declared after it)
   backend::ContextOptions ctx_opts_;       // what ctx_ was made with (rebuild)
   int32_t n_ctx_ = 0;
+  int32_t n_ring_ = 0, window_ = 0, live_from_ = 0;  // the sliding-window ring (0: none), live_from()
   int32_t n_ubatch_ = 0;
   int32_t n_past_ = 0;
   bool check_finite_ = true;

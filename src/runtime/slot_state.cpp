@@ -38,6 +38,7 @@ void import_slot(BatchEngine& e, int32_t seq, const SlotState& s) {
       e.sync_session(seq);
     } else {
       e.import_kv(seq, 0, n, s.kv);
+      e.keep_window_only(seq);  // a sliding-window ring: only what the next token reads is known good
     }
   } catch (...) {
     e.truncate(seq, 0);

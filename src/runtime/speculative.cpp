@@ -130,6 +130,7 @@ void ModelDrafter::draft(std::span<const int32_t> history, int32_t n_max, Draft&
   size_t keep = 0;
   while (keep < held_.size() && keep < history.size() && held_[keep] == history[keep]) ++keep;
   keep = std::min({keep, history.size() - 1, static_cast<size_t>(s_.n_past())});
+  if (!s_.can_keep(static_cast<int32_t>(keep))) keep = 0;  // a sliding-window ring lost what keep needs
   s_.truncate(static_cast<int32_t>(keep));
   s_.eval_into(history.subspan(keep), false, {}, logits_);
   held_.assign(history.begin(), history.end());

@@ -106,7 +106,9 @@ class App {
       fmt::print(stderr, "rocky: note: -ctk/-ctv/--kv-f16 have no effect on the CPU backend (it keeps K/V in f32)\n");
     {  // --kv-budget, before any KV is allocated (the CPU keeps f32)
       const backend::KvType kvt = be->stats().kind != "cpu" && o_.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
-      kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_);
+      // The engine's sliding-window ring (BatchEngine: -ub within a slot's context).
+      const int32_t n_ring = model_->swa_ring(n_slot, std::min(o_.n_ubatch, n_slot), o_.swa_full);
+      kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_, n_ring);
       runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
                                fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
     }
@@ -116,6 +118,7 @@ class App {
     bopt.n_cells = n_ctx_total_;
     bopt.max_seqs = o_.cont_batching ? 0 : 1;
     bopt.n_ubatch = o_.n_ubatch;
+    bopt.swa_full = o_.swa_full;
     bopt.prefill_chunk = o_.prefill_chunk;
     auto engine = std::make_shared<runtime::BatchEngine>(*model_, be, bopt);
     fmt::print(stderr, "rocky: {} slots in one context sharing {} KV cells ({}{}{})\n", o_.n_parallel, n_ctx_total_,

@@ -35,6 +35,7 @@ struct ServerOptions {
   bool n_parallel_given = false;
   bool kv_unified = false;
   int32_t n_ubatch = 512;  // -ub
+  bool swa_full = false;   // --swa-full: sliding-window layers keep every position (no ring)
   int32_t n_batch = 2048;  // -b: llama-server's logical batch (/infill sizes the prefix and suffix by it)
   // --embedding: the embedding endpoints instead of completions (llama-server's split); --pooling
   // ("" = the model's); --reranking: /rerank with the classification head (pooling rank).

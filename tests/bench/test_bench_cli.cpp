@@ -446,3 +446,47 @@ TEST(BenchCli, Q5TypesTakeTheInt8Path) {
     EXPECT_EQ(r.err.find("no int8"), std::string::npos) << r.err;
   }
 }
+
+// The sliding-window ring at a long context: a gemma-3-1b synth (window 512; cut to 6 layers, 5
+// local and 1 global, and a 1,024-token vocab) at -c 32768: the local layers' KV is at most
+// (window + ubatch) cells × their per-token bytes per sequence, the global layer's 32768 cells,
+// and the context allocated exactly that (CPU and lavapipe); --swa-full gives the local layers 32768
+// cells too.
+TEST(BenchCli, SlidingWindowRingAtLongContext) {
+  const std::string path = rocky::test::scratch_dir("bench_cli") + "/gemma3-1b-6l.gguf";
+  auto s =
+      run_rocky("bench_cli", {"synth", "--preset", "gemma-3-1b", "--layers", "6", "--vocab", "1024", "-q", "-o", path});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  for (const std::string dev : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(dev);
+    for (const bool full : {false, true}) {
+      if (full && dev != "cpu") continue;  // the full-size comparison once (lavapipe is slow at 32768 cells)
+      std::vector<std::string> args = {"bench", "-m", path, "-p",    "16", "-n",   "4",        "-ub", "128",
+                                       "-r",    "1",  "-c", "32768", "-o", "json", "--device", dev,   "--no-roofline"};
+      if (full) args.push_back("--swa-full");
+      auto r = run_rocky("bench_cli", args);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const json rows = json::parse(r.out);
+      ASSERT_FALSE(rows.empty());
+      for (const json& x : rows) {
+        SCOPED_TRACE(x.dump());
+        const uint64_t swa = x["kv_bytes"]["sliding_window"].get<uint64_t>();
+        const uint64_t glob = x["kv_bytes"]["full"].get<uint64_t>();
+        const uint64_t swa_pt = x["kv_bytes_per_token"]["sliding_window"].get<uint64_t>();
+        const uint64_t glob_pt = x["kv_bytes_per_token"]["full"].get<uint64_t>();
+        EXPECT_EQ(x["n_ctx"].get<int>(), 32768);
+        EXPECT_GT(swa_pt, 0u);
+        EXPECT_EQ(swa_pt, 5 * glob_pt);  // 5 local layers, 1 global
+        EXPECT_EQ(glob, 32768 * glob_pt);
+        if (full) {
+          EXPECT_EQ(swa, 32768 * swa_pt);
+          EXPECT_EQ(x["kv_cells_per_seq"]["sliding_window"].get<int>(), 32768);
+        } else {
+          EXPECT_LE(swa, (512 + 128) * swa_pt);  // the bar: (window + ubatch) × per-token bytes, one sequence
+          EXPECT_EQ(x["kv_cells_per_seq"]["sliding_window"].get<int>(), 512 + 128);
+        }
+        EXPECT_EQ(x["memory"]["kv"].get<uint64_t>(), swa + glob);  // what the context allocated
+      }
+    }
+  }
+}

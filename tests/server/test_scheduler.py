@@ -14,6 +14,10 @@ nocb:    -nocb runs one request per step (batch_seqs_max 1) with the same texts.
 gap:     the prefix cache's saves are off the stream: with a disk tier and small blocks, the gaps
          between the first streamed chunks (while the prompt's blocks are saved) stay within 1.5× of
          the gaps later in the same stream; cache_prompt false neither reuses nor saves.
+swa:     a sliding-window model (gemma3, window 512) at -c 32768 -np 1 -ub 32: /metrics reports its
+         local layers' KV as a ring of window + ubatch cells per sequence (the KV budget's bar), and
+         a 600-token prompt + 40 greedy tokens (past the ring) give the text of --swa-full, also
+         when the same prompt is sent again (the ring cannot keep the slot's cells: recomputed).
 Exit 0 when every test passes.
 """
 import json
@@ -210,7 +214,26 @@ def test_nocb():
         s.stop()
 
 
-TESTS = {"batch": test_batch, "kv": test_kv, "gap": test_gap, "nocb": test_nocb}
+def test_swa():
+    texts = []
+    for full in (False, True):
+        s = Server("-c", "32768", "-np", "1", "-ub", "32", *(["--swa-full"] if full else []))
+        try:
+            swa = s.metric(re.escape('kv_bytes{kind="sliding_window"}'))
+            per = s.metric(re.escape('kv_bytes_per_token{kind="sliding_window"}'))
+            assert per > 0, "the model has no sliding-window layers"
+            cells = 32768 if full else 512 + 32
+            assert swa == cells * per, f"sliding-window KV {swa} bytes, expected {cells} cells of {per}"
+            p = prompt(0, 600)  # + 40 tokens: 640 positions, past the ring's 544 cells
+            r = [complete(s, p, 40)["content"] for _ in range(1 if full else 2)]
+            assert r[0] == r[1], f"the same request twice gave two texts (swa_full {full}):\n{r}"
+            texts.append(r[0])
+        finally:
+            s.stop()
+    assert texts[0] == texts[1], f"the ring's text differs from --swa-full's:\n{texts[0]!r}\n{texts[1]!r}"
+
+
+TESTS = {"batch": test_batch, "kv": test_kv, "gap": test_gap, "nocb": test_nocb, "swa": test_swa}
 
 
 def main():

@@ -69,10 +69,14 @@ CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o
         o.n_seq);
   n_seq_ = o.n_seq;
   const graph::KvShape& kv = kv_;
-  const size_t n = static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.n_ctx) * static_cast<size_t>(n_seq_);
+  // Floats of one layer's K (or V): n_embd_kv · cells(l) · n_seq (a sliding-window ring holds fewer).
+  auto layer_floats = [&](int32_t l) {
+    return static_cast<size_t>(kv.n_embd_kv) * static_cast<size_t>(kv.cells(l)) * static_cast<size_t>(n_seq_);
+  };
+  uint64_t want = 0;
+  for (int32_t l = 0; l < kv.n_layer; ++l) want += 2ull * layer_floats(l) * sizeof(float);
   // Linux overcommits: a KV cache larger than the RAM would be granted and then fill memory page by
   // page (a hang, then the OOM killer) instead of failing here.
-  const uint64_t want = 2ull * n * static_cast<uint64_t>(kv.n_layer) * sizeof(float);
   if (const uint64_t avail = available_ram_bytes(); avail > 0 && want > avail)
     throw OutOfMemoryError(
         fmt::format("cpu backend: the f32 KV cache needs {} MiB, more than the {} MiB of RAM "
@@ -84,15 +88,18 @@ CpuContext::CpuContext(CpuBackend& be, const ContextOptions& o) : be_(be), kv_(o
         "cpu backend: cannot allocate the f32 KV cache ({} MiB): injected VK_ERROR_OUT_OF_DEVICE_MEMORY (ROCKY_FAULT)",
         want >> 20));
   try {
-    k_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
-    v_cache_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(n, 0.0f));
+    k_cache_.resize(static_cast<size_t>(kv.n_layer));
+    v_cache_.resize(static_cast<size_t>(kv.n_layer));
+    for (int32_t l = 0; l < kv.n_layer; ++l) {
+      k_cache_[static_cast<size_t>(l)].assign(layer_floats(l), 0.0f);
+      v_cache_[static_cast<size_t>(l)].assign(layer_floats(l), 0.0f);
+    }
     if (kv.recurrent()) {
       conv_state_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(static_cast<size_t>(kv.conv_state), 0.0f));
       ssm_state_.assign(static_cast<size_t>(kv.n_layer), std::vector<float>(static_cast<size_t>(kv.ssm_state), 0.0f));
     }
   } catch (const std::bad_alloc&) {
-    throw OutOfMemoryError(fmt::format("cpu backend: cannot allocate the f32 KV cache ({} MiB); lower -c",
-                                       2 * n * kv.n_layer * sizeof(float) >> 20));
+    throw OutOfMemoryError(fmt::format("cpu backend: cannot allocate the f32 KV cache ({} MiB); lower -c", want >> 20));
   }
   note_memory();
 }
@@ -135,8 +142,7 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
   if (tokens.size() != static_cast<size_t>(g.n_tokens)) {
     fail("cpu backend: {} tokens given for a graph of {}", tokens.size(), g.n_tokens);
   }
-  if (g.kv.n_layer != kv_.n_layer || g.kv.n_embd_kv != kv_.n_embd_kv || g.kv.n_ctx != kv_.n_ctx ||
-      g.kv.conv_state != kv_.conv_state || g.kv.ssm_state != kv_.ssm_state) {
+  if (!(g.kv == kv_)) {
     fail("cpu backend: graph KV shape differs from the context's");
   }
   // ROCKY_FAULT=lost@N (core/fault.hpp): this step is the one the device is lost in.
@@ -148,10 +154,14 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
   } else if (g.n_past + g.n_tokens > kv_.n_ctx) {
     fail("cpu backend: {} + {} positions exceed the KV cache ({})", g.n_past, g.n_tokens, kv_.n_ctx);
   }
-  // Multi-sequence: token j's cache cell and its sequence's first cell.
-  std::vector<int64_t> cell0;
+  // Multi-sequence: token j's sequence's first cell, in a full layer (cell0) and in a ring (ring0).
+  std::vector<int64_t> cell0, ring0;
   if (multi)
-    for (int32_t s : g.seq) cell0.push_back(int64_t{s} * kv_.n_ctx);
+    for (int32_t s : g.seq) {
+      cell0.push_back(int64_t{s} * kv_.n_ctx);
+      ring0.push_back(int64_t{s} * kv_.n_ring);
+    }
+  if (kv_.has_ring()) g.check_ring(n_seq_);
   const size_t need = (p.arena_bytes + sizeof(float) - 1) / sizeof(float);
   if (arena_.size() < need) {
     arena_.resize(need);
@@ -189,26 +199,28 @@ void CpuContext::compute(const graph::Graph& g, const graph::Plan& p, std::span<
       case Op::KV_STORE: {
         const Node& s = g.nodes[static_cast<size_t>(n.src[0])];
         auto& cache = (n.kv == 0 ? k_cache_ : v_cache_)[static_cast<size_t>(n.layer)];
-        if (multi) {
-          for (int64_t j = 0; j < s.ne1; ++j) {
-            const int64_t cell = cell0[static_cast<size_t>(j)] + g.pos[static_cast<size_t>(j)];
-            std::memcpy(cache.data() + cell * s.ne0, src(0) + j * s.ne0, static_cast<size_t>(s.ne0) * sizeof(float));
-          }
-          break;
+        const bool ring = kv_.ring_layer(n.layer);
+        for (int64_t j = 0; j < s.ne1; ++j) {
+          const size_t u = static_cast<size_t>(j);
+          const int64_t pos = multi ? g.pos[u] : g.n_past + j;
+          const int64_t cell = (multi ? (ring ? ring0[u] : cell0[u]) : 0) + kv_.cell(n.layer, pos);
+          std::memcpy(cache.data() + cell * s.ne0, src(0) + j * s.ne0, static_cast<size_t>(s.ne0) * sizeof(float));
         }
-        std::memcpy(cache.data() + static_cast<size_t>(g.n_past) * static_cast<size_t>(kv_.n_embd_kv), src(0),
-                    static_cast<size_t>(s.ne0 * s.ne1) * sizeof(float));
         break;
       }
-      case Op::ATTENTION:
+      case Op::ATTENTION: {
+        const bool ring = kv_.ring_layer(n.layer);
+        const int64_t r = ring ? kv_.n_ring : 0;
         if (multi) {
           attention_seqs(src(0), k_cache_[static_cast<size_t>(n.layer)].data(),
-                         v_cache_[static_cast<size_t>(n.layer)].data(), n.attn, cell0, g.pos, at(p, id));
+                         v_cache_[static_cast<size_t>(n.layer)].data(), n.attn, ring ? ring0 : cell0, g.pos, at(p, id),
+                         r);
           break;
         }
         attention(src(0), k_cache_[static_cast<size_t>(n.layer)].data(), v_cache_[static_cast<size_t>(n.layer)].data(),
-                  n.attn, g.n_past, n.ne1, at(p, id));
+                  n.attn, g.n_past, n.ne1, at(p, id), r);
         break;
+      }
       case Op::SILU_MUL: silu_mul(src(0), src(1), cnt, at(p, id)); break;
       case Op::ADD: add(src(0), src(1), cnt, at(p, id)); break;
       case Op::TAKE_COLS:
@@ -271,33 +283,33 @@ void CpuContext::check_kv_range(const char* what, int32_t p0, int32_t n, size_t 
     fail("cpu backend: {} of {} positions needs {} bytes, got {}", what, n, kv_export_bytes(n), bytes);
 }
 
+// Position p of layer l is at column seq · cells(l) + cell(l, p); a ring's positions older than its
+// last n_ring ones are exported as whatever their column holds now (the caller's to know) and, on
+// import, written in ascending order, so that the newest n_ring positions are what the ring holds.
 void CpuContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq) {
   check_kv_range("export_kv", p0, n, dst.size(), seq);
-  p0 += seq * kv_.n_ctx;
   const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
-  const size_t len = row * static_cast<size_t>(n);
   uint8_t* o = dst.data();
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
+    const int64_t c0 = int64_t{seq} * kv_.cells(l);
     for (const auto* c : {&k_cache_, &v_cache_}) {
-      std::memcpy(o,
-                  reinterpret_cast<const uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0),
-                  len);
-      o += len;
+      const auto* base = reinterpret_cast<const uint8_t*>((*c)[static_cast<size_t>(l)].data());
+      for (int32_t i = 0; i < n; ++i, o += row)
+        std::memcpy(o, base + row * static_cast<size_t>(c0 + kv_.cell(l, p0 + i)), row);
     }
   }
 }
 
 void CpuContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq) {
   check_kv_range("import_kv", p0, n, src.size(), seq);
-  p0 += seq * kv_.n_ctx;
   const size_t row = static_cast<size_t>(kv_.n_embd_kv) * sizeof(float);
-  const size_t len = row * static_cast<size_t>(n);
   const uint8_t* in = src.data();
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
+    const int64_t c0 = int64_t{seq} * kv_.cells(l);
     for (auto* c : {&k_cache_, &v_cache_}) {
-      std::memcpy(reinterpret_cast<uint8_t*>((*c)[static_cast<size_t>(l)].data()) + row * static_cast<size_t>(p0), in,
-                  len);
-      in += len;
+      auto* base = reinterpret_cast<uint8_t*>((*c)[static_cast<size_t>(l)].data());
+      for (int32_t i = 0; i < n; ++i, in += row)
+        std::memcpy(base + row * static_cast<size_t>(c0 + kv_.cell(l, p0 + i)), in, row);
     }
   }
 }

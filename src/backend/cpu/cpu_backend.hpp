@@ -45,7 +45,7 @@ class CpuContext final : public Context {
   CpuBackend& be_;
   graph::KvShape kv_;
   int32_t n_seq_ = 1;                                  // sequence s owns cells [s · n_ctx, (s + 1) · n_ctx)
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_embd_kv · n_ctx · n_seq]
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_embd_kv · kv_.cells(l) · n_seq]
   // recurrent state per layer (hybrid models; empty otherwise), sequence 0: [kv.conv_state]
   // and [kv.ssm_state] floats (graph.hpp SSM_CONV / GATED_DELTA layouts).
   std::vector<std::vector<float>> conv_state_, ssm_state_;

@@ -125,8 +125,9 @@ void rope(const float* x, const graph::RopeParams& p, const float* freq_factors,
 
 namespace {
 // One (token, head) of causal GQA attention over cache columns c0 + [0, n_kv) (attention()'s body).
+// ring > 0: position t is at column c0 + t mod ring (a sliding-window layer's ring, graph.hpp KvShape).
 void attend(const float* qh, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t hk,
-            int64_t c0, int64_t n_kv, float* o) {
+            int64_t c0, int64_t n_kv, int64_t ring, float* o) {
   const int64_t hd = p.head_dim, kv_stride = hd * p.n_head_kv;
   // sliding window: only the last `window` positions (q − window < p ≤ q).
   const int64_t t0 = p.window > 0 && n_kv > p.window ? n_kv - p.window : 0;
@@ -136,7 +137,7 @@ void attend(const float* qh, const float* k_cache, const float* v_cache, const g
   v_cache += c0 * kv_stride;
   double mx = -INFINITY;
   for (int64_t t = t0; t < n_kv; ++t) {
-    const float* kt = k_cache + t * kv_stride + hk * hd;
+    const float* kt = k_cache + (ring > 0 ? t % ring : t) * kv_stride + hk * hd;
     double d = 0;
     for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kt[i];
     d *= static_cast<double>(p.scale);
@@ -150,7 +151,7 @@ void attend(const float* qh, const float* k_cache, const float* v_cache, const g
     sum += e;
   }
   for (int64_t t = t0; t < n_kv; ++t) {
-    const float* vt = v_cache + t * kv_stride + hk * hd;
+    const float* vt = v_cache + (ring > 0 ? t % ring : t) * kv_stride + hk * hd;
     const double wgt = score[static_cast<size_t>(t)] / sum;
     for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += wgt * vt[i];
   }
@@ -159,7 +160,7 @@ void attend(const float* qh, const float* k_cache, const float* v_cache, const g
 }  // namespace
 
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
-               int64_t n_tok, float* out) {
+               int64_t n_tok, float* out, int64_t ring) {
   const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
   const int64_t group = nh / nkv;
   const int64_t q_stride = hd * nh;
@@ -169,12 +170,13 @@ void attention(const float* q, const float* k_cache, const float* v_cache, const
   parallel_for(n_tok * nh, work, [&](int64_t task) {
     const int64_t j = task / nh, h = task % nh;
     // causal: positions 0 .. n_past + j
-    attend(q + j * q_stride + h * hd, k_cache, v_cache, p, h / group, 0, n_past + j + 1, out + j * q_stride + h * hd);
+    attend(q + j * q_stride + h * hd, k_cache, v_cache, p, h / group, 0, n_past + j + 1, ring,
+           out + j * q_stride + h * hd);
   });
 }
 
 void attention_seqs(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
-                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out) {
+                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out, int64_t ring) {
   const int64_t hd = p.head_dim, nh = p.n_head, nkv = p.n_head_kv;
   const int64_t group = nh / nkv, n_tok = static_cast<int64_t>(pos.size());
   const int64_t q_stride = hd * nh;
@@ -183,7 +185,7 @@ void attention_seqs(const float* q, const float* k_cache, const float* v_cache, 
   parallel_for(n_tok * nh, work, [&](int64_t task) {
     const int64_t j = task / nh, h = task % nh;
     attend(q + j * q_stride + h * hd, k_cache, v_cache, p, h / group, cell0[static_cast<size_t>(j)],
-           int64_t{pos[static_cast<size_t>(j)]} + 1, out + j * q_stride + h * hd);
+           int64_t{pos[static_cast<size_t>(j)]} + 1, ring, out + j * q_stride + h * hd);
   });
 }
 

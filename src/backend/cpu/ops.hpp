@@ -62,12 +62,14 @@ inline void rope(const float* x, const graph::RopeParams& p, int64_t pos0, int64
 // + n_tok] (column = position). Token j attends to positions 0..n_past + j (with p.window > 0 only
 // the last p.window of them: q − window < pos ≤ q, llama.cpp's LLAMA_SWA_TYPE_STANDARD). Query head h reads KV
 // head h / (n_head / n_head_kv). out: [head_dim·n_head, n_tok]. Softmax subtracts the max; sums f64.
+// ring > 0: the cache is a ring of `ring` columns, position t at column t mod ring (graph.hpp KvShape).
 void attention(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p, int64_t n_past,
-               int64_t n_tok, float* out);
+               int64_t n_tok, float* out, int64_t ring = 0);
 // Several sequences in one ubatch: token j attends to cache columns cell0[j] + [0, pos[j]]
-// (its sequence's cells; window as above), everything else as attention().
+// (its sequence's cells; window and ring as above: position t at cell0[j] + t mod ring),
+// everything else as attention().
 void attention_seqs(const float* q, const float* k_cache, const float* v_cache, const graph::AttnParams& p,
-                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out);
+                    std::span<const int64_t> cell0, std::span<const int32_t> pos, float* out, int64_t ring = 0);
 
 // SSM_CONV (graph.hpp): x [c, n_tok], w f32 [k, c], state [(k−1)·c] (oldest slot first; read,
 // then updated to the last k−1 inputs); out [c, n_tok] = silu(causal depthwise conv). Sums in f64.

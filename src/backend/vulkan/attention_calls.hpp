@@ -17,15 +17,17 @@ namespace rocky::vulkan {
 inline ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, const graph::KvShape& kv) {
   uint32_t n_kv_max = 0;  // a multi-sequence ubatch: its longest key range
   for (int32_t x : g.pos) n_kv_max = std::max(n_kv_max, static_cast<uint32_t>(x) + 1u);
-  return ops::AttnArgs{static_cast<uint32_t>(n.attn.head_dim),
-                       static_cast<uint32_t>(n.attn.n_head),
-                       static_cast<uint32_t>(n.attn.n_head_kv),
-                       static_cast<uint32_t>(n.ne1),
-                       static_cast<uint32_t>(g.n_past),
-                       static_cast<uint32_t>(kv.n_embd_kv),
-                       n.attn.scale,
-                       static_cast<uint32_t>(n.attn.window),
-                       n_kv_max};
+  ops::AttnArgs a{static_cast<uint32_t>(n.attn.head_dim),
+                  static_cast<uint32_t>(n.attn.n_head),
+                  static_cast<uint32_t>(n.attn.n_head_kv),
+                  static_cast<uint32_t>(n.ne1),
+                  static_cast<uint32_t>(g.n_past),
+                  static_cast<uint32_t>(kv.n_embd_kv),
+                  n.attn.scale,
+                  static_cast<uint32_t>(n.attn.window),
+                  n_kv_max};
+  if (kv.ring_layer(n.layer)) a.ring = {static_cast<uint32_t>(kv.n_ring), static_cast<uint32_t>(kv.n_ctx)};
+  return a;
 }
 
 // A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ 8) belong

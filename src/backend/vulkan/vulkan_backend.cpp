@@ -147,9 +147,7 @@ std::unique_ptr<backend::Context> VulkanBackend::make_context(const backend::Con
 
 void VulkanBackend::init_kv(const graph::KvShape& kv) {
   // Same shape again (Session::reset between benchmark repetitions): keep the buffers, zero them.
-  if (default_ && kv.n_layer == default_->kv().n_layer && kv.n_embd_kv == default_->kv().n_embd_kv &&
-      kv.n_ctx == default_->kv().n_ctx && kv.conv_state == default_->kv().conv_state &&
-      kv.ssm_state == default_->kv().ssm_state) {
+  if (default_ && kv == default_->kv()) {
     default_->reset();
     return;
   }

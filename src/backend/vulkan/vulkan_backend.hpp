@@ -159,10 +159,20 @@ class VulkanContext final : public backend::Context {
   void check_kv_range(const char* what, int32_t p0, int32_t n, size_t bytes, int32_t seq) const;
   void check_state_layers(const char* what, std::span<const int32_t> layers, size_t bytes) const;
   Buffer& kv_staging(uint64_t bytes);
-  // Byte offset of sequence seq's position p0 in each layer's K or V buffer.
-  uint64_t kv_cell_offset(int32_t seq, int32_t p0) const {
-    return (uint64_t(seq) * uint64_t(kv_.n_ctx) + uint64_t(p0)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  // Byte offset of sequence seq's position p0 in layer l's K or V buffer (a ring's: p0 mod its size).
+  uint64_t kv_cell_offset(int32_t l, int32_t seq, int32_t p0) const {
+    return (uint64_t(seq) * uint64_t(kv_.cells(l)) + uint64_t(kv_.cell(l, p0))) * uint64_t(kv_.n_embd_kv) *
+           (kv_f16_ ? 2 : 4);
   }
+  // Layer l's ring for the kernels ({0, 0}: not a ring).
+  ops::KvRing kv_ring(int32_t l) const {
+    return kv_.ring_layer(l) ? ops::KvRing{uint32_t(kv_.n_ring), uint32_t(kv_.n_ctx)} : ops::KvRing{};
+  }
+  // Copies of positions [p0, p0 + n) of sequence seq between each layer's K/V buffers and host bytes
+  // laid out as export_kv's, cut where a ring wraps: fn(buffer index, buffer byte offset, host byte
+  // offset, bytes). only_live: a ring's positions older than its last n_ring are skipped (an import).
+  template <class Fn>
+  void for_kv_runs(int32_t p0, int32_t n, int32_t seq, bool only_live, Fn&& fn) const;
 
   VulkanBackend& be_;
   std::unique_ptr<Recorder> recorder_;

@@ -31,18 +31,21 @@ VulkanContext::VulkanContext(VulkanBackend& be, const backend::ContextOptions& o
   kv_f16_ = be_.opts_.kv_f16;
   const uint64_t elem = kv_f16_ ? 2 : 4;
   const uint64_t cells = uint64_t(kv_.n_ctx) * uint64_t(n_seq_);
-  const uint64_t bytes = uint64_t(kv_.n_embd_kv) * cells * elem;
   if (cells * uint64_t(kv_.n_embd_kv) > UINT32_MAX)
     fail(
         "Vulkan context: a KV cache of {} sequences × {} positions × {} values exceeds 32-bit indexing; lower -c or "
         "-np",
         n_seq_, kv_.n_ctx, kv_.n_embd_kv);
   for (int32_t l = 0; l < kv_.n_layer; ++l) {
+    // A sliding-window layer's ring holds kv_.n_ring cells per sequence (graph.hpp KvShape).
+    const int32_t per = kv_.cells(l);
+    const char* what = kv_.ring_layer(l) ? "ring cells" : "positions";
+    const uint64_t bytes = uint64_t(kv_.n_embd_kv) * uint64_t(per) * uint64_t(n_seq_) * elem;
     for (int kvi = 0; kvi < 2; ++kvi) {
       kv_buffers_.push_back(be_.memory_->create(
-          n_seq_ == 1 ? fmt::format("KV cache layer {} {} ({} positions)", l, kvi ? "V" : "K", kv_.n_ctx)
-                      : fmt::format("KV cache layer {} {} ({} sequences × {} positions)", l, kvi ? "V" : "K", n_seq_,
-                                    kv_.n_ctx),
+          n_seq_ == 1
+              ? fmt::format("KV cache layer {} {} ({} {})", l, kvi ? "V" : "K", per, what)
+              : fmt::format("KV cache layer {} {} ({} sequences × {} {})", l, kvi ? "V" : "K", n_seq_, per, what),
           bytes, BufferKind::DEVICE, MemUse::KV));
     }
   }
@@ -143,6 +146,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   // (POS_BUF = 2), so its commands do not depend on the positions either and are replayed too.
   const bool multi = g.multi_seq();
   if (multi) g.check_seqs(n_seq_);
+  if (kv_.has_ring()) g.check_ring(n_seq_);
   const bool decode = g.n_tokens == 1 && !multi;
   const uint64_t step_bytes = multi ? (abi::k_tok_table + 3u * tokens.size()) * 4u : decode ? 8u : 0u;
   const uint64_t tok_bytes = std::max<uint64_t>({step_bytes, 4, tokens.size() * 4});

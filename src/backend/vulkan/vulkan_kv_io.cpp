@@ -27,21 +27,42 @@ Buffer& VulkanContext::kv_staging(uint64_t bytes) {
   return kv_staging_;
 }
 
+template <class Fn>
+void VulkanContext::for_kv_runs(int32_t p0, int32_t n, int32_t seq, bool only_live, Fn&& fn) const {
+  const uint64_t row = uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+  const uint64_t len = uint64_t(n) * row;  // one buffer's share of the host bytes
+  for (size_t i = 0; i < kv_buffers_.size(); ++i) {
+    const auto l = static_cast<int32_t>(i / 2);
+    if (!kv_.ring_layer(l)) {
+      fn(i, kv_cell_offset(l, seq, p0), i * len, len);
+      continue;
+    }
+    // A ring: runs of positions up to where it wraps; an import writes only its newest n_ring.
+    const int64_t end = int64_t(p0) + n;
+    for (int64_t a = only_live ? std::max<int64_t>(p0, end - kv_.n_ring) : p0; a < end;) {
+      const int64_t cnt = std::min<int64_t>(end - a, kv_.n_ring - a % kv_.n_ring);
+      fn(i, kv_cell_offset(l, seq, static_cast<int32_t>(a)), i * len + uint64_t(a - p0) * row, uint64_t(cnt) * row);
+      a += cnt;
+    }
+  }
+}
+
 void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int32_t seq) {
   check_kv_range("export_kv", p0, n, dst.size(), seq);
   if (n == 0 || kv_buffers_.empty()) return;
-  const uint64_t off = kv_cell_offset(seq, p0);
-  const uint64_t len = dst.size() / kv_buffers_.size();
   const bool mapped =
       std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
   if (mapped) {
-    for (size_t i = 0; i < kv_buffers_.size(); ++i)
-      std::memcpy(dst.data() + i * len, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, len);
+    for_kv_runs(p0, n, seq, false, [&](size_t i, uint64_t off, uint64_t at, uint64_t bytes) {
+      std::memcpy(dst.data() + at, static_cast<const uint8_t*>(kv_buffers_[i].mapped()) + off, bytes);
+    });
     return;
   }
   Buffer& st = kv_staging(dst.size());
   recorder_->begin(false);
-  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(kv_buffers_[i], off, st, i * len, len);
+  for_kv_runs(p0, n, seq, false, [&](size_t i, uint64_t off, uint64_t at, uint64_t bytes) {
+    recorder_->copy(kv_buffers_[i], off, st, at, bytes);
+  });
   recorder_->submit_and_wait();
   std::memcpy(dst.data(), st.mapped(), dst.size());
 }
@@ -49,19 +70,20 @@ void VulkanContext::export_kv(int32_t p0, int32_t n, std::span<uint8_t> dst, int
 void VulkanContext::import_kv(int32_t p0, int32_t n, std::span<const uint8_t> src, int32_t seq) {
   check_kv_range("import_kv", p0, n, src.size(), seq);
   if (n == 0 || kv_buffers_.empty()) return;
-  const uint64_t off = kv_cell_offset(seq, p0);
-  const uint64_t len = src.size() / kv_buffers_.size();
   const bool mapped =
       std::all_of(kv_buffers_.begin(), kv_buffers_.end(), [](const Buffer& b) { return b.mapped() != nullptr; });
   if (mapped) {
-    for (size_t i = 0; i < kv_buffers_.size(); ++i)
-      std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + i * len, len);
+    for_kv_runs(p0, n, seq, true, [&](size_t i, uint64_t off, uint64_t at, uint64_t bytes) {
+      std::memcpy(static_cast<uint8_t*>(kv_buffers_[i].mapped()) + off, src.data() + at, bytes);
+    });
     return;
   }
   Buffer& st = kv_staging(src.size());
   std::memcpy(st.mapped(), src.data(), src.size());
   recorder_->begin(false);
-  for (size_t i = 0; i < kv_buffers_.size(); ++i) recorder_->copy(st, i * len, kv_buffers_[i], off, len);
+  for_kv_runs(p0, n, seq, true, [&](size_t i, uint64_t off, uint64_t at, uint64_t bytes) {
+    recorder_->copy(st, at, kv_buffers_[i], off, bytes);
+  });
   recorder_->submit_and_wait();
 }
 

@@ -85,7 +85,7 @@ void VulkanContext::record_node(ops::Env& env, const graph::Graph& g, const grap
       }
       const Buffer& c = kv_buffers_[size_t(n.layer) * 2 + (n.kv ? 1 : 0)];
       ops::kv_store(env, in(0), static_cast<uint32_t>(kv_.n_embd_kv), static_cast<uint32_t>(g.n_tokens),
-                    static_cast<uint32_t>(g.n_past), {&c, 0, c.size()}, n.name);
+                    static_cast<uint32_t>(g.n_past), {&c, 0, c.size()}, n.name, kv_ring(n.layer));
       break;
     }
     case Op::ATTENTION: record_attention(env, g, p, id); break;
@@ -251,7 +251,7 @@ void VulkanContext::record_attention(ops::Env& env, const graph::Graph& g, const
     e1.tok_pos = false;
     const std::vector<AttnCall> calls = attn_calls(a, run, g.n_tokens);
     const ops::AttnArgs& a1 = calls[0].a;
-    const uint64_t c0 = uint64_t(run.seq) * uint64_t(kv_.n_ctx) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
+    const uint64_t c0 = uint64_t(run.seq) * uint64_t(kv_.cells(n.layer)) * uint64_t(kv_.n_embd_kv) * (kv_f16_ ? 2 : 4);
     const ops::Region q = in(0), out = node_region(g, p, id);
     const uint64_t col = uint64_t(n.ne0) * 4, n1 = uint64_t(run.n);
     ops::attention(e1, {q.buf, q.offset, n1 * col}, {&kc, c0, kc.size() - c0}, {&vc, c0, vc.size() - c0}, a1,
@@ -302,7 +302,7 @@ void VulkanContext::record_rope_kv(ops::Env& env, const graph::Graph& g, const g
       q.name.rfind("blk.", 0) == 0 ? q.name.substr(0, q.name.find('.', 4) + 1) + "rope_kv" : "rope_kv";
   ops::rope_kv(env, node_region(g, p, q.src[0]), node_region(g, p, k.src[0]), node_region(g, p, vs.src[0]), a,
                static_cast<uint32_t>(k.rope.n_head), node_region(g, p, id), {&kc, 0, kc.size()}, {&vc, 0, vc.size()},
-               label, ff);
+               label, ff, kv_ring(vs.layer));
 }
 
 }  // namespace rocky::vulkan

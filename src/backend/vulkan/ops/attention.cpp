@@ -254,9 +254,10 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
   }
   const uint64_t elem = e.kv_f16 ? 2 : 4;
   // Columns read (with the step buffer: the whole cache, n_past is known on the device only).
-  const uint64_t used = e.step != nullptr ? k_cache.bytes : uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;
-  Region kr{k_cache.buf, k_cache.offset, used},
-      vr{v_cache.buf, v_cache.offset, e.step != nullptr ? v_cache.bytes : used};
+  // A ring's columns wrap: the whole of it.
+  const bool whole = e.step != nullptr || a.ring.ring > 0;
+  const uint64_t used = whole ? k_cache.bytes : uint64_t{a.n_past + a.n_tokens} * a.n_embd_kv * elem;
+  Region kr{k_cache.buf, k_cache.offset, used}, vr{v_cache.buf, v_cache.offset, whole ? v_cache.bytes : used};
   Bound b[] = {bind(e, q, false), bind(e, kr, false), bind(e, vr, false), bind(e, out, true), bind_step(e, q)};
   const std::span<const Bound> b4(b, 4);  // attention.comp: no step binding
   abi::AttnPC pc{a.head_dim,
@@ -271,7 +272,9 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                  static_cast<uint32_t>(b[2].delta / elem),
                  a.scale,
                  a.window,
-                 a.tok0};
+                 a.tok0,
+                 a.ring.ring,
+                 a.ring.seq_cells};
   // attention.comp's vector q·k (ROCKY_SC_ATTN_HD): K rows and K's offset in 16-byte units. With an
   // f32 cache only where attn_rule.vec_f32 (not on Mali: 64 work registers there, half occupancy;
   // f16, the GPU default: 32).
@@ -344,22 +347,25 @@ void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs&
                                                          {ROCKY_SC_HD_MAX, k_hd_max},
                                                          {ROCKY_SC_POS_BUF, pos_buf(e)},
                                                          {ROCKY_SC_ATTN_HD, attn_hd},
-                                                         {ROCKY_SC_ATTN_PAIRS, pairs}});
+                                                         {ROCKY_SC_ATTN_PAIRS, pairs},
+                                                         {ROCKY_SC_KV_RING, a.ring.ring > 0 ? 1u : 0u}});
     dispatch_split_merge(e, ps, b, abi::AttnSplitPC{pc, sp.chunk, sp.n_split, 0}, need, a.n_head, a.n_tokens, label);
     return;
   }
-  const Pipeline& p = e.tok_pos
-                          ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
-                                                           {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                           {ROCKY_SC_HD_MAX, k_hd_max},
-                                                           {ROCKY_SC_ATTN_HD, attn_hd},
-                                                           {ROCKY_SC_ATTN_PAIRS, pairs},
-                                                           {ROCKY_SC_POS_BUF, 2u}})
-                          : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
-                                                                                {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
-                                                                                {ROCKY_SC_HD_MAX, k_hd_max},
-                                                                                {ROCKY_SC_ATTN_HD, attn_hd},
-                                                                                {ROCKY_SC_ATTN_PAIRS, pairs}});
+  const Pipeline& p =
+      e.tok_pos ? e.pipes.get("attention_step", {{ROCKY_SC_WG, k_wg},
+                                                 {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                 {ROCKY_SC_HD_MAX, k_hd_max},
+                                                 {ROCKY_SC_ATTN_HD, attn_hd},
+                                                 {ROCKY_SC_ATTN_PAIRS, pairs},
+                                                 {ROCKY_SC_KV_RING, a.ring.ring > 0 ? 1u : 0u},
+                                                 {ROCKY_SC_POS_BUF, 2u}})
+                : e.pipes.get(step ? "attention_step" : "attention", {{ROCKY_SC_WG, k_wg},
+                                                                      {ROCKY_SC_KV_F16, e.kv_f16 ? 1u : 0u},
+                                                                      {ROCKY_SC_HD_MAX, k_hd_max},
+                                                                      {ROCKY_SC_ATTN_HD, attn_hd},
+                                                                      {ROCKY_SC_ATTN_PAIRS, pairs},
+                                                                      {ROCKY_SC_KV_RING, a.ring.ring > 0 ? 1u : 0u}});
   if (step) {
     e.rec.dispatch(p, b, &pc, sizeof pc, a.n_head, a.n_tokens, 1, label);
   } else {

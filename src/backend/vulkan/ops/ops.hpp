@@ -158,20 +158,28 @@ struct RopeArgs {
 };
 // factors: the f32 [n_rot/2] frequency divisors (rope_freqs), or a null region (buf == nullptr).
 void rope(Env& e, Region x, const RopeArgs& a, Region out, const std::string& label, Region factors = {});
-// cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16).
+// A layer's cache as a sliding-window ring (graph.hpp KvShape): ring > 0 columns per sequence,
+// position p at column p mod ring; seq_cells: a full layer's columns per sequence (n_ctx, the
+// sequences' first columns in abi.h's k_tok_table). {0, 0}: columns are positions.
+struct KvRing {
+  uint32_t ring = 0, seq_cells = 0;
+};
+// cache: the layer's whole K or V buffer ([n_embd, n_ctx], f32 or f16 per e.kv_f16; a ring's
+// [n_embd, ring]).
 void kv_store(Env& e, Region x, uint32_t n_embd, uint32_t n_tokens, uint32_t n_past, Region cache,
-              const std::string& label);
+              const std::string& label, KvRing ring = {});
 // rope of q → qo, rope of k → the K cache and v → the V cache at columns n_past + j, one
 // dispatch (shaders/rope_kv.comp); q [head_dim·n_head, N], k and v [head_dim·n_head_kv, N]; the
 // caches as kv_store's (whole buffers). a.n_head = Q heads; n_head_kv = K/V heads.
 void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n_head_kv, Region qo, Region k_cache,
-             Region v_cache, const std::string& label, Region factors = {});
+             Region v_cache, const std::string& label, Region factors = {}, KvRing ring = {});
 struct AttnArgs {
   uint32_t head_dim, n_head, n_head_kv, n_tokens, n_past, n_embd_kv;
   float scale;
   uint32_t window = 0;    // sliding window (graph::AttnParams::window); 0 = every earlier key
   uint32_t n_kv_max = 0;  // the longest key range of the ubatch's tokens; 0 = n_past + n_tokens
   uint32_t tok0 = 0;      // Env::tok_pos: this call's token j is token tok0 + j of the step's table
+  KvRing ring;            // the layer's cache as a sliding-window ring ({0, 0}: none)
 };
 void attention(Env& e, Region q, Region k_cache, Region v_cache, const AttnArgs& a, Region out,
                const std::string& label);

@@ -8,7 +8,7 @@
 namespace rocky::vulkan::ops {
 
 void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n_head_kv, Region qo, Region k_cache,
-             Region v_cache, const std::string& label, Region factors) {
+             Region v_cache, const std::string& label, Region factors, KvRing ring) {
   if (a.head_dim % 2 || a.n_rot % 2 || a.n_rot > a.head_dim || n_head_kv == 0) {
     fail(
         "{}: rope_kv needs even head_dim, n_rot ≤ head_dim even and n_head_kv > 0 (head_dim {}, n_rot {}, n_head_kv "
@@ -25,7 +25,7 @@ void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n
   if (has_ff && factors.bytes < uint64_t(a.n_rot / 2) * 4)
     fail("{}: rope factors hold fewer than n_rot/2 values", label);
   // The whole caches are bound (the column, n_past + j, is the step buffer's or a.n_past + j).
-  if (e.step == nullptr &&
+  if (e.step == nullptr && ring.ring == 0 &&
       (uint64_t{a.n_past} + a.n_tokens) * n_embd_kv * elem > std::min(k_cache.bytes, v_cache.bytes))
     fail("{}: KV columns past the cache", label);
   const Region kd = k_cache, vd = v_cache;
@@ -51,7 +51,9 @@ void rope_kv(Env& e, Region q, Region k, Region v, const RopeArgs& a, uint32_t n
                    f32_off(b[3]),
                    has_ff ? 1u : 0u,
                    a.freq_base,
-                   a.freq_scale};
+                   a.freq_scale,
+                   ring.ring,
+                   ring.seq_cells};
   e.rec.dispatch(p, b, &pc, sizeof pc, (a.head_dim / 2 + wg - 1) / wg, a.n_head + 2 * n_head_kv, a.n_tokens, label);
 }
 

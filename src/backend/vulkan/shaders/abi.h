@@ -121,6 +121,8 @@ struct KvStorePC {
   uint n_past;
   uint x_off;
   uint cache_off;  // element offset of cache column 0
+  uint ring;       // as AttnPC's
+  uint seq_cells;
 };
 
 // attention: out[:, j] for head h = Σ_p softmax_p(scale · q·k_p) v_p over p ≤ n_past + j.
@@ -136,8 +138,10 @@ struct AttnPC {
   uint k_off;
   uint v_off;
   float scale;
-  uint window;  // sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
-  uint tok0;    // POS_BUF = 2: token j of this dispatch is token tok0 + j of the step's table
+  uint window;     // sliding window: position q sees keys p with q − window < p ≤ q; 0 = all p ≤ q
+  uint tok0;       // POS_BUF = 2: token j of this dispatch is token tok0 + j of the step's table
+  uint ring;       // > 0: the layer's cache is a ring of `ring` columns per sequence (header.glsl kv_col)
+  uint seq_cells;  // columns per sequence of a full layer (n_ctx; k_tok_table's first columns are s · seq_cells)
 };
 
 // rope_kv: rope of Q [head_dim·n_head, N] → qo, rope of K and V [head_dim·n_head_kv, N] →
@@ -160,6 +164,8 @@ struct RopeKvPC {
   uint has_ff;
   float freq_base;
   float freq_scale;
+  uint ring;  // as AttnPC's
+  uint seq_cells;
 };
 
 // take_cols: out[:, j] = x[:, first_col + j], j < n_cols.
@@ -205,6 +211,10 @@ struct AttnSplitPC {
 // attention / attention_step / attention_split: 1 = each invocation owns dim pairs (one 32-bit
 // load per two f16 V values); 0 (the Mali-G610's register budget) = single dims.
 #define ROCKY_SC_ATTN_PAIRS 54
+// attention.comp / attention_step / attention_split: 1 when the layer's cache is a sliding-window
+// ring (AttnPC::ring > 0), so that a full cache's kernel keeps its plain column arithmetic (the
+// ring's column lookup takes twice the work registers on Mali).
+#define ROCKY_SC_KV_RING 57
 // attention_decode.comp: query heads per KV head (n_head / n_head_kv, ≤ 8) that one
 // workgroup serves from each K/V read.
 #define ROCKY_SC_ATTN_GQA 55

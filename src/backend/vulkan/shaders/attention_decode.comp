@@ -99,7 +99,7 @@ void main() {
       float s[G_MAX];
       for (uint g = 0u; g < GQA; ++g) s[g] = 0.0;
       if (kc < n_blk) {
-        const uint kb = pc.k_off + (c0 + k0 + kc) * pc.n_embd_kv + kvh * D;  // element index of K[p]
+        const uint kb = pc.k_off + kv_col(c0, k0 + kc, pc.ring, pc.seq_cells) * pc.n_embd_kv + kvh * D;  // K[p]
         const uint NUT = (NU + TPK - 1u) / TPK;
         vec4 lo[(256u / 8u + 3u) / 4u], hi[(256u / 8u + 3u) / 4u];  // ≤ 8 units per invocation (HD ≤ 256)
         for (uint i = 0u; i < NUT; ++i) {
@@ -165,11 +165,11 @@ void main() {
     // 3. V: this invocation's dim pair of every head over its key group's keys of the block, all
     //    loads issued before the products.
     if (kg < KG) {
-      const uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + 2u * dp;  // element of V[k0][2dp]
+      const uint vb = pc.v_off + kvh * D + 2u * dp;  // + key k0 + c's column · n_embd_kv: V[k0 + c][2dp]
       vec2 vv[BK];
       for (uint i = 0u; i < KPG; ++i) {
         const uint c = kg + i * KG;
-        const uint e = vb + c * pc.n_embd_kv;
+        const uint e = vb + kv_col(c0, k0 + c, pc.ring, pc.seq_cells) * pc.n_embd_kv;
         vv[i] = c < n_blk ? (KV_F16 != 0u ? unpackHalf2x16(vc[e >> 1]) : uintBitsToFloat(vc2[e >> 1])) : vec2(0.0);
       }
       for (uint i = 0u; i < KPG; ++i) {

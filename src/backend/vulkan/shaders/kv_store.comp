@@ -19,8 +19,9 @@ layout(constant_id = ROCKY_SC_POS_BUF) const uint POS_BUF = 0;
 layout(binding = 2) readonly buffer Step { uint step_pos[]; };  // POS_BUF = 1: [0] = n_past
 void main() {
   uint i = gl_GlobalInvocationID.x, j = gl_WorkGroupID.y;
-  uint col = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j + 1u] + step_pos[k_tok_table + 2u * j]
-                           : (POS_BUF != 0u ? step_pos[0] : pc.n_past) + j;
+  uint col = POS_BUF == 2u ? kv_col(step_pos[k_tok_table + 2u * j + 1u], step_pos[k_tok_table + 2u * j], pc.ring,
+                                   pc.seq_cells)
+                           : kv_col(0u, (POS_BUF != 0u ? step_pos[0] : pc.n_past) + j, pc.ring, pc.seq_cells);
   uint src = pc.x_off + j * pc.n_embd;
   if (KV_F16 == 0u) {
     if (i >= pc.n_embd) return;

@@ -93,7 +93,7 @@ void main() {
   const uint n_embd_kv = pc.head_dim * pc.n_head_kv;
   // POS_BUF = 2: token j's own position and cache column (abi.h's k_tok_table).
   const uint tpos = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j] : n_past + j;
-  const uint col = POS_BUF == 2u ? step_pos[k_tok_table + 2u * j + 1u] + tpos : tpos;
+  const uint col = kv_col(POS_BUF == 2u ? step_pos[k_tok_table + 2u * j + 1u] : 0u, tpos, pc.ring, pc.seq_cells);
   vec2 r;
   if (y < pc.n_head) {
     const float pos = float(tpos);

@@ -134,7 +134,7 @@ void load_block(bool is_k, uint k0, uint p_end, uint kvh_i) {
   for (uint idx = gl_LocalInvocationID.x; idx < BC * D4; idx += WG) {
     const uint c = idx / D4, d4 = idx % D4;
     const uint p = k0 + c;
-    const uint e = base + p * pc.n_embd_kv + 4u * d4;
+    const uint e = base + kv_col(0u, p, pc.ring, pc.seq_cells) * pc.n_embd_kv + 4u * d4;
     const uint at = (is_k ? 0u : VB) + c * QS + d4;
     if (KVH != 0u)
       kvs_h[at] = p < p_end ? load4h(is_k, e) : uvec2(0u);
@@ -158,7 +158,7 @@ void fetch(bool is_k, uint k0, uint p_end, uint kvh_i) {
     const uint c = idx / D4, d4 = idx % D4;
     const uint p = k0 + c;
     const bool live = idx < BC * D4 && p < p_end;
-    const uint e = base + p * pc.n_embd_kv + 4u * d4;
+    const uint e = base + kv_col(0u, p, pc.ring, pc.seq_cells) * pc.n_embd_kv + 4u * d4;
     if (KVH != 0u)
       preh[r0 + n] = live ? load4h(is_k, e) : uvec2(0u);
     else

@@ -15,6 +15,7 @@
 layout(constant_id = ROCKY_SC_KV_F16) const uint KV_F16 = 0;
 layout(constant_id = ROCKY_SC_HD_MAX) const uint HD_MAX = 256;
 layout(constant_id = ROCKY_SC_ATTN_PAIRS) const uint PAIRS = 0;
+layout(constant_id = ROCKY_SC_KV_RING) const uint RING = 0;  // 1: pc.ring > 0 (kv_col; abi.h)
 #ifdef ROCKY_ATTN_SPLIT
 // attention_split.comp: one chunk of the key range per workgroup z (AttnSplitPC), its partial
 // state to binding 3; n_past from the push constant, or binding 4 when POS_BUF = 1.
@@ -59,6 +60,7 @@ const uint DPT = 8;  // max output dims per invocation
 const float k_neg = -1e30;
 shared float qs[HD_MAX];
 shared float ps[gl_WorkGroupSize.x];
+shared uint cols[gl_WorkGroupSize.x];  // the block's keys' cache columns (kv_col), for the V loop
 shared float red[gl_WorkGroupSize.x];
 
 float k_at(uint e) {
@@ -113,8 +115,10 @@ void main() {
   for (uint k0 = k_begin; k0 < k_end; k0 += WG) {
     uint p = k0 + t;
     float s = k_neg;
+    const uint col = RING != 0u ? kv_col(c0, p, pc.ring, pc.seq_cells) : c0 + p;
+    if (RING != 0u) cols[t] = col;
     if (p < k_end) {
-      uint kb = pc.k_off + (c0 + p) * pc.n_embd_kv + kvh * D;
+      uint kb = pc.k_off + col * pc.n_embd_kv + kvh * D;
       if (HD > 0u) {
         s = qk_vec(kb);
       } else {
@@ -148,18 +152,20 @@ void main() {
         uint d = 2u * (t + i * WG);
         if (d >= D) break;
         float a0 = o[2u * i] * alpha, a1 = o[2u * i + 1u] * alpha;
-        uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
+        // Key k0 + c at vb + (its column, or c past column c0 + k0) · n_embd_kv.
+        const uint vb = pc.v_off + (RING != 0u ? 0u : (c0 + k0) * pc.n_embd_kv) + kvh * D + d;
         const bool two = d + 1u < D;  // an odd head_dim's last pair has one dim
         if (KV_F16 != 0u && ((pc.v_off | D | pc.n_embd_kv) & 1u) == 0u) {
           for (uint c = 0u; c < n_blk; ++c) {
-            const vec2 v = unpackHalf2x16(vc[(vb + c * pc.n_embd_kv) >> 1]);
+            const vec2 v = unpackHalf2x16(vc[(vb + (RING != 0u ? cols[c] : c) * pc.n_embd_kv) >> 1]);
             a0 += ps[c] * v.x;
             a1 += ps[c] * v.y;
           }
         } else {
           for (uint c = 0u; c < n_blk; ++c) {
-            a0 += ps[c] * v_at(vb + c * pc.n_embd_kv);
-            if (two) a1 += ps[c] * v_at(vb + c * pc.n_embd_kv + 1u);
+            const uint e = vb + (RING != 0u ? cols[c] : c) * pc.n_embd_kv;
+            a0 += ps[c] * v_at(e);
+            if (two) a1 += ps[c] * v_at(e + 1u);
           }
         }
         o[2u * i] = a0;
@@ -170,8 +176,8 @@ void main() {
         uint d = t + i * WG;
         if (d >= D) break;
         float acc = o[i] * alpha;
-        uint vb = pc.v_off + (c0 + k0) * pc.n_embd_kv + kvh * D + d;
-        for (uint c = 0u; c < n_blk; ++c) acc += ps[c] * v_at(vb + c * pc.n_embd_kv);
+        const uint vb = pc.v_off + (RING != 0u ? 0u : (c0 + k0) * pc.n_embd_kv) + kvh * D + d;
+        for (uint c = 0u; c < n_blk; ++c) acc += ps[c] * v_at(vb + (RING != 0u ? cols[c] : c) * pc.n_embd_kv);
         o[i] = acc;
       }
     }
