@@ -17,7 +17,7 @@ namespace {
 std::string rewrite_two_letter(const char* arg) {
   static const char* const k_long[] = {"-ub",   "-np",  "-to",  "-cnv", "-sys", "-st",   "-ngl", "-tb",
                                        "-fa",   "-ctk", "-ctv", "-npl", "-mmp", "-kvu",  "-rea", "-cb",
-                                       "-nocb", "-md",  "-hf",  "-hfr", "-mu",  "-cram", "-sp"};
+                                       "-nocb", "-md",  "-hf",  "-hfr", "-mu",  "-cram", "-sp",  "-ngld"};
   for (const char* l : k_long)
     if (std::string(arg) == l) return std::string("-") + l;
   return arg;

@@ -136,13 +136,45 @@ class App {
           cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
           cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
-    sched_ = std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_);
+    sched_ = std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_, load_speculation(*engine));
     if (o_.warmup) warm_up(be);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
                sched_->n_ctx(), o_.n_parallel_given && !o_.kv_unified ? "" : ", unified");
     fault::pause(false);
     ready_ = true;
+  }
+
+  // --spec-type / -md: each slot's drafter (runtime::SlotSpeculation); the draft model loads here
+  // and its vocabulary is checked against the target's.
+  runtime::SlotSpeculation load_speculation(const runtime::BatchEngine& engine) {
+    runtime::SlotSpeculation sp;
+    if (o_.spec_type == "none" && o_.draft_model.empty()) return sp;
+    if (o_.embedding) fail("--spec-type/-md: an --embedding server generates no text to speculate on");
+    if (engine.recurrent())
+      fail(
+          "{}: speculative decoding is off for this model: its recurrent (linear-attention) layers keep a state that "
+          "cannot be rolled back past rejected drafts; run without --spec-type/-md",
+          o_.model);
+    if (o_.spec_type == "ngram-simple") {
+      sp.kind = runtime::SlotSpeculation::Kind::Ngram;
+      sp.ngram_n = o_.ngram_n;
+      sp.ngram_m = o_.ngram_m;
+      fmt::print(stderr, "rocky: speculation: ngram-simple (n {}, m {}), at most {} drafted tokens per step\n",
+                 o_.ngram_n, o_.ngram_m, o_.draft_max);
+      return sp;
+    }
+    draft_model_ = model::Model::load(o_.draft_model);
+    const auto dtok = tok::Tokenizer::from_gguf(draft_model_->file());
+    runtime::check_draft_vocab(tok_->vocab(), dtok.vocab(), o_.model, o_.draft_model);
+    sp.kind = runtime::SlotSpeculation::Kind::Model;
+    sp.draft = draft_model_.get();
+    sp.n_vocab = static_cast<int32_t>(std::min(tok_->vocab().size(), dtok.vocab().size()));
+    fmt::print(stderr,
+               "rocky: speculation: draft model {} (a context of {} per slot), at most {} drafted tokens per step, "
+               "p_min {}\n",
+               o_.draft_model, engine.n_ctx(), o_.draft_max, o_.draft_p_min);
+    return sp;
   }
 
   void warm_up(const std::shared_ptr<backend::Backend>& be) {
@@ -511,6 +543,8 @@ class App {
 
   // A request's sampling: its fields over the server's defaults (--temp, --seed, -n, …).
   runtime::GenerateParams to_params(const SamplingFields& s) const;
+  // The request's speculative.* fields against the server's drafter (app_requests.cpp).
+  void set_speculation(const SamplingFields& s, runtime::GenerateParams& p) const;
 
   // Tool calls in the model's own format (structured.hpp): forced for "required" / a named
   // function, lazy (from the format's trigger on) for "auto" unless another constraint was asked
@@ -812,6 +846,7 @@ class App {
   std::atomic<bool> ready_{false}, stopping_{false}, draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::Model> draft_model_;  // -md (the slots' draft contexts use it: sched_ goes first)
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
   FimTokens fim_;                      // /infill's
