@@ -104,8 +104,17 @@ class App {
     {  // --kv-budget, before any KV is allocated (the CPU keeps f32)
       const backend::KvType kvt = be->stats().kind != "cpu" && o_.kv_f16 ? backend::KvType::F16 : backend::KvType::F32;
       kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_);
+      if (!o_.draft_model.empty()) {  // each slot's draft context (the draft model loads here, checked)
+        load_draft_model();
+        const runtime::KvBytes d = runtime::kv_bytes(*draft_model_, n_slot, o_.n_parallel, kvt);
+        kv_need_.full += d.full;
+        kv_need_.sliding_window += d.sliding_window;
+        kv_need_.recurrent += d.recurrent;
+        kv_need_.unused += d.unused;
+      }
       runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
-                               fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
+                               fmt::format("-c {} ({} slot(s) of {} positions{})", n_ctx_total_, o_.n_parallel, n_slot,
+                                           o_.draft_model.empty() ? "" : ", each with a draft context of its size"));
     }
     runtime::BatchOptions bopt;
     bopt.n_seq = o_.n_parallel;
@@ -164,17 +173,23 @@ class App {
                  o_.ngram_n, o_.ngram_m, o_.draft_max);
       return sp;
     }
-    draft_model_ = model::Model::load(o_.draft_model);
-    const auto dtok = tok::Tokenizer::from_gguf(draft_model_->file());
-    runtime::check_draft_vocab(tok_->vocab(), dtok.vocab(), o_.model, o_.draft_model);
+    if (!draft_model_) load_draft_model();
     sp.kind = runtime::SlotSpeculation::Kind::Model;
     sp.draft = draft_model_.get();
-    sp.n_vocab = static_cast<int32_t>(std::min(tok_->vocab().size(), dtok.vocab().size()));
+    sp.n_vocab = draft_n_vocab_;
     fmt::print(stderr,
                "rocky: speculation: draft model {} (a context of {} per slot), at most {} drafted tokens per step, "
                "p_min {}\n",
                o_.draft_model, engine.n_ctx(), o_.draft_max, o_.draft_p_min);
     return sp;
+  }
+
+  // -md: the draft model, its vocabulary checked against the target's.
+  void load_draft_model() {
+    draft_model_ = model::Model::load(o_.draft_model);
+    const auto dtok = tok::Tokenizer::from_gguf(draft_model_->file());
+    runtime::check_draft_vocab(tok_->vocab(), dtok.vocab(), o_.model, o_.draft_model);
+    draft_n_vocab_ = static_cast<int32_t>(std::min(tok_->vocab().size(), dtok.vocab().size()));
   }
 
   void warm_up(const std::shared_ptr<backend::Backend>& be) {
@@ -406,6 +421,11 @@ class App {
     json out = sampling_json(o_.sampling);
     out["n_predict"] = o_.n_predict;
     out["max_tokens"] = o_.n_predict;
+    if (o_.spec_type != "none" || !o_.draft_model.empty()) {
+      out["speculative.n_max"] = o_.draft_max;
+      out["speculative.n_min"] = o_.draft_min;
+      out["speculative.p_min"] = o_.draft_p_min;
+    }
     return out;
   }
 
@@ -847,6 +867,7 @@ class App {
   std::atomic<int64_t> in_flight_{0};
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::Model> draft_model_;  // -md (the slots' draft contexts use it: sched_ goes first)
+  int32_t draft_n_vocab_ = 0;                  // the ids the draft and target vocabularies share
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
   FimTokens fim_;                      // /infill's

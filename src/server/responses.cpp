@@ -255,6 +255,11 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
       g["ignore_eos"] = params->ignore_eos;
       g["stop"] = params->stop;
       g["model"] = model_id;
+      if (params->speculative) {  // llama-server's names
+        g["speculative.n_max"] = params->draft_max;
+        g["speculative.n_min"] = params->draft_min;
+        g["speculative.p_min"] = params->draft_p_min;
+      }
       out["generation_settings"] = std::move(g);
     }
     return out;

@@ -20,8 +20,10 @@ follow:  after a request whose drafts were partly rejected (n-gram, and draft mo
          rejected drafts left no KV behind.
 fields:  bad speculative.* fields are 400s naming the field (unknown name, wrong type, out of range,
          n_min above n_max, p_min on an n-gram server, any of them on a server without a drafter).
-flags:   --draft-max without a drafter, --spec-type with -md, and a hybrid (recurrent) target with
-         --spec-type are refused at start naming why; -ngld is accepted with a note.
+         Valid ones show in generation_settings, the server's defaults in /props.
+flags:   --draft-max without a drafter, --spec-type with -md, a hybrid (recurrent) target with
+         --spec-type, and draft contexts past --kv-budget are refused at start naming why; -ngld is
+         accepted with a note.
 Exit 0 when every test passes.
 """
 import os
@@ -210,9 +212,12 @@ def test_fields():
                 assert status == 400, f"{path} {body}: HTTP {status}: {j}"
                 assert j["error"]["param"] == param and param in j["error"]["message"], (body, j)
         # Valid ones, nested or dotted.
-        for body in ({"speculative.n_max": 4, "speculative.n_min": 1}, {"speculative": {"n_max": 3}}):
+        for body, n_max in (({"speculative.n_max": 4, "speculative.n_min": 1}, 4), ({"speculative": {"n_max": 3}}, 3)):
             r = s.ok("POST", "/completion", {"prompt": [1, 5, 6, 5, 6, 5], "n_predict": 4, "temperature": 0, **body})
             assert "draft_n" in r["timings"], r
+            assert r["generation_settings"]["speculative.n_max"] == n_max, r["generation_settings"]
+        props = s.ok("GET", "/props")["default_generation_settings"]["params"]
+        assert props["speculative.n_max"] == 16 and props["speculative.n_min"] == 0, props
     finally:
         s.stop()
     plain = Server()
@@ -224,8 +229,8 @@ def test_fields():
         plain.stop()
 
 
-def refused(args, needle):
-    r = subprocess.run([BIN, "serve", "-m", target(), "--port", "0", "--device", DEVICE, "--no-warmup", *args],
+def refused(args, needle, model=None):
+    r = subprocess.run([BIN, "serve", "-m", model or target(), "--port", "0", "--device", DEVICE, "--no-warmup", *args],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and needle in r.stderr, f"{args}: exit {r.returncode}:\n{r.stderr}"
 
@@ -239,6 +244,10 @@ def test_flags():
     r = subprocess.run([BIN, "serve", "-m", hybrid, "--port", "0", "--device", DEVICE, "--no-warmup", "--spec-type",
                         "ngram-simple"], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "recurrent" in r.stderr, r.stderr
+    # The slots' draft contexts count toward --kv-budget: the target's KV alone (-c 1024: 5 MiB on
+    # the CPU's f32, 2.5 MiB in f16) fits the budget, with the draft contexts it does not.
+    budget = "8" if DEVICE == "cpu" else "4"
+    refused(["-md", STORIES_F16, "--kv-budget", budget, "-c", "1024"], "draft context", model=STORIES)
     s = Server("-md", draft(), "-ngld", "99")
     try:
         assert "ngld" in s.log_text() and "ignored" in s.log_text(), s.log_text()
