@@ -95,6 +95,7 @@ Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> eng
   if (!engine_) fail("scheduler: no batch engine");
   n_ctx_ = engine_->n_ctx();
   for (int32_t i = 0; i < engine_->n_seq(); ++i) slots_.push_back(std::make_unique<Slot>());
+  spec_ = spec;
   if (spec.kind != SlotSpeculation::Kind::None && engine_->recurrent())
     fail(
         "speculative decoding is off for this model: its recurrent (linear-attention) layers keep a state that "
@@ -106,7 +107,7 @@ Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> eng
       if (spec.draft == nullptr) fail("scheduler: a draft model was asked for but none given");
       s->draft_session = std::make_unique<Session>(*spec.draft, engine_->shared_backend(),
                                                    SessionOptions{engine_->n_ctx(), engine_->n_ubatch()});
-      s->drafter = std::make_unique<ModelDrafter>(*s->draft_session, SamplerParams{}, spec.n_vocab, 0.75f);
+      make_model_drafter(*s);
     }
   }
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->worker = std::thread([this, i] { worker(i); });
@@ -286,11 +287,7 @@ void Scheduler::run_job(size_t i, Job& job) {
     job.cache_hit = {};
   }
   p.n_cached = job.cache_hit.n_cached;
-  p.drafter = nullptr;
-  if (s.drafter && p.speculative && p.draft_max > 0 && p.sampling.mirostat == 0) {
-    if (auto* md = dynamic_cast<ModelDrafter*>(s.drafter.get())) md->set_request(p.sampling, p.draft_p_min);
-    p.drafter = s.drafter.get();
-  }
+  p.drafter = slot_drafter(s, p);
   s.tokens.assign(job.prompt.begin(), job.prompt.begin() + p.n_cached);
   engine_->set_tokens(seq, s.tokens);
   const double cache_ms = ms_since(t_restore);
@@ -335,10 +332,35 @@ void Scheduler::run_job(size_t i, Job& job) {
       job.fault = is_device_fault(e);  // the engine has made its context again (BatchEngine::recover)
     }
     s.tokens.clear();
+    if (s.draft_session) {  // what the draft context holds is unknown now: it starts afresh
+      recover_session(*s.draft_session, job.fault);
+      make_model_drafter(s);
+    }
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job
   return_free_memory();
   s.kv = 0;
+}
+
+void Scheduler::make_model_drafter(Slot& s) {
+  s.drafter = std::make_unique<ModelDrafter>(*s.draft_session, SamplerParams{}, spec_.n_vocab, 0.75f);
+}
+
+Drafter* Scheduler::slot_drafter(Slot& s, const GenerateParams& p) {
+  if (!s.drafter || !p.speculative || p.draft_max <= 0 || p.sampling.mirostat != 0) return nullptr;
+  if (s.draft_session && !s.draft_session->usable()) {
+    try {
+      s.draft_session->rebuild();  // lost to a device fault
+      make_model_drafter(s);
+    } catch (const std::exception& e) {
+      fmt::print(stderr,
+                 "rocky: warning: the draft context could not be made again ({}); this job runs without drafts\n",
+                 e.what());
+      return nullptr;
+    }
+  }
+  if (auto* md = dynamic_cast<ModelDrafter*>(s.drafter.get())) md->set_request(p.sampling, p.draft_p_min);
+  return s.drafter.get();
 }
 
 void Scheduler::run_slot_action(Slot& s, int32_t seq, Job& job) {

@@ -146,6 +146,10 @@ class Scheduler {
   void run_embed(Slot& s, Job& job);
   void run_slot_action(Slot& s, int32_t seq, Job& job);
   void dispatch();  // mu_ held: queued jobs to idle slots
+  // The slot's drafter for job params `p` (null: none, or its draft context is lost and cannot be
+  // made again: the job runs without drafts, with a warning).
+  Drafter* slot_drafter(Slot& s, const GenerateParams& p);
+  void make_model_drafter(Slot& s);
 
   const tok::Tokenizer& tok_;
   std::shared_ptr<PrefixCache> cache_;
@@ -160,6 +164,7 @@ class Scheduler {
   int running_ = 0;
   int64_t reserved_ = 0;  // prompt cells of jobs dispatched but not yet evaluated
   std::atomic<int64_t> draft_n_{0}, draft_n_accepted_{0};
+  SlotSpeculation spec_;
   std::unique_ptr<TaskQueue> writer_;  // the prefix cache's block writer
 };
 

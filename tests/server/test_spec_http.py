@@ -21,6 +21,8 @@ follow:  after a request whose drafts were partly rejected (n-gram, and draft mo
 fields:  bad speculative.* fields are 400s naming the field (unknown name, wrong type, out of range,
          n_min above n_max, p_min on an n-gram server, any of them on a server without a drafter).
          Valid ones show in generation_settings, the server's defaults in /props.
+fault:   device faults (lost computes, the draft contexts' included) answer 503 and later requests
+         are served, drafting, with their plain texts.
 flags:   --draft-max without a drafter, --spec-type with -md, a hybrid (recurrent) target with
          --spec-type, and draft contexts past --kv-budget are refused at start naming why; -ngld is
          accepted with a note.
@@ -50,11 +52,11 @@ def synth(name, *args):
 
 
 def target():
-    return synth("target", "--preset", "llama-test", "--seed", "1")
+    return synth("llama-test-seed1", "--preset", "llama-test", "--seed", "1")
 
 
 def draft():
-    return synth("draft", "--preset", "llama-test", "--seed", "1", "--layers", "1")
+    return synth("llama-test-seed1-1block", "--preset", "llama-test", "--seed", "1", "--layers", "1")
 
 
 class Server(harness.Server):
@@ -192,6 +194,34 @@ def test_follow_up():
     check_follow_up(target(), ["-md", draft(), "--draft-max", "6", "--draft-p-min", "0"], "draft model")
 
 
+def test_fault():
+    """Device faults (ROCKY_FAULT=lost@N: the Nth compute lost, a draft context's or the target's)
+    fail their request with a 503; the slot's draft context is made again and later requests are
+    served with their plain texts, still drafting."""
+    plain = plain_texts(target())
+    env = dict(os.environ, ROCKY_FAULT="lost@25,lost@700")
+    s = harness.Server([BIN, "serve", "-m", target(), "--port", "0", "--device", DEVICE, "--no-warmup", "-np", "1",
+                        "-c", "1024", "-md", draft(), "--draft-max", "6", "--draft-p-min", "0"], env=env)
+    try:
+        statuses = []
+        for k in range(8):
+            i = k % len(PROMPTS)
+            st, r = s.request("POST", "/completion", {"prompt": PROMPTS[i], "n_predict": N_GEN, "temperature": 0,
+                                                      "ignore_eos": True, "return_tokens": True})
+            statuses.append(st)
+            if st == 200:
+                assert (r["content"], r["tokens"]) == plain[i], f"prompt {i} after a fault differs"
+                if 503 in statuses[:-1]:
+                    assert r["timings"]["draft_n"] > 0, r["timings"]
+            else:
+                assert st == 503 and "VK_ERROR_DEVICE_LOST" in r["error"]["message"], (st, r)
+        print("  statuses:", statuses, flush=True)
+        assert 503 in statuses and 200 in statuses[statuses.index(503):], statuses
+        assert s.proc.poll() is None, "the server died"
+    finally:
+        s.stop()
+
+
 def test_fields():
     s = Server("--spec-type", "ngram-simple")
     try:
@@ -240,7 +270,7 @@ def test_flags():
     refused(["--spec-type", "ngram-simple", "-md", draft()], "-md")
     refused(["--spec-ngram-size-n", "2"], "--spec-type ngram-simple")
     refused(["--spec-type", "ngram-simple", "--draft-p-min", "0.5"], "-md")
-    hybrid = synth("hybrid", "--preset", "qwen35-test", "--seed", "1")
+    hybrid = synth("qwen35-test-seed1", "--preset", "qwen35-test", "--seed", "1")
     r = subprocess.run([BIN, "serve", "-m", hybrid, "--port", "0", "--device", DEVICE, "--no-warmup", "--spec-type",
                         "ngram-simple"], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "recurrent" in r.stderr, r.stderr
