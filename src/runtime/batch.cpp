@@ -523,6 +523,7 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   if (!dec.empty() && pf != nullptr) {
     if (prefill_due_) {
       dec.clear();
+      n_dec = 0;
     } else {
       pf = nullptr;
     }

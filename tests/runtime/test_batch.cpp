@@ -282,7 +282,57 @@ void check_verify(const std::string& dev) {
   e.end(1);
 }
 
+// Verifications and prompt chunks taking turns: sequence 0 verifies 6-token drafts while sequence
+// 1 evaluates 7-token prompts in chunks of 5 (the last chunk of 2 wants its logits); a step that
+// hands its turn to the chunk carries no decode rows, and every result has its rows.
+void check_verify_beside_prefill(const std::string& dev) {
+  SCOPED_TRACE(dev);
+  auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
+  const int32_t nv = m->hparams().n_vocab;
+  auto be = make(dev);
+  runtime::BatchOptions bo;
+  bo.n_seq = 2;
+  bo.n_ctx = k_ctx;
+  bo.n_ubatch = 16;
+  bo.prefill_chunk = 5;
+  runtime::BatchEngine e(*m, be, bo);
+  e.begin(0);
+  e.begin(1);
+  e.eval(0, prompt(10, 8, nv), false, {});
+  e.eval(1, prompt(10, 9, nv), false, {});
+  std::atomic<bool> failed{false};
+  std::thread a([&] {
+    try {
+      for (uint32_t i = 0; i < 30; ++i) {
+        const int32_t np = e.n_past(0);
+        const std::vector<float> rows = e.verify(0, prompt(6, 100 + i, nv));
+        if (rows.size() != size_t(6) * static_cast<size_t>(nv)) failed = true;
+        e.drop_tail(0, np + 1);
+      }
+    } catch (const std::exception& ex) {
+      ADD_FAILURE() << "verify: " << ex.what();
+      failed = true;
+    }
+  });
+  try {
+    for (uint32_t i = 0; i < 30; ++i) {
+      const int32_t np = e.n_past(1);
+      const std::vector<float> last = e.eval(1, prompt(7, 200 + i, nv), false, {});
+      EXPECT_EQ(last.size(), static_cast<size_t>(nv));
+      e.drop_tail(1, np + 1);
+    }
+  } catch (const std::exception& ex) {
+    ADD_FAILURE() << "prefill: " << ex.what();
+  }
+  a.join();
+  EXPECT_FALSE(failed.load());
+  e.end(0);
+  e.end(1);
+}
+
 TEST(BatchEngine, CpuVerifyBesideDecodeAndDropTail) { check_verify("cpu"); }
+TEST(BatchEngine, CpuVerifyTakesTurnsWithPrefill) { check_verify_beside_prefill("cpu"); }
+TEST(BatchEngine, VulkanVerifyTakesTurnsWithPrefill) { check_verify_beside_prefill("vulkan"); }
 TEST(BatchEngine, VulkanVerifyBesideDecodeAndDropTail) { check_verify("vulkan"); }
 
 TEST(BatchEngine, CpuBatchedEqualsAlone) { check("cpu"); }
