@@ -46,6 +46,10 @@ void add_speculation_flags(CLI::App* sub, server::ServerOptions& o) {
                   "Draft model: stop drafting where its most likely token is below this probability (default 0.75; "
                   "speculative.p_min)")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--cd,--ctx-size-draft", o.draft_ctx,
+                  "Draft model: positions of each slot's draft context (-cd also works; default 0: the slot's; a "
+                  "longer text drafts nothing)")
+      ->check(CLI::Range(0, INT32_MAX));
   sub->add_option("--spec-ngram-size-n,--spec-ngram-simple-size-n", o.ngram_n,
                   "ngram-simple: tokens of the looked-up key (default 3)")
       ->check(CLI::Range(1, 1024));
@@ -65,6 +69,7 @@ void check_speculation_flags(const CLI::App* sub, const server::ServerOptions& o
   needs("--spec-ngram-size-n", o.spec_type == "ngram-simple", "--spec-type ngram-simple");
   needs("--spec-ngram-size-m", o.spec_type == "ngram-simple", "--spec-type ngram-simple");
   needs("--draft-p-min", !o.draft_model.empty(), "a draft model (-md)");
+  needs("--ctx-size-draft", !o.draft_model.empty(), "a draft model (-md)");
   needs("--draft-max", any, "a drafter (--spec-type or -md)");
   needs("--draft-min", any, "a drafter (--spec-type or -md)");
   if (o.draft_min > o.draft_max)
@@ -229,6 +234,7 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--log-format", "rocky's log is plain text"},
       {"--hf,--hfr,--hf-repo", "rocky does not download models; give the GGUF file with -m"},
       {"--mu,--model-url", "rocky does not download models; give the GGUF file with -m"},
+      {"--devd,--device-draft", "the draft model runs on the target's device (--device)"},
   };
   for (const auto& [names, why] : refused) {
     const std::string reason = why;

@@ -50,6 +50,7 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
     }
   }
   chunk_ = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_ubatch_) : n_ubatch_;
+  exact_ = be_->mixed_verify_tokens();
   const size_t ns = static_cast<size_t>(n_seq_);
   n_past_.assign(ns, 0);
   active_.assign(ns, 0);
@@ -440,7 +441,11 @@ void BatchEngine::record_step(int32_t chunk, int64_t n_dec, int32_t n_seqs, doub
 bool BatchEngine::fits_decode(const std::vector<Request*>& dec, int64_t n_dec, const Request* r) const {
   const size_t max_dec = max_seqs_ > 0 ? static_cast<size_t>(max_seqs_) : static_cast<size_t>(n_ubatch_);
   const size_t k = decode_tokens(r);
-  return k > 0 && dec.size() < max_dec && n_dec + static_cast<int64_t>(k) <= n_ubatch_;
+  if (k == 0 || dec.size() >= max_dec || n_dec + static_cast<int64_t>(k) > n_ubatch_) return false;
+  // A step with a verification stays within Backend::mixed_verify_tokens unless the verification
+  // is alone in it.
+  const bool spec = r->verify || std::any_of(dec.begin(), dec.end(), [](const Request* d) { return d->verify; });
+  return !spec || dec.empty() || n_dec + static_cast<int64_t>(k) <= exact_;
 }
 
 // The decode group: every request with one token left (a decode, or a prefill's last token) or a

@@ -117,8 +117,9 @@ class BatchEngine {
 
   // Speculative verification: [last token + drafted tokens] of sequence `seq` go into a decode
   // step beside the other sequences' tokens (not through the prefill turn, so several slots'
-  // drafts share one step); every token's logits, row-major. Within -ub; longer ones run as a
-  // prefill. Not for hybrid models (their recurrent state cannot drop rejected drafts).
+  // drafts share one step) within Backend::mixed_verify_tokens (on Vulkan: a step of their own);
+  // every token's logits, row-major. Within -ub; longer ones run as a prefill. Not for hybrid
+  // models (their recurrent state cannot drop rejected drafts).
   std::vector<float> verify(int32_t seq, std::span<const int32_t> tokens, int32_t* seqs_max = nullptr,
                             std::vector<float> reuse = {});
   // Drops the positions from n on (n ≤ n_past): the cells of rejected drafts. Only the sequence's
@@ -207,6 +208,7 @@ class BatchEngine {
   std::vector<std::unique_ptr<Session>> sessions_;  // hybrid models: one per sequence (ctx_ is null)
   backend::ContextOptions ctx_opts_;                // what ctx_ is made with (recover)
   int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512, n_cells_ = 0, max_seqs_ = 0;
+  int64_t exact_ = INT64_MAX;  // Backend::mixed_verify_tokens: a verification joins others' tokens within it
   bool check_finite_ = true;
   mutable std::mutex mu_;
   std::mutex ctx_mu_;                // held while ctx_ computes or moves KV cells (never while waiting on mu_)

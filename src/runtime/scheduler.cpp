@@ -105,8 +105,9 @@ Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> eng
       s->drafter = std::make_unique<NgramDrafter>(spec.ngram_n, spec.ngram_m);
     } else if (spec.kind == SlotSpeculation::Kind::Model) {
       if (spec.draft == nullptr) fail("scheduler: a draft model was asked for but none given");
-      s->draft_session = std::make_unique<Session>(*spec.draft, engine_->shared_backend(),
-                                                   SessionOptions{engine_->n_ctx(), engine_->n_ubatch()});
+      s->draft_session = std::make_unique<Session>(
+          *spec.draft, engine_->shared_backend(),
+          SessionOptions{spec.n_ctx > 0 ? spec.n_ctx : engine_->n_ctx(), engine_->n_ubatch()});
       make_model_drafter(*s);
     }
   }

@@ -84,6 +84,7 @@ struct SlotSpeculation {
   int32_t ngram_n = 3, ngram_m = 48;    // Kind::Ngram (NgramDrafter)
   const model::Model* draft = nullptr;  // Kind::Model: the draft model (outlives the scheduler)
   int32_t n_vocab = 0;                  // Kind::Model: the ids both vocabularies share
+  int32_t n_ctx = 0;                    // Kind::Model: each draft context's positions (0: the slot's)
 };
 
 struct SchedulerStats {

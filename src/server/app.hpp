@@ -106,7 +106,8 @@ class App {
       kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_);
       if (!o_.draft_model.empty()) {  // each slot's draft context (the draft model loads here, checked)
         load_draft_model();
-        const runtime::KvBytes d = runtime::kv_bytes(*draft_model_, n_slot, o_.n_parallel, kvt);
+        const int32_t n_draft = o_.draft_ctx > 0 ? o_.draft_ctx : n_slot;
+        const runtime::KvBytes d = runtime::kv_bytes(*draft_model_, n_draft, o_.n_parallel, kvt);
         kv_need_.full += d.full;
         kv_need_.sliding_window += d.sliding_window;
         kv_need_.recurrent += d.recurrent;
@@ -114,7 +115,7 @@ class App {
       }
       runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
                                fmt::format("-c {} ({} slot(s) of {} positions{})", n_ctx_total_, o_.n_parallel, n_slot,
-                                           o_.draft_model.empty() ? "" : ", each with a draft context of its size"));
+                                           o_.draft_model.empty() ? "" : ", each with a draft context"));
     }
     runtime::BatchOptions bopt;
     bopt.n_seq = o_.n_parallel;
@@ -177,10 +178,11 @@ class App {
     sp.kind = runtime::SlotSpeculation::Kind::Model;
     sp.draft = draft_model_.get();
     sp.n_vocab = draft_n_vocab_;
+    sp.n_ctx = o_.draft_ctx;
     fmt::print(stderr,
                "rocky: speculation: draft model {} (a context of {} per slot), at most {} drafted tokens per step, "
                "p_min {}\n",
-               o_.draft_model, engine.n_ctx(), o_.draft_max, o_.draft_p_min);
+               o_.draft_model, o_.draft_ctx > 0 ? o_.draft_ctx : engine.n_ctx(), o_.draft_max, o_.draft_p_min);
     return sp;
   }
 

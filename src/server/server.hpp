@@ -85,6 +85,7 @@ struct ServerOptions {
   std::string draft_model;         // -md
   int32_t draft_max = 16, draft_min = 0;
   float draft_p_min = 0.75f;
+  int32_t draft_ctx = 0;              // -cd: each slot's draft context (0: the slot's size)
   int32_t ngram_n = 3, ngram_m = 48;  // --spec-ngram-size-n / -m
   int test_token_delay_ms = 0;        // tests only: sleep this long after each generated token
   runtime::EnvOptions env;            // the program's environment (ROCKY_* lab overrides, cache dir, …)
