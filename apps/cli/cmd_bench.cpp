@@ -110,6 +110,12 @@ void add_bench(CLI::App& app, Runner& run) {
                   "output, each drafted token corrupted with probability 1 - ALPHA), ngram (prompt lookup), "
                   "draft:MODEL (a draft model); greedy tg with and without, acceptance and speed-up")
       ->delimiter(',');
+  sub->add_option("--grammar-file", o->p.grammar_file,
+                  "Constrained decode rows: tg with the GBNF grammar in this file against tg without it")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--json-schema-file", o->p.json_schema_file,
+                  "Constrained decode rows: tg with this JSON Schema file against tg without it")
+      ->check(CLI::ExistingFile);
   sub->add_option("--draft-max", o->p.draft_max, "Speculation rows: most drafted tokens per step")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

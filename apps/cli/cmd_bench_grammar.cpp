@@ -38,6 +38,7 @@ struct Row {
   double median_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
   int tokens = 0, restarts = 0;
   size_t states = 0;
+  size_t trie_walks = 0;  // walks of the whole vocabulary trie (new keys), compile included
 };
 
 std::string read_text(const std::string& path) {
@@ -105,6 +106,7 @@ Row bench_one(const std::string& name, const std::string& gbnf_text,
   for (double x : us) sum += x;
   r.mean_us = us.empty() ? 0 : sum / static_cast<double>(us.size());
   r.states = g->n_states();
+  r.trie_walks = g->n_trie_walks();
   return r;
 }
 
@@ -184,6 +186,7 @@ int run_bench_grammar(const BenchGrammarOpts& o) {
         x["mask_us"] = {{"median", r.median_us}, {"p99", r.p99_us}, {"max", r.max_us}, {"mean", r.mean_us}};
         x["restarts"] = r.restarts;
         x["states"] = r.states;
+        x["trie_walks"] = r.trie_walks;
       }
       j["results"].push_back(x);
     }
@@ -195,14 +198,14 @@ int run_bench_grammar(const BenchGrammarOpts& o) {
   } else {
     fmt::print("vocabulary: {} tokens, {} trie nodes (built in {:.1f} ms); {} tokens per input, seed {}\n",
                trie->n_vocab(), trie->n_nodes(), trie_ms, o.tokens, o.seed);
-    fmt::print("{:<52} {:>10} {:>10} {:>10} {:>10} {:>8}\n", "input", "compile ms", "median us", "p99 us", "max us",
-               "states");
+    fmt::print("{:<52} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n", "input", "compile ms", "median us", "p99 us",
+               "max us", "states", "walks");
     for (const Row& r : rows) {
       if (!r.error.empty())
         fmt::print("{:<52} error: {}\n", r.name, r.error);
       else
-        fmt::print("{:<52} {:>10.2f} {:>10.2f} {:>10.1f} {:>10.1f} {:>8}\n", r.name, r.compile_ms, r.median_us,
-                   r.p99_us, r.max_us, r.states);
+        fmt::print("{:<52} {:>10.2f} {:>10.2f} {:>10.1f} {:>10.1f} {:>8} {:>6}\n", r.name, r.compile_ms, r.median_us,
+                   r.p99_us, r.max_us, r.states, r.trie_walks);
     }
     if (rows.size() > 1)
       fmt::print(

@@ -216,6 +216,17 @@ void GrammarBuilder::literal(const std::string& s, Alt& alt) {
   }
 }
 
+uint32_t GrammarBuilder::star_rule(const Element& e, const std::string& base) {
+  // One star rule per repeated element (equal elements share it).
+  const uint64_t key = (uint64_t{e.kind} << 32) | e.value;
+  auto it = star_of_.find(key);
+  if (it != star_of_.end()) return it->second;
+  const uint32_t star = named(fmt::format("{}_star_{}", base, rules_.size()));
+  define(star, {Alt{e, ref(star)}, Alt{}});
+  star_of_.emplace(key, star);
+  return star;
+}
+
 Element GrammarBuilder::repeat(const Element& e, int min, int max, const std::string& base) {
   if (max >= 0 && max < min) fail("repetition {{{},{}}}: the maximum is below the minimum", min, max);
   if (min > 100000 || max > 100000) fail("repetition count {} over the limit of 100000", std::max(min, max));
@@ -223,19 +234,12 @@ Element GrammarBuilder::repeat(const Element& e, int min, int max, const std::st
   Alt seq;
   for (int i = 0; i < min; ++i) seq.push_back(e);
   if (max < 0) {
-    // One star rule per repeated element (equal elements share it).
-    const uint64_t key = (uint64_t{e.kind} << 32) | e.value;
-    auto it = star_of_.find(key);
-    uint32_t star = 0;
-    if (it != star_of_.end()) {
-      star = it->second;
-    } else {
-      star = named(fmt::format("{}_star_{}", base, rules_.size()));
-      define(star, {Alt{e, ref(star)}, Alt{}});
-      star_of_.emplace(key, star);
-    }
-    seq.push_back(ref(star));
+    seq.push_back(ref(star_rule(e, base)));
   } else {
+    // A rule e repeated up to k more times gets its star too: the matcher derives the levels' token
+    // sets from the star's (Grammar::counted_star). Single byte sets are cheap levels already.
+    const bool count = e.kind == Element::Ref && max - min >= 2;
+    const uint32_t star = count ? star_rule(e, base) : 0;  // a rule e repeated: see Grammar::counted_star
     uint32_t prev = 0;
     bool have = false;
     for (int k = 1; k <= max - min; ++k) {
@@ -243,6 +247,7 @@ Element GrammarBuilder::repeat(const Element& e, int min, int max, const std::st
       alts.push_back(have ? Alt{e, ref(prev)} : Alt{e});
       alts.emplace_back();
       prev = anon(base + "_opt", std::move(alts));
+      if (count && have) counted_.push_back({prev, 1, 0, static_cast<uint32_t>(k - 1), star});
       have = true;
     }
     if (have) seq.push_back(ref(prev));
@@ -250,7 +255,16 @@ Element GrammarBuilder::repeat(const Element& e, int min, int max, const std::st
   if (seq.size() == 1) return seq[0];
   n_elements_ += seq.size();
   check_budget();
-  return ref(anon(base + "_rep", {std::move(seq)}));
+  const size_t n_seq = seq.size();
+  const uint32_t rep = anon(base + "_rep", {std::move(seq)});
+  // The positions after each of the m copies: the rest of the copies counted from the star's walk.
+  if (e.kind == Element::Ref && (max < 0 || max >= 2)) {
+    const uint32_t star = star_rule(e, base);
+    for (int i = 1; i <= min && static_cast<size_t>(i) < n_seq; ++i)
+      counted_.push_back({rep, static_cast<uint32_t>(i), static_cast<uint32_t>(min - i),
+                          max < 0 ? Grammar::k_unbounded : static_cast<uint32_t>(max - i), star});
+  }
+  return ref(rep);
 }
 
 Grammar GrammarBuilder::finish(const std::string& root_name) {
@@ -347,6 +361,21 @@ Grammar GrammarBuilder::finish(const std::string& root_name) {
       g.nullable_rest[i] = 1;
     else
       g.nullable_rest[i] = elem_null(e) && g.nullable_rest[i + 1];
+  }
+  // Counted positions, where the lowering is still as repeat() made it (alternatives can be dropped).
+  g.counted_star.assign(g.elems.size(), 0);
+  g.counted_need.assign(g.elems.size(), 0);
+  g.counted_left.assign(g.elems.size(), 0);
+  for (const Counted& c : counted_) {
+    if (g.alts[c.rule].empty() || g.alts[c.star].empty()) continue;
+    const uint32_t pos = g.alts[c.rule][0] + c.index;
+    const uint32_t spos = g.alts[c.star][0] + 1;
+    if (pos == 0 || g.elems[pos].kind == Element::End || g.elems[spos] != Element{Element::Ref, c.star} ||
+        g.elems[pos - 1] != g.elems[spos - 1] || (c.need == 0) != (g.nullable_rest[pos] != 0))
+      continue;
+    g.counted_star[pos] = spos;
+    g.counted_need[pos] = c.need;
+    g.counted_left[pos] = c.left;
   }
   if (g.elems.size() > k_max_elements) check_budget();
   return g;

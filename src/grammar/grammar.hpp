@@ -54,6 +54,14 @@ struct Grammar {
   std::vector<ByteSet> sets;                // byte sets the Bytes elements point at
   std::vector<std::string> rule_names;      // per rule (generated helpers: "name_3")
   std::vector<uint8_t> nullable_rest;       // per position: elems[pos..End) can match ""
+  // Repetitions e{m,n} of a rule e (n may be unbounded), lowered as m copies of e and then the
+  // optional ones (opt_k ::= e opt_{k-1} | "" or star ::= e star | ""). For the position right
+  // after a copy of e: counted_star[pos] is the position after e in `star ::= e star` (0: not such
+  // a position), counted_need[pos] the copies that must still follow, counted_left[pos] the most
+  // that may (k_unbounded: any number). The matcher derives every level's token set from the
+  // star's one (matcher.hpp).
+  static constexpr uint32_t k_unbounded = 1u << 30;
+  std::vector<uint32_t> counted_star, counted_need, counted_left;
   uint32_t root = 0;
 
   size_t n_rules() const { return alts.size(); }
@@ -100,6 +108,11 @@ class GrammarBuilder {
   std::unordered_map<std::string, uint32_t> by_name_;
   std::unordered_map<std::string, uint32_t> anon_by_content_;
   std::unordered_map<uint64_t, uint32_t> star_of_;
+  uint32_t star_rule(const Element& e, const std::string& base);
+  struct Counted {
+    uint32_t rule, index, need, left, star;  // rules_[rule][0][index] follows a copy of e
+  };
+  std::vector<Counted> counted_;
   std::vector<ByteSet> sets_;
   std::unordered_map<std::string, uint32_t> set_index_;
   size_t n_elements_ = 0;

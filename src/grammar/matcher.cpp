@@ -84,8 +84,8 @@ void TokenTrie::build_nodes() {
   for (uint32_t o : open) size_[o] = static_cast<uint32_t>(n - o);
 }
 
-CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie)
-    : g_(std::move(g)), trie_(std::move(trie)) {
+CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie, bool derive_counted)
+    : g_(std::move(g)), trie_(std::move(trie)), derive_counted_(derive_counted) {
   const auto t0 = std::chrono::steady_clock::now();
   stacks_.push_back({0, 0});  // k_accept
   stacks_.push_back({0, 0});  // k_boundary
@@ -209,11 +209,130 @@ const CompiledGrammar::KeyInfo& CompiledGrammar::key_info(uint32_t key) {
   auto it = keys_.find(key);
   if (it != keys_.end()) return it->second;
   KeyInfo ki;
+  ++n_trie_walks_;
   ki.accept.assign(trie_->n_words(), 0);
   std::vector<uint32_t> one = {key};
   const uint32_t s0 = intern_state(one);
   walk(0, s0, ki.accept, &ki.boundary_nodes);
   return keys_.emplace(key, std::move(ki)).first->second;
+}
+
+CompiledGrammar::CountedInfo& CompiledGrammar::counted_info(uint32_t star_key, uint32_t spos, uint32_t below) {
+  auto it = counted_.find(star_key);
+  if (it != counted_.end()) return it->second;
+  CountedInfo ci;
+  const TokenTrie& t = *trie_;
+  // S0: right after a complete copy of e (the next copy or what follows the repetition); es: its
+  // stacks that start a copy; E / other: the bytes each can take first.
+  std::vector<uint32_t> es, s0v;
+  expand(spos - 1, below, es);
+  std::sort(es.begin(), es.end());
+  es.erase(std::unique(es.begin(), es.end()), es.end());
+  expand(spos, below, s0v);
+  const uint32_t s0 = intern_state(s0v);
+  ByteSet e_bytes, other;
+  for (uint32_t x : states_[s0].stacks) {
+    if (x <= k_boundary) continue;
+    const ByteSet& bs = g_.sets[g_.elems[stacks_[x].pos].value];
+    ByteSet& to = std::binary_search(es.begin(), es.end(), x) ? e_bytes : other;
+    for (int w = 0; w < 4; ++w) to.w[w] |= bs.w[w];
+  }
+  bool ok = true;
+  for (int w = 0; w < 4; ++w) ok = ok && (e_bytes.w[w] & other.w[w]) == 0;
+  std::vector<std::pair<uint32_t, int32_t>> acc;
+  std::vector<std::pair<uint32_t, uint32_t>> bnd;
+  if (ok) {
+    ++n_trie_walks_;
+    std::vector<uint32_t> one = {star_key};
+    walk_states_[0] = intern_state(one);
+    std::vector<uint32_t> cnt(walk_states_.size(), 0);
+    cnt[0] = 1;                    // the copy the key is in
+    std::vector<uint8_t> checked;  // per state: 1 clean, 2 holds a copy's start outside S0 (ambiguous)
+    for (uint32_t m = 1; m < t.n_nodes() && ok;) {
+      const uint32_t d = t.depth_[m];
+      const uint32_t from = walk_states_[d - 1];
+      const int32_t known = trans_[size_t{from} * 256 + t.byte_[m]];
+      const uint32_t s = known >= 0 ? static_cast<uint32_t>(known) : step(from, t.byte_[m]);
+      if (s == 0) {
+        m += t.size_[m];
+        continue;
+      }
+      if (s != s0) {
+        if (checked.size() <= s) checked.resize(states_.size(), 0);
+        if (checked[s] == 0) {
+          checked[s] = 1;
+          for (uint32_t x : states_[s].stacks)
+            if (std::binary_search(es.begin(), es.end(), x)) checked[s] = 2;
+        }
+        if (checked[s] == 2) ok = false;
+      }
+      const uint32_t c = cnt[d - 1] + (from == s0 && e_bytes.has(t.byte_[m]) ? 1 : 0);
+      walk_states_[d] = s;
+      cnt[d] = c;
+      for (uint32_t k = t.tok_begin_[m]; k < t.tok_begin_[m + 1]; ++k) acc.emplace_back(c, t.toks_[k]);
+      if (boundary_flag_[s] && t.size_[m] > 1) bnd.emplace_back(c, m);
+      ++m;
+    }
+  }
+  ci.ok = ok;
+  if (ok) {
+    std::stable_sort(acc.begin(), acc.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(bnd.begin(), bnd.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [c, id] : acc) {
+      ci.acc_count.push_back(c);
+      ci.acc_tok.push_back(id);
+    }
+    for (const auto& [c, n] : bnd) {
+      ci.bnd_count.push_back(c);
+      ci.bnd_node.push_back(n);
+      for (uint32_t m = n + 1; m < n + t.size_[n]; m += t.size_[m]) ci.bnd_child[t.byte_[m]].emplace_back(c, m);
+    }
+    ci.max_count = std::max(acc.empty() ? 0 : acc.back().first, bnd.empty() ? 0 : bnd.back().first);
+  }
+  return counted_.emplace(star_key, std::move(ci)).first->second;
+}
+
+CompiledGrammar::CountedLevel CompiledGrammar::counted_level(const std::vector<uint32_t>& chain, size_t at,
+                                                             uint32_t bottom) {
+  // The key with its level's frame swapped for the star's, and the frames below it.
+  uint32_t below = bottom;
+  for (size_t i = chain.size(); i-- > at + 1;) below = stack(chain[i], below);
+  const uint32_t spos = g_.counted_star[chain[at]];
+  uint32_t star_key = stack(spos, below);
+  for (size_t i = at; i-- > 0;) star_key = stack(chain[i], star_key);
+  CountedInfo& ci = counted_info(star_key, spos, below);
+  if (!ci.ok) return {};
+  // Copies allowed: the one the key is in and the level's `left` more; the key completes after
+  // 1 + need copies at least.
+  const uint32_t left = g_.counted_left[chain[at]];
+  CountedLevel lv;
+  lv.info = &ci;
+  lv.u = left >= ci.max_count ? ci.max_count : std::min(left + 1, ci.max_count);
+  lv.need = g_.counted_need[chain[at]] + 1;
+  return lv;
+}
+
+const std::vector<uint64_t>& CompiledGrammar::anchor(CountedInfo& ci, uint32_t a) {
+  auto it = ci.anchors.find(a);
+  if (it != ci.anchors.end()) return it->second;
+  // From the nearest anchor below (or none), adding the tokens in between.
+  uint32_t from = 0;
+  std::vector<uint64_t> bits;
+  auto lo = ci.anchors.lower_bound(a);
+  if (lo != ci.anchors.begin()) {
+    --lo;
+    from = lo->first;
+    bits = lo->second;
+  } else {
+    bits.assign(trie_->n_words(), 0);
+  }
+  const auto i0 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), from) - ci.acc_count.begin();
+  const auto i1 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), a) - ci.acc_count.begin();
+  for (auto k = i0; k < i1; ++k) {
+    const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
+    bits[id >> 6] |= uint64_t{1} << (id & 63);
+  }
+  return ci.anchors.emplace(a, std::move(bits)).first->second;
 }
 
 const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
@@ -249,15 +368,71 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
     }
     uint32_t key = bottom;
     for (size_t i = chain.size(); i-- > 0;) key = stack(chain[i], key);
-    const KeyInfo& ki = key_info(key);
-    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
-    if (bottom != k_boundary || ki.boundary_nodes.empty() || below == k_accept) continue;
+    CountedLevel lv;
+    if (derive_counted_ && keys_.find(key) == keys_.end())
+      for (size_t i = 1; i < chain.size(); ++i)
+        if (g_.counted_star[chain[i]] != 0) {
+          lv = counted_level(chain, i, bottom);
+          break;
+        }
+    const uint32_t* bnd_begin = nullptr;
+    const uint32_t* bnd_end = nullptr;
+    const CountedInfo* bnd_ci = nullptr;
+    if (lv.info) {
+      CountedInfo& ci = *lv.info;
+      const uint32_t a = lv.u <= k_anchor_step || lv.u == ci.max_count
+                             ? lv.u
+                             : std::min(ci.max_count, (lv.u + k_anchor_step - 1) / k_anchor_step * k_anchor_step);
+      const std::vector<uint64_t>& base = anchor(ci, a);
+      const std::vector<uint64_t>* level = &base;
+      if (a != lv.u) {
+        level_bits_ = base;
+        const auto i0 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), lv.u) - ci.acc_count.begin();
+        const auto i1 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), a) - ci.acc_count.begin();
+        for (auto k = i0; k < i1; ++k) {
+          const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
+          level_bits_[id >> 6] &= ~(uint64_t{1} << (id & 63));
+        }
+        level = &level_bits_;
+      }
+      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= (*level)[w];
+      const auto b0 = std::lower_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.need) - ci.bnd_count.begin();
+      const auto b1 = std::upper_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.u) - ci.bnd_count.begin();
+      bnd_begin = ci.bnd_node.data() + b0;
+      bnd_end = ci.bnd_node.data() + std::max(b0, b1);
+      bnd_ci = &ci;
+    } else {
+      const KeyInfo& ki = key_info(key);
+      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= ki.accept[w];
+      bnd_begin = ki.boundary_nodes.data();
+      bnd_end = bnd_begin + ki.boundary_nodes.size();
+    }
+    if (bottom != k_boundary || bnd_begin == bnd_end || below == k_accept) continue;
     // Tokens that run past the key: continue them on the real stack below it.
     std::vector<uint32_t> after;
     expand(stacks_[below].pos, stacks_[below].parent, after);
     const uint32_t ps = intern_state(after);
-    const std::vector<uint32_t> nodes = keys_.find(key)->second.boundary_nodes;
-    for (uint32_t n : nodes) walk(n, ps, bits, nullptr);
+    if (bnd_ci) {
+      // By the byte after the boundary: only the children the stack below takes, in the count range.
+      const TokenTrie& t = *trie_;
+      for (unsigned b = 0; b < 256; ++b) {
+        const auto& kids = bnd_ci->bnd_child[b];
+        if (kids.empty()) continue;
+        const uint32_t s1 = step(ps, static_cast<uint8_t>(b));
+        if (s1 == 0) continue;
+        auto k = std::lower_bound(kids.begin(), kids.end(), std::pair<uint32_t, uint32_t>{lv.need, 0});
+        for (; k != kids.end() && k->first <= lv.u; ++k) {
+          const uint32_t m = k->second;
+          for (uint32_t j = t.tok_begin_[m]; j < t.tok_begin_[m + 1]; ++j) {
+            const auto id = static_cast<uint32_t>(t.toks_[j]);
+            bits[id >> 6] |= uint64_t{1} << (id & 63);
+          }
+          walk(m, s1, bits, nullptr);
+        }
+      }
+      continue;
+    }
+    for (const uint32_t* n = bnd_begin; n != bnd_end; ++n) walk(*n, ps, bits, nullptr);
   }
   const auto slot = static_cast<uint32_t>(masks_.size());
   masks_.push_back(std::move(bits));

@@ -14,6 +14,12 @@
 //     rejected whatever lies below, and that answer (a bitset) is computed once per key and cached.
 //     Only tokens that run past the key's end ("boundary" trie nodes, e.g. the bytes after a string's
 //     closing quote) are re-checked against the real stack below, by walking just those subtrees.
+//   - A bounded repetition e{m,n} has a parser position per level, so each level would be a key of
+//     its own, each a walk of the whole trie (a string's maxLength of 255: 255 walks). Instead the
+//     unbounded e* is walked once, counting the copies of e each token starts, and the level that
+//     allows u more copies takes the tokens that start at most u (Grammar::counted_star). This
+//     holds where a copy of e ends unambiguously (checked during that walk; otherwise the level is
+//     walked as it is).
 //   - The final mask per parser state is cached, so a state that repeats (inside a string, in a list
 //     of numbers) costs a hash lookup.
 //
@@ -25,8 +31,10 @@
 // Not thread-safe: one Matcher (and its CompiledGrammar) per request.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,7 +87,9 @@ class TokenTrie {
 // A Grammar bound to a vocabulary, with the caches every step shares.
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie);
+  // derive_counted = false walks every level of a bounded repetition on its own (for tests: the
+  // derived token sets must equal those).
+  CompiledGrammar(Grammar g, std::shared_ptr<const TokenTrie> trie, bool derive_counted = true);
 
   uint32_t initial_state() const { return initial_; }
   // The state after one more byte (0: no stack survives).
@@ -92,6 +102,8 @@ class CompiledGrammar {
   const TokenTrie& trie() const { return *trie_; }
   double compile_ms() const { return compile_ms_; }
   size_t n_states() const { return states_.size(); }
+  // Walks of the whole vocabulary trie so far (one per new key or counted repetition's star).
+  size_t n_trie_walks() const { return n_trie_walks_; }
 
  private:
   static constexpr uint32_t k_accept = 0;    // the empty stack at the bottom: the root is complete
@@ -108,7 +120,33 @@ class CompiledGrammar {
     std::vector<uint32_t> boundary_nodes;  // trie nodes where the key is complete and bytes follow
   };
 
+  // The walk of a star key (the unbounded form of a counted repetition level), with the copies of
+  // e each token starts (ascending). A level that allows u copies takes the tokens with count ≤ u:
+  // its token set is made from an anchor level (every level up to k_anchor_step, then every
+  // k_anchor_step-th, and max_count, from which on all levels are the same) less the tokens in
+  // between, in a scratch set, so a level costs a copy and a few tokens, not a bitset kept per level.
+  static constexpr uint32_t k_anchor_step = 16;
+  struct CountedInfo {
+    bool ok = false;
+    uint32_t max_count = 0;
+    std::vector<uint32_t> acc_count, bnd_count;
+    std::vector<int32_t> acc_tok;
+    std::vector<uint32_t> bnd_node;
+    // The children of the boundary nodes by their byte, each (count, child) ascending: where many
+    // nodes complete the key (a minLength level), only those whose next byte the stack below takes
+    // are walked.
+    std::array<std::vector<std::pair<uint32_t, uint32_t>>, 256> bnd_child;
+    std::map<uint32_t, std::vector<uint64_t>> anchors;
+  };
+  struct CountedLevel {
+    CountedInfo* info = nullptr;  // null: not a counted level (or its copies end ambiguously)
+    uint32_t u = 0, need = 0;     // copies allowed; copies before the key may complete
+  };
+
   uint32_t stack(uint32_t pos, uint32_t parent);
+  CountedInfo& counted_info(uint32_t star_key, uint32_t spos, uint32_t below);
+  CountedLevel counted_level(const std::vector<uint32_t>& chain, size_t at, uint32_t bottom);
+  const std::vector<uint64_t>& anchor(CountedInfo& ci, uint32_t a);
   void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
   uint32_t intern_state(std::vector<uint32_t>& stacks);
   const KeyInfo& key_info(uint32_t key);
@@ -123,10 +161,14 @@ class CompiledGrammar {
   std::vector<int32_t> trans_;          // [state][256], -1 = not computed
   std::vector<uint8_t> boundary_flag_;  // [state]: State::has_boundary, packed for the trie walks
   std::unordered_map<uint32_t, KeyInfo> keys_;
+  std::unordered_map<uint32_t, CountedInfo> counted_;  // by star key
+  bool derive_counted_ = true;
+  size_t n_trie_walks_ = 0;
   std::unordered_map<uint32_t, uint32_t> mask_slot_;  // state → masks_ index
   std::vector<std::vector<uint64_t>> masks_;
   std::vector<uint32_t> walk_states_;
   std::vector<uint32_t> scratch_;
+  std::vector<uint64_t> level_bits_;
   uint32_t initial_ = 0;
   double compile_ms_ = 0;
 };

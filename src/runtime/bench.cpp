@@ -14,6 +14,7 @@
 #include "backend/vulkan/ops/ops.hpp"
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "grammar/constraint.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/generator.hpp"
 #include "runtime/session.hpp"
@@ -150,7 +151,10 @@ nlohmann::json row_json(const BenchRow& r) {
       {"spec", r.spec},
       {"draft_n", r.draft_n},
       {"draft_n_accepted", r.draft_n_accepted},
-      {"plain_ts", r.plain_ts}};
+      {"plain_ts", r.plain_ts},
+      {"constraint", r.constraint},
+      {"constrained_tokens", r.constrained_tokens},
+      {"grammar_ms_per_token", r.grammar_ms_per_token}};
 }
 
 // Host split per ubatch of the timed repetitions (see BenchRow::host_ms_per_ubatch).
@@ -561,7 +565,88 @@ BenchRow bench_spec(UbBench& b, int32_t ng, const std::string& spec) {
   return r;
 }
 
+// "tgN json-schema" / "tgN grammar": see BenchParams::grammar_file.
+BenchRow bench_constrained(UbBench& b, int32_t ng) {
+  const bool is_schema = !b.p.json_schema_file.empty();
+  const std::string& path = is_schema ? b.p.json_schema_file : b.p.grammar_file;
+  BenchRow r = b.base;
+  r.n_gen = ng;
+  r.constraint = path;
+  r.test = fmt::format("tg{} {}", ng, is_schema ? "json-schema" : "grammar");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("bench: cannot read {}", path);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const tok::Tokenizer tok = tok::Tokenizer::from_gguf(b.model.file());
+  nlohmann::json schema;
+  if (is_schema) {
+    try {
+      schema = nlohmann::json::parse(text);
+    } catch (const std::exception& e) {
+      fail("bench: {}: not JSON: {}", path, e.what());
+    }
+  }
+  auto compile = [&] {
+    try {
+      return is_schema ? grammar::compile_json_schema(schema, tok) : grammar::compile_gbnf(text, tok);
+    } catch (const std::exception& e) {
+      fail("bench: {}: {}", path, e.what());
+    }
+  };
+  const std::vector<int32_t> prompt(b.tokens.begin(), b.tokens.begin() + k_spec_prompt / 2);
+  SessionSource src(b.s);
+  Generator gen(src, tok);
+  GenerateParams g;
+  g.sampling.temp = 0.8f;
+  g.sampling.n_vocab = static_cast<int32_t>(std::min<size_t>(tok.vocab().size(), size_t(b.model.hparams().n_vocab)));
+  auto run_pair = [&](uint64_t seed) {
+    GenerateParams gc = g;
+    gc.sampling.seed = seed;
+    gc.max_tokens = ng;
+    gc.grammar = compile();
+    b.s.reset();
+    const GenerateResult c = gen.generate(prompt, gc);
+    GenerateParams gp = g;
+    gp.sampling.seed = seed;
+    gp.max_tokens = std::max<int64_t>(int64_t(c.tokens.size()), 1);
+    gp.ignore_eos = true;
+    b.s.reset();
+    const GenerateResult u = gen.generate(prompt, gp);
+    return std::pair{c, u};
+  };
+  if (b.p.warmup) {
+    b.log(fmt::format("bench: ub {} {} warm-up", b.ub, r.test));
+    run_pair(0);
+  }
+  std::vector<double> ns;
+  double plain_ms = 0, grammar_ms = 0;
+  int64_t plain_n = 0;
+  for (int32_t i = 0; i < b.p.reps; ++i) {
+    b.log(fmt::format("bench: ub {} {} rep {}/{}", b.ub, r.test, i + 1, b.p.reps));
+    const auto [c, u] = run_pair(static_cast<uint64_t>(i + 1));
+    const auto n = static_cast<int64_t>(c.tokens.size());
+    if (n < 2) fail("bench: {}: the constrained run ended after {} token(s); nothing to time", path, n);
+    // Per token over the same count: gen_ms runs from the first sample to the end.
+    ns.push_back(c.gen_ms * 1e6 * double(ng) / double(n));
+    r.constrained_tokens += n;
+    grammar_ms += c.grammar_ms;
+    plain_ms += u.gen_ms;
+    plain_n += static_cast<int64_t>(u.tokens.size());
+  }
+  stats(r, ns, ng);
+  r.plain_ts = plain_ms > 0 ? double(plain_n) / (plain_ms / 1e3) : 0.0;
+  r.grammar_ms_per_token = r.constrained_tokens > 0 ? grammar_ms / double(r.constrained_tokens) : 0.0;
+  b.log(
+      fmt::format("bench: ub {} {}: {:.2f} t/s, unconstrained {:.2f} t/s ({:+.1f} % per token), grammar {:.3f} ms "
+                  "per token, {} tokens",
+                  b.ub, r.test, r.avg_ts, r.plain_ts, r.avg_ts > 0 ? 100.0 * (r.plain_ts / r.avg_ts - 1) : 0.0,
+                  r.grammar_ms_per_token, r.constrained_tokens));
+  r.bytes_per_token = bytes_per_token(b.model);
+  return r;
+}
+
 void check_params(const BenchParams& p) {
+  if (!p.grammar_file.empty() && !p.json_schema_file.empty())
+    fail("bench: give one of --grammar-file and --json-schema-file, not both");
   if (p.reps < 1) fail("bench: -r must be ≥ 1 (got {})", p.reps);
   for (int32_t v : p.n_prompt)
     if (v < 0) fail("bench: -p must be ≥ 0 (got {})", v);
@@ -590,6 +675,7 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
   const int32_t max_d = *std::max_element(p.n_depth.begin(), p.n_depth.end());
   int32_t n_ctx = std::max({max_p, max_n, 1}) + max_d;
   if (!p.spec.empty()) n_ctx = std::max(n_ctx, k_spec_prompt + max_n + p.draft_max + 1);
+  if (!p.grammar_file.empty() || !p.json_schema_file.empty()) n_ctx = std::max(n_ctx, k_spec_prompt / 2 + max_n + 1);
   vulkan::ops::parse_matmul_path(p.matmul, "--matmul");  // a usage error before the model loads
 
   // Seeded random tokens (llama-bench uses random tokens too); id 0 avoided.
@@ -652,6 +738,9 @@ std::vector<BenchRow> run_bench(const BenchParams& p, const std::function<void(c
     for (const std::string& sp : p.spec)
       for (int32_t ng : p.n_gen)
         if (ng != 0) ub_rows.push_back(bench_spec(b, ng, sp));
+    if (!p.grammar_file.empty() || !p.json_schema_file.empty())
+      for (int32_t ng : p.n_gen)
+        if (ng != 0) ub_rows.push_back(bench_constrained(b, ng));
     const uint64_t peak = s.backend().device_memory_bytes();
     const backend::MemoryStats mem = s.backend().stats().memory;
     for (auto& r : ub_rows) {
@@ -672,7 +761,7 @@ std::string bench_markdown(const std::vector<BenchRow>& rows) {
     std::string roof = r.roof_kind.empty() ? "-" : fmt::format("{:.1f} {}", r.roof_pct, r.roof_kind);
     const std::string tf = r.tflops >= 0.01 ? fmt::format("{:.2f}", r.tflops) : fmt::format("{:.2g}", r.tflops);
     // tg rows: weight bytes read per second (not for speculative rows: a step reads them once for several tokens)
-    const std::string gbs = r.n_gen > 0 && r.spec.empty() ? fmt::format("{:.1f}", r.gbs) : "-";
+    const std::string gbs = r.n_gen > 0 && r.spec.empty() && r.constraint.empty() ? fmt::format("{:.1f}", r.gbs) : "-";
     // params as llama-bench prints them: M below a billion, B from there.
     const double np = double(r.model_n_params);
     const std::string params = np < 1e9 ? fmt::format("{:.2f} M", np / 1e6) : fmt::format("{:.2f} B", np / 1e9);
@@ -688,6 +777,18 @@ std::string bench_markdown(const std::vector<BenchRow>& rows) {
     out += fmt::format("| {} | {:.1f} % | {} | {:.2f} | {:.2f}x |\n", r.test,
                        r.draft_n > 0 ? 100.0 * double(r.draft_n_accepted) / double(r.draft_n) : 0.0, r.draft_n,
                        r.plain_ts, r.plain_ts > 0 ? r.avg_ts / r.plain_ts : 0.0);
+  }
+  head = false;
+  for (const auto& r : rows) {
+    if (r.constraint.empty()) continue;
+    if (!head)
+      out +=
+          "\n| test | constraint | t/s unconstrained | cost per token | grammar ms/token | tokens |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: |\n";
+    head = true;
+    out += fmt::format("| {} | {} | {:.2f} | {:+.1f} % | {:.3f} | {} |\n", r.test, r.constraint, r.plain_ts,
+                       r.avg_ts > 0 ? 100.0 * (r.plain_ts / r.avg_ts - 1) : 0.0, r.grammar_ms_per_token,
+                       r.constrained_tokens);
   }
   return out;
 }

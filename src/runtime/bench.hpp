@@ -62,6 +62,12 @@ struct BenchParams {
   // acceptance and the speed-up over the plain run. draft_max tokens drafted per step (--draft-max).
   std::vector<std::string> spec;
   int32_t draft_max = 8;
+  // --grammar-file / --json-schema-file (llama.cpp's flag names): decode rows "tgN grammar" /
+  // "tgN json-schema" that sample N tokens (temperature 0.8, seed = repetition) after a 32-token
+  // prompt (seeded random tokens) under the constraint, compiled afresh per repetition as a server
+  // request would, and the same number of tokens without it (ignore_eos) in the same repetition:
+  // t/s of each, the constraint's cost per token and its mask time (GenerateResult::grammar_ms).
+  std::string grammar_file, json_schema_file;
   int32_t reps = 5;
   std::string device = "auto";
   bool warmup = true;
@@ -120,6 +126,12 @@ struct BenchRow {
   std::string spec;
   int64_t draft_n = 0, draft_n_accepted = 0;
   double plain_ts = 0;
+  // Constrained decode rows (BenchParams::grammar_file / json_schema_file): the file, the tokens
+  // generated under it over the timed repetitions, its mask + apply time per token (ms); avg_ts is
+  // the constrained t/s, plain_ts the unconstrained one.
+  std::string constraint;
+  int64_t constrained_tokens = 0;
+  double grammar_ms_per_token = 0;
 };
 
 // Weight bytes one decode token reads, in the GGUF layout: every tensor but the token

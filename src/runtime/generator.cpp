@@ -4,8 +4,11 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <future>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -18,18 +21,107 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 // Returns whether any token stays allowed.
 bool apply_mask(std::span<float> logits, const std::vector<uint64_t>& mask) {
   const size_t n = logits.size();
-  bool any = false;
-  for (size_t w = 0; w < mask.size() && w * 64 < n; ++w) {
+  uint64_t any = 0;
+  float* x = logits.data();
+  const size_t full = std::min(mask.size(), n / 64);
+  for (size_t w = 0; w < full; ++w) {
     const uint64_t m = mask[w];
-    any = any || m != 0;
+    any |= m;
     if (m == ~uint64_t{0}) continue;
-    const size_t end = std::min(n, w * 64 + 64);
-    for (size_t i = w * 64; i < end; ++i)
-      if (!((m >> (i & 63)) & 1)) logits[i] = -INFINITY;
+    float* xw = x + w * 64;
+    if (m == 0) {
+      std::fill(xw, xw + 64, -INFINITY);
+      continue;
+    }
+    for (size_t i = 0; i < 64; ++i) xw[i] = ((m >> i) & 1) ? xw[i] : -INFINITY;  // branch-free: vectorizes
   }
-  for (size_t i = mask.size() * 64; i < n; ++i) logits[i] = -INFINITY;
-  return any;
+  for (size_t i = full * 64; i < n; ++i) {
+    const bool on = i / 64 < mask.size() && ((mask[i / 64] >> (i & 63)) & 1);
+    any |= on ? 1 : 0;
+    if (!on) x[i] = -INFINITY;
+  }
+  return any != 0;
 }
+
+// The next step's grammar mask, computed on a thread of its own while the model evaluates the step
+// (it depends only on the tokens accepted so far). One persistent thread per constrained
+// generation: start() hands the matcher over as soon as the sampled token is accepted, before the
+// next evaluation is submitted, and take() waits only where the mask took longer than the step.
+// The matcher is not thread-safe: between start() and take() only the worker touches it.
+class MaskAhead {
+ public:
+  MaskAhead() = default;
+  MaskAhead(const MaskAhead&) = delete;
+  MaskAhead& operator=(const MaskAhead&) = delete;
+  ~MaskAhead() {
+    if (!th_.joinable()) return;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return !busy_; });  // the matcher outlives this object only by declaration order
+      quit_ = true;
+    }
+    cv_.notify_all();
+    th_.join();
+  }
+  bool pending() const { return pending_; }
+  void start(grammar::Matcher& m) {
+    if (!th_.joinable()) th_ = std::thread([this] { loop(); });
+    {
+      std::lock_guard lk(mu_);
+      job_ = &m;
+      busy_ = true;
+      err_ = nullptr;
+    }
+    pending_ = true;
+    cv_.notify_all();
+  }
+  // The mask start() asked for (rethrows what computing it threw); `ms`: the time it took.
+  const std::vector<uint64_t>* take(double& ms) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return !busy_; });
+    pending_ = false;
+    ms = ms_;
+    if (err_) std::rethrow_exception(err_);
+    return out_;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return quit_ || job_ != nullptr; });
+      if (quit_) return;
+      grammar::Matcher* m = job_;
+      job_ = nullptr;
+      lk.unlock();
+      const auto t0 = Clock::now();
+      const std::vector<uint64_t>* out = nullptr;
+      std::exception_ptr err;
+      try {
+        out = &m->mask();
+      } catch (...) {
+        err = std::current_exception();
+      }
+      const double ms = ms_since(t0);
+      lk.lock();
+      out_ = out;
+      err_ = err;
+      ms_ = ms;
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread th_;
+  grammar::Matcher* job_ = nullptr;
+  const std::vector<uint64_t>* out_ = nullptr;
+  std::exception_ptr err_;
+  double ms_ = 0;
+  bool busy_ = false, quit_ = false;
+  bool pending_ = false;  // the generating thread's own view: a start() not taken yet
+};
+
 bool mask_has(const std::vector<uint64_t>& mask, int32_t t) {
   const auto u = static_cast<size_t>(t);
   return t >= 0 && u / 64 < mask.size() && ((mask[u / 64] >> (u & 63)) & 1);
@@ -186,19 +278,19 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   bool done = max_tokens == 0;
   bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
   res.reason = StopReason::Length;
-  // The next step's mask depends only on the tokens accepted so far, so it is computed on another
-  // thread while the model evaluates that step (the GPU's time hides the CPU's; std::async's future
-  // joins it on every exit path). grammar_ms counts the masks' own time wherever they ran.
-  std::future<const std::vector<uint64_t>*> mask_ahead;
-  double mask_ms = 0;
+  // The next step's mask is computed by `ahead` while the model evaluates that step (see MaskAhead;
+  // declared after `gm`, so it is done with the matcher before the matcher goes). grammar_ms counts
+  // the masks' own time wherever they ran, and applying them.
+  MaskAhead ahead;
   while (!done) {
     size_t k = 0;  // the row being sampled
     for (; k < n_rows; ++k) {
       std::span<float> row(logits.data() + k * nv, nv);
       const std::vector<uint64_t>* mask = nullptr;
       if (constrained) {
-        if (k == 0 && mask_ahead.valid()) {
-          mask = mask_ahead.get();  // waits only where the mask took longer than the step
+        if (ahead.pending()) {
+          double mask_ms = 0;
+          mask = ahead.take(mask_ms);  // waits only where the mask took longer than the step
           res.grammar_ms += mask_ms;
         }
         const auto t_mask = Clock::now();
@@ -223,6 +315,9 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
         if (!mask_has(*mask, t) || !gm->accept(t))
           fail("grammar: sampled token {} was not allowed by the grammar (internal error)", t);
         ++res.grammar_checked;
+        // The next mask starts now, before the token is streamed and the next step submitted. Not
+        // with a draft (its later rows need the matcher here) nor where nothing follows.
+        if (!p.drafter && !gm->finished() && static_cast<int64_t>(res.tokens.size()) + 1 < max_tokens) ahead.start(*gm);
       }
       if ((!p.ignore_eos && tok_.vocab().is_eog(t)) || (constrained && gm->finished())) {
         res.reason = StopReason::Eog;
@@ -276,13 +371,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       res.reason = StopReason::ContextFull;
       break;
     }
-    if (constrained)
-      mask_ahead = std::async(std::launch::async, [&gm, &mask_ms] {
-        const auto t0 = Clock::now();
-        const std::vector<uint64_t>* m = &gm->mask();
-        mask_ms = ms_since(t0);
-        return m;
-      });
+    if (constrained && !ahead.pending()) ahead.start(*gm);
     const int32_t t = res.tokens.back();
     draft.tokens.clear();
     draft.q.clear();

@@ -129,6 +129,8 @@ nlohmann::json profile_to_json(const DeviceProfile& p, const std::string& base_n
               {"q8", p.mmv.q8},       {"cols_wg", p.mmv.cols_wg}, {"cols_rows", p.mmv.cols_rows},
               {"cols", p.mmv.cols}};
   if (p.mmv.col_split != MatvecRule::k_col_split_by_cols) j["mmv"]["col_split"] = p.mmv.col_split;
+  if (p.mmv.q8_group != 8) j["mmv"]["q8_group"] = p.mmv.q8_group;
+  if (p.mmv.q8_wouter != 0) j["mmv"]["q8_wouter"] = p.mmv.q8_wouter;
   j["attn"] = flash_json(p.attn);
   j["attn_wide"] = flash_json(p.attn_wide);
   j["attn_split"] = flash_json(p.attn_split);

@@ -35,7 +35,8 @@ std::string MatvecRule::str() const {
                      wg_by_k ? " byk" : "", q8 ? fmt::format(" q8≤{}", q8) : std::string(),
                      cols_wg ? fmt::format(" cols{}x{}", cols_wg, cols_rows) : std::string()) +
          (cols != 8 ? fmt::format(" ncols≤{}", cols) : std::string()) +
-         (col_split != k_col_split_by_cols ? fmt::format(" csplit{}", col_split) : std::string());
+         (col_split != k_col_split_by_cols ? fmt::format(" csplit{}", col_split) : std::string()) +
+         (q8_group != 8 ? fmt::format(" q8g{}", q8_group) : std::string()) + (q8_wouter ? " wouter" : "");
 }
 
 std::string BasicTile::str() const { return fmt::format("bm{} bn{} bk{} tm{} tn{}", bm, bn, bk, tm, tn); }
@@ -170,10 +171,14 @@ MatvecRule mmv_from_json(const nlohmann::json& j, const MatvecRule& base, const 
       r.cols = json_uint(it.value(), 1, 8, w);
     } else if (k == "col_split") {
       r.col_split = json_uint(it.value(), 0, MatvecRule::k_col_split_by_cols, w);
+    } else if (k == "q8_group") {
+      r.q8_group = json_uint(it.value(), 1, 16, w);
+    } else if (k == "q8_wouter") {
+      r.q8_wouter = json_uint(it.value(), 0, 1, w);
     } else {
       fail(
           "{}: unknown field '{}' (wg, rows, min_groups, split, unroll, wg_by_k, q8, cols_wg, cols_rows, cols, "
-          "col_split)",
+          "col_split, q8_group, q8_wouter)",
           where, k);
     }
   }

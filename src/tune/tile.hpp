@@ -87,6 +87,11 @@ struct MatvecRule {
   // columns: whole, ≤ 4: half, else quarter, and never below `split`).
   static constexpr uint32_t k_col_split_by_cols = 3;
   uint32_t cols = 8, col_split = k_col_split_by_cols;
+  // The int8-dot matvec's columns per workgroup (1 … 16; more columns run as grid-z groups of as
+  // even a size as fits): a speculative verify step of 8 drafted tokens is 9 columns. `q8_wouter`
+  // = 1: groups of more than 8 columns keep the rows' weight units in registers and stream the
+  // columns' activations past them (0: every column's activations in registers, the ≤ 8 shape).
+  uint32_t q8_group = 8, q8_wouter = 0;
   std::string str() const;  // "wg64 rows4 groups512 split0 unroll1" (+ " byk", " q8≤N", " cols32x2")
   bool operator==(const MatvecRule&) const = default;
 };

@@ -243,6 +243,48 @@ TEST(BenchCli, SpeculativeRows) {
   EXPECT_NE(bad.err.find("lab:2"), std::string::npos) << bad.err;
 }
 
+// --json-schema-file / --grammar-file: a constrained decode row after the tg row, with the
+// unconstrained t/s beside it, the tokens generated under the constraint and its mask time.
+TEST(BenchCli, ConstrainedRows) {
+  const std::string dir = std::string(ROCKY_BINARY_DIR) + "/tests/bench";
+  const std::string schema = dir + "/bench_cli_schema.json", gbnf = dir + "/bench_cli_grammar.gbnf";
+  std::ofstream(schema) << R"({"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 5})";
+  std::ofstream(gbnf) << "root ::= \"[\" [a-z ]{0,40} \"]\"\n";
+  for (const auto& [flag, file, name] : {std::tuple{"--json-schema-file", schema, "tg16 json-schema"},
+                                         std::tuple{"--grammar-file", gbnf, "tg16 grammar"}}) {
+    auto r = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "0", "-n", "16", flag, file, "-r", "2",
+                                     "-o", "json", "--device", "cpu", "--no-roofline"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 2u);
+    const json& x = rows[1];
+    SCOPED_TRACE(x.dump());
+    EXPECT_EQ(x["test"].get<std::string>(), name);
+    EXPECT_EQ(x["constraint"].get<std::string>(), file);
+    EXPECT_GT(x["avg_ts"].get<double>(), 0);
+    EXPECT_GT(x["plain_ts"].get<double>(), 0);
+    EXPECT_GE(x["constrained_tokens"].get<int64_t>(), 4);  // 2 repetitions of at least 2 tokens
+    EXPECT_LE(x["constrained_tokens"].get<int64_t>(), 32);
+    EXPECT_GT(x["grammar_ms_per_token"].get<double>(), 0);
+    EXPECT_TRUE(rows[0]["constraint"].get<std::string>().empty());
+  }
+  auto md = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "0", "-n", "8", "--grammar-file", gbnf,
+                                    "-r", "1", "--device", "cpu", "--no-roofline"});
+  ASSERT_EQ(md.rc, 0) << md.err;
+  EXPECT_NE(md.out.find("| tg8 grammar | " + gbnf + " |"), std::string::npos) << md.out;
+  const std::string bad_file = dir + "/bench_cli_bad.gbnf";
+  std::ofstream(bad_file) << "root ::= \"a\" @\n";
+  auto bad = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "0", "-n", "4", "--grammar-file",
+                                     bad_file, "--device", "cpu", "--no-roofline"});
+  EXPECT_EQ(bad.rc, 1) << bad.err;
+  EXPECT_NE(bad.err.find(bad_file + ": "), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("1:14"), std::string::npos) << bad.err;
+  auto both = run_rocky("bench_cli", {"bench", "-m", shared_path(k_model), "-p", "0", "-n", "4", "--grammar-file", gbnf,
+                                      "--json-schema-file", schema, "--device", "cpu", "--no-roofline"});
+  EXPECT_EQ(both.rc, 1) << both.err;
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+}
+
 // -npl: parallel-decode rows after the tg rows, S sequences × N tokens per repetition.
 TEST(BenchCli, ParallelDecodeRows) {
   for (const std::string dev : {"cpu", "vulkan"}) {

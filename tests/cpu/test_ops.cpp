@@ -207,7 +207,7 @@ TEST(CpuOps, ParallelForVisitsEachIndexOnceAndRethrows) {
 }
 
 TEST(CpuOps, AttentionSoftmaxIsSafeForLargeScores) {
-  // Scores around 1e4 overflow a naive exp; the max-subtracted softmax must stay finite.
+  // Scores near 1e4 overflow a naive exp; the max-subtracted softmax must stay finite.
   graph::AttnParams p{4, 1, 1, 1.0f};
   std::vector<float> q = {100, 100, 100, 100};
   std::vector<float> k = {25, 25, 25, 25, 24, 24, 24, 24};

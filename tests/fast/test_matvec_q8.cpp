@@ -56,7 +56,8 @@ struct Case {
 struct Variant {
   const char* shape = nullptr;  // WG,ROWS[,SPLIT[,UNROLL]] (mmv_profile; nullptr: the device's default)
   bool subgroup = true;
-  uint32_t cols_wg = 0, cols_rows = 0;  // the profile's shape for several columns (0: the profile's own)
+  uint32_t cols_wg = 0, cols_rows = 0;   // the profile's shape for several columns (0: the profile's own)
+  uint32_t q8_group = 8, q8_wouter = 0;  // columns per workgroup, and the order for more than 8
 };
 
 struct Result {
@@ -78,6 +79,8 @@ Result run(Recorder& rec, const Case& c, const std::vector<uint8_t>& wbytes, con
     prof.mmv.cols_wg = var.cols_wg;
     prof.mmv.cols_rows = var.cols_rows;
   }
+  prof.mmv.q8_group = var.q8_group;
+  prof.mmv.q8_wouter = var.q8_wouter;
   env.prof = &prof;
   const uint64_t yo = 5 * 4, ybytes = uint64_t{c.m} * c.n * 4;
   Buffer wb = h.mem->create("w", wbytes.size(), BufferKind::DEVICE);
@@ -173,6 +176,12 @@ const std::vector<Variant>& variants() {
       r.push_back({nullptr, sg, 32, 2});
       r.push_back({nullptr, sg, 16, 3});
     }
+    // Groups of up to 16 columns, the activations in registers or streamed past the weight units.
+    for (bool sg : {true, false})
+      for (uint32_t wo : {0u, 1u}) {
+        r.push_back({nullptr, sg, 0, 0, 16, wo});
+        r.push_back({nullptr, sg, 32, 2, 16, wo});
+      }
     return r;
   }();
   return v;
@@ -184,7 +193,7 @@ void check(DType t, bool nib, std::vector<uint32_t> ks) {
     for (uint32_t m : {1u, 37u, 259u}) {
       std::vector<float> deq;
       auto wbytes = random_weights(t, k, m, rng, deq);
-      for (uint32_t n : {1u, 3u, 8u, 12u, 21u}) {
+      for (uint32_t n : {1u, 3u, 8u, 9u, 12u, 21u}) {
         const Case c{t, nib, m, k, n};
         auto x = random_x(k, n, rng);
         const Result ref = run(*harness().rec, c, wbytes, x, Kernel::MUL_MMQ);
@@ -192,7 +201,7 @@ void check(DType t, bool nib, std::vector<uint32_t> ks) {
         const bool all = n == 1 || n == 8 || n == 21;  // every variant; the default shape otherwise
         for (const Variant& var : variants()) {
           if (!all && (var.shape != nullptr || var.cols_wg != 0)) continue;
-          if (var.cols_wg != 0 && n == 1) continue;  // the column shape serves 2 … 8 columns
+          if (var.cols_wg != 0 && n == 1) continue;  // the column shape serves 2 … 16 columns
           const Result r = run(*harness().rec, c, wbytes, x, Kernel::MATVEC_Q8, var);
           const double e = nmse_vs_q81(r, deq, c);
           worst = std::max(worst, e);

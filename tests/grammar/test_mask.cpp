@@ -94,5 +94,63 @@ TEST(Mask, Qwen2VocabMatchesBruteForce) {
   EXPECT_EQ(compare_walk(gbnf, trie, 60, 7, 7), 60);
 }
 
+// Bounded repetitions of a rule: every level's token set is derived from the unbounded repetition's
+// walk (counting the copies each token starts); against the brute force, with multi-copy tokens,
+// escapes, multi-byte characters and a repetition whose copies end ambiguously (walked as it is).
+TEST(Mask, CountedRepetitionMatchesBruteForce) {
+  std::vector<std::string> p = {"\"",   "a",   "ab", "abc", "abcabc", "aaaa", "\\", "\\n", "n\"", "\xc3\xa9", "\xc3",
+                                "\xa9", "é\"", "ba", "c",   "cc\"",   "\"}",  "x",  "xy",  "y",   ","};
+  for (char c = ' '; c <= '~'; ++c) p.push_back(std::string(1, c));
+  p.push_back("");
+  auto trie = TokenTrie::from_pieces(p, {static_cast<int32_t>(p.size() - 1)});
+  const std::string char_rule = R"(char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))";
+  for (const std::string& g : {
+           "root ::= \"\\\"\" char{0,9} \"\\\"\" \"x\"\n" + char_rule,
+           "root ::= \"\\\"\" char{2,7} \"\\\"\" (\",\" root)?\n" + char_rule,
+           std::string("root ::= (\"ab\" | \"c\"){1,8} \"x\"{0,3} \"y\""),
+           std::string("root ::= (\"a\" | \"ab\" | \"b\"){0,6} \"c\""),  // copies end ambiguously
+       })
+    for (uint32_t seed : {1u, 2u, 3u}) EXPECT_EQ(compare_walk(g, trie, 150, seed), 150) << g;
+}
+
+// On Qwen2's vocabulary: the derived token sets equal walking every level of a string's maxLength.
+TEST(Mask, CountedRepetitionQwen2SameAsWalkingEachLevel) {
+  auto tok = tok::Tokenizer::load(test::shared_path("reference/vocab/ggml-vocab-qwen2-rebuilt.gguf"));
+  auto trie = TokenTrie::build(tok);
+  const std::string gbnf = json_schema_to_gbnf(nlohmann::json::parse(R"({"type": "array", "items":
+    {"type": "string", "minLength": 2, "maxLength": 30}, "maxItems": 4})"));
+  auto fast = std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), trie);
+  auto slow = std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), trie, /*derive_counted=*/false);
+  Matcher a(fast), b(slow);
+  // Inside a 30-character string the levels come from one walk per alternative of a character.
+  ASSERT_TRUE(a.accept_bytes("[\"ab"));
+  ASSERT_TRUE(b.accept_bytes("[\"ab"));
+  for (int k = 0; k < 25; ++k) {
+    ASSERT_EQ(a.mask(), b.mask()) << "character " << k;
+    ASSERT_TRUE(a.accept_bytes("x"));
+    ASSERT_TRUE(b.accept_bytes("x"));
+  }
+  EXPECT_LT(a.compiled().n_trie_walks(), 20u);
+  EXPECT_GT(b.compiled().n_trie_walks(), 25u);
+  a.reset();
+  b.reset();
+  std::mt19937 rng(5);
+  for (int s = 0; s < 120; ++s) {
+    const std::vector<uint64_t> m = a.mask();
+    ASSERT_EQ(m, b.mask()) << "step " << s;
+    std::vector<int32_t> allowed;
+    for (size_t t = 0; t < trie->n_vocab(); ++t)
+      if (bit(m, t)) allowed.push_back(static_cast<int32_t>(t));
+    ASSERT_FALSE(allowed.empty());
+    const int32_t t = allowed[rng() % allowed.size()];
+    ASSERT_TRUE(a.accept(t));
+    ASSERT_TRUE(b.accept(t));
+    if (a.finished()) {
+      a.reset();
+      b.reset();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rocky::grammar

@@ -195,8 +195,11 @@ void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds
   if (epi.kind != Epilogue::NONE && (!epi.operand.buf || epi.operand.bytes < epi_need))
     fail("{}: matvec_q8 {} operand holds {} bytes, {} needed", label, epi.kind == Epilogue::BIAS ? "bias" : "residual",
          epi.operand.bytes, epi_need);
-  // Columns per workgroup: groups of ≤ 8, as even as possible (12 columns: 2 × 6).
-  const uint32_t groups = (n + k_matvec_max_cols - 1) / k_matvec_max_cols, cols = (n + groups - 1) / groups;
+  // Columns per workgroup: groups of ≤ mmv.q8_group, as even as possible (12 columns in groups of
+  // ≤ 8: 2 × 6).
+  const tune::MatvecRule& rule = ops::profile(e).mmv;
+  const uint32_t per = std::clamp<uint32_t>(rule.q8_group, 1, k_matvec_q8_group_cols);
+  const uint32_t groups = (n + per - 1) / per, cols = (n + groups - 1) / groups;
   MatvecShape sh = matvec_shape(ops::profile(e), e.info, w.rows, w.ne0, cols);
   sh.wg = std::max<uint32_t>(sh.wg, 4);                     // the shared-memory reduction reads 4 at a time
   sh.rows = std::max(1u, std::min(sh.rows, sh.wg / cols));  // ≤ one output per invocation where it can
@@ -214,7 +217,8 @@ void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds
                                                                    {ROCKY_SC_MMQ_NIB, w.mmq_nibbles ? 1u : 0u},
                                                                    {ROCKY_SC_MMQ_EPI, static_cast<uint32_t>(epi.kind)},
                                                                    {ROCKY_SC_MMV_UNROLL, sh.unroll},
-                                                                   {ROCKY_SC_MMV_COLS, cols}});
+                                                                   {ROCKY_SC_MMV_COLS, cols},
+                                                                   {ROCKY_SC_MMV_WOUTER, rule.q8_wouter}});
   for_each_mmq_window(e, w, [&](abi::MatmulMmqPC& pc, const Bound& bw, const Bound& bs) {
     pc.N = n;
     pc.x_off = 0;

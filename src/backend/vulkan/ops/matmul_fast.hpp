@@ -132,12 +132,14 @@ void matvec_mmq(ops::Env& e, const ops::Weight& w, ops::Region x, ops::Region y,
 // The int8-dot matvec (shaders/common/matvec_q8.glsl): y [M, n] = W · x for n ≤ 64
 // columns with x in q8_1 (qs, ds as quantize_q8_1 / rms_norm_q8_1 / silu_mul_q8_1 write them,
 // mul_mmq's input), packed int8 dots per 16-value half, scales per block, f32 accumulation — the
-// products of mul_mmq, computed as a matvec: a workgroup takes a few rows for up to 8 columns and
-// reads each weight unit once for them (columns in groups of ≤ 8: grid z). Epilogue as mul_mmq's.
+// products of mul_mmq, computed as a matvec: a workgroup takes a few rows for up to 16 columns and
+// reads each weight unit once for them (columns in groups of ≤ the profile's mmv.q8_group, at most
+// k_matvec_q8_group_cols: grid z). Epilogue as mul_mmq's.
 // Needs the weight's mmq repack and shaderIntegerDotProduct; rocky::Error otherwise, or when the
 // regions are too small. Taken by mul_mmq itself for n ≤ Env::mmv_q8 (ops::matmul_uses_q8_1 then
 // routes decode and batched steps through the q8_1 producers).
 constexpr uint32_t k_matvec_q8_max_cols = 64;
+constexpr uint32_t k_matvec_q8_group_cols = 16;
 void matvec_q8(ops::Env& e, const ops::Weight& w, ops::Region qs, ops::Region ds, uint32_t n, ops::Region y,
                const std::string& label, const MmqEpilogue& epi = {});
 

@@ -46,6 +46,8 @@ namespace rocky::vulkan::abi {
 // matvec_mmq: columns (tokens) per dispatch, 1 … 8: each weight unit is loaded once for all of
 // them (x [K, n], y / residual [ldy, n]).
 #define ROCKY_SC_MMV_COLS 33
+// matvec_q8: groups of more than 8 columns stream the activations past the rows' weight units.
+#define ROCKY_SC_MMV_WOUTER 57
 // rms_norm_q8_1: 1 = Σx² reduced in two shared-memory passes (two barriers, as rms_norm_vec)
 // instead of the barrier tree; the host sets it for the few columns of a decode step.
 #define ROCKY_SC_RMS_FLAT 53

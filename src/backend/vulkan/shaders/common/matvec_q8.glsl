@@ -15,7 +15,7 @@
 // that made matvec_mmq ALU-bound is done once per weight unit, and x is read as 36 bytes per block
 // instead of 128. The activations carry q8_1's rounding (the same as mul_mmq's prefill).
 //
-// Work split: a workgroup of WG invocations computes ROWS consecutive rows for NCOLS columns
+// Work split: a workgroup of WG invocations computes ROWS consecutive rows for NCOLS (≤ 16) columns
 // (c0 = NCOLS · gl_WorkGroupID.z … ; columns ≥ N read column N − 1 and store nothing); invocation
 // t takes blocks t, t + WG, … (UNROLL = 2: two per loop iteration, their loads issued together),
 // loads each block's x once per column and its weight unit and scale pair once per row. Reduction:
@@ -37,7 +37,8 @@ layout(constant_id = ROCKY_SC_BM) const uint ROWS = 1;
 layout(constant_id = ROCKY_SC_MMQ_NIB) const bool NIB = false;
 layout(constant_id = ROCKY_SC_MMQ_EPI) const uint EPILOGUE = ROCKY_MMQ_EPI_NONE;
 layout(constant_id = ROCKY_SC_MMV_UNROLL) const uint UNROLL = 1;
-layout(constant_id = ROCKY_SC_MMV_COLS) const uint NCOLS = 1;  // columns per workgroup, 1 … 8
+layout(constant_id = ROCKY_SC_MMV_COLS) const uint NCOLS = 1;  // columns per workgroup, 1 … 16
+layout(constant_id = ROCKY_SC_MMV_WOUTER) const bool WOUTER = false;
 layout(push_constant) uniform PC { MatmulMmqPC pc; };
 layout(binding = 0) readonly buffer Wq { uvec4 wq[]; };
 layout(binding = 1) readonly buffer Ws { uint ws[]; };
@@ -56,68 +57,96 @@ shared float red[ROWS * NCOLS * gl_WorkGroupSize.x];  // (row, column) × subgro
 
 float acc[ROWS * NCOLS];  // row r column c at r·NCOLS + c
 
-// Block b of this invocation's ROWS rows for the workgroup's columns, its contribution scaled by k
-// (1, or 0 for the clamped duplicate of the unrolled loop's tail).
-void block(uint b, uint g, uint c0, uint nb, float k) {
-  uvec4 xa[NCOLS], xb[NCOLS];  // values 0..15 / 16..31 of the block, per column
-  vec2 xs[NCOLS];              // (d, d·Σq)
-  int sa[NCOLS], sb[NCOLS];    // q6_K nibbles: Σq of each half (u = q + 32 needs 32·Σq back)
-  [[unroll]] for (uint c = 0u; c < NCOLS; ++c) {
-    const uint col = min(c0 + c, pc.N - 1u), xi = pc.x_off + col * nb + b;
-    xa[c] = xq[2u * xi];
-    xb[c] = xq[2u * xi + 1u];
-    xs[c] = xd[xi];
-    if (Q6NIB) {
-      const uint ones = 0x01010101u;
-      sa[c] = dot4(xa[c].x, ones) + dot4(xa[c].y, ones) + dot4(xa[c].z, ones) + dot4(xa[c].w, ones);
-      sb[c] = dot4(xb[c].x, ones) + dot4(xb[c].y, ones) + dot4(xb[c].z, ones) + dot4(xb[c].w, ones);
-    }
+// One weight half pair (lo, hi) with its scales s times one column's q8_1 block (xa, xb, xs; sa, sb:
+// the q6_K nibble sums): mul_mmq's product of the block.
+float product(uvec4 lo, uvec4 hi, vec2 s, uvec4 xa, uvec4 xb, vec2 xs, int sa, int sb) {
+  int da = IBIAS, db = IBIAS;
+  da += dot4(lo.x, xa.x);
+  da += dot4(lo.y, xa.y);
+  da += dot4(lo.z, xa.z);
+  da += dot4(lo.w, xa.w);
+  db += dot4(hi.x, xb.x);
+  db += dot4(hi.y, xb.y);
+  db += dot4(hi.z, xb.z);
+  db += dot4(hi.w, xb.w);
+  if (Q6NIB) {
+    da -= 32 * sa;
+    db -= 32 * sb;
   }
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint m = min(g * ROWS + r, pc.M - 1u);
-    const uint srow = pc.ws_off + m * mmq_srow_words(nb);
-    uvec4 lo, hi;  // the block's two halves as int8 (or u = q + 32 for q6_K nibbles) words
-    if (NIBBLES) {
-      const uvec4 w = wq[pc.wq_off + m * nb + b];
-      if (Q6NIB) {
-        const uvec2 hw = mmq_q6_hi(srow, b);
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-          const uint h = mmq_q6_h16(hw, j);
-          lo[j] = mmq_q6lo(w[j], h);
-          hi[j] = mmq_q6hi(w[j], h);
-        }
-      } else {
-        lo = w & 0x0F0F0F0Fu;
-        hi = (w >> 4u) & 0x0F0F0F0Fu;
+  const float fa = intBitsToFloat(da) - 12582912.0, fb = intBitsToFloat(db) - 12582912.0;
+  if (WTYPE == 14u) return fa * (s.x * xs.x) + fb * (s.y * xs.x);  // q6_K: one scale per half
+  float add = (fa + fb) * (s.x * xs.x);
+  if (AFFINE) add += s.y * xs.y;  // q4_K / q5_K / q5_1 min term
+  return add;
+}
+
+// Column c's q8_1 block b (values 0..15 in xa, 16..31 in xb, (d, d·Σq) in xs; q6_K nibbles: the
+// Σq of each half in sa, sb, as u = q + 32 needs 32·Σq back).
+void load_x(uint c0, uint c, uint nb, uint b, out uvec4 xa, out uvec4 xb, out vec2 xs, out int sa, out int sb) {
+  const uint col = min(c0 + c, pc.N - 1u), xi = pc.x_off + col * nb + b;
+  xa = xq[2u * xi];
+  xb = xq[2u * xi + 1u];
+  xs = xd[xi];
+  sa = 0;
+  sb = 0;
+  if (Q6NIB) {
+    const uint ones = 0x01010101u;
+    sa = dot4(xa.x, ones) + dot4(xa.y, ones) + dot4(xa.z, ones) + dot4(xa.w, ones);
+    sb = dot4(xb.x, ones) + dot4(xb.y, ones) + dot4(xb.z, ones) + dot4(xb.w, ones);
+  }
+}
+
+// Row m's weight block b as int8 (or u = q + 32 for q6_K nibbles) words of its two halves, and its
+// scale pair.
+void load_w(uint m, uint nb, uint b, out uvec4 lo, out uvec4 hi, out vec2 s) {
+  const uint srow = pc.ws_off + m * mmq_srow_words(nb);
+  if (NIBBLES) {
+    const uvec4 w = wq[pc.wq_off + m * nb + b];
+    if (Q6NIB) {
+      const uvec2 hw = mmq_q6_hi(srow, b);
+      [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+        const uint h = mmq_q6_h16(hw, j);
+        lo[j] = mmq_q6lo(w[j], h);
+        hi[j] = mmq_q6hi(w[j], h);
       }
     } else {
-      lo = wq[pc.wq_off + m * 2u * nb + 2u * b];
-      hi = wq[pc.wq_off + m * 2u * nb + 2u * b + 1u];
+      lo = w & 0x0F0F0F0Fu;
+      hi = (w >> 4u) & 0x0F0F0F0Fu;
     }
-    const vec2 s = mmq_scale(srow, b);
+  } else {
+    lo = wq[pc.wq_off + m * 2u * nb + 2u * b];
+    hi = wq[pc.wq_off + m * 2u * nb + 2u * b + 1u];
+  }
+  s = mmq_scale(srow, b);
+}
+
+// Block b of this invocation's ROWS rows for the workgroup's columns, its contribution scaled by k
+// (1, or 0 for the clamped duplicate of the unrolled loop's tail). Every column's x stays in
+// registers while the rows' weights stream past, or (WOUTER, more than 8 columns) the ROWS rows'
+// weight units stay and the columns' x (shared by all rows, from cache) stream past.
+void block(uint b, uint g, uint c0, uint nb, float k) {
+  if (!WOUTER || NCOLS <= 8u) {
+    uvec4 xa[NCOLS], xb[NCOLS];
+    vec2 xs[NCOLS];
+    int sa[NCOLS], sb[NCOLS];
+    [[unroll]] for (uint c = 0u; c < NCOLS; ++c) load_x(c0, c, nb, b, xa[c], xb[c], xs[c], sa[c], sb[c]);
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+      uvec4 lo, hi;
+      vec2 s;
+      load_w(min(g * ROWS + r, pc.M - 1u), nb, b, lo, hi, s);
+      [[unroll]] for (uint c = 0u; c < NCOLS; ++c)
+        acc[r * NCOLS + c] += k * product(lo, hi, s, xa[c], xb[c], xs[c], sa[c], sb[c]);
+    }
+  } else {
+    uvec4 lo[ROWS], hi[ROWS];
+    vec2 s[ROWS];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) load_w(min(g * ROWS + r, pc.M - 1u), nb, b, lo[r], hi[r], s[r]);
     [[unroll]] for (uint c = 0u; c < NCOLS; ++c) {
-      int da = IBIAS, db = IBIAS;
-      da += dot4(lo.x, xa[c].x);
-      da += dot4(lo.y, xa[c].y);
-      da += dot4(lo.z, xa[c].z);
-      da += dot4(lo.w, xa[c].w);
-      db += dot4(hi.x, xb[c].x);
-      db += dot4(hi.y, xb[c].y);
-      db += dot4(hi.z, xb[c].z);
-      db += dot4(hi.w, xb[c].w);
-      if (Q6NIB) {
-        da -= 32 * sa[c];
-        db -= 32 * sb[c];
-      }
-      const float fa = intBitsToFloat(da) - 12582912.0, fb = intBitsToFloat(db) - 12582912.0;
-      float add;
-      if (WTYPE == 14u) {  // q6_K: one scale per half
-        add = fa * (s.x * xs[c].x) + fb * (s.y * xs[c].x);
-      } else {
-        add = (fa + fb) * (s.x * xs[c].x);
-        if (AFFINE) add += s.y * xs[c].y;  // q4_K / q5_K / q5_1 min term
-      }
-      acc[r * NCOLS + c] += k * add;
+      uvec4 xa, xb;
+      vec2 xs;
+      int sa, sb;
+      load_x(c0, c, nb, b, xa, xb, xs, sa, sb);
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r) acc[r * NCOLS + c] += k * product(lo[r], hi[r], s[r], xa, xb, xs, sa, sb);
     }
   }
 }
