@@ -25,6 +25,57 @@ void check_template_name(const std::string& t) {
   throw CLI::ValidationError("--chat-template",
                              "'" + t + "' is neither a built-in template (" + names + ") nor a Jinja template");
 }
+
+// Speculative decoding (llama-server's flags; runtime/speculative.hpp): each slot drafts with its
+// own n-gram lookup or draft-model context.
+void add_speculation_flags(CLI::App* sub, server::ServerOptions& o) {
+  sub->add_option("--spec-type", o.spec_type,
+                  "Speculative decoding drafter: none (default) or ngram-simple (prompt lookup: the last n tokens "
+                  "looked up earlier in the prompt and output); -md MODEL drafts with a model")
+      ->check(CLI::IsMember({"none", "ngram-simple"}));
+  sub->add_option("--md,--model-draft", o.draft_model,
+                  "Draft model for speculative decoding (-md also works): the target's vocabulary, a pure-attention "
+                  "model; each slot gets a draft context of its size on the target's device");
+  sub->add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max", o.draft_max,
+                  "Speculation: most drafted tokens per step (default 16; a request's speculative.n_max wins)")
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--draft-min,--draft-n-min,--spec-draft-n-min", o.draft_min,
+                  "Speculation: fewer drafted tokens are not evaluated (default 0; speculative.n_min)")
+      ->check(CLI::Range(0, 256));
+  sub->add_option("--draft-p-min", o.draft_p_min,
+                  "Draft model: stop drafting where its most likely token is below this probability (default 0.75; "
+                  "speculative.p_min)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--cd,--ctx-size-draft", o.draft_ctx,
+                  "Draft model: positions of each slot's draft context (-cd also works; default 0: the slot's; a "
+                  "longer text drafts nothing)")
+      ->check(CLI::Range(0, INT32_MAX));
+  sub->add_option("--spec-ngram-size-n,--spec-ngram-simple-size-n", o.ngram_n,
+                  "ngram-simple: tokens of the looked-up key (default 3)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--spec-ngram-size-m,--spec-ngram-simple-size-m", o.ngram_m,
+                  "ngram-simple: most tokens drafted from one match (default 48; --draft-max caps it)")
+      ->check(CLI::Range(1, 1024));
+}
+
+// A speculation flag without the drafter it tunes would be silently ignored: a usage error.
+void check_speculation_flags(const CLI::App* sub, const server::ServerOptions& o) {
+  const auto needs = [sub](const char* flag, bool ok, const char* what) {
+    if (sub->count(flag) > 0 && !ok) throw CLI::ValidationError(flag, std::string("needs ") + what);
+  };
+  const bool any = o.spec_type != "none" || !o.draft_model.empty();
+  if (o.spec_type != "none" && !o.draft_model.empty())
+    throw CLI::ValidationError("--spec-type", "and -md both draft; give one");
+  needs("--spec-ngram-size-n", o.spec_type == "ngram-simple", "--spec-type ngram-simple");
+  needs("--spec-ngram-size-m", o.spec_type == "ngram-simple", "--spec-type ngram-simple");
+  needs("--draft-p-min", !o.draft_model.empty(), "a draft model (-md)");
+  needs("--ctx-size-draft", !o.draft_model.empty(), "a draft model (-md)");
+  needs("--draft-max", any, "a drafter (--spec-type or -md)");
+  needs("--draft-min", any, "a drafter (--spec-type or -md)");
+  if (o.draft_min > o.draft_max)
+    throw CLI::ValidationError("--draft-min", fmt::format("{} is above --draft-max {}", o.draft_min, o.draft_max));
+  if (any && o.embedding) throw CLI::ValidationError("--spec-type/-md", "an --embedding server generates no text");
+}
 }  // namespace
 
 void add_serve(CLI::App& app, Runner& run) {
@@ -168,8 +219,11 @@ void add_serve(CLI::App& app, Runner& run) {
       ->group("");  // hidden from --help
   // The llama-server flags without a meaning on rocky's single-device path (the whole model is on
   // the device; the GPU does the work; attention is always fused): accepted, with a note.
-  add_ignored(sub, {"--ngl,--n-gpu-layers,--gpu-layers", "-t,--threads,--tb,--threads-batch", "--fa,--flash-attn"}, {},
-              "llama-server");
+  add_speculation_flags(sub, *o);
+  add_ignored(sub,
+              {"--ngl,--n-gpu-layers,--gpu-layers", "--ngld,--gpu-layers-draft,--n-gpu-layers-draft",
+               "-t,--threads,--tb,--threads-batch", "--fa,--flash-attn"},
+              {}, "llama-server");
   // llama-server flags rocky cannot honour: refused (exit 2) with the reason, never ignored.
   const std::pair<const char*, const char*> refused[] = {
       {"--mlock", "rocky does not lock the model in RAM (the weights live on the device)"},
@@ -179,6 +233,7 @@ void add_serve(CLI::App& app, Runner& run) {
       {"--log-format", "rocky's log is plain text"},
       {"--hf,--hfr,--hf-repo", "rocky does not download models; give the GGUF file with -m"},
       {"--mu,--model-url", "rocky does not download models; give the GGUF file with -m"},
+      {"--devd,--device-draft", "the draft model runs on the target's device (--device)"},
   };
   for (const auto& [names, why] : refused) {
     const std::string reason = why;
@@ -196,6 +251,7 @@ void add_serve(CLI::App& app, Runner& run) {
                                  "is not supported: rocky does not shift the context (a generation that fills it "
                                  "ends with finish_reason \"length\"); leave the flag out");
     check_template_name(o->chat_template);
+    check_speculation_flags(sub, *o);
     o->n_parallel_given = np->count() > 0;
     for (const char* f : {"--ctk", "--ctv", "--kv-f16"})
       if (sub->get_option(f)->count() > 0) o->kv_type_given = true;

@@ -15,9 +15,9 @@ namespace {
 // llama.cpp spells some options with two or three letters after one dash (-ub, -np, -cnv); CLI11
 // short names are one letter, so those are rewritten to their long form (--ub) before parsing.
 std::string rewrite_two_letter(const char* arg) {
-  static const char* const k_long[] = {"-ub",   "-np",  "-to",  "-cnv", "-sys", "-st",   "-ngl", "-tb",
-                                       "-fa",   "-ctk", "-ctv", "-npl", "-mmp", "-kvu",  "-rea", "-cb",
-                                       "-nocb", "-md",  "-hf",  "-hfr", "-mu",  "-cram", "-sp"};
+  static const char* const k_long[] = {"-ub",  "-np",  "-to",  "-cnv",  "-sys", "-st",   "-ngl", "-tb",   "-fa",
+                                       "-ctk", "-ctv", "-npl", "-mmp",  "-kvu", "-rea",  "-cb",  "-nocb", "-md",
+                                       "-hf",  "-hfr", "-mu",  "-cram", "-sp",  "-ngld", "-cd",  "-devd"};
   for (const char* l : k_long)
     if (std::string(arg) == l) return std::string("-") + l;
   return arg;

@@ -186,6 +186,12 @@ class Backend {
     (void)why;
     return INT64_MAX;
   }
+
+  // The most tokens a batched step may carry when a sequence brings several of them (speculative
+  // verification) beside other sequences' tokens, with every token's logits those of the same
+  // tokens in a step of their own; 1: such a sequence's tokens go into a step of their own.
+  // Default: no limit.
+  virtual int64_t mixed_verify_tokens() const { return INT64_MAX; }
 };
 
 // "weights 12.3 MiB + KV 4.0 MiB + arena 1.5 MiB = 17.8 MiB" (what `rocky run` / `verify` print).

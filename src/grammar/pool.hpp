@@ -19,8 +19,8 @@
 namespace rocky::grammar {
 
 struct GrammarPoolLimits {
-  size_t texts = 8;                   // distinct constraint texts kept
-  size_t idle_per_text = 4;           // idle copies of one text (one per concurrent generation)
+  size_t texts = 8;                      // distinct constraint texts kept
+  size_t idle_per_text = 4;              // idle copies of one text (one per concurrent generation)
   uint64_t bytes = uint64_t{256} << 20;  // the idle copies' caches together
 };
 

@@ -53,6 +53,7 @@ BatchEngine::BatchEngine(const model::Model& m, std::shared_ptr<backend::Backend
     }
   }
   chunk_ = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_ubatch_) : n_ubatch_;
+  exact_ = be_->mixed_verify_tokens();
   const size_t ns = static_cast<size_t>(n_seq_);
   n_past_.assign(ns, 0);
   live_from_.assign(ns, 0);
@@ -318,14 +319,35 @@ std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> token
   r.tokens.assign(tokens.begin(), tokens.end());
   r.all_logits = all_logits;
   r.progress = progress;
+  return submit(r, seqs_max);
+}
+
+std::vector<float> BatchEngine::verify(int32_t seq, std::span<const int32_t> tokens, int32_t* seqs_max,
+                                       std::vector<float> reuse) {
+  check_seq(seq);
+  if (tokens.empty()) fail("verify: no tokens");
+  if (recurrent())
+    fail("batch: sequence {}: a hybrid model's recurrent state cannot drop rejected drafts (no speculation)", seq);
+  Request r;
+  r.out = std::move(reuse);
+  r.out.clear();
+  r.seq = seq;
+  r.tokens.assign(tokens.begin(), tokens.end());
+  r.all_logits = true;
+  r.verify = true;
+  return submit(r, seqs_max);
+}
+
+std::vector<float> BatchEngine::submit(Request& r, int32_t* seqs_max) {
+  const int32_t seq = r.seq;
   std::unique_lock lk(mu_);
   if (auto& l = lost_[static_cast<size_t>(seq)]; !l.first.empty()) {
     const auto f = std::exchange(l, {});
     throw_fault(f.first, f.second);
   }
   const int32_t np = n_past_[static_cast<size_t>(seq)];
-  if (np + static_cast<int64_t>(tokens.size()) > n_ctx_)
-    fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", tokens.size(), np, n_ctx_);
+  if (np + static_cast<int64_t>(r.tokens.size()) > n_ctx_)
+    fail("{} tokens do not fit in the context: {} already used of {} (raise -c)", r.tokens.size(), np, n_ctx_);
   if (stop_) fail("batch: shutting down");
   queue_.push_back(&r);
   cv_.notify_all();
@@ -334,6 +356,21 @@ std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> token
   if (r.fault != 0) throw_fault(r.error, r.fault);
   if (!r.error.empty()) fail("{}", r.error);
   return std::move(r.out);
+}
+
+void BatchEngine::drop_tail(int32_t seq, int32_t n) {
+  check_seq(seq);
+  std::lock_guard lk(mu_);
+  const size_t s = static_cast<size_t>(seq);
+  if (n < 0 || n > n_past_[s]) fail("batch: drop sequence {} back to {} of its {} positions", seq, n, n_past_[s]);
+  if (n_ring_ > 0 && n > 0 && !ring_keeps(n, live_from_[s], window_))
+    fail(
+        "batch: sequence {}'s sliding-window KV ring ({} cells) no longer holds positions {} … {} that position {} "
+        "reads (it holds {} on): a draft longer than -ub cannot be taken back; use a shorter --draft-max or "
+        "--swa-full",
+        seq, n_ring_, std::max(0, n - window_ + 1), n - 1, n, live_from_[s]);
+  n_past_[s] = n;
+  if (ready_[s] && hist_[s].size() >= static_cast<size_t>(n)) hist_[s].resize(static_cast<size_t>(n));
 }
 
 void BatchEngine::loop() {
@@ -446,22 +483,28 @@ void BatchEngine::record_step(int32_t chunk, int64_t n_dec, int32_t n_seqs, doub
   stats_.replays += replayed ? 1 : 0;
 }
 
-bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
-  drop_gone();
-  // The shared cells: what the active sequences hold, and what this step may add.
-  int64_t free = n_cells_;
-  for (size_t s = 0; s < n_past_.size(); ++s)
-    if (active_[s] && !preempted_[s]) free -= n_past_[s];
-  auto held = [&](const Request* r) { return !preempted_[static_cast<size_t>(r->seq)]; };
-  // The decode group: every request with one token left (a decode, or a prefill's last token) of a
-  // sequence that holds its cells, in arrival order, at most -ub of them (one with max_seqs 1).
+bool BatchEngine::fits_decode(const std::vector<Request*>& dec, int64_t n_dec, const Request* r) const {
   const size_t max_dec = max_seqs_ > 0 ? static_cast<size_t>(max_seqs_) : static_cast<size_t>(n_ubatch_);
-  std::vector<Request*> dec;
+  const size_t k = decode_tokens(r);
+  if (k == 0 || dec.size() >= max_dec || n_dec + static_cast<int64_t>(k) > n_ubatch_) return false;
+  // A step with a verification stays within Backend::mixed_verify_tokens unless the verification
+  // is alone in it.
+  const bool spec = r->verify || std::any_of(dec.begin(), dec.end(), [](const Request* d) { return d->verify; });
+  return !spec || dec.empty() || n_dec + static_cast<int64_t>(k) <= exact_;
+}
+
+// The decode group: every request with one token left (a decode, or a prefill's last token) or a
+// speculative verification (its tokens together) of a sequence that holds its cells, in arrival
+// order, at most -ub tokens (one request with max_seqs 1). `free` (the shared cells) loses theirs.
+void BatchEngine::pick_decodes(std::vector<Request*>& dec, int64_t& n_dec, int64_t& free) {
+  auto held = [&](const Request* r) { return !preempted_[static_cast<size_t>(r->seq)]; };
   for (Request* r : queue_)
-    if (r->tokens.size() - r->done == 1 && held(r) && dec.size() < std::min<size_t>(max_dec, n_ubatch_))
+    if (held(r) && fits_decode(dec, n_dec, r)) {
       dec.push_back(r);
+      n_dec += static_cast<int64_t>(decode_tokens(r));
+    }
   // Not enough cells for them: the newest sequence holding cells (its tokens known) gives them up.
-  while (static_cast<int64_t>(dec.size()) > free) {
+  while (n_dec > free) {
     int32_t victim = -1;
     for (int32_t s = 0; s < n_seq_; ++s) {
       const size_t u = static_cast<size_t>(s);
@@ -472,9 +515,26 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     free += n_past_[static_cast<size_t>(victim)];
     preempt(victim);
     dec.erase(std::remove_if(dec.begin(), dec.end(), [&](const Request* r) { return r->seq == victim; }), dec.end());
+    n_dec = 0;
+    for (const Request* r : dec) n_dec += static_cast<int64_t>(decode_tokens(r));
   }
-  if (static_cast<int64_t>(dec.size()) > free) dec.resize(static_cast<size_t>(std::max<int64_t>(free, 0)));
-  free -= static_cast<int64_t>(dec.size());
+  while (n_dec > free && !dec.empty()) {
+    n_dec -= static_cast<int64_t>(decode_tokens(dec.back()));
+    dec.pop_back();
+  }
+  free -= n_dec;
+}
+
+bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
+  drop_gone();
+  // The shared cells: what the active sequences hold, and what this step may add.
+  int64_t free = n_cells_;
+  for (size_t s = 0; s < n_past_.size(); ++s)
+    if (active_[s] && !preempted_[s]) free -= n_past_[s];
+  std::vector<Request*> dec;
+  int64_t n_dec = 0;  // their tokens
+  pick_decodes(dec, n_dec, free);
+  auto dec_fits = [&](const Request* r) { return fits_decode(dec, n_dec, r); };
   // Then the first waiting prefill whose whole remaining prompt fits the free cells (a preempted
   // sequence's: its kept tokens, then its request), unless max_seqs is already reached.
   Request* pf = nullptr;
@@ -492,17 +552,18 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
       // pick). Its request goes on where it was.
       preempted_[s] = 0;
       free -= static_cast<int64_t>(hist_[s].size());
-      if (left == 1) {
-        if (dec.size() < max_dec && free > 0) {
+      if (decode_tokens(r) > 0) {
+        if (dec_fits(r) && free >= static_cast<int64_t>(left)) {
           dec.push_back(r);
-          free -= 1;
+          n_dec += static_cast<int64_t>(left);
+          free -= static_cast<int64_t>(left);
         }
         continue;
       }
       pf = r;
       break;
     }
-    if (left <= 1 || static_cast<int64_t>(left) > free) continue;
+    if (decode_tokens(r) > 0 || static_cast<int64_t>(left) > free) continue;
     pf = r;
     break;
   }
@@ -512,16 +573,17 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   if (!dec.empty() && pf != nullptr) {
     if (prefill_due_) {
       dec.clear();
+      n_dec = 0;
     } else {
       pf = nullptr;
     }
   }
   prefill_due_ = pf == nullptr && std::any_of(queue_.begin(), queue_.end(), [&](const Request* r) {
-                   return r->tokens.size() - r->done > 1 || preempted_[static_cast<size_t>(r->seq)];
+                   return decode_tokens(r) == 0 || preempted_[static_cast<size_t>(r->seq)];
                  });
   int32_t chunk = 0;
   if (pf != nullptr) {
-    const int32_t room = n_ubatch_ - static_cast<int32_t>(dec.size());
+    const int32_t room = n_ubatch_ - static_cast<int32_t>(n_dec);
     chunk = static_cast<int32_t>(std::min<size_t>(
         {static_cast<size_t>(std::max(room, 0)), static_cast<size_t>(chunk_), pf->tokens.size() - pf->done}));
     if (chunk == 0) pf = nullptr;
@@ -538,14 +600,17 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     }
   }
   for (Request* r : dec) {
-    toks.push_back(r->tokens[r->done]);
-    seq.push_back(r->seq);
-    pos.push_back(n_past_[static_cast<size_t>(r->seq)]);
+    const size_t k = decode_tokens(r);
+    for (size_t j = 0; j < k; ++j) {
+      toks.push_back(r->tokens[r->done + j]);
+      seq.push_back(r->seq);
+      pos.push_back(n_past_[static_cast<size_t>(r->seq)] + static_cast<int32_t>(j));
+    }
   }
   const bool pf_last = pf != nullptr && pf->done + static_cast<size_t>(chunk) == pf->tokens.size();
   const bool all = pf != nullptr && pf->all_logits;
   const int32_t n = static_cast<int32_t>(toks.size());
-  const int32_t n_out = all ? n : static_cast<int32_t>(dec.size()) + (pf_last ? 1 : 0);
+  const int32_t n_out = all ? n : static_cast<int32_t>(n_dec) + (pf_last ? 1 : 0);
   const model::Logits want = all ? model::Logits::ALL : n_out > 0 ? model::Logits::LAST : model::Logits::NONE;
   const int32_t n_seqs = static_cast<int32_t>(dec.size()) + (pf != nullptr ? 1 : 0);
   lk.unlock();
@@ -620,8 +685,9 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
                                 n_past_[static_cast<size_t>(pf->seq)] - 1, pf->seq);
     }
   }
-  for (size_t i = 0; i < dec.size(); ++i) {
-    Request* r = dec[i];
+  int32_t col = chunk;  // the next decode column
+  for (Request* r : dec) {
+    const size_t k = decode_tokens(r);
     r->seqs_max = std::max(r->seqs_max, n_seqs);
     r->finished = true;
     if (!error.empty()) {
@@ -629,23 +695,25 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
       r->fault = fault;
       continue;
     }
-    auto v = row(chunk + static_cast<int32_t>(i));
-    if (r->all_logits) {
-      r->out.insert(r->out.end(), v.begin(), v.end());
-    } else {
-      r->out.assign(v.begin(), v.end());
+    for (size_t j = 0; j < k; ++j, ++col) {
+      auto v = row(col);
+      if (r->all_logits) {
+        r->out.insert(r->out.end(), v.begin(), v.end());
+      } else {
+        r->out.assign(v.begin(), v.end());
+      }
+      hist_[static_cast<size_t>(r->seq)].push_back(r->tokens[r->done]);
+      r->done += 1;
+      n_past_[static_cast<size_t>(r->seq)] += 1;
+      if (n_ring_ > 0)
+        live_from_[static_cast<size_t>(r->seq)] =
+            std::max(live_from_[static_cast<size_t>(r->seq)], n_past_[static_cast<size_t>(r->seq)] - n_ring_);
+      if (check_finite_ && !finite(v) && r->error.empty())
+        r->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
+                               n_past_[static_cast<size_t>(r->seq)] - 1, r->seq);
     }
-    hist_[static_cast<size_t>(r->seq)].push_back(r->tokens[r->done]);
-    r->done += 1;
-    n_past_[static_cast<size_t>(r->seq)] += 1;
-    if (n_ring_ > 0)
-      live_from_[static_cast<size_t>(r->seq)] =
-          std::max(live_from_[static_cast<size_t>(r->seq)], n_past_[static_cast<size_t>(r->seq)] - n_ring_);
-    if (check_finite_ && !finite(v))
-      r->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
-                             n_past_[static_cast<size_t>(r->seq)] - 1, r->seq);
   }
-  if (error.empty()) record_step(chunk, static_cast<int64_t>(dec.size()), n_seqs, compute_s, host_d, replayed);
+  if (error.empty()) record_step(chunk, n_dec, n_seqs, compute_s, host_d, replayed);
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Request* r) { return r->finished; }),
                queue_.end());
   done_cv_.notify_all();

@@ -116,6 +116,17 @@ class BatchEngine {
       std::vector<float> reuse =
           {});  // (reuse: a vector whose capacity the result takes over — the decode loop's last logits.)
 
+  // Speculative verification: [last token + drafted tokens] of sequence `seq` go into a decode
+  // step beside the other sequences' tokens (not through the prefill turn, so several slots'
+  // drafts share one step) within Backend::mixed_verify_tokens (on Vulkan: a step of their own);
+  // every token's logits, row-major. Within -ub; longer ones run as a prefill. Not for hybrid
+  // models (their recurrent state cannot drop rejected drafts).
+  std::vector<float> verify(int32_t seq, std::span<const int32_t> tokens, int32_t* seqs_max = nullptr,
+                            std::vector<float> reuse = {});
+  // Drops the positions from n on (n ≤ n_past): the cells of rejected drafts. Only the sequence's
+  // own thread, between its evals; its recorded tokens stay in step (a preemption keeps them).
+  void drop_tail(int32_t seq, int32_t n);
+
   int32_t n_past(int32_t seq) const;
   // under batching: the prefix cache moves one sequence's cells (backend::Context::export_kv
   // layout). Only the sequence's own thread calls these, between its evals (no request of `seq`
@@ -167,9 +178,16 @@ class BatchEngine {
     int32_t seqs_max = 0;
     bool finished = false;
     std::string error;
-    int fault = 0;      // the error is a device fault: 1 out of device memory, 2 device lost
-    size_t replay = 0;  // leading tokens re-evaluated after a preemption (no logits wanted)
+    int fault = 0;        // the error is a device fault: 1 out of device memory, 2 device lost
+    size_t replay = 0;    // leading tokens re-evaluated after a preemption (no logits wanted)
+    bool verify = false;  // verify(): all its tokens go into one decode step (every row's logits)
   };
+  std::vector<float> submit(Request& r, int32_t* seqs_max);
+  // Tokens a request puts into a decode step (0: it is a prefill).
+  size_t decode_tokens(const Request* r) const {
+    const size_t left = r->tokens.size() - r->done;
+    return left == 1 || (r->verify && left <= static_cast<size_t>(n_ubatch_)) ? left : 0;
+  }
   // After a device fault in a step: the context is made again (weights kept); every sequence's
   // cells are gone, so an active sequence's next eval fails with the same fault (its job ends with
   // 503) and a kept prefix cannot be reused (truncate to more than 0 positions fails until the
@@ -191,6 +209,8 @@ class BatchEngine {
     if (seq < 0 || seq >= n_seq_) fail("batch: sequence {} outside 0 .. {}", seq, n_seq_ - 1);
   }
   bool step(std::unique_lock<std::mutex>& lk);  // false: nothing could run
+  bool fits_decode(const std::vector<Request*>& dec, int64_t n_dec, const Request* r) const;
+  void pick_decodes(std::vector<Request*>& dec, int64_t& n_dec, int64_t& free);
 
   const model::Model& model_;
   std::shared_ptr<backend::Backend> be_;
@@ -199,6 +219,7 @@ class BatchEngine {
   backend::ContextOptions ctx_opts_;                // what ctx_ is made with (recover)
   int32_t n_seq_ = 1, n_ctx_ = 0, n_ubatch_ = 512, chunk_ = 512, n_cells_ = 0, max_seqs_ = 0;
   int32_t n_ring_ = 0, window_ = 0;  // the sliding-window ring (0: none)
+  int64_t exact_ = INT64_MAX;        // Backend::mixed_verify_tokens: a verification joins others' tokens within it
   bool check_finite_ = true;
   mutable std::mutex mu_;
   std::mutex ctx_mu_;                // held while ctx_ computes or moves KV cells (never while waiting on mu_)
@@ -252,6 +273,11 @@ class BatchSource final : public LogitSource {
   int32_t n_vocab() const override { return e_.n_vocab(); }
   // The shared context's: a step's GPU time counts for every sequence it carried.
   double gpu_ms() const override { return e_.gpu_ms(); }
+  void eval_draft(std::span<const int32_t> tokens, std::vector<float>& out) override {
+    out = e_.verify(seq_, tokens, &seqs_max_, std::move(out));
+  }
+  void truncate(int32_t n) override { e_.drop_tail(seq_, n); }
+  bool can_truncate() const override { return !e_.recurrent(); }
   int32_t seqs_max() const { return seqs_max_; }
 
  private:

@@ -135,8 +135,10 @@ void check_request(std::span<const int32_t> prompt, const GenerateParams& p, int
     fail("the prompt has {} tokens, more than the context size {}", prompt.size(), n_ctx);
 }
 
-// What speculative decoding cannot serve: a state that cannot be cut back, mirostat.
-void check_drafter(const GenerateParams& p, const SamplerParams& sp, bool can_truncate) {
+// Whether a drafter runs; throws for what speculative decoding cannot serve: a state that cannot
+// be cut back, mirostat.
+bool drafting(const GenerateParams& p, const SamplerParams& sp, bool can_truncate) {
+  if (!p.drafter) return false;
   if (!can_truncate)
     fail(
         "speculative decoding: the model has recurrent (linear-attention) layers whose state cannot be rolled back "
@@ -146,6 +148,7 @@ void check_drafter(const GenerateParams& p, const SamplerParams& sp, bool can_tr
     fail(
         "speculative decoding: mirostat adapts its target after every drawn token, which verification does not "
         "replay; use it without a drafter");
+  return true;
 }
 
 }  // namespace
@@ -264,7 +267,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
   // Speculative decoding (GenerateParams::drafter): `logits` holds one row per position of the last
   // evaluation; row k follows draft[k - 1] (row 0: the last kept token).
-  if (p.drafter) check_drafter(p, sp, src_.can_truncate());
+  res.drafted = drafting(p, sp, src_.can_truncate());
   std::vector<int32_t> history;  // prompt + kept output: what the drafter reads
   if (p.drafter) history.assign(prompt.begin(), prompt.end());
   Draft draft;
@@ -396,7 +399,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       batch.push_back(t);
       batch.insert(batch.end(), draft.tokens.begin(), draft.tokens.end());
       n_rows = batch.size();
-      src_.eval_into(batch, true, {}, logits);
+      src_.eval_draft(batch, logits);
       res.draft_n += static_cast<int32_t>(draft.tokens.size());
       ++res.spec_steps;
     }

@@ -45,6 +45,11 @@ class LogitSource {
                          std::vector<float>& out) {
     out = eval(tokens, all_logits, progress);
   }
+  // Speculative verification: [last token + draft] with every row's logits into `out`. A batched
+  // source puts them into a decode step beside other sequences' tokens.
+  virtual void eval_draft(std::span<const int32_t> tokens, std::vector<float>& out) {
+    eval_into(tokens, true, {}, out);
+  }
   virtual int32_t n_past() const = 0;
   virtual int32_t n_ctx() const = 0;
   virtual int32_t n_vocab() const = 0;
@@ -116,6 +121,11 @@ struct GenerateParams {
   Drafter* drafter = nullptr;
   int32_t draft_max = 16;
   int32_t draft_min = 0;
+  // Read by the Scheduler, not here: draft with the slot's drafter (rocky serve's --spec-type/-md;
+  // a request's speculative.n_max 0 turns it off), and a draft model's p_min (--draft-p-min,
+  // speculative.p_min).
+  bool speculative = false;
+  float draft_p_min = 0.75f;
 };
 
 struct TokenEvent {
@@ -155,6 +165,7 @@ struct GenerateResult {
   int32_t draft_n = 0;            // drafted tokens the target evaluated (llama-server's timings.draft_n)
   int32_t draft_n_accepted = 0;   // of which were kept (timings.draft_n_accepted)
   int32_t spec_steps = 0;         // target evaluations that carried a draft
+  bool drafted = false;           // a drafter ran (responses report draft_n and draft_n_accepted)
 };
 
 // Holds back text that may be the start of a stop string; finds stop strings split across pushes.

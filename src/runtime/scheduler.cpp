@@ -86,7 +86,7 @@ bool Job::done() const {
 }
 
 Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue,
-                     std::shared_ptr<PrefixCache> cache)
+                     std::shared_ptr<PrefixCache> cache, const SlotSpeculation& spec)
     : tok_(tok),
       cache_(std::move(cache)),
       engine_(std::move(engine)),
@@ -95,6 +95,22 @@ Scheduler::Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> eng
   if (!engine_) fail("scheduler: no batch engine");
   n_ctx_ = engine_->n_ctx();
   for (int32_t i = 0; i < engine_->n_seq(); ++i) slots_.push_back(std::make_unique<Slot>());
+  spec_ = spec;
+  if (spec.kind != SlotSpeculation::Kind::None && engine_->recurrent())
+    fail(
+        "speculative decoding is off for this model: its recurrent (linear-attention) layers keep a state that "
+        "cannot be rolled back past rejected drafts; run without --spec-type/-md");
+  for (auto& s : slots_) {  // before the workers start: loading the draft weights is not concurrent with compute
+    if (spec.kind == SlotSpeculation::Kind::Ngram) {
+      s->drafter = std::make_unique<NgramDrafter>(spec.ngram_n, spec.ngram_m);
+    } else if (spec.kind == SlotSpeculation::Kind::Model) {
+      if (spec.draft == nullptr) fail("scheduler: a draft model was asked for but none given");
+      s->draft_session = std::make_unique<Session>(
+          *spec.draft, engine_->shared_backend(),
+          SessionOptions{spec.n_ctx > 0 ? spec.n_ctx : engine_->n_ctx(), engine_->n_ubatch()});
+      make_model_drafter(*s);
+    }
+  }
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->worker = std::thread([this, i] { worker(i); });
 }
 
@@ -189,6 +205,8 @@ SchedulerStats Scheduler::stats() const {
   st.n_ctx = n_ctx_;
   st.n_cells = engine_->n_cells();
   st.batch = engine_->stats();
+  st.draft_n = draft_n_.load();
+  st.draft_n_accepted = draft_n_accepted_.load();
   for (const auto& s : slots_) {
     st.slots_busy += s->busy ? 1 : 0;
     st.kv_used += s->kv;
@@ -270,6 +288,7 @@ void Scheduler::run_job(size_t i, Job& job) {
     job.cache_hit = {};
   }
   p.n_cached = job.cache_hit.n_cached;
+  p.drafter = slot_drafter(s, p);
   s.tokens.assign(job.prompt.begin(), job.prompt.begin() + p.n_cached);
   engine_->set_tokens(seq, s.tokens);
   const double cache_ms = ms_since(t_restore);
@@ -297,6 +316,8 @@ void Scheduler::run_job(size_t i, Job& job) {
     GenerateResult r = g.generate(job.prompt, p, cb);
     r.cache_ms = cache_ms;
     r.batch_seqs_max = src.seqs_max();
+    draft_n_ += r.draft_n;
+    draft_n_accepted_ += r.draft_n_accepted;
     s.tokens = tokens_held(job.prompt, r, engine_->n_past(seq));
     job.result = std::move(r);
     if (save && !s.tokens.empty()) save_prefix_async(*engine_, seq, cache_, s.tokens, *writer_);
@@ -312,10 +333,35 @@ void Scheduler::run_job(size_t i, Job& job) {
       job.fault = is_device_fault(e);  // the engine has made its context again (BatchEngine::recover)
     }
     s.tokens.clear();
+    if (s.draft_session) {  // what the draft context holds is unknown now: it starts afresh
+      recover_session(*s.draft_session, job.fault);
+      make_model_drafter(s);
+    }
   }
   engine_->end(seq);  // the steps stop waiting for it; the cells keep s.tokens for the next job
   return_free_memory();
   s.kv = 0;
+}
+
+void Scheduler::make_model_drafter(Slot& s) {
+  s.drafter = std::make_unique<ModelDrafter>(*s.draft_session, SamplerParams{}, spec_.n_vocab, 0.75f);
+}
+
+Drafter* Scheduler::slot_drafter(Slot& s, const GenerateParams& p) {
+  if (!s.drafter || !p.speculative || p.draft_max <= 0 || p.sampling.mirostat != 0) return nullptr;
+  if (s.draft_session && !s.draft_session->usable()) {
+    try {
+      s.draft_session->rebuild();  // lost to a device fault
+      make_model_drafter(s);
+    } catch (const std::exception& e) {
+      fmt::print(stderr,
+                 "rocky: warning: the draft context could not be made again ({}); this job runs without drafts\n",
+                 e.what());
+      return nullptr;
+    }
+  }
+  if (auto* md = dynamic_cast<ModelDrafter*>(s.drafter.get())) md->set_request(p.sampling, p.draft_p_min);
+  return s.drafter.get();
 }
 
 void Scheduler::run_slot_action(Slot& s, int32_t seq, Job& job) {

@@ -73,6 +73,20 @@ struct Job {
   bool done_ = false;
 };
 
+// Speculative decoding in the slots (rocky serve --spec-type ngram-simple / -md MODEL): each slot
+// keeps a drafter of its own (a draft model: with its own context of the slot's size on the
+// engine's backend, whose cells stay from one job to the next like the slot's). A job drafts when
+// GenerateParams::speculative is set (not with mirostat, which verification does not replay).
+// Verification goes through BatchEngine::verify: several slots' drafts share one step.
+struct SlotSpeculation {
+  enum class Kind { None, Ngram, Model };
+  Kind kind = Kind::None;
+  int32_t ngram_n = 3, ngram_m = 48;    // Kind::Ngram (NgramDrafter)
+  const model::Model* draft = nullptr;  // Kind::Model: the draft model (outlives the scheduler)
+  int32_t n_vocab = 0;                  // Kind::Model: the ids both vocabularies share
+  int32_t n_ctx = 0;                    // Kind::Model: each draft context's positions (0: the slot's)
+};
+
 struct SchedulerStats {
   int n_slots = 0;
   int slots_busy = 0;
@@ -86,6 +100,8 @@ struct SchedulerStats {
     int64_t kv = 0;  // KV cells it holds
   };
   std::vector<Slot> slots;  // per slot, by id (GET /slots)
+  // Speculative decoding over all jobs: drafted tokens the target evaluated, and of them accepted.
+  int64_t draft_n = 0, draft_n_accepted = 0;
 };
 
 class Scheduler {
@@ -95,7 +111,7 @@ class Scheduler {
   // sequence i of `engine`; GenerateResult::batch_seqs_max tells how many sequences shared the
   // job's steps.
   Scheduler(const tok::Tokenizer& tok, std::shared_ptr<BatchEngine> engine, size_t max_queue,
-            std::shared_ptr<PrefixCache> cache = nullptr);
+            std::shared_ptr<PrefixCache> cache = nullptr, const SlotSpeculation& spec = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -122,6 +138,8 @@ class Scheduler {
     std::shared_ptr<Job> job;                // assigned or running (guarded by mu_)
     int64_t reserved = 0;                    // its prompt's cells until evaluated (guarded by mu_)
     std::unique_ptr<Session> embed_session;  // embedding jobs (made on the first one)
+    std::unique_ptr<Session> draft_session;  // SlotSpeculation::Kind::Model: the draft model's context
+    std::unique_ptr<Drafter> drafter;        // null: no speculation
     std::thread worker;
   };
   void worker(size_t i);
@@ -129,6 +147,10 @@ class Scheduler {
   void run_embed(Slot& s, Job& job);
   void run_slot_action(Slot& s, int32_t seq, Job& job);
   void dispatch();  // mu_ held: queued jobs to idle slots
+  // The slot's drafter for job params `p` (null: none, or its draft context is lost and cannot be
+  // made again: the job runs without drafts, with a warning).
+  Drafter* slot_drafter(Slot& s, const GenerateParams& p);
+  void make_model_drafter(Slot& s);
 
   const tok::Tokenizer& tok_;
   std::shared_ptr<PrefixCache> cache_;
@@ -141,7 +163,9 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   bool closed_ = false;
   int running_ = 0;
-  int64_t reserved_ = 0;               // prompt cells of jobs dispatched but not yet evaluated
+  int64_t reserved_ = 0;  // prompt cells of jobs dispatched but not yet evaluated
+  std::atomic<int64_t> draft_n_{0}, draft_n_accepted_{0};
+  SlotSpeculation spec_;
   std::unique_ptr<TaskQueue> writer_;  // the prefix cache's block writer
 };
 

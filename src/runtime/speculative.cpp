@@ -122,6 +122,12 @@ ModelDrafter::ModelDrafter(Session& s, const SamplerParams& target_sampling, int
         "drafts; use a pure-attention draft model");
 }
 
+void ModelDrafter::set_request(const SamplerParams& target_sampling, float p_min) {
+  sampler_ = Sampler(draft_sampling(target_sampling, n_vocab_));
+  greedy_ = target_sampling.temp <= 0;
+  p_min_ = p_min;
+}
+
 void ModelDrafter::draft(std::span<const int32_t> history, int32_t n_max, Draft& out) {
   out.tokens.clear();
   out.q.clear();

@@ -87,6 +87,9 @@ class ModelDrafter final : public Drafter {
   ModelDrafter(Session& s, const SamplerParams& target_sampling, int32_t n_vocab, float p_min);
   void draft(std::span<const int32_t> history, int32_t n_max, Draft& out) override;
   const char* name() const override { return "draft"; }
+  // The next request's sampling and p_min (a server slot keeps its drafter, and with it the draft
+  // context's cells, from one request to the next: a follow-up evaluates only what is new).
+  void set_request(const SamplerParams& target_sampling, float p_min);
 
  private:
   Session& s_;

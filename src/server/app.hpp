@@ -109,8 +109,18 @@ class App {
       // The engine's sliding-window ring (BatchEngine: -ub within a slot's context).
       const int32_t n_ring = model_->swa_ring(n_slot, std::min(o_.n_ubatch, n_slot), o_.swa_full);
       kv_need_ = runtime::kv_bytes(*model_, n_slot, o_.n_parallel, kvt, &kv_per_token_, n_ring);
+      if (!o_.draft_model.empty()) {  // each slot's draft context (the draft model loads here, checked)
+        load_draft_model();
+        const int32_t n_draft = o_.draft_ctx > 0 ? o_.draft_ctx : n_slot;
+        const runtime::KvBytes d = runtime::kv_bytes(*draft_model_, n_draft, o_.n_parallel, kvt);
+        kv_need_.full += d.full;
+        kv_need_.sliding_window += d.sliding_window;
+        kv_need_.recurrent += d.recurrent;
+        kv_need_.unused += d.unused;
+      }
       runtime::check_kv_budget(kv_need_, o_.kv_budget_mib,
-                               fmt::format("-c {} ({} slot(s) of {} positions)", n_ctx_total_, o_.n_parallel, n_slot));
+                               fmt::format("-c {} ({} slot(s) of {} positions{})", n_ctx_total_, o_.n_parallel, n_slot,
+                                           o_.draft_model.empty() ? "" : ", each with a draft context"));
     }
     runtime::BatchOptions bopt;
     bopt.n_seq = o_.n_parallel;
@@ -142,13 +152,52 @@ class App {
           cache_->stats().disk_enabled ? fmt::format("{} ≤ {} MiB", co.dir, o_.cache_disk_mib) : std::string("off"),
           cache_->identity().hash(), std::chrono::duration<double, std::milli>(Clock::now() - t_id).count());
     }
-    sched_ = std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_);
+    sched_ = std::make_unique<runtime::Scheduler>(*tok_, engine, o_.queue, cache_, load_speculation(*engine));
     if (o_.warmup) warm_up(be);
     fmt::print(stderr, "rocky: model loaded in {:.0f} ms (slots {}, -c {}, {} tokens per request{})\n",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), o_.n_parallel, n_ctx_total_,
                sched_->n_ctx(), o_.n_parallel_given && !o_.kv_unified ? "" : ", unified");
     fault::pause(false);
     ready_ = true;
+  }
+
+  // --spec-type / -md: each slot's drafter (runtime::SlotSpeculation); the draft model loads here
+  // and its vocabulary is checked against the target's.
+  runtime::SlotSpeculation load_speculation(const runtime::BatchEngine& engine) {
+    runtime::SlotSpeculation sp;
+    if (o_.spec_type == "none" && o_.draft_model.empty()) return sp;
+    if (o_.embedding) fail("--spec-type/-md: an --embedding server generates no text to speculate on");
+    if (engine.recurrent())
+      fail(
+          "{}: speculative decoding is off for this model: its recurrent (linear-attention) layers keep a state that "
+          "cannot be rolled back past rejected drafts; run without --spec-type/-md",
+          o_.model);
+    if (o_.spec_type == "ngram-simple") {
+      sp.kind = runtime::SlotSpeculation::Kind::Ngram;
+      sp.ngram_n = o_.ngram_n;
+      sp.ngram_m = o_.ngram_m;
+      fmt::print(stderr, "rocky: speculation: ngram-simple (n {}, m {}), at most {} drafted tokens per step\n",
+                 o_.ngram_n, o_.ngram_m, o_.draft_max);
+      return sp;
+    }
+    if (!draft_model_) load_draft_model();
+    sp.kind = runtime::SlotSpeculation::Kind::Model;
+    sp.draft = draft_model_.get();
+    sp.n_vocab = draft_n_vocab_;
+    sp.n_ctx = o_.draft_ctx;
+    fmt::print(stderr,
+               "rocky: speculation: draft model {} (a context of {} per slot), at most {} drafted tokens per step, "
+               "p_min {}\n",
+               o_.draft_model, o_.draft_ctx > 0 ? o_.draft_ctx : engine.n_ctx(), o_.draft_max, o_.draft_p_min);
+    return sp;
+  }
+
+  // -md: the draft model, its vocabulary checked against the target's.
+  void load_draft_model() {
+    draft_model_ = model::Model::load(o_.draft_model);
+    const auto dtok = tok::Tokenizer::from_gguf(draft_model_->file());
+    runtime::check_draft_vocab(tok_->vocab(), dtok.vocab(), o_.model, o_.draft_model);
+    draft_n_vocab_ = static_cast<int32_t>(std::min(tok_->vocab().size(), dtok.vocab().size()));
   }
 
   void warm_up(const std::shared_ptr<backend::Backend>& be) {
@@ -380,6 +429,11 @@ class App {
     json out = sampling_json(o_.sampling);
     out["n_predict"] = o_.n_predict;
     out["max_tokens"] = o_.n_predict;
+    if (o_.spec_type != "none" || !o_.draft_model.empty()) {
+      out["speculative.n_max"] = o_.draft_max;
+      out["speculative.n_min"] = o_.draft_min;
+      out["speculative.p_min"] = o_.draft_p_min;
+    }
     return out;
   }
 
@@ -518,6 +572,8 @@ class App {
 
   // A request's sampling: its fields over the server's defaults (--temp, --seed, -n, …).
   runtime::GenerateParams to_params(const SamplingFields& s) const;
+  // The request's speculative.* fields against the server's drafter (app_requests.cpp).
+  void set_speculation(const SamplingFields& s, runtime::GenerateParams& p) const;
 
   // Tool calls in the model's own format (structured.hpp): forced for "required" / a named
   // function, lazy (from the format's trigger on) for "auto" unless another constraint was asked
@@ -819,6 +875,8 @@ class App {
   std::atomic<bool> ready_{false}, stopping_{false}, draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::Model> draft_model_;  // -md (the slots' draft contexts use it: sched_ goes first)
+  int32_t draft_n_vocab_ = 0;                  // the ids the draft and target vocabularies share
   std::optional<tok::Tokenizer> tok_;
   std::optional<ChatTemplate> tmpl_;
   FimTokens fim_;                                   // /infill's

@@ -73,7 +73,29 @@ runtime::GenerateParams App::to_params(const SamplingFields& s) const {
   p.cache_prompt = s.cache_prompt;
   p.n_probs = static_cast<int32_t>(s.n_probs);
   p.return_tokens = s.return_tokens;
+  set_speculation(s, p);
   return p;
+}
+
+void App::set_speculation(const SamplingFields& s, runtime::GenerateParams& p) const {
+  const bool ngram = o_.spec_type == "ngram-simple";
+  if (!ngram && o_.draft_model.empty()) {
+    if (!s.spec_param.empty())
+      throw ApiError(400,
+                     fmt::format("'{}': the server has no drafter (start it with --spec-type ngram-simple or -md "
+                                 "MODEL for speculative decoding)",
+                                 s.spec_param),
+                     s.spec_param, "invalid_value");
+    return;
+  }
+  if (s.spec_p_min && ngram)
+    throw ApiError(400, "'speculative.p_min' tunes a draft model; this server drafts by prompt lookup (ngram-simple)",
+                   "speculative.p_min", "invalid_value");
+  p.draft_max = static_cast<int32_t>(s.spec_n_max.value_or(o_.draft_max));
+  // As llama-server: n_min at most n_max.
+  p.draft_min = std::min(p.draft_max, static_cast<int32_t>(s.spec_n_min.value_or(o_.draft_min)));
+  p.draft_p_min = static_cast<float>(s.spec_p_min.value_or(o_.draft_p_min));
+  p.speculative = p.draft_max > 0;  // speculative.n_max 0: this request without speculation
 }
 
 void App::add_tool_grammar(runtime::GenerateParams& gp, const chat::ReplySyntax& syntax, const json& tools,

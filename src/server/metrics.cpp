@@ -50,6 +50,17 @@ void add_batch(const runtime::BatchStats& b, Add add) {
       static_cast<double>(b.cancelled));
 }
 
+// Speculative decoding (--spec-type / -md): drafted tokens and how many the target kept.
+template <class Add>
+void add_speculation(const runtime::SchedulerStats& st, Add add) {
+  add("draft_tokens_total", "counter", "Drafted tokens the target evaluated (speculative decoding).",
+      static_cast<double>(st.draft_n));
+  add("draft_tokens_accepted_total", "counter", "Of the drafted tokens, those kept.",
+      static_cast<double>(st.draft_n_accepted));
+  add("draft_acceptance_ratio", "gauge", "Accepted / drafted tokens so far (0 before any draft).",
+      st.draft_n > 0 ? static_cast<double>(st.draft_n_accepted) / static_cast<double>(st.draft_n) : 0.0);
+}
+
 }  // namespace
 
 std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const backend::Backend* be,
@@ -109,6 +120,7 @@ std::string prometheus_text(Metrics& m, const runtime::SchedulerStats& st, const
         all > 0 ? static_cast<double>(m.prompt_tokens_cached) / all : 0.0);
   }
   add_batch(st.batch, add);
+  add_speculation(st, add);
   auto kinds = [&](const char* name, const char* help, const runtime::KvBytes& b, bool all) {
     out += fmt::format("# HELP rocky:{} {}\n# TYPE rocky:{} gauge\n", name, help, name);
     out += fmt::format("rocky:{}{{kind=\"full\"}} {}\n", name, b.full);

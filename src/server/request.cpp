@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <functional>
 #include <limits>
 
@@ -224,6 +226,34 @@ std::vector<LogitBias> parse_logit_bias(const json& o) {
   return out;
 }
 
+// llama-server's per-request speculation fields: "speculative.n_max" etc. as flat keys (its form),
+// or {"speculative": {"n_max": …}}; an unknown speculative.* field is an error naming it.
+void parse_speculative(const json& o, SamplingFields& s) {
+  json flat = json::object();
+  auto take = [&](const std::string& name, const json& v) {
+    static const char* const k_known[] = {"n_max", "n_min", "p_min"};
+    if (std::find(std::begin(k_known), std::end(k_known), name) == std::end(k_known))
+      bad_value("speculative." + name, "is not a speculative decoding field (n_max, n_min, p_min)");
+    const std::string key = "speculative." + name;
+    if (flat.contains(key)) bad_value(key, "is given twice (as a dotted key and inside \"speculative\")");
+    flat[key] = v;
+  };
+  for (const auto& [k, v] : o.items())
+    if (k.rfind("speculative.", 0) == 0 && !v.is_null()) take(k.substr(12), v);
+  if (const json* sp = field(o, "speculative")) {
+    if (!sp->is_object()) bad_type("speculative", "an object", *sp);
+    for (const auto& [k, v] : sp->items())
+      if (!v.is_null()) take(k, v);
+  }
+  if (flat.empty()) return;
+  s.spec_param = flat.begin().key();
+  s.spec_n_max = get_int(flat, "speculative.n_max", 0, 256);
+  s.spec_n_min = get_int(flat, "speculative.n_min", 0, 256);
+  s.spec_p_min = get_number(flat, "speculative.p_min", 0.0, 1.0);
+  if (s.spec_n_max && s.spec_n_min && *s.spec_n_min > *s.spec_n_max)
+    bad_value("speculative.n_min", fmt::format("is {}, above speculative.n_max {}", *s.spec_n_min, *s.spec_n_max));
+}
+
 SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   SamplingFields s;
   s.temperature = get_number(o, "temperature", 0.0, 1.0e4);
@@ -343,6 +373,7 @@ SamplingFields parse_sampling(const json& o, bool native, bool chat) {
   s.stop = parse_stop(o);
   s.ignore_eos = get_bool(o, "ignore_eos", false);
   s.n = get_int(o, "n", 1, 16).value_or(1);
+  parse_speculative(o, s);
   return s;
 }
 

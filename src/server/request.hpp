@@ -77,6 +77,11 @@ struct SamplingFields {
   // `response_format` (json_object / json_schema), at most one of them; "" = none.
   std::string grammar;
   std::string grammar_param;  // the field it came from, for errors
+  // llama-server's speculative.n_max / n_min / p_min (flat dotted keys, or one "speculative"
+  // object); checked against the server's drafter later. spec_param: the first one given.
+  std::optional<int64_t> spec_n_max, spec_n_min;
+  std::optional<double> spec_p_min;
+  std::string spec_param;
 };
 
 struct ChatRequest {

@@ -79,30 +79,35 @@ json timings_json(const runtime::GenerateResult& r) {
   const double predicted_n = static_cast<double>(r.tokens.size());
   auto per_s = [](double n, double ms) { return ms > 0 ? n / (ms / 1000.0) : 0.0; };
   auto per_tok = [](double n, double ms) { return n > 0 ? ms / n : 0.0; };
-  return {{"cache_n", r.n_cached},
-          {"prompt_n", static_cast<int64_t>(prompt_n)},
-          {"prompt_ms", r.prompt_ms},
-          {"prompt_per_token_ms", per_tok(prompt_n, r.prompt_ms)},
-          {"prompt_per_second", per_s(prompt_n, r.prompt_ms)},
-          {"predicted_n", static_cast<int64_t>(predicted_n)},
-          {"predicted_ms", r.gen_ms},
-          {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
-          {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
-          // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
-          // sampling, detokenizing and streaming)
-          {"predicted_eval_ms", r.gen_eval_ms},
-          // rocky's own: structured output — tokens checked against their step's grammar mask (all
-          // passed; 0 without a grammar) and the time spent computing and applying the masks
-          {"grammar_checked_n", r.grammar_checked},
-          {"grammar_ms", r.grammar_ms},
-          // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
-          // reads, uploads into the KV cache); not part of prompt_ms
-          {"cache_ms", r.cache_ms},
-          // rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
-          // where unknown); prompt_ms − prompt_gpu_ms is host time and gaps
-          {"prompt_gpu_ms", r.prompt_gpu_ms},
-          {"predicted_gpu_ms", r.gen_gpu_ms},
-          {"batch_seqs_max", r.batch_seqs_max}};
+  json t = {{"cache_n", r.n_cached},
+            {"prompt_n", static_cast<int64_t>(prompt_n)},
+            {"prompt_ms", r.prompt_ms},
+            {"prompt_per_token_ms", per_tok(prompt_n, r.prompt_ms)},
+            {"prompt_per_second", per_s(prompt_n, r.prompt_ms)},
+            {"predicted_n", static_cast<int64_t>(predicted_n)},
+            {"predicted_ms", r.gen_ms},
+            {"predicted_per_token_ms", per_tok(predicted_n, r.gen_ms)},
+            {"predicted_per_second", per_s(predicted_n, r.gen_ms)},
+            // rocky's own: of predicted_ms, the time inside the model's evaluation (the rest is
+            // sampling, detokenizing and streaming)
+            {"predicted_eval_ms", r.gen_eval_ms},
+            // rocky's own: structured output — tokens checked against their step's grammar mask (all
+            // passed; 0 without a grammar) and the time spent computing and applying the masks
+            {"grammar_checked_n", r.grammar_checked},
+            {"grammar_ms", r.grammar_ms},
+            // rocky's own: before the prefill, finding and loading the cached prefix (RAM/disk
+            // reads, uploads into the KV cache); not part of prompt_ms
+            {"cache_ms", r.cache_ms},
+            // rocky's own: GPU time of the prefill's / the decode steps' command buffers (0
+            // where unknown); prompt_ms − prompt_gpu_ms is host time and gaps
+            {"prompt_gpu_ms", r.prompt_gpu_ms},
+            {"predicted_gpu_ms", r.gen_gpu_ms},
+            {"batch_seqs_max", r.batch_seqs_max}};
+  if (r.drafted) {  // llama-server's names: drafted tokens the target evaluated, and of them kept
+    t["draft_n"] = r.draft_n;
+    t["draft_n_accepted"] = r.draft_n_accepted;
+  }
+  return t;
 }
 
 json Shapes::chunk_base(Kind kind, const std::string& id) const {
@@ -250,6 +255,11 @@ json Shapes::final_json(Kind kind, const std::string& id, const runtime::Generat
       g["ignore_eos"] = params->ignore_eos;
       g["stop"] = params->stop;
       g["model"] = model_id;
+      if (params->speculative) {  // llama-server's names
+        g["speculative.n_max"] = params->draft_max;
+        g["speculative.n_min"] = params->draft_min;
+        g["speculative.p_min"] = params->draft_p_min;
+      }
       out["generation_settings"] = std::move(g);
     }
     return out;

@@ -79,8 +79,17 @@ struct ServerOptions {
   uint64_t cache_ram_mib = 2048;   // --cache-ram: host-RAM tier (0 = off)
   std::string cache_dir;           // --cache-dir: disk tier (empty = off)
   uint64_t cache_disk_mib = 8192;  // --cache-disk
-  int test_token_delay_ms = 0;     // tests only: sleep this long after each generated token
-  runtime::EnvOptions env;         // the program's environment (ROCKY_* lab overrides, cache dir, …)
+  // Speculative decoding (runtime/speculative.hpp; llama-server's flags): --spec-type ngram-simple
+  // (prompt lookup) or -md MODEL (a draft model of the target's vocabulary); each slot keeps its
+  // own drafter. Requests tune it with speculative.n_max / n_min / p_min.
+  std::string spec_type = "none";  // none | ngram-simple
+  std::string draft_model;         // -md
+  int32_t draft_max = 16, draft_min = 0;
+  float draft_p_min = 0.75f;
+  int32_t draft_ctx = 0;              // -cd: each slot's draft context (0: the slot's size)
+  int32_t ngram_n = 3, ngram_m = 48;  // --spec-ngram-size-n / -m
+  int test_token_delay_ms = 0;        // tests only: sleep this long after each generated token
+  runtime::EnvOptions env;            // the program's environment (ROCKY_* lab overrides, cache dir, …)
 };
 
 // The per-request context limit of the table above (n_ctx already resolved from 0).

@@ -1,11 +1,14 @@
 // runtime::BatchEngine: several sequences generated at once, each from its own thread through
 // BatchSource + Generator, equal the same generations alone (Session + Generator), greedy, on
 // stories260K (CPU and Vulkan on lavapipe): long prompts in small chunks next to decoding
-// sequences, a sequence cancelled in the middle, a sequence reused after end().
+// sequences, a sequence cancelled in the middle, a sequence reused after end(); speculative
+// verification (several tokens of one sequence in a decode step) and dropping rejected cells.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <thread>
@@ -229,6 +232,108 @@ TEST(BatchEngine, LongPrefillAndCancelTakeOneStep) {
   EXPECT_GE(e.stats().cancelled, 1);
   e.end(1);
 }
+
+// Speculative verification under batching: sequence 0 submits [token + 4 more] through verify()
+// while sequence 1 decodes (one step of 5 + 1 tokens when both arrive within the join window);
+// every row of sequence 0 equals a lone Session's all-logits rows of the same tokens, and after drop_tail() keeps 2 of the 5 the
+// next token's logits equal a Session that never saw the dropped ones.
+void check_verify(const std::string& dev) {
+  SCOPED_TRACE(dev);
+  auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
+  const int32_t nv = m->hparams().n_vocab;
+  auto be = make(dev);
+  const std::vector<int32_t> p0 = prompt(20, 5, nv), p1 = prompt(9, 6, nv), draft = prompt(5, 7, nv);
+  runtime::Session ref(*m, be, runtime::SessionOptions{k_ctx, 512});
+  ref.eval(p0, false, {});
+  const std::vector<float> ref_rows = ref.eval(draft, true, {});
+  ref.truncate(static_cast<int32_t>(p0.size()) + 2);
+  const std::vector<float> ref_next = ref.eval(std::vector<int32_t>{42}, false, {});
+
+  runtime::BatchOptions bo;
+  bo.n_seq = 2;
+  bo.n_ctx = k_ctx;
+  bo.n_ubatch = 16;
+  runtime::BatchEngine e(*m, be, bo);
+  e.begin(0);
+  e.begin(1);
+  e.eval(0, p0, false, {});
+  e.eval(1, p1, false, {});
+  std::vector<float> rows, dec;
+  int32_t seqs0 = 0;
+  std::thread other([&] { dec = e.eval(1, std::vector<int32_t>{17}, false, {}); });
+  rows = e.verify(0, draft, &seqs0);
+  other.join();
+  ASSERT_EQ(rows.size(), ref_rows.size());
+  EXPECT_EQ(dec.size(), static_cast<size_t>(nv));
+  double max_err = 0;
+  for (size_t i = 0; i < rows.size(); ++i) max_err = std::max(max_err, double(std::fabs(rows[i] - ref_rows[i])));
+  EXPECT_LT(max_err, 1e-3);
+  EXPECT_EQ(e.n_past(0), static_cast<int32_t>(p0.size() + draft.size()));
+  e.drop_tail(0, static_cast<int32_t>(p0.size()) + 2);
+  EXPECT_EQ(e.n_past(0), static_cast<int32_t>(p0.size()) + 2);
+  const std::vector<float> next = e.eval(0, std::vector<int32_t>{42}, false, {});
+  ASSERT_EQ(next.size(), ref_next.size());
+  max_err = 0;
+  for (size_t i = 0; i < next.size(); ++i) max_err = std::max(max_err, double(std::fabs(next[i] - ref_next[i])));
+  EXPECT_LT(max_err, 1e-3);
+  EXPECT_THROW(e.drop_tail(0, e.n_past(0) + 1), Error);  // past what it holds
+  EXPECT_GE(seqs0, 1);
+  e.end(0);
+  e.end(1);
+}
+
+// Verifications and prompt chunks taking turns: sequence 0 verifies 6-token drafts while sequence
+// 1 evaluates 7-token prompts in chunks of 5 (the last chunk of 2 wants its logits); a step that
+// hands its turn to the chunk carries no decode rows, and every result has its rows.
+void check_verify_beside_prefill(const std::string& dev) {
+  SCOPED_TRACE(dev);
+  auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
+  const int32_t nv = m->hparams().n_vocab;
+  auto be = make(dev);
+  runtime::BatchOptions bo;
+  bo.n_seq = 2;
+  bo.n_ctx = k_ctx;
+  bo.n_ubatch = 16;
+  bo.prefill_chunk = 5;
+  runtime::BatchEngine e(*m, be, bo);
+  e.begin(0);
+  e.begin(1);
+  e.eval(0, prompt(10, 8, nv), false, {});
+  e.eval(1, prompt(10, 9, nv), false, {});
+  std::atomic<bool> failed{false};
+  std::thread a([&] {
+    try {
+      for (uint32_t i = 0; i < 30; ++i) {
+        const int32_t np = e.n_past(0);
+        const std::vector<float> rows = e.verify(0, prompt(6, 100 + i, nv));
+        if (rows.size() != size_t(6) * static_cast<size_t>(nv)) failed = true;
+        e.drop_tail(0, np + 1);
+      }
+    } catch (const std::exception& ex) {
+      ADD_FAILURE() << "verify: " << ex.what();
+      failed = true;
+    }
+  });
+  try {
+    for (uint32_t i = 0; i < 30; ++i) {
+      const int32_t np = e.n_past(1);
+      const std::vector<float> last = e.eval(1, prompt(7, 200 + i, nv), false, {});
+      EXPECT_EQ(last.size(), static_cast<size_t>(nv));
+      e.drop_tail(1, np + 1);
+    }
+  } catch (const std::exception& ex) {
+    ADD_FAILURE() << "prefill: " << ex.what();
+  }
+  a.join();
+  EXPECT_FALSE(failed.load());
+  e.end(0);
+  e.end(1);
+}
+
+TEST(BatchEngine, CpuVerifyBesideDecodeAndDropTail) { check_verify("cpu"); }
+TEST(BatchEngine, CpuVerifyTakesTurnsWithPrefill) { check_verify_beside_prefill("cpu"); }
+TEST(BatchEngine, VulkanVerifyTakesTurnsWithPrefill) { check_verify_beside_prefill("vulkan"); }
+TEST(BatchEngine, VulkanVerifyBesideDecodeAndDropTail) { check_verify("vulkan"); }
 
 TEST(BatchEngine, CpuBatchedEqualsAlone) { check("cpu"); }
 TEST(BatchEngine, VulkanBatchedEqualsAlone) { check("vulkan"); }

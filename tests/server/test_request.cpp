@@ -317,6 +317,43 @@ TEST(ServerRequest, StructuredOutput) {
   EXPECT_NE(e.message.find("'tool_choice' and 'grammar'"), std::string::npos) << e.message;
 }
 
+// llama-server's speculative.* fields: dotted keys or one "speculative" object; each bad one named.
+TEST(ServerRequest, SpeculativeFields) {
+  for (const char* body : {R"({"prompt":"x","speculative.n_max":8,"speculative.n_min":2,"speculative.p_min":0.5})",
+                           R"({"prompt":"x","speculative":{"n_max":8,"n_min":2,"p_min":0.5}})"}) {
+    const auto r = parse_completion(parse_body(body), true);
+    EXPECT_EQ(r.sampling.spec_n_max, 8) << body;
+    EXPECT_EQ(r.sampling.spec_n_min, 2) << body;
+    EXPECT_EQ(r.sampling.spec_p_min, 0.5) << body;
+    EXPECT_FALSE(r.sampling.spec_param.empty());
+  }
+  const auto none = parse_completion(parse_body(R"({"prompt":"x"})"), true);
+  EXPECT_FALSE(none.sampling.spec_n_max);
+  EXPECT_TRUE(none.sampling.spec_param.empty());
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt":"x","speculative.n_maxx":4})", "speculative.n_maxx"},
+           {R"({"prompt":"x","speculative":{"type":"ngram"}})", "speculative.type"},
+           {R"({"prompt":"x","speculative":[1]})", "speculative"},
+           {R"({"prompt":"x","speculative.n_max":"8"})", "speculative.n_max"},
+           {R"({"prompt":"x","speculative.n_max":-1})", "speculative.n_max"},
+           {R"({"prompt":"x","speculative.n_max":257})", "speculative.n_max"},
+           {R"({"prompt":"x","speculative.n_min":1.5})", "speculative.n_min"},
+           {R"({"prompt":"x","speculative.p_min":2})", "speculative.p_min"},
+           {R"({"prompt":"x","speculative.n_max":2,"speculative.n_min":3})", "speculative.n_min"},
+           {R"({"prompt":"x","speculative.n_max":2,"speculative":{"n_max":2}})", "speculative.n_max"}}) {
+    try {
+      parse_completion(parse_body(body), true);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << body;
+      EXPECT_EQ(e.param, param) << body;
+      EXPECT_NE(e.message.find(param), std::string::npos) << e.message;
+    }
+    const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)" + body.substr(body.find(',') + 1);
+    EXPECT_THROW(parse_chat(parse_body(chat)), ApiError) << chat;
+  }
+}
+
 }  // namespace
 // llama-server's sampler fields: values as sent; `samplers` by name (llama.cpp's other spellings too)
 // or by letter.
