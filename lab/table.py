@@ -80,6 +80,11 @@ def other_table(recs):
         elif isinstance(res, dict):
             text = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
                              if not isinstance(v, (list, dict)))
+            # lab/grammar_cost.py: each schema's decode cost per token and the grammar's own time.
+            for name, sc in (res.get("schemas") or {}).items():
+                if isinstance(sc, dict) and "cost" in sc:
+                    text += (f"; {name} {100 * sc['cost']:+.1f} % per token (grammar "
+                             f"{sc.get('grammar_ms_per_token', 0):.3f} ms, {sc.get('tokens_median', 0):g} tokens)")
         else:
             text = str(res)
         lines.append(f"- {r['experiment']} / {r['run']}{' / ' + r['variant'] if r.get('variant') else ''} "
