@@ -94,6 +94,27 @@ class Server:
             self.proc.wait()
 
 
+def concurrently(fns):
+    """Calls every function of `fns` on its own thread at once; their results in order (the first
+    exception raised, re-raised here)."""
+    out, errs = [None] * len(fns), []
+
+    def go(i):
+        try:
+            out[i] = fns[i]()
+        except Exception as e:  # noqa: BLE001 (re-raised below)
+            errs.append(e)
+
+    ts = [threading.Thread(target=go, args=(i,)) for i in range(len(fns))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        raise errs[0]
+    return out
+
+
 def run_tests(namespace, only=()):
     """Runs every test_* function of a module's namespace (only those named in `only`, when
     given), printing PASS / FAIL with the traceback; 1 when one failed, else 0."""

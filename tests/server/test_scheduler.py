@@ -25,7 +25,6 @@ import os
 import re
 import statistics
 import sys
-import threading
 import time
 import traceback
 import urllib.request
@@ -75,26 +74,6 @@ def complete(s, p, n, **extra):
                                         "cache_prompt": True, **extra})
 
 
-def run_concurrently(fns):
-    out = [None] * len(fns)
-    errs = []
-
-    def go(i):
-        try:
-            out[i] = fns[i]()
-        except Exception as e:  # noqa: BLE001 (re-raised below)
-            errs.append(e)
-
-    ts = [threading.Thread(target=go, args=(i,)) for i in range(len(fns))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        raise errs[0]
-    return out
-
-
 def test_batch():
     s = Server()  # no scheduling flags: -np auto (4), continuous batching, unified KV
     try:
@@ -107,7 +86,7 @@ def test_batch():
             solo.append(r["content"])
         # The second solo request shares the first's 300-token head: its blocks come from the cache.
         s.ok("GET", "/health")
-        both = run_concurrently([lambda p=p: complete(s, p, 24) for p in prompts])
+        both = harness.concurrently([lambda p=p: complete(s, p, 24) for p in prompts])
         texts = [r["content"] for r in both]
         assert texts == solo, f"batched texts differ from the solo texts:\n{texts}\n{solo}"
         seqs = [r["timings"]["batch_seqs_max"] for r in both]
@@ -137,7 +116,7 @@ def test_kv():
         ps = [prompt(2 + i, 100, head=50) for i in range(3)]
         solo = [complete(s, p, 100)["content"] for p in ps]
         pre = s.metric("kv_preemptions_total")
-        got = run_concurrently([lambda p=p: complete(s, p, 100) for p in ps])
+        got = harness.concurrently([lambda p=p: complete(s, p, 100) for p in ps])
         assert [g["content"] for g in got] == solo, (got, solo)
         assert all(g["tokens_predicted"] == 100 and g["truncated"] is False for g in got), got
         assert s.metric("kv_preemptions_total") > pre, "the shared KV ran out but nothing was preempted"
@@ -206,7 +185,7 @@ def test_nocb():
     try:
         prompts = [prompt(i, 60, head=30) for i in range(3)]
         solo = [complete(s, p, 12, cache_prompt=False)["content"] for p in prompts]
-        got = run_concurrently([lambda p=p: complete(s, p, 12, cache_prompt=False) for p in prompts])
+        got = harness.concurrently([lambda p=p: complete(s, p, 12, cache_prompt=False) for p in prompts])
         assert [g["content"] for g in got] == solo, (got, solo)
         assert all(g["timings"]["batch_seqs_max"] == 1 for g in got), [g["timings"] for g in got]
         assert s.metric("batch_seqs_per_step_max") == 1

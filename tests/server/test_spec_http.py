@@ -32,7 +32,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 
 import harness
 
@@ -86,25 +85,6 @@ def complete(s, p, **extra):
     return s.ok("POST", "/completion", body)
 
 
-def concurrently(fns):
-    out, errs = [None] * len(fns), []
-
-    def go(i):
-        try:
-            out[i] = fns[i]()
-        except Exception as e:  # reported below
-            errs.append(e)
-
-    ts = [threading.Thread(target=go, args=(i,)) for i in range(len(fns))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        raise errs[0]
-    return out
-
-
 _plain = {}
 
 
@@ -138,7 +118,7 @@ def check_spec_server(model, extra, what):
             drafted += t["draft_n"]
             accepted += t["draft_n_accepted"]
         assert drafted > 0, f"{what}: nothing was drafted"
-        rs = concurrently([lambda p=p: complete(s, p, cache_prompt=False) for p in PROMPTS])
+        rs = harness.concurrently([lambda p=p: complete(s, p, cache_prompt=False) for p in PROMPTS])
         seqs_max = 0
         for i, r in enumerate(rs):
             assert (r["content"], r["tokens"]) == plain[i], f"{what}: prompt {i} under batching differs"
