@@ -204,8 +204,10 @@ def test_swa():
             cells = 32768 if full else 512 + 32
             assert swa == cells * per, f"sliding-window KV {swa} bytes, expected {cells} cells of {per}"
             p = prompt(0, 600)  # + 40 tokens: 640 positions, past the ring's 544 cells
+            # On the ring twice: the second request reuses the slot's cells where the ring still
+            # holds them and evaluates the rest again; both must give the same text.
             r = [complete(s, p, 40)["content"] for _ in range(1 if full else 2)]
-            assert r[0] == r[1], f"the same request twice gave two texts (swa_full {full}):\n{r}"
+            assert len(set(r)) == 1, f"the same request twice gave two texts (swa_full {full}):\n{r}"
             texts.append(r[0])
         finally:
             s.stop()
