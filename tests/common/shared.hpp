@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,16 @@ inline std::string scratch_dir(const std::string& name) {
   std::filesystem::path p = std::filesystem::path(ROCKY_BINARY_DIR) / "test-scratch" / name;
   std::filesystem::create_directories(p);
   return p.string();
+}
+
+// n seeded random token ids in [3, n_vocab) with BOS (1) first: a prompt for the runtime tests.
+inline std::vector<int32_t> random_prompt(size_t n, uint32_t seed, int32_t n_vocab) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
+  std::vector<int32_t> v(n);
+  for (auto& t : v) t = d(rng);
+  v[0] = 1;  // BOS
+  return v;
 }
 
 }  // namespace rocky::test

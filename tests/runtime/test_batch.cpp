@@ -28,15 +28,6 @@ namespace {
 
 constexpr int32_t k_ctx = 160;
 
-std::vector<int32_t> prompt(size_t n, uint32_t seed, int32_t n_vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
-  std::vector<int32_t> v(n);
-  for (auto& t : v) t = d(rng);
-  v[0] = 1;  // BOS
-  return v;
-}
-
 runtime::GenerateParams greedy(int32_t n) {
   runtime::GenerateParams p;
   p.sampling.temp = 0;
@@ -57,8 +48,8 @@ void check(const std::string& dev) {
   auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
   auto tok = tok::Tokenizer::from_gguf(m->file());
   const int32_t nv = m->hparams().n_vocab;
-  const std::vector<std::vector<int32_t>> prompts = {prompt(37, 1, nv), prompt(5, 2, nv), prompt(61, 3, nv),
-                                                     prompt(12, 4, nv)};
+  const std::vector<std::vector<int32_t>> prompts = {test::random_prompt(37, 1, nv), test::random_prompt(5, 2, nv),
+                                                     test::random_prompt(61, 3, nv), test::random_prompt(12, 4, nv)};
   const int32_t n_gen = 40;
   auto be = make(dev);
   // Alone: one Session per generation, the ordinary prefill + decode.
@@ -117,7 +108,7 @@ void check(const std::string& dev) {
   for (size_t i : {0u, 1u, 3u}) EXPECT_EQ(mixed[i].tokens, alone[i]) << "sequence " << i << " after a cancel";
   // A prompt that does not fit is an error for its sequence only.
   e.begin(1);
-  EXPECT_THROW(e.eval(1, prompt(k_ctx + 1, 9, nv), false, {}), Error);
+  EXPECT_THROW(e.eval(1, test::random_prompt(k_ctx + 1, 9, nv), false, {}), Error);
   e.end(1);
 }
 
@@ -129,7 +120,7 @@ TEST(BatchEngine, SharedCellsPreemptTheNewestAndLoseNothing) {
   auto tok = tok::Tokenizer::from_gguf(m->file());
   const int32_t nv = m->hparams().n_vocab;
   auto be = make("cpu");
-  const std::vector<std::vector<int32_t>> prompts = {prompt(40, 11, nv), prompt(40, 12, nv)};
+  const std::vector<std::vector<int32_t>> prompts = {test::random_prompt(40, 11, nv), test::random_prompt(40, 12, nv)};
   const int32_t n_gen = 60;  // 2 × (40 + 60) = 200 cells > 120
   std::vector<std::vector<int32_t>> alone;
   for (const auto& p : prompts) {
@@ -204,13 +195,13 @@ TEST(BatchEngine, LongPrefillAndCancelTakeOneStep) {
       // Past the prefill, the decoder stops (the context holds 4 + 240 positions).
       return ev.index < 240;
     };
-    g.generate(prompt(4, 21, nv), greedy(240), cb);
+    g.generate(test::random_prompt(4, 21, nv), greedy(240), cb);
     e.end(0);
   });
   while (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   e.begin(1);
   prefilling = true;
-  e.eval(1, prompt(200, 22, nv), false, {});  // 25 chunks of 8
+  e.eval(1, test::random_prompt(200, 22, nv), false, {});  // 25 chunks of 8
   prefilling = false;
   e.end(1);
   dec.join();
@@ -227,7 +218,7 @@ TEST(BatchEngine, LongPrefillAndCancelTakeOneStep) {
     if (left) ++chunks_after;
     left = true;
   };
-  EXPECT_THROW(e.eval(1, prompt(200, 23, nv), false, progress), Error);
+  EXPECT_THROW(e.eval(1, test::random_prompt(200, 23, nv), false, progress), Error);
   EXPECT_LE(chunks_after.load(), 1);
   EXPECT_GE(e.stats().cancelled, 1);
   e.end(1);
@@ -242,7 +233,8 @@ void check_verify(const std::string& dev) {
   auto m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
   const int32_t nv = m->hparams().n_vocab;
   auto be = make(dev);
-  const std::vector<int32_t> p0 = prompt(20, 5, nv), p1 = prompt(9, 6, nv), draft = prompt(5, 7, nv);
+  const std::vector<int32_t> p0 = test::random_prompt(20, 5, nv), p1 = test::random_prompt(9, 6, nv),
+                             draft = test::random_prompt(5, 7, nv);
   runtime::Session ref(*m, be, runtime::SessionOptions{k_ctx, 512});
   ref.eval(p0, false, {});
   const std::vector<float> ref_rows = ref.eval(draft, true, {});
@@ -298,14 +290,14 @@ void check_verify_beside_prefill(const std::string& dev) {
   runtime::BatchEngine e(*m, be, bo);
   e.begin(0);
   e.begin(1);
-  e.eval(0, prompt(10, 8, nv), false, {});
-  e.eval(1, prompt(10, 9, nv), false, {});
+  e.eval(0, test::random_prompt(10, 8, nv), false, {});
+  e.eval(1, test::random_prompt(10, 9, nv), false, {});
   std::atomic<bool> failed{false};
   std::thread a([&] {
     try {
       for (uint32_t i = 0; i < 30; ++i) {
         const int32_t np = e.n_past(0);
-        const std::vector<float> rows = e.verify(0, prompt(6, 100 + i, nv));
+        const std::vector<float> rows = e.verify(0, test::random_prompt(6, 100 + i, nv));
         if (rows.size() != size_t(6) * static_cast<size_t>(nv)) failed = true;
         e.drop_tail(0, np + 1);
       }
@@ -317,7 +309,7 @@ void check_verify_beside_prefill(const std::string& dev) {
   try {
     for (uint32_t i = 0; i < 30; ++i) {
       const int32_t np = e.n_past(1);
-      const std::vector<float> last = e.eval(1, prompt(7, 200 + i, nv), false, {});
+      const std::vector<float> last = e.eval(1, test::random_prompt(7, 200 + i, nv), false, {});
       EXPECT_EQ(last.size(), static_cast<size_t>(nv));
       e.drop_tail(1, np + 1);
     }

@@ -22,15 +22,6 @@
 namespace rocky {
 namespace {
 
-std::vector<int32_t> prompt(size_t n, uint32_t seed, int32_t n_vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
-  std::vector<int32_t> v(n);
-  for (auto& t : v) t = d(rng);
-  v[0] = 1;
-  return v;
-}
-
 struct Fixture {
   std::unique_ptr<model::Model> m = model::Model::load(test::shared_path("reference/models/stories260K.gguf"));
   tok::Tokenizer tok = tok::Tokenizer::from_gguf(m->file());
@@ -71,7 +62,7 @@ void faults(const std::string& dev, bool batched) {
   Fixture f;
   auto be = make(dev);
   std::unique_ptr<runtime::Scheduler> s = scheduler(f, be, batched);
-  const auto p = prompt(40, 5, f.m->hparams().n_vocab);
+  const auto p = test::random_prompt(40, 5, f.m->hparams().n_vocab);
   auto base = run(*s, p);
   ASSERT_TRUE(base->error.empty()) << base->error;
   ASSERT_EQ(base->result->tokens.size(), 24u);
@@ -101,7 +92,7 @@ void faults(const std::string& dev, bool batched) {
   ASSERT_TRUE(c->error.empty()) << c->error;
   EXPECT_EQ(c->result->tokens, base->result->tokens);
   // A bad request is still not a fault: a prompt longer than the context.
-  auto big = run(*s, prompt(200, 6, f.m->hparams().n_vocab));
+  auto big = run(*s, test::random_prompt(200, 6, f.m->hparams().n_vocab));
   EXPECT_FALSE(big->error.empty());
   EXPECT_FALSE(big->fault);
 }
@@ -117,7 +108,7 @@ TEST(Fault, VulkanAllocInStep) {
   auto be = make("vulkan");
   std::unique_ptr<runtime::Scheduler> sp = scheduler(f, be, true);
   runtime::Scheduler& s = *sp;
-  const auto p = prompt(40, 5, f.m->hparams().n_vocab);
+  const auto p = test::random_prompt(40, 5, f.m->hparams().n_vocab);
   fault::install(runtime::parse_fault("alloc@1"));
   auto a = run(s, p);
   EXPECT_TRUE(a->fault) << a->error;

@@ -31,15 +31,6 @@ namespace {
 
 constexpr int32_t k_ctx = 320, k_ub = 32, k_window = 64;  // ring: 64 + 32 = 96 cells < 320
 
-std::vector<int32_t> prompt(size_t n, uint32_t seed, int32_t n_vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
-  std::vector<int32_t> v(n);
-  for (auto& t : v) t = d(rng);
-  v[0] = 1;  // BOS
-  return v;
-}
-
 // A Vulkan kernel choice: ROCKY_SWITCH attn=… (flash: the tiled kernel; simple: the per-(head, token)
 // kernels; decode: attention_decode) and the tuning profile's split chunk (a decode token's keys cut
 // into chunks merged after: attention_split / attention_decode's splits), f16 or f32 KV.
@@ -113,7 +104,7 @@ void check_sessions(const std::string& dev, float tol, Kernels k = {}) {
   EXPECT_EQ(kb.total(), ring.context().stats().memory.kv);
 
   // A prompt of 150 tokens (past the window and the ring) and 100 greedy tokens.
-  const std::vector<int32_t> p = prompt(150, 7, nv);
+  const std::vector<int32_t> p = test::random_prompt(150, 7, nv);
   Run a = decode(full, full.eval(p), 100);
   Run b = decode(ring, ring.eval(p), 100);
   expect_same(a, b, tol, "prompt 150 + 100 decoded");
@@ -124,7 +115,7 @@ void check_sessions(const std::string& dev, float tol, Kernels k = {}) {
   ASSERT_TRUE(ring.can_keep(n - 10));
   full.truncate(n - 10);
   ring.truncate(n - 10);
-  const std::vector<int32_t> more = prompt(20, 8, nv);
+  const std::vector<int32_t> more = test::random_prompt(20, 8, nv);
   a = decode(full, full.eval(more), 20);
   b = decode(ring, ring.eval(more), 20);
   expect_same(a, b, tol, "after a rollback of 10");
@@ -143,7 +134,7 @@ void check_sessions(const std::string& dev, float tol, Kernels k = {}) {
   const std::vector<uint8_t> bytes = ring.export_kv(0, held);
   runtime::Session other(*m, be, runtime::SessionOptions{k_ctx, k_ub, true, false});
   other.import_kv(0, held, bytes);
-  const std::vector<int32_t> tail = prompt(5, 9, nv);
+  const std::vector<int32_t> tail = test::random_prompt(5, 9, nv);
   a = decode(full, full.eval(tail), 10);
   b = decode(other, other.eval(tail), 10);
   expect_same(a, b, tol, "after moving the K/V to another context");
@@ -165,7 +156,8 @@ void check_batched(const std::string& dev, Kernels k = {}) {
   auto tok = tok::Tokenizer::from_gguf(m->file());
   const int32_t nv = m->hparams().n_vocab;
   auto be = make(dev, k);
-  const std::vector<std::vector<int32_t>> prompts = {prompt(130, 21, nv), prompt(7, 22, nv), prompt(90, 23, nv)};
+  const std::vector<std::vector<int32_t>> prompts = {test::random_prompt(130, 21, nv), test::random_prompt(7, 22, nv),
+                                                     test::random_prompt(90, 23, nv)};
   runtime::GenerateParams gp;
   gp.sampling.temp = 0;
   gp.max_tokens = 80;
