@@ -310,13 +310,7 @@ BatchStats BatchEngine::stats() const {
 
 std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> tokens, bool all_logits,
                                      const ProgressFn& progress, int32_t* seqs_max, std::vector<float> reuse) {
-  check_seq(seq);
-  if (tokens.empty()) fail("eval: no tokens");
-  Request r;
-  r.out = std::move(reuse);
-  r.out.clear();
-  r.seq = seq;
-  r.tokens.assign(tokens.begin(), tokens.end());
+  Request r = request(seq, tokens, std::move(reuse), "eval");
   r.all_logits = all_logits;
   r.progress = progress;
   return submit(r, seqs_max);
@@ -324,18 +318,24 @@ std::vector<float> BatchEngine::eval(int32_t seq, std::span<const int32_t> token
 
 std::vector<float> BatchEngine::verify(int32_t seq, std::span<const int32_t> tokens, int32_t* seqs_max,
                                        std::vector<float> reuse) {
-  check_seq(seq);
-  if (tokens.empty()) fail("verify: no tokens");
+  Request r = request(seq, tokens, std::move(reuse), "verify");
   if (recurrent())
     fail("batch: sequence {}: a hybrid model's recurrent state cannot drop rejected drafts (no speculation)", seq);
+  r.all_logits = true;
+  r.verify = true;
+  return submit(r, seqs_max);
+}
+
+BatchEngine::Request BatchEngine::request(int32_t seq, std::span<const int32_t> tokens, std::vector<float> reuse,
+                                          const char* what) const {
+  check_seq(seq);
+  if (tokens.empty()) fail("{}: no tokens", what);
   Request r;
   r.out = std::move(reuse);
   r.out.clear();
   r.seq = seq;
   r.tokens.assign(tokens.begin(), tokens.end());
-  r.all_logits = true;
-  r.verify = true;
-  return submit(r, seqs_max);
+  return r;
 }
 
 std::vector<float> BatchEngine::submit(Request& r, int32_t* seqs_max) {

@@ -182,6 +182,9 @@ class BatchEngine {
     size_t replay = 0;    // leading tokens re-evaluated after a preemption (no logits wanted)
     bool verify = false;  // verify(): all its tokens go into one decode step (every row's logits)
   };
+  // A request of `tokens` for `seq` (checked; `what` names the caller in the error), its logits
+  // written into `reuse`'s storage.
+  Request request(int32_t seq, std::span<const int32_t> tokens, std::vector<float> reuse, const char* what) const;
   std::vector<float> submit(Request& r, int32_t* seqs_max);
   // Tokens a request puts into a decode step (0: it is a prefill).
   size_t decode_tokens(const Request* r) const {
