@@ -459,6 +459,9 @@ void Sampler::run_chain(std::span<const float> logits, std::vector<Cand>& c, std
 std::vector<std::pair<int32_t, double>> Sampler::distribution(std::span<const float> logits) {
   if (p_.n_vocab > 0 && static_cast<size_t>(p_.n_vocab) < logits.size())
     logits = logits.first(static_cast<size_t>(p_.n_vocab));
+  // Greedy: the point mass on sample()'s pick, without a candidate list of the whole vocabulary
+  // (speculative verification asks for it at every drafted position).
+  if (greedy_exact()) return {{plain() ? argmax(logits) : argmax(adjusted(logits)), 1.0}};
   std::vector<Cand> c;
   std::vector<double> prob;
   run_chain(logits, c, prob);

@@ -278,6 +278,19 @@ TEST(Sampler, TypicalP) {
   EXPECT_EQ(off.sample(four()), 0);
 }
 
+// Greedy: the distribution is the point mass on sample()'s pick — the largest adjusted logit (a
+// bias or a penalty moves it), ties to the lowest id — as speculative verification reads it.
+TEST(Sampler, GreedyDistributionIsThePointMassOnTheSample) {
+  auto p = plain(0.0f);
+  Sampler s(p);
+  expect_dist(s, four(), {{0, 1.0}});
+  expect_dist(s, {1.0f, 3.0f, 3.0f, 2.0f}, {{1, 1.0}});
+  p.logit_bias = {{3, 10.0f}};
+  Sampler b(p);
+  expect_dist(b, four(), {{3, 1.0}});
+  EXPECT_EQ(b.sample(four()), 3);
+}
+
 // XTC at probability 1: threshold 0.1 → tokens 0, 1, 2 have p ≥ 0.1; all but the least likely of them
 // (token 2) go: {2, 3} renormalised 0.75 / 0.25. Threshold 0.4: only token 0 qualifies, nothing goes.
 // Threshold > 0.5 or probability 0: off.
