@@ -649,11 +649,7 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
     const int32_t first = want == model::Logits::ALL ? 0 : n - n_out;
     return std::span<const float>(logits).subspan(static_cast<size_t>(col - first) * nv, nv);
   };
-  auto finite = [](std::span<const float> v) {
-    for (float x : v)
-      if (!std::isfinite(x)) return false;
-    return true;
-  };
+  auto finite = [](std::span<const float> v) { return first_nonfinite(v) == k_all_finite; };
   if (pf != nullptr) {
     pf->seqs_max = std::max(pf->seqs_max, n_seqs);
     if (!error.empty()) {

@@ -16,10 +16,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
-constexpr size_t k_none = SIZE_MAX;
+}  // namespace
 
-// Index of the first NaN/inf (exponent bits all ones, so -ffast-math cannot fold it away), or
-// k_none. The common all-finite case is one branch-free pass.
 size_t first_nonfinite(std::span<const float> v) {
   uint32_t any = 0;
   for (float x : v) {
@@ -27,15 +25,14 @@ size_t first_nonfinite(std::span<const float> v) {
     std::memcpy(&b, &x, 4);
     any |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
   }
-  if (any == 0) return k_none;
+  if (any == 0) return k_all_finite;
   for (size_t i = 0; i < v.size(); ++i) {
     uint32_t b;
     std::memcpy(&b, &v[i], 4);
     if ((b & 0x7f800000u) == 0x7f800000u) return i;
   }
-  return k_none;
+  return k_all_finite;
 }
-}  // namespace
 
 Session::Session(const model::Model& m, std::shared_ptr<backend::Backend> be, SessionOptions o)
     : model_(m), be_(std::move(be)) {
@@ -135,7 +132,7 @@ void Session::fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std
       } catch (const Error&) {
         continue;
       }
-      if (first_nonfinite(x) == k_none) continue;
+      if (first_nonfinite(x) == k_all_finite) continue;
       const graph::Node& n = g.nodes[static_cast<size_t>(i)];
       node = fmt::format("; first non-finite node: {} ({}{})", n.name, graph::op_name(n.op),
                          n.weight ? " of " + n.weight->name : std::string());
@@ -256,7 +253,7 @@ void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, c
     const auto toks = tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(nt));
     ctx_->compute(g, p, toks, dst);
     if (check_finite_) {
-      if (const size_t bad = first_nonfinite(dst); bad != k_none) {
+      if (const size_t bad = first_nonfinite(dst); bad != k_all_finite) {
         if (embd)
           fail("a non-finite hidden state ({}) at position {}", dst[bad],
                n_past_ + static_cast<int64_t>(bad) / n_vocab);

@@ -23,6 +23,11 @@
 
 namespace rocky::runtime {
 
+// Index of the first NaN/inf in `v` (exponent bits all ones, so -ffast-math cannot fold it away),
+// or k_all_finite. The common all-finite case is one branch-free (vectorised) pass.
+constexpr size_t k_all_finite = SIZE_MAX;
+size_t first_nonfinite(std::span<const float> v);
+
 // Host wall time of eval() outside the backend's compute(), accumulated (reset_timing() clears it).
 struct EvalTiming {
   double graph_ms = 0;    // model::build_graph
