@@ -71,6 +71,7 @@ class SessionSource final : public LogitSource {
                  std::vector<float>& out) override {
     s_.eval_into(tokens, all_logits, progress, out);
   }
+  void eval_draft(std::span<const int32_t> tokens, std::vector<float>& out) override { s_.eval_draft(tokens, out); }
   int32_t n_past() const override { return s_.n_past(); }
   int32_t n_ctx() const override { return s_.n_ctx(); }
   int32_t n_vocab() const override { return s_.n_vocab(); }

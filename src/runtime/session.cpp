@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.hpp"
 
@@ -195,8 +196,12 @@ std::vector<float> Session::hidden_states(std::span<const int32_t> tokens) {
   return out;
 }
 
+void Session::eval_draft(std::span<const int32_t> tokens, std::vector<float>& out) {
+  run_ubatches(tokens, model::Logits::ALL, {}, out, true);
+}
+
 void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, const ProgressFn& progress,
-                           std::vector<float>& out) {
+                           std::vector<float>& out, bool table) {
   const bool all_logits = all != model::Logits::LAST;
   const bool embd = all == model::Logits::EMBD;
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -231,7 +236,7 @@ void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, c
     // Only the last ubatch's last token is needed unless all logits are asked for.
     const model::Logits want = all_logits ? all : last ? model::Logits::LAST : model::Logits::NONE;
     const auto t0 = Clock::now();
-    auto key = std::make_pair(nt, static_cast<int>(want));
+    auto key = std::make_tuple(nt, static_cast<int>(want), table);
     auto it = shapes_.find(key);
     if (it == shapes_.end()) {
       if (shapes_.size() >= 8) shapes_.clear();  // bounded: a run uses ≤ 3 shapes (ubatch, last, decode)
@@ -240,6 +245,11 @@ void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, c
     }
     graph::Graph& g = it->second.g;
     g.n_past = n_past_;
+    if (table) {
+      g.seq.assign(static_cast<size_t>(nt), 0);
+      g.pos.resize(static_cast<size_t>(nt));
+      std::iota(g.pos.begin(), g.pos.end(), n_past_);
+    }
     const auto t1 = Clock::now();
     if (it->second.p.offset.empty()) it->second.p = graph::plan_arena(g);
     const graph::Plan& p = it->second.p;

@@ -74,6 +74,10 @@ class Session {
   // allocates its n_vocab floats once instead of once per token — : 608 KB of fresh pages per
   // token for a 151,936-token vocabulary).
   void eval_into(std::span<const int32_t> tokens, bool all_logits, const ProgressFn& progress, std::vector<float>& out);
+  // Speculative verification: eval_into with every row's logits, its ubatch laid out as a batched
+  // step's (each token's position in the per-token table, graph::Graph::pos) so that its commands
+  // do not depend on n_past and a GPU context replays them from one verification to the next.
+  void eval_draft(std::span<const int32_t> tokens, std::vector<float>& out);
 
   // Embeddings: evaluates `tokens` from an empty context (the KV cache is reset first) and
   // returns every token's hidden state after output_norm (model::Logits::EMBD), row-major
@@ -169,8 +173,9 @@ class Session {
   std::vector<int32_t> ckpt_extra_;     // checkpoint_at() positions
   // eval_into's loop; `all` is ALL (every token's logits), EMBD (every token's hidden state) or
   // LAST (the last token's logits; earlier ubatches compute none).
+  // table: positions in the per-token table (eval_draft).
   void run_ubatches(std::span<const int32_t> tokens, model::Logits all, const ProgressFn& progress,
-                    std::vector<float>& out);
+                    std::vector<float>& out, bool table = false);
   // A non-finite logit at `index` of the ubatch just computed (graph `g`, tokens `toks`): fails
   // naming the position and the first non-finite node (that ubatch re-run unshared).
   [[noreturn]] void fail_nonfinite(graph::Graph& g, std::span<const int32_t> toks, std::span<const float> logits,
@@ -179,7 +184,7 @@ class Session {
     graph::Graph g;
     graph::Plan p;
   };
-  std::map<std::pair<int32_t, int>, Shape> shapes_;  // (n_tokens, model::Logits) → graph + plan
+  std::map<std::tuple<int32_t, int, bool>, Shape> shapes_;  // (n_tokens, model::Logits, table) → graph + plan
 };
 
 }  // namespace rocky::runtime

@@ -243,6 +243,13 @@ TEST_P(SpeculativeEndToEnd, GreedyTextIsUnchangedAndRejectedCellsAreDropped) {
     EXPECT_GT(r.draft_n, 0);
     if (alpha == 1.0) {
       EXPECT_EQ(r.draft_n_accepted, r.draft_n);
+      // Every full draft's verification is one shape whose positions come from the step buffer: on a
+      // GPU it is recorded once and replayed after (again only where attention's split changes).
+      if (GetParam() == "vulkan") {
+        const int64_t replays = s.context().stats().host.replays;
+        EXPECT_GE(replays, r.spec_steps / 2);
+        EXPECT_GE(r.spec_steps, 4);
+      }
     } else {
       EXPECT_LT(r.draft_n_accepted, r.draft_n);  // some drafts rejected
       EXPECT_GT(r.draft_n_accepted, 0);

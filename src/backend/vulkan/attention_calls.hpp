@@ -30,18 +30,21 @@ inline ops::AttnArgs attn_args(const graph::Graph& g, const graph::Node& n, cons
   return a;
 }
 
-// A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ 8) belong
-// to one sequence at consecutive positions pos0 … — their attention runs as an ordinary
+// A multi-sequence ubatch that starts with a prompt chunk: its first `n` tokens (≥ k_lead_min)
+// belong to one sequence at consecutive positions pos0 … — their attention runs as an ordinary
 // single-sequence ubatch (the tiled prefill kernel where it applies) over that sequence's cells,
-// the rest with the per-token table. n = 0: no such run.
+// the rest with the per-token table. n = 0: no such run. Shorter runs — a speculative
+// verification (a token and up to 16 drafts, llama.cpp's default --draft-max) — stay in the table:
+// the decode kernels' numerics, and commands that do not depend on the positions (replayed).
+constexpr int32_t k_lead_min = 18;
 struct LeadRun {
   int32_t n = 0, pos0 = 0, seq = 0;
 };
 inline LeadRun lead_run(const graph::Graph& g) {
-  if (!g.multi_seq() || g.n_tokens < 8) return {};
+  if (!g.multi_seq() || g.n_tokens < k_lead_min) return {};
   int32_t r = 1;
   while (r < g.n_tokens && g.seq[size_t(r)] == g.seq[0] && g.pos[size_t(r)] == g.pos[0] + r) ++r;
-  if (r < 8) return {};
+  if (r < k_lead_min) return {};
   return {r, g.pos[0], g.seq[0]};
 }
 // The attention calls record_node makes for a node with a lead run: the prompt chunk (n_past

@@ -109,21 +109,22 @@ void Recorder::end_stamp(Frame& f) {
 }
 
 void Recorder::begin(bool profile) {
-  current_ = current_ >= 1 ? 0 : 1;  // the ring: frames 0 and 1 in turn (2 = the captured buffer)
+  current_ = current_ == 0 ? 1 : 0;  // the ring: frames 0 and 1 in turn (2 + slot: captured buffers)
   open(frames_[current_], profile, true);
 }
 
-void Recorder::begin_capture() {
-  captured_ = false;
-  current_ = 2;
-  open(frames_[2], false, false);
+void Recorder::begin_capture(uint32_t slot) {
+  if (slot >= k_captures) fail("Recorder::begin_capture: slot {} of {}", slot, k_captures);
+  captured_[slot] = false;
+  current_ = 2 + slot;
+  open(frames_[current_], false, false);
   capturing_ = true;
 }
 
-void Recorder::replay() {
+void Recorder::replay(uint32_t slot) {
   if (recording_) fail("Recorder::replay while recording");
-  if (!captured_) fail("Recorder::replay without a captured command buffer");
-  Frame& f = frames_[2];
+  if (!captured(slot)) fail("Recorder::replay without a captured command buffer in slot {}", slot);
+  Frame& f = frames_[2 + slot];
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &f.cb;
@@ -133,8 +134,8 @@ void Recorder::replay() {
   }
   f.pending = true;
   wait(f);
-  dispatches_ = captured_dispatches_;
-  barriers_ = captured_barriers_;
+  dispatches_ = captured_dispatches_[slot];
+  barriers_ = captured_barriers_[slot];
   flush_wait_ms_ = 0;
   timings_.clear();
   ++replays_;
@@ -360,9 +361,10 @@ void Recorder::submit_and_wait() {
   f.pending = true;
   if (capturing_) {
     capturing_ = false;
-    captured_ = true;
-    captured_dispatches_ = dispatches_;
-    captured_barriers_ = barriers_;
+    const uint32_t slot = current_ - 2;
+    captured_[slot] = true;
+    captured_dispatches_[slot] = dispatches_;
+    captured_barriers_[slot] = barriers_;
   }
   wait(f);
   timings_.clear();

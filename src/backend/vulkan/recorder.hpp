@@ -78,17 +78,19 @@ class Recorder {
   // End, submit, and wait for completion (rocky::Error on device loss; no hang).
   void submit_and_wait();
 
-  // A command buffer recorded once and submitted again (the decode step): begin_capture()
-  // starts recording into a third frame whose command buffer and descriptor sets are kept (not
-  // one-time-submit; its pools are reset only by the next begin_capture), dispatches as usual,
-  // then submit_and_wait() runs it once and keeps it. replay() submits the kept command buffer
-  // again and waits (one host wait), reporting the captured dispatch / barrier counts. flush() is a
-  // no-op while capturing (one command buffer). Whatever the kept commands read must be written by
-  // the host before replay() (the step buffer, token ids) — never by re-recording.
-  void begin_capture();
-  void replay();
-  bool captured() const { return captured_; }
-  void drop_capture() { captured_ = false; }
+  // Command buffers recorded once and submitted again (decode steps, batched steps, speculative
+  // verifications): begin_capture(slot) starts recording into that slot's frame, whose command
+  // buffer and descriptor sets are kept (not one-time-submit; its pools are reset only by the next
+  // begin_capture of the slot), dispatches as usual, then submit_and_wait() runs it once and keeps
+  // it. replay(slot) submits the kept command buffer again and waits (one host wait), reporting the
+  // captured dispatch / barrier counts. flush() is a no-op while capturing (one command buffer).
+  // Whatever the kept commands read must be written by the host before replay() (the step buffer,
+  // token ids) — never by re-recording. k_captures slots: a decode step and the verification
+  // shapes that alternate with it each keep theirs.
+  static constexpr uint32_t k_captures = 4;
+  void begin_capture(uint32_t slot);
+  void replay(uint32_t slot);
+  bool captured(uint32_t slot) const { return slot < k_captures && captured_[slot]; }
   uint32_t replays() const { return replays_; }
 
   uint32_t dispatches() const { return dispatches_; }
@@ -131,14 +133,16 @@ class Recorder {
   uint64_t max_binding_ = 0;
   uint64_t timeout_s_ = 1800;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  std::array<Frame, 3> frames_{};  // [0], [1]: the ring; [2]: the captured command buffer
+  std::array<Frame, 2 + k_captures> frames_{};  // [0], [1]: the ring; [2 + slot]: captured command buffers
   void open(Frame& f, bool profile, bool one_time);
   uint32_t current_ = 0;
   double gpu_ms_ = 0;
   bool recording_ = false;
   bool profile_ = false;
-  bool capturing_ = false, captured_ = false;
-  uint32_t captured_dispatches_ = 0, captured_barriers_ = 0, replays_ = 0;
+  bool capturing_ = false;
+  std::array<bool, k_captures> captured_{};
+  std::array<uint32_t, k_captures> captured_dispatches_{}, captured_barriers_{};
+  uint32_t replays_ = 0;
   std::vector<Access> pending_;
   uint32_t dispatches_ = 0, barriers_ = 0;
   double flush_wait_ms_ = 0;

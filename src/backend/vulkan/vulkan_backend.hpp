@@ -211,12 +211,13 @@ class VulkanContext final : public backend::Context {
   uint32_t mmv_matmuls_ = 0;          // matmuls with 1 < N ≤ matvec_max_cols as the multi-column matvec
   uint32_t fused_epilogues_ = 0;
   HostTiming timing_;
-  // Decode replay: a counter bumped whenever this context re-creates a buffer that recorded
-  // commands bind, and the key of the captured command buffer (the step is word 0 of tokens_;
-  // with host_io its device copy step_dev_ {n_past, token id}, written by the command buffer).
+  // Replay: a counter bumped whenever this context re-creates a buffer that recorded commands
+  // bind, and each capture slot's key and last use (the step is word 0 of tokens_; with host_io
+  // its device copy step_dev_ {n_past, token id}, written by the command buffer).
   Buffer step_dev_;
   uint64_t buffers_gen_ = 0;
-  uint64_t replay_key_ = 0;
+  std::array<uint64_t, Recorder::k_captures> replay_key_{}, replay_used_{};
+  uint64_t replay_tick_ = 0;
   uint64_t replay_key_of(const graph::Graph& g, const graph::Plan& p, bool copy_out) const;
   void read_logits(const graph::Graph& g, const graph::Plan& p, bool copy_out, std::span<float> logits);
   // Decode fusion: [node] 1 = records rope_kv, 2 = recorded by it, 3 = an RMSNorm folded into

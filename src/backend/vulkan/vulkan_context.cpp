@@ -186,15 +186,23 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
     out_bytes = uint64_t(out.ne0) * uint64_t(out.ne1) * 4;
   }
   const bool copy_out = out_bytes > 0 && (host_io || !arena_.mapped());
-  // Replay: the same decode graph, plan and buffers as the captured command buffer — submit it
-  // again (the host wrote the token id and the step buffer above).
-  const bool replay = (decode || multi) && be_.opts_.replay_decode && !be_.opts_.profile;
-  uint64_t key = 0;
+  // Replay: the same graph, plan and buffers as a captured command buffer — submit it again (the
+  // host wrote the token ids and the step buffer above). Decode steps and multi-sequence steps
+  // whose commands read their positions from the step buffer; not one that starts with a prompt
+  // chunk (its attention records the chunk's position, so it would not recur: it is recorded
+  // with flushes instead).
+  const bool replay = (decode || (multi && lead_run(g).n == 0)) && be_.opts_.replay_decode && !be_.opts_.profile;
+  uint32_t slot = 0;
   if (replay) {
-    key = replay_key_of(g, p, copy_out);
-    if (recorder_->captured() && key == replay_key_) {
+    const uint64_t key = replay_key_of(g, p, copy_out);
+    for (uint32_t i = 0; i < Recorder::k_captures; ++i)  // the slot to record into: empty, else least recently used
+      if (!recorder_->captured(i) || (recorder_->captured(slot) && replay_used_[i] < replay_used_[slot])) slot = i;
+    for (uint32_t i = 0; i < Recorder::k_captures; ++i)
+      if (recorder_->captured(i) && replay_key_[i] == key) slot = i;
+    replay_used_[slot] = ++replay_tick_;
+    if (recorder_->captured(slot) && replay_key_[slot] == key) {
       const auto t1 = Clock::now();
-      recorder_->replay();
+      recorder_->replay(slot);
       const auto t3 = Clock::now();
       timing_.setup_ms += ms(t0, t1);
       timing_.submit_wait_ms += ms(t1, t3);
@@ -206,7 +214,6 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
       return;
     }
   }
-  recorder_->drop_capture();
   ops::Env env{*recorder_, *be_.pipelines_, be_.device_->info(), be_.tile_, 128, be_.opts_.kv_f16};
   env.matmul = be_.opts_.matmul;
   env.prof = &be_.mmq_profile_;
@@ -254,7 +261,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   if (copy_out) ensure_bound(readback_, out_bytes, "logits readback", BufferKind::HOST);
   const auto t1 = Clock::now();
   if (replay) {
-    recorder_->begin_capture();  // one command buffer, kept for the next tokens
+    recorder_->begin_capture(slot);  // one command buffer, kept for the next steps of this shape
   } else {
     recorder_->begin(be_.opts_.profile);
   }
@@ -276,7 +283,7 @@ void VulkanContext::compute(const graph::Graph& g, const graph::Plan& p, std::sp
   if (copy_out) recorder_->copy(arena_, p.offset[static_cast<size_t>(g.output)], readback_, 0, out_bytes);
   const auto t2 = Clock::now();
   recorder_->submit_and_wait();
-  if (replay) replay_key_ = replay_key_of(g, p, copy_out);  // after this call's allocations
+  if (replay) replay_key_[slot] = replay_key_of(g, p, copy_out);  // after this call's allocations
   const auto t3 = Clock::now();
   timing_.setup_ms += ms(t0, t1);
   timing_.record_ms += ms(t1, t2) - recorder_->flush_wait_ms();  // waits inside flush() are GPU time
