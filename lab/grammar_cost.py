@@ -4,10 +4,16 @@
   python3 lab/grammar_cost.py --url http://127.0.0.1:8080 [--reps 6] [--n 128]
 
 For each schema below, --reps /completion requests constrained by it (`json_schema`, sampled at
-temperature 0.8 with seeds 1 … reps) and as many unconstrained ones of the same length
-(`ignore_eos`), interleaved. Per token: the server's predicted_per_token_ms with and without the
-grammar, and the grammar's own share (timings.grammar_ms: mask + check, on the CPU). The decode
-cost of structured output is (constrained − unconstrained) / unconstrained ms per token.
+temperature 0.8 with seeds 1 … reps) and as many unconstrained ones doing the same work (`ignore_eos`),
+interleaved. A constrained answer that ends on end-of-generation evaluates its last token to sample
+that end; an unconstrained one cut at n_predict does not evaluate its last token. So the unconstrained
+twin samples one token more (n + 1) where the constrained one stopped on end-of-generation: both then
+evaluate n tokens after the prompt (comparing n evaluations with n − 1 would count a whole decode
+step as the grammar's cost: +10 % for a 10-token answer). Per request: decode ms (timings.predicted_ms)
+with and without the grammar, the grammar's own time (timings.grammar_ms: mask + check, on the CPU)
+and the host's time in the decode loop outside the model's evaluations (predicted_ms −
+predicted_eval_ms). The decode cost of structured output is (constrained − unconstrained) /
+unconstrained decode ms, medians over the reps.
 """
 import argparse
 import http.client
@@ -49,24 +55,33 @@ def main():
     prompt = "Answer with JSON only. The files in the repository are src/main.cpp, src/util.cpp and README.md.\n"
     out = {"n_predict": a.n, "reps": a.reps, "schemas": {}}
     for name, schema in SCHEMAS.items():
-        con, free, gram, ntok = [], [], [], []
+        con, free, gram, ntok, host_c, host_f = [], [], [], [], [], []
         for seed in range(1, a.reps + 1):
             base = {"prompt": prompt, "n_predict": a.n, "temperature": 0.8, "seed": seed, "cache_prompt": False}
-            t = post(u.hostname, u.port, dict(base, json_schema=schema))["timings"]
-            if t["predicted_n"] > 1:
-                con.append(t["predicted_per_token_ms"])
-                gram.append(t.get("grammar_ms", 0) / t["predicted_n"])
-                ntok.append(t["predicted_n"])
-            t = post(u.hostname, u.port, dict(base, ignore_eos=True, n_predict=max(ntok[-1] if ntok else a.n, 2)))["timings"]
-            free.append(t["predicted_per_token_ms"])
+            b = post(u.hostname, u.port, dict(base, json_schema=schema))
+            t = b["timings"]
+            if t["predicted_n"] < 2:
+                continue
+            n = t["predicted_n"]
+            # The same evaluations: n + 1 sampled where the constrained answer sampled its end too.
+            n_free = n + 1 if b.get("stop_type") == "eos" else n
+            f = post(u.hostname, u.port, dict(base, ignore_eos=True, n_predict=n_free))["timings"]
+            con.append(t["predicted_ms"])
+            gram.append(t.get("grammar_ms", 0) / n)
+            ntok.append(n)
+            host_c.append(t["predicted_ms"] - t.get("predicted_eval_ms", 0))
+            free.append(f["predicted_ms"])
+            host_f.append(f["predicted_ms"] - f.get("predicted_eval_ms", 0))
         if not con:
             raise SystemExit(f"{name}: every constrained answer had ≤ 1 token")
         c, f = statistics.median(con), statistics.median(free)
-        out["schemas"][name] = {"constrained_ms_per_token": c, "free_ms_per_token": f,
-                                "grammar_ms_per_token": statistics.median(gram), "cost": (c - f) / f,
-                                "tokens_median": statistics.median(ntok)}
-        print(f"{name}: {c:.3f} ms/token constrained against {f:.3f} free ({100 * (c - f) / f:+.1f} %), "
-              f"grammar {statistics.median(gram):.3f} ms/token, {statistics.median(ntok):.0f} tokens (median)")
+        hc, hf = statistics.median(host_c), statistics.median(host_f)
+        out["schemas"][name] = {"constrained_ms": c, "free_ms": f, "grammar_ms_per_token": statistics.median(gram),
+                                "cost": (c - f) / f, "tokens_median": statistics.median(ntok),
+                                "host_ms_constrained": hc, "host_ms_free": hf}
+        print(f"{name}: decode {c:.2f} ms constrained against {f:.2f} free ({100 * (c - f) / f:+.1f} %), "
+              f"grammar {statistics.median(gram):.3f} ms/token, {statistics.median(ntok):.0f} tokens (median); "
+              f"host time outside the evaluations {hc:.2f} ms against {hf:.2f} ms a request")
     print(json.dumps(out))
 
 

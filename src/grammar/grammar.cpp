@@ -240,14 +240,18 @@ Element GrammarBuilder::repeat(const Element& e, int min, int max, const std::st
     // sets from the star's (Grammar::counted_star). Single byte sets are cheap levels already.
     const bool count = e.kind == Element::Ref && max - min >= 2;
     const uint32_t star = count ? star_rule(e, base) : 0;  // a rule e repeated: see Grammar::counted_star
+    // The last level (no copy may follow) ends in a reference to the empty rule: it leaves a parse
+    // position after its copy of e on the stack, so that level is counted too (else a key ending
+    // inside that copy, e.g. inside a multi-byte character, is walked on its own).
+    const uint32_t none = count ? anon("empty", {Alt{}}) : 0;
     uint32_t prev = 0;
     bool have = false;
     for (int k = 1; k <= max - min; ++k) {
       std::vector<Alt> alts;
-      alts.push_back(have ? Alt{e, ref(prev)} : Alt{e});
+      alts.push_back(have ? Alt{e, ref(prev)} : count ? Alt{e, ref(none)} : Alt{e});
       alts.emplace_back();
       prev = anon(base + "_opt", std::move(alts));
-      if (count && have) counted_.push_back({prev, 1, 0, static_cast<uint32_t>(k - 1), star});
+      if (count) counted_.push_back({prev, 1, 0, static_cast<uint32_t>(k - 1), star});
       have = true;
     }
     if (have) seq.push_back(ref(prev));

@@ -315,22 +315,31 @@ CompiledGrammar::CountedLevel CompiledGrammar::counted_level(const std::vector<u
 const std::vector<uint64_t>& CompiledGrammar::anchor(CountedInfo& ci, uint32_t a) {
   auto it = ci.anchors.find(a);
   if (it != ci.anchors.end()) return it->second;
-  // From the nearest anchor below (or none), adding the tokens in between.
-  uint32_t from = 0;
+  // From the nearest anchor below (adding the tokens in between) or above (taking them away),
+  // whichever moves fewer tokens: a string's levels are visited from the most characters left down.
+  auto idx = [&](uint32_t c) {
+    return static_cast<size_t>(std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), c) - ci.acc_count.begin());
+  };
+  const size_t ia = idx(a);
+  auto hi = ci.anchors.upper_bound(a);
+  auto lo = hi == ci.anchors.begin() ? ci.anchors.end() : std::prev(hi);
+  const size_t i_lo = lo == ci.anchors.end() ? 0 : idx(lo->first);
   std::vector<uint64_t> bits;
-  auto lo = ci.anchors.lower_bound(a);
-  if (lo != ci.anchors.begin()) {
-    --lo;
-    from = lo->first;
-    bits = lo->second;
+  if (hi != ci.anchors.end() && idx(hi->first) - ia < ia - i_lo) {
+    bits = hi->second;
+    for (size_t k = ia, e = idx(hi->first); k < e; ++k) {
+      const auto id = static_cast<uint32_t>(ci.acc_tok[k]);
+      bits[id >> 6] &= ~(uint64_t{1} << (id & 63));
+    }
   } else {
-    bits.assign(trie_->n_words(), 0);
-  }
-  const auto i0 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), from) - ci.acc_count.begin();
-  const auto i1 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), a) - ci.acc_count.begin();
-  for (auto k = i0; k < i1; ++k) {
-    const auto id = static_cast<uint32_t>(ci.acc_tok[static_cast<size_t>(k)]);
-    bits[id >> 6] |= uint64_t{1} << (id & 63);
+    if (lo != ci.anchors.end())
+      bits = lo->second;
+    else
+      bits.assign(trie_->n_words(), 0);
+    for (size_t k = i_lo; k < ia; ++k) {
+      const auto id = static_cast<uint32_t>(ci.acc_tok[k]);
+      bits[id >> 6] |= uint64_t{1} << (id & 63);
+    }
   }
   return ci.anchors.emplace(a, std::move(bits)).first->second;
 }
@@ -352,11 +361,18 @@ uint64_t CompiledGrammar::cache_bytes() const {
 const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
   auto it = mask_slot_.find(state);
   if (it != mask_slot_.end()) return masks_[it->second];
+  // At most 256 masks are kept; then the cache starts over in the same storage (freed and newly
+  // allocated bitsets would fault their pages in again: tens of microseconds a mask).
   if (mask_slot_.size() >= 256) {
     mask_slot_.clear();
-    masks_.clear();
+    n_masks_ = 0;
   }
-  std::vector<uint64_t> bits(trie_->n_words(), 0);
+  const uint32_t slot = n_masks_++;
+  if (slot == masks_.size())
+    masks_.emplace_back(trie_->n_words(), 0);
+  else
+    std::fill(masks_[slot].begin(), masks_[slot].end(), 0);
+  std::vector<uint64_t>& bits = masks_[slot];
   const std::vector<uint32_t> stacks = states_[state].stacks;
   std::vector<uint32_t> chain;
   for (uint32_t s : stacks) {
@@ -392,14 +408,27 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
     const uint32_t* bnd_begin = nullptr;
     const uint32_t* bnd_end = nullptr;
     const CountedInfo* bnd_ci = nullptr;
+    const size_t n_level =
+        lv.info ? static_cast<size_t>(std::upper_bound(lv.info->acc_count.begin(), lv.info->acc_count.end(), lv.u) -
+                                      lv.info->acc_count.begin())
+                : 0;
+    if (lv.info && n_level <= 2 * bits.size()) {
+      // Few tokens (a character class's rarer alternatives): set them, no bitset kept per level.
+      const CountedInfo& ci = *lv.info;
+      for (size_t k = 0; k < n_level; ++k) {
+        const auto id = static_cast<uint32_t>(ci.acc_tok[k]);
+        bits[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+    }
     if (lv.info) {
       CountedInfo& ci = *lv.info;
       const uint32_t a = lv.u <= k_anchor_step || lv.u == ci.max_count
                              ? lv.u
                              : std::min(ci.max_count, (lv.u + k_anchor_step - 1) / k_anchor_step * k_anchor_step);
-      const std::vector<uint64_t>& base = anchor(ci, a);
-      const std::vector<uint64_t>* level = &base;
-      if (a != lv.u) {
+      const std::vector<uint64_t>* level = nullptr;
+      if (n_level > 2 * bits.size()) level = &anchor(ci, a);
+      if (level && a != lv.u) {
+        const std::vector<uint64_t>& base = *level;
         level_bits_ = base;
         const auto i0 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), lv.u) - ci.acc_count.begin();
         const auto i1 = std::upper_bound(ci.acc_count.begin(), ci.acc_count.end(), a) - ci.acc_count.begin();
@@ -409,7 +438,8 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
         }
         level = &level_bits_;
       }
-      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= (*level)[w];
+      if (level)
+        for (size_t w = 0; w < bits.size(); ++w) bits[w] |= (*level)[w];
       const auto b0 = std::lower_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.need) - ci.bnd_count.begin();
       const auto b1 = std::upper_bound(ci.bnd_count.begin(), ci.bnd_count.end(), lv.u) - ci.bnd_count.begin();
       bnd_begin = ci.bnd_node.data() + b0;
@@ -448,10 +478,8 @@ const std::vector<uint64_t>& CompiledGrammar::mask(uint32_t state) {
     }
     for (const uint32_t* n = bnd_begin; n != bnd_end; ++n) walk(*n, ps, bits, nullptr);
   }
-  const auto slot = static_cast<uint32_t>(masks_.size());
-  masks_.push_back(std::move(bits));
   mask_slot_.emplace(state, slot);
-  return masks_[slot];
+  return bits;
 }
 
 bool Matcher::allowed(int32_t token) {

@@ -19,7 +19,9 @@
 //     unbounded e* is walked once, counting the copies of e each token starts, and the level that
 //     allows u more copies takes the tokens that start at most u (Grammar::counted_star). This
 //     holds where a copy of e ends unambiguously (checked during that walk; otherwise the level is
-//     walked as it is).
+//     walked as it is). Every level, the last one included (it ends in a reference to the empty
+//     rule so that its position stays on the stack), and every key inside a copy of e (inside a
+//     multi-byte character too) takes its tokens from the star walk of that position.
 //   - The final mask per parser state is cached, so a state that repeats (inside a string, in a list
 //     of numbers) costs a hash lookup.
 //
@@ -128,6 +130,8 @@ class CompiledGrammar {
   // its token set is made from an anchor level (every level up to k_anchor_step, then every
   // k_anchor_step-th, and max_count, from which on all levels are the same) less the tokens in
   // between, in a scratch set, so a level costs a copy and a few tokens, not a bitset kept per level.
+  // A level of at most two tokens per bitset word (a character class's rarer alternatives) sets its
+  // tokens directly and keeps no anchors (their pages would cost more than the bits).
   static constexpr uint32_t k_anchor_step = 16;
   struct CountedInfo {
     bool ok = false;
@@ -168,7 +172,8 @@ class CompiledGrammar {
   bool derive_counted_ = true;
   size_t n_trie_walks_ = 0;
   std::unordered_map<uint32_t, uint32_t> mask_slot_;  // state → masks_ index
-  std::vector<std::vector<uint64_t>> masks_;
+  std::vector<std::vector<uint64_t>> masks_;          // slots; the first n_masks_ are in use
+  uint32_t n_masks_ = 0;
   std::vector<uint32_t> walk_states_;
   std::vector<uint32_t> scratch_;
   std::vector<uint64_t> level_bits_;

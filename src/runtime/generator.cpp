@@ -229,6 +229,20 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   res.n_prompt = static_cast<int32_t>(prompt.size());
   res.n_cached = p.n_cached;
 
+  // Structured output (see GenerateParams::grammar). The first mask is computed by `ahead` (see
+  // MaskAhead; declared after `gm`, so it is done with the matcher before the matcher goes) while
+  // the prompt is evaluated, and so is every later one while its step is evaluated. grammar_ms
+  // counts the masks' own time wherever they ran, and applying them.
+  std::optional<grammar::Matcher> gm;
+  bool constrained = false;
+  std::string lazy_text;  // lazy grammar: the text so far, searched for a trigger
+  if (p.grammar) {
+    gm.emplace(p.grammar);
+    constrained = p.grammar_triggers.empty();
+  }
+  MaskAhead ahead;
+  if (constrained && p.max_tokens != 0) ahead.start(*gm);
+
   const auto t_prompt = Clock::now();
   const double gpu0 = src_.gpu_ms();
   std::vector<float> logits = src_.eval(prompt.subspan(static_cast<size_t>(p.n_cached)), p.all_logits, progress);
@@ -256,15 +270,6 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   StopMatcher stop(p.stop);
   const int64_t max_tokens = p.max_tokens < 0 ? INT64_MAX : p.max_tokens;
 
-  // Structured output (see GenerateParams::grammar).
-  std::optional<grammar::Matcher> gm;
-  bool constrained = false;
-  std::string lazy_text;  // lazy grammar: the text so far, searched for a trigger
-  if (p.grammar) {
-    gm.emplace(p.grammar);
-    constrained = p.grammar_triggers.empty();
-  }
-
   // Speculative decoding (GenerateParams::drafter): `logits` holds one row per position of the last
   // evaluation; row k follows draft[k - 1] (row 0: the last kept token).
   res.drafted = drafting(p, sp, src_.can_truncate());
@@ -278,10 +283,6 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   bool done = max_tokens == 0;
   bool has_new_line = false;  // t_max_predict_ms counts only once the text has a new line
   res.reason = StopReason::Length;
-  // The next step's mask is computed by `ahead` while the model evaluates that step (see MaskAhead;
-  // declared after `gm`, so it is done with the matcher before the matcher goes). grammar_ms counts
-  // the masks' own time wherever they ran, and applying them.
-  MaskAhead ahead;
   while (!done) {
     size_t k = 0;  // the row being sampled
     for (; k < n_rows; ++k) {

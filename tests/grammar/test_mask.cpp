@@ -113,6 +113,87 @@ TEST(Mask, CountedRepetitionMatchesBruteForce) {
     for (uint32_t seed : {1u, 2u, 3u}) EXPECT_EQ(compare_walk(g, trie, 150, seed), 150) << g;
 }
 
+// Multi-byte characters in counted repetitions: tokens that end inside a 2-, 3- or 4-byte character,
+// start inside one (continuation bytes) or hold several, in every level down to the last one (which
+// allows no further character), against the brute force; the last level's keys come from the
+// star's walk too (no walk of their own).
+TEST(Mask, CountedRepetitionMultiByteMatchesBruteForce) {
+  std::vector<std::string> p = {"\"",
+                                "a",
+                                "ab",
+                                "\\",
+                                "\\n",
+                                "x",
+                                ",",
+                                "\"}",
+                                "\"x",
+                                "\xc3\xa9",  // é
+                                "\xc3",
+                                "\xa9",
+                                "\xa9\"",
+                                "\xc3\xa9\"",
+                                "a\xc3\xa9",
+                                "\xe2\x82\xac",  // €
+                                "\xe2",
+                                "\xe2\x82",
+                                "\x82",
+                                "\x82\xac",
+                                "\xac",
+                                "\xac\"",
+                                "\xe2\x82\xac\xc3\xa9",
+                                "a\xe2\x82\xac",
+                                "\xe2\x82\xac\"",
+                                "\xf0\x9f\x98\x80",  // U+1F600
+                                "\xf0",
+                                "\xf0\x9f",
+                                "\x9f\x98",
+                                "\x98\x80",
+                                "\x80",
+                                "\x80\"",
+                                "\x9f\x98\x80\"",
+                                "\xf0\x9f\x98\x80"
+                                "a",
+                                "\xc3\xa9\xf0\x9f\x98\x80\xe2\x82\xac"};
+  for (char c = ' '; c <= '~'; ++c) p.push_back(std::string(1, c));
+  p.push_back("");
+  auto trie = TokenTrie::from_pieces(p, {static_cast<int32_t>(p.size() - 1)});
+  const std::string char_rule = R"(char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))";
+  for (const std::string& g : {
+           "root ::= \"\\\"\" char{0,4} \"\\\"\" \"x\"\n" + char_rule,
+           "root ::= \"\\\"\" char{3,6} \"\\\"\" (\",\" root)?\n" + char_rule,
+           "root ::= \"\\\"\" char{2,3} \"\\\"\"\n" + char_rule,
+       })
+    for (uint32_t seed : {1u, 2u, 3u, 4u}) EXPECT_EQ(compare_walk(g, trie, 150, seed), 150) << g;
+
+  // Every level down to the last (no character may follow), inside 2- and 3-byte characters.
+  const std::string g = "root ::= \"\\\"\" char{0,4} \"\\\"\"\n" + char_rule;
+  auto fast = std::make_shared<CompiledGrammar>(parse_gbnf(g), trie);
+  auto slow = std::make_shared<CompiledGrammar>(parse_gbnf(g), trie, /*derive_counted=*/false);
+  Matcher a(fast), b(slow);
+  for (const char* prefix : {"\"", "\"a", "\"a€", "\"a€é", "\"a€é\xe2", "\"a€é\xe2\x82", "\"a€é€"}) {
+    a.reset();
+    b.reset();
+    ASSERT_TRUE(a.accept_bytes(prefix)) << prefix;
+    ASSERT_TRUE(b.accept_bytes(prefix)) << prefix;
+    EXPECT_EQ(a.mask(), b.mask()) << prefix;
+  }
+  // Inside a 4-byte character: the first level walks that position's star once; the last level
+  // (three characters later) reuses it, where walking each level walks again.
+  a.reset();
+  b.reset();
+  ASSERT_TRUE(a.accept_bytes("\"\xf0\x9f"));
+  ASSERT_TRUE(b.accept_bytes("\"\xf0\x9f"));
+  EXPECT_EQ(a.mask(), b.mask());
+  const size_t walks = fast->n_trie_walks(), slow_walks = slow->n_trie_walks();
+  a.reset();
+  b.reset();
+  ASSERT_TRUE(a.accept_bytes("\"ab\xe2\x82\xac\xf0\x9f"));
+  ASSERT_TRUE(b.accept_bytes("\"ab\xe2\x82\xac\xf0\x9f"));
+  EXPECT_EQ(a.mask(), b.mask());
+  EXPECT_EQ(fast->n_trie_walks(), walks);
+  EXPECT_GT(slow->n_trie_walks(), slow_walks);
+}
+
 // On Qwen2's vocabulary: the derived token sets equal walking every level of a string's maxLength.
 TEST(Mask, CountedRepetitionQwen2SameAsWalkingEachLevel) {
   auto tok = tok::Tokenizer::load(test::shared_path("reference/vocab/ggml-vocab-qwen2-rebuilt.gguf"));
@@ -132,6 +213,16 @@ TEST(Mask, CountedRepetitionQwen2SameAsWalkingEachLevel) {
   }
   EXPECT_LT(a.compiled().n_trie_walks(), 20u);
   EXPECT_GT(b.compiled().n_trie_walks(), 25u);
+  // Byte by byte through 2-, 3- and 4-byte characters up to the last level (30 characters), so
+  // that keys end inside a character at every level.
+  a.reset();
+  b.reset();
+  const std::string text = "[\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" + std::string(23, 'y') + "\xe2\x82\xac\xc3\xa9\"";
+  for (size_t i = 0; i < text.size(); ++i) {
+    ASSERT_EQ(a.mask(), b.mask()) << "byte " << i;
+    ASSERT_TRUE(a.accept_bytes(text.substr(i, 1))) << "byte " << i;
+    ASSERT_TRUE(b.accept_bytes(text.substr(i, 1))) << "byte " << i;
+  }
   a.reset();
   b.reset();
   std::mt19937 rng(5);

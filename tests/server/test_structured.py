@@ -12,8 +12,16 @@ calls (tool_choice "required" and a named function) through the model's own temp
 ChatML fallback and through the Qwen2.5 template (--chat-template-file), the GBNF samples on
 /completion, and the errors (invalid grammar / schema, two constraints, a grammar that admits
 nothing). Exit 0 when everything passes.
-Environment: ROCKY_TEST_MAX_TOKENS (default 512), ROCKY_TEST_SCHEMA_LIMIT (default 0: all schemas),
-ROCKY_TEST_MIN_STOP (default 0.90: the share that must finish with stop).
+CTest (tests/server/CMakeLists.txt) runs it on stories260K on the CPU (every schema, max_tokens
+1,024, floor 0.75) and on lavapipe (every 3rd schema: the whole set takes 11 min there, floor 0.80),
+and on a synth model with Qwen2.5's 151,936-token vocabulary on the CPU, schemas only, every 12th
+(10 of 120, max_tokens 256: random weights decode at ~0.1 s a token here, floor 0.50); each floor
+is what that model holds (the goal, 0.90, is this script's default).
+Environment: ROCKY_TEST_MAX_TOKENS (default 2048; the server's context: max_tokens + 512, at least 2,048),
+ROCKY_TEST_SCHEMA_LIMIT (default 0: all schemas), ROCKY_TEST_SCHEMA_STRIDE (default 1: every schema;
+k: every k-th in name order, from the first — a deterministic subset for slow models),
+ROCKY_TEST_MIN_STOP (default 0.90: the share that must finish with stop), ROCKY_TEST_TEMPERATURE
+(default 0), ROCKY_TEST_ONLY=schemas (the schema requests only: no tool calls, GBNF samples or errors).
 """
 import datetime
 import json
@@ -28,10 +36,11 @@ import harness
 
 BIN, DEVICE, SCHEMA_DIR, QWEN_TEMPLATE = sys.argv[1:5]
 MODELS = sys.argv[5:]
-MAX_TOKENS = int(os.environ.get("ROCKY_TEST_MAX_TOKENS", "512"))
+MAX_TOKENS = int(os.environ.get("ROCKY_TEST_MAX_TOKENS", "2048"))
 SCHEMA_LIMIT = int(os.environ.get("ROCKY_TEST_SCHEMA_LIMIT", "0"))  # 0: every schema (a quick local run: a few)
-# The share of schema requests that must finish with `stop` (the goal is 0.90; stories260K reaches
-# 86 of 120 at 512 tokens today, so CTest passes the floor it holds and the goal stays open).
+SCHEMA_STRIDE = max(1, int(os.environ.get("ROCKY_TEST_SCHEMA_STRIDE", "1")))
+ONLY_SCHEMAS = os.environ.get("ROCKY_TEST_ONLY", "") == "schemas"
+# The share of schema requests that must finish with `stop`.
 MIN_STOP = float(os.environ.get("ROCKY_TEST_MIN_STOP", "0.90"))
 TEMPERATURE = float(os.environ.get("ROCKY_TEST_TEMPERATURE", "0"))
 FAILS = []
@@ -45,7 +54,7 @@ def check(cond, what):
 
 class Server(harness.Server):
     def __init__(self, model, *extra):
-        super().__init__([BIN, "serve", "-m", model, "--port", "0", "-c", "2048", "--device", DEVICE, "--no-warmup",
+        super().__init__([BIN, "serve", "-m", model, "--port", "0", "-c", str(max(2048, MAX_TOKENS + 512)), "--device", DEVICE, "--no-warmup",
                           *extra], timeout_s=600)
 
     def post(self, path, body):
@@ -111,6 +120,7 @@ def schemas():
         if name.endswith(".json"):
             with open(os.path.join(SCHEMA_DIR, name)) as f:
                 out.append((name, json.load(f)))
+    out = out[::SCHEMA_STRIDE]
     return out[:SCHEMA_LIMIT] if SCHEMA_LIMIT > 0 else out
 
 
@@ -238,11 +248,14 @@ def main():
         label = os.path.basename(model)
         srv = Server(model)
         try:
-            run_grammars_and_errors(srv, label)
-            run_tools(srv, label + " (own template)")
+            if not ONLY_SCHEMAS:
+                run_grammars_and_errors(srv, label)
+                run_tools(srv, label + " (own template)")
             run_schemas(srv, label)
         finally:
             srv.close()
+        if ONLY_SCHEMAS:
+            continue
         srv = Server(model, "--jinja", "--chat-template-file", QWEN_TEMPLATE)
         try:
             run_tools(srv, label + " (qwen2.5 template)")
