@@ -239,7 +239,8 @@ void Session::run_ubatches(std::span<const int32_t> tokens, model::Logits all, c
     auto key = std::make_tuple(nt, static_cast<int>(want), table);
     auto it = shapes_.find(key);
     if (it == shapes_.end()) {
-      if (shapes_.size() >= 8) shapes_.clear();  // bounded: a run uses ≤ 3 shapes (ubatch, last, decode)
+      // Bounded: a run uses a few shapes (ubatch, last, decode) and, speculating, one per draft length.
+      if (shapes_.size() >= 32) shapes_.clear();
       it = shapes_.emplace(key, Shape{model_.build_graph(model::UbatchSpec{nt, n_past_, n_ctx_, want, 1, n_ring_}), {}})
                .first;
     }
