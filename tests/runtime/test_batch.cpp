@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/shared.hpp"
+#include "model/ref.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
@@ -257,17 +258,13 @@ void check_verify(const std::string& dev) {
   other.join();
   ASSERT_EQ(rows.size(), ref_rows.size());
   EXPECT_EQ(dec.size(), static_cast<size_t>(nv));
-  double max_err = 0;
-  for (size_t i = 0; i < rows.size(); ++i) max_err = std::max(max_err, double(std::fabs(rows[i] - ref_rows[i])));
-  EXPECT_LT(max_err, 1e-3);
+  EXPECT_LT(test::max_abs_diff(rows, ref_rows), 1e-3);
   EXPECT_EQ(e.n_past(0), static_cast<int32_t>(p0.size() + draft.size()));
   e.drop_tail(0, static_cast<int32_t>(p0.size()) + 2);
   EXPECT_EQ(e.n_past(0), static_cast<int32_t>(p0.size()) + 2);
   const std::vector<float> next = e.eval(0, std::vector<int32_t>{42}, false, {});
   ASSERT_EQ(next.size(), ref_next.size());
-  max_err = 0;
-  for (size_t i = 0; i < next.size(); ++i) max_err = std::max(max_err, double(std::fabs(next[i] - ref_next[i])));
-  EXPECT_LT(max_err, 1e-3);
+  EXPECT_LT(test::max_abs_diff(next, ref_next), 1e-3);
   EXPECT_THROW(e.drop_tail(0, e.n_past(0) + 1), Error);  // past what it holds
   EXPECT_GE(seqs0, 1);
   e.end(0);
