@@ -62,15 +62,6 @@ std::unique_ptr<runtime::Session> session(const model::Model& m, const std::stri
   return std::make_unique<runtime::Session>(m, runtime::make_backend(bo), runtime::SessionOptions{n_ctx, n_ub});
 }
 
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t n_vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  t[0] = 1;  // BOS
-  return t;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -92,7 +83,7 @@ TEST(Hash64, MatchesXxh64OnKnownInputs) {
 // following tokens equal (bit for bit) those of the context that computed the prefix itself.
 void kv_round_trip(const std::string& dev) {
   auto m = model::Model::load(stories());
-  const auto toks = random_tokens(70, 11, m->hparams().n_vocab);
+  const auto toks = test::random_prompt(70, 11, m->hparams().n_vocab);
   const int32_t k = 48;
   std::span<const int32_t> all(toks);
   auto a = session(*m, dev);
@@ -106,7 +97,7 @@ void kv_round_trip(const std::string& dev) {
   const std::vector<float> want = a->eval(all.subspan(k), true);
 
   auto b = session(*m, dev);
-  b->eval(random_tokens(30, 99, m->hparams().n_vocab));  // other contents first: import must overwrite
+  b->eval(test::random_prompt(30, 99, m->hparams().n_vocab));  // other contents first: import must overwrite
   b->truncate(0);
   b->import_kv(0, k, bytes);
   EXPECT_EQ(b->n_past(), k);
@@ -135,7 +126,7 @@ TEST(KvExportImport, RoundTripVulkanF16) { kv_round_trip("vulkan-f16"); }
 void state_round_trip(const std::string& dev) {
   auto m = model::Model::load(qwen35());
   const int32_t nv = m->hparams().n_vocab;
-  const auto toks = random_tokens(70, 11, nv);
+  const auto toks = test::random_prompt(70, 11, nv);
   const int32_t k = 48;
   std::span<const int32_t> all(toks);
   auto a = session(*m, dev);
@@ -152,7 +143,7 @@ void state_round_trip(const std::string& dev) {
   const std::vector<float> want = a->eval(all.subspan(k), true);
 
   auto b = session(*m, dev);
-  b->eval(random_tokens(30, 99, nv));  // other contents first: the import must overwrite them
+  b->eval(test::random_prompt(30, 99, nv));  // other contents first: the import must overwrite them
   b->context().import_kv(0, k, kv);
   b->import_state(k, st);
   EXPECT_EQ(b->n_past(), k);
@@ -635,7 +626,7 @@ void greedy_with_and_without_reuse(const std::string& dev, const std::string& di
   auto m = model::Model::load(model_path);
   auto tok = tok::Tokenizer::from_gguf(m->file());
   const int32_t nv = m->hparams().n_vocab;
-  const std::vector<int32_t> sys = random_tokens(50, 5, nv);
+  const std::vector<int32_t> sys = test::random_prompt(50, 5, nv);
   runtime::PrefixCacheOptions co{16, 64 << 20, dir, 64 << 20};
   auto s = session(*m, dev);
   auto cache = std::make_unique<PrefixCache>(runtime::cache_identity(*m, s->context()), co);
@@ -663,7 +654,7 @@ void greedy_with_and_without_reuse(const std::string& dev, const std::string& di
   EXPECT_EQ(h1.n_cached, 0);
   std::vector<int32_t> p2 = sys;
   p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
-  for (int32_t x : random_tokens(9, 6, nv)) p2.push_back(x == 1 ? 2 : x);
+  for (int32_t x : test::random_prompt(9, 6, nv)) p2.push_back(x == 1 ? 2 : x);
   // Another context (another slot): its hits come from RAM only.
   auto s2 = session(*m, dev);
   std::vector<int32_t> held2;
@@ -716,7 +707,7 @@ TEST_F(DiskFixture, GreedyWithReuseEqualsWithoutHybridVulkan) {
 void damaged_checkpoint_falls_back(const std::string& dev, const std::string& dir) {
   auto m = model::Model::load(qwen35());
   auto tok = tok::Tokenizer::from_gguf(m->file());
-  const std::vector<int32_t> prompt = random_tokens(60, 21, m->hparams().n_vocab);
+  const std::vector<int32_t> prompt = test::random_prompt(60, 21, m->hparams().n_vocab);
   const runtime::PrefixCacheOptions co{16, 64 << 20, dir, 64 << 20};
   runtime::GenerateParams gp;
   gp.sampling.temp = 0;
