@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -352,9 +353,24 @@ std::vector<float> BatchEngine::submit(Request& r, int32_t* seqs_max) {
   queue_.push_back(&r);
   cv_.notify_all();
   done_cv_.wait(lk, [&] { return r.finished; });
+  lk.unlock();
   if (seqs_max) *seqs_max = std::max(*seqs_max, r.seqs_max);
   if (r.fault != 0) throw_fault(r.error, r.fault);
   if (!r.error.empty()) fail("{}", r.error);
+  if (r.rows) {  // a decode request: its rows from the step's buffer
+    const size_t nv = static_cast<size_t>(n_vocab());
+    const auto v = std::span<const float>(*r.rows).subspan(r.row0 * nv, r.n_rows * nv);
+    const size_t bad = check_finite_ ? first_nonfinite(v) : k_all_finite;
+    if (r.all_logits) {
+      r.out.insert(r.out.end(), v.begin(), v.end());  // after the rows of its earlier prompt chunks
+    } else {
+      r.out.assign(v.begin(), v.end());
+    }
+    r.rows.reset();  // the buffer is free for a later step
+    if (bad != k_all_finite)
+      fail("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
+           r.pos0 + static_cast<int32_t>(bad / nv), seq);
+  }
   return std::move(r.out);
 }
 
@@ -617,7 +633,17 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
   // Compute outside the lock: callers keep queueing; these requests stay put (their threads wait).
   std::string error;
   int fault = 0;
-  std::vector<float>& logits = step_logits_;
+  // A buffer no request reads from any more (one whose thread has not copied its rows yet keeps
+  // its own alive).
+  std::shared_ptr<std::vector<float>> buf;
+  for (auto& b : step_bufs_)
+    if (b.use_count() == 1) buf = b;
+  if (buf) {
+    std::atomic_thread_fence(std::memory_order_acquire);  // after the last reader's release of it
+  } else {
+    buf = step_bufs_.emplace_back(std::make_shared<std::vector<float>>());
+  }
+  std::vector<float>& logits = *buf;
   // Kept between steps, but not at the size of one all-logits step: more than 4× a decode step's
   // need (n_seq rows) is given back.
   if (logits.capacity() > 4 * static_cast<size_t>(n_vocab()) * static_cast<size_t>(std::max(n_seq_, 1)))
@@ -645,8 +671,8 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
                  static_cast<int64_t>(pf->tokens.size() - pf->replay));
   lk.lock();
   if (fault != 0) recover(error, fault, seq);
-  auto row = [&](int32_t col) {  // logits of ubatch column col
-    const int32_t first = want == model::Logits::ALL ? 0 : n - n_out;
+  const int32_t first = want == model::Logits::ALL ? 0 : n - n_out;  // the ubatch column of logits' first row
+  auto row = [&](int32_t col) {                                      // logits of ubatch column col
     return std::span<const float>(logits).subspan(static_cast<size_t>(col - first) * nv, nv);
   };
   auto finite = [](std::span<const float> v) { return first_nonfinite(v) == k_all_finite; };
@@ -691,22 +717,18 @@ bool BatchEngine::step(std::unique_lock<std::mutex>& lk) {
       r->fault = fault;
       continue;
     }
+    // Its rows (every one, or the last) are copied by its own thread (submit()).
+    r->rows = buf;
+    r->row0 = static_cast<size_t>(col - first) + (r->all_logits ? 0 : k - 1);
+    r->n_rows = r->all_logits ? k : 1;
+    r->pos0 = n_past_[static_cast<size_t>(r->seq)] + static_cast<int32_t>(r->all_logits ? 0 : k - 1);
     for (size_t j = 0; j < k; ++j, ++col) {
-      auto v = row(col);
-      if (r->all_logits) {
-        r->out.insert(r->out.end(), v.begin(), v.end());
-      } else {
-        r->out.assign(v.begin(), v.end());
-      }
       hist_[static_cast<size_t>(r->seq)].push_back(r->tokens[r->done]);
       r->done += 1;
       n_past_[static_cast<size_t>(r->seq)] += 1;
       if (n_ring_ > 0)
         live_from_[static_cast<size_t>(r->seq)] =
             std::max(live_from_[static_cast<size_t>(r->seq)], n_past_[static_cast<size_t>(r->seq)] - n_ring_);
-      if (check_finite_ && !finite(v) && r->error.empty())
-        r->error = fmt::format("non-finite logits at position {} of sequence {}: a weight or activation is NaN/inf",
-                               n_past_[static_cast<size_t>(r->seq)] - 1, r->seq);
     }
   }
   if (error.empty()) record_step(chunk, n_dec, n_seqs, compute_s, host_d, replayed);

@@ -181,6 +181,11 @@ class BatchEngine {
     int fault = 0;        // the error is a device fault: 1 out of device memory, 2 device lost
     size_t replay = 0;    // leading tokens re-evaluated after a preemption (no logits wanted)
     bool verify = false;  // verify(): all its tokens go into one decode step (every row's logits)
+    // A decode request's logits stay in the step's buffer: its own thread copies (and checks) them
+    // after the step, outside the engine's lock and beside the other requests' threads.
+    std::shared_ptr<const std::vector<float>> rows;
+    size_t row0 = 0, n_rows = 0;  // its rows in `rows` (each n_vocab floats)
+    int32_t pos0 = 0;             // the position of its first row (for the non-finite error)
   };
   // A request of `tokens` for `seq` (checked; `what` names the caller in the error), its logits
   // written into `reuse`'s storage.
@@ -248,8 +253,10 @@ class BatchEngine {
   std::vector<int32_t> deferring_;  // per sequence: deferred tasks queued or running
   std::condition_variable deferred_cv_;
   std::optional<std::chrono::steady_clock::time_point> last_step_end_;  // BatchStats::gather_s
-  std::vector<float> step_logits_;  // step()'s logits, kept between steps (loop thread only)
-  std::deque<Request*> queue_;      // waiting requests, in arrival order
+  // step()'s logits buffers, kept between steps (loop thread only): a step writes into one that no
+  // request still reads its rows from.
+  std::vector<std::shared_ptr<std::vector<float>>> step_bufs_;
+  std::deque<Request*> queue_;  // waiting requests, in arrival order
   BatchStats stats_;
   bool stop_ = false;
   struct Shape {

@@ -2,13 +2,16 @@
 // BatchSource + Generator, equal the same generations alone (Session + Generator), greedy, on
 // stories260K (CPU and Vulkan on lavapipe): long prompts in small chunks next to decoding
 // sequences, a sequence cancelled in the middle, a sequence reused after end(); speculative
-// verification (several tokens of one sequence in a decode step) and dropping rejected cells.
+// verification (several tokens of one sequence in a decode step) and dropping rejected cells;
+// non-finite logits fail the request that gets them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "common/shared.hpp"
 #include "model/ref.hpp"
 #include "core/error.hpp"
+#include "gguf/gguf.hpp"
 #include "model/model.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/batch.hpp"
@@ -323,6 +327,65 @@ TEST(BatchEngine, CpuVerifyBesideDecodeAndDropTail) { check_verify("cpu"); }
 TEST(BatchEngine, CpuVerifyTakesTurnsWithPrefill) { check_verify_beside_prefill("cpu"); }
 TEST(BatchEngine, VulkanVerifyTakesTurnsWithPrefill) { check_verify_beside_prefill("vulkan"); }
 TEST(BatchEngine, VulkanVerifyBesideDecodeAndDropTail) { check_verify("vulkan"); }
+
+// A NaN in the final norm's weight makes every logit NaN: each sequence's batched decode fails with
+// the error that names its position and sequence (each request's own thread checks its rows), the
+// prompt's check names its last position, and the engine goes on serving.
+void check_nonfinite(const std::string& dev) {
+  SCOPED_TRACE(dev);
+  const std::string src = test::shared_path("reference/models/stories260K.gguf");
+  const std::string path = test::scratch_dir("batch-nan") + "/nan.gguf";
+  std::filesystem::copy_file(src, path, std::filesystem::copy_options::overwrite_existing);
+  {
+    const gguf::GgufFile g = gguf::GgufFile::open(src);
+    const auto& ts = g.tensors();
+    const auto t = std::find_if(ts.begin(), ts.end(), [](const auto& x) { return x.name == "output_norm.weight"; });
+    ASSERT_NE(t, ts.end());
+    ASSERT_EQ(t->type, DType::F32);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(g.data_offset() + t->offset));
+    const std::vector<float> nan(t->n_elements, std::nanf(""));
+    f.write(reinterpret_cast<const char*>(nan.data()), static_cast<std::streamsize>(nan.size() * sizeof(float)));
+    ASSERT_TRUE(f.good());
+  }
+  auto m = model::Model::load(path);
+  const int32_t nv = m->hparams().n_vocab;
+  runtime::BatchOptions bo;
+  bo.n_seq = 3;
+  bo.n_ctx = k_ctx;
+  bo.n_ubatch = 16;
+  runtime::BatchEngine e(*m, make(dev), bo);
+  std::vector<std::string> errs(3);
+  std::vector<std::thread> th;
+  for (int32_t s = 0; s < 3; ++s)
+    th.emplace_back([&, s] {
+      e.begin(s);
+      try {
+        e.eval(s, test::random_prompt(1, 30 + uint32_t(s), nv), false, {});  // one token: a decode step
+      } catch (const Error& x) {
+        errs[size_t(s)] = x.what();
+      }
+      e.end(s);
+    });
+  for (auto& t : th) t.join();
+  for (int32_t s = 0; s < 3; ++s)
+    EXPECT_NE(errs[size_t(s)].find(fmt::format("non-finite logits at position 0 of sequence {}", s)), std::string::npos)
+        << errs[size_t(s)];
+  // A prompt with its logits: the check names its last position.
+  e.begin(1);
+  const std::vector<int32_t> p = test::random_prompt(9, 40, nv);
+  try {
+    e.eval(1, p, false, {});
+    ADD_FAILURE() << "NaN logits were returned";
+  } catch (const Error& x) {
+    EXPECT_NE(std::string(x.what()).find("non-finite logits at position 8 of sequence 1"), std::string::npos)
+        << x.what();
+  }
+  e.end(1);
+}
+
+TEST(BatchEngine, CpuNonFiniteLogitsFailTheRequest) { check_nonfinite("cpu"); }
+TEST(BatchEngine, VulkanNonFiniteLogitsFailTheRequest) { check_nonfinite("vulkan"); }
 
 TEST(BatchEngine, CpuBatchedEqualsAlone) { check("cpu"); }
 TEST(BatchEngine, VulkanBatchedEqualsAlone) { check("vulkan"); }
