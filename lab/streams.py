@@ -7,7 +7,10 @@
 
 Streams: for each N in --streams, N concurrent /v1/completions streams (distinct prompts of
 --prompt-tokens tokens, --gen tokens each, ignore_eos); aggregate decode = tokens generated after
-each stream's first token / the time from the first stream's first token to the last stream's last.
+each stream's first token / the time from the first stream's first token to the last stream's last
+(the later streams' prompts fall inside that window); steady decode = tokens that arrived while
+every stream was decoding (from the last stream's first token to the first stream's last) / that
+window: the batched decode step alone.
 Turn: --runs requests of distinct prompts one after another; for each, the time to the last token
 against TTFT + (gen − 1) × the mean gap between its tokens, and the wall time end to end.
 """
@@ -77,7 +80,9 @@ def streams(host, port, n, prompt_tokens, gen, base):
     last = max(o[1][-1] for o in out)
     tokens = sum(len(o[1]) - 1 for o in out)
     seqs = max((o[2] or {}).get("batch_seqs_max", 1) for o in out)
-    return tokens / (last - first), seqs
+    a, b = max(o[1][0] for o in out), min(o[1][-1] for o in out)
+    inside = sum(1 for o in out for t in o[1] if a < t <= b)
+    return tokens / (last - first), seqs, inside / (b - a) if b > a else 0.0
 
 
 def main():
@@ -114,16 +119,17 @@ def main():
         result["end_ms_median"] = statistics.median(r["end_ms"] for r in rows)
         result["ttft_ms_median"] = statistics.median(r["ttft_ms"] for r in rows)
     else:
-        agg = {}
+        agg, steady = {}, {}
         for k, n in enumerate(int(x) for x in a.streams.split(",")):
-            tps, seqs = streams(host, port, n, a.prompt_tokens, a.gen, 1000 * (k + 1))
-            agg[str(n)] = tps
-            print(f"{n} stream(s): aggregate decode {tps:.1f} t/s (batch_seqs_max {seqs})")
+            tps, seqs, st = streams(host, port, n, a.prompt_tokens, a.gen, 1000 * (k + 1))
+            agg[str(n)], steady[str(n)] = tps, st
+            print(f"{n} stream(s): aggregate decode {tps:.1f} t/s, steady {st:.1f} t/s (batch_seqs_max {seqs})")
         result["aggregate_tps"] = agg
+        result["steady_tps"] = steady
         if "1" in agg:
             for n, v in agg.items():
                 if n != "1":
-                    print(f"{n} streams / 1: {v / agg['1']:.2f}x")
+                    print(f"{n} streams / 1: {v / agg['1']:.2f}x aggregate, {steady[n] / steady['1']:.2f}x steady")
     print(json.dumps(result))
 
 
