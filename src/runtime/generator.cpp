@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -17,8 +18,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+// Per mask byte, the eight lanes' bounds: +inf keeps a logit, -inf removes it (min(x, bound)).
+struct MaskBounds {
+  float v[256][8];
+  constexpr MaskBounds() : v{} {
+    for (int b = 0; b < 256; ++b)
+      for (int j = 0; j < 8; ++j)
+        v[b][j] = ((b >> j) & 1) ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  }
+};
+constexpr MaskBounds k_mask_bounds;
+
 // Sets the logits of the tokens `mask` leaves out to -inf (ids past the mask are not tokens).
-// Returns whether any token stays allowed.
+// Returns whether any token stays allowed. Eight logits per mask byte through a bounds table: a
+// min the compiler vectorises (a per-bit select over 64 lanes did not, at ≈ 3× the time on a
+// 151,936-token vocabulary).
 bool apply_mask(std::span<float> logits, const std::vector<uint64_t>& mask) {
   const size_t n = logits.size();
   uint64_t any = 0;
@@ -29,11 +43,11 @@ bool apply_mask(std::span<float> logits, const std::vector<uint64_t>& mask) {
     any |= m;
     if (m == ~uint64_t{0}) continue;
     float* xw = x + w * 64;
-    if (m == 0) {
-      std::fill(xw, xw + 64, -INFINITY);
-      continue;
+    for (size_t b = 0; b < 8; ++b) {
+      const float* bound = k_mask_bounds.v[(m >> (8 * b)) & 0xff];
+      float* y = xw + 8 * b;
+      for (size_t j = 0; j < 8; ++j) y[j] = std::min(y[j], bound[j]);
     }
-    for (size_t i = 0; i < 64; ++i) xw[i] = ((m >> i) & 1) ? xw[i] : -INFINITY;  // branch-free: vectorizes
   }
   for (size_t i = full * 64; i < n; ++i) {
     const bool on = i / 64 < mask.size() && ((mask[i / 64] >> (i & 63)) & 1);
