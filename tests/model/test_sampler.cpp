@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <set>
 #include <vector>
@@ -128,6 +129,42 @@ TEST(Sampler, TopK) {
   EXPECT_EQ(support(p, l), (std::set<int32_t>{1, 2, 3}));
   p.top_k = 1;
   EXPECT_EQ(support(p, l), (std::set<int32_t>{1}));
+}
+
+// Top-k picked in one pass (the chain's first working sampler) equals top-k over the whole candidate
+// array (forced by an order that puts a neutral min-p first): the same candidates, order and
+// probabilities, with tied logits, removed (-inf) tokens, fewer live tokens than k and a penalty
+// that is on (which takes the whole-array path).
+TEST(Sampler, TopKInOnePassEqualsTheWholeArray) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<float> l(5000 + size_t(round) * 37);
+    for (float& x : l) x = float(rng() % 64) / 8.0f;  // many ties
+    if (round % 4 == 1)
+      for (size_t i = 0; i < l.size(); ++i)
+        if (rng() % 2 == 0) l[i] = -INFINITY;
+    if (round % 4 == 2)
+      for (size_t i = 30; i < l.size(); ++i) l[i] = -INFINITY;  // 30 live tokens, k 40
+    SamplerParams fast = plain(0.8f);
+    fast.top_k = round % 3 == 0 ? 40 : 1 + round;
+    fast.top_p = 0.95f;
+    fast.min_p = 0.0f;
+    SamplerParams whole = fast;
+    whole.order.insert(whole.order.begin(), SamplerKind::min_p);
+    Sampler a(fast), b(whole);
+    if (round % 4 == 3) {  // repetition penalty on: both take the whole array
+      fast.repeat_penalty = whole.repeat_penalty = 1.3f;
+      a = Sampler(fast);
+      b = Sampler(whole);
+      for (int32_t t : {3, 9, 27}) a.accept(t), b.accept(t);
+    }
+    const auto da = a.distribution(l), db = b.distribution(l);
+    ASSERT_EQ(da.size(), db.size()) << "round " << round;
+    for (size_t i = 0; i < da.size(); ++i) {
+      EXPECT_EQ(da[i].first, db[i].first) << "round " << round << " rank " << i;
+      EXPECT_EQ(da[i].second, db[i].second) << "round " << round << " rank " << i;
+    }
+  }
 }
 
 TEST(Sampler, TopP) {
