@@ -99,6 +99,8 @@ class CompiledGrammar {
   bool accepting(uint32_t state) const { return states_[state].has_accept; }
   // Allowed tokens in `state`: bit t of word t/64. Valid until the next mask() call.
   const std::vector<uint64_t>& mask(uint32_t state);
+  // Whether mask(state) is a cache lookup (no walk of the vocabulary).
+  bool mask_cached(uint32_t state) const { return mask_slot_.count(state) != 0; }
 
   const Grammar& grammar() const { return g_; }
   const TokenTrie& trie() const { return *trie_; }
@@ -188,6 +190,7 @@ class Matcher {
 
   // The tokens allowed now (see CompiledGrammar::mask).
   const std::vector<uint64_t>& mask() { return g_->mask(state_); }
+  bool mask_cached() const { return g_->mask_cached(state_); }
   bool allowed(int32_t token);
   // Advances by `token`; false (and no change) when the grammar does not allow it. An
   // end-of-generation token is allowed only in an accepting state and ends the match.

@@ -331,8 +331,12 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
           fail("grammar: sampled token {} was not allowed by the grammar (internal error)", t);
         ++res.grammar_checked;
         // The next mask starts now, before the token is streamed and the next step submitted. Not
-        // with a draft (its later rows need the matcher here) nor where nothing follows.
-        if (!p.drafter && !gm->finished() && static_cast<int64_t>(res.tokens.size()) + 1 < max_tokens) ahead.start(*gm);
+        // with a draft (its later rows need the matcher here), nor where nothing follows, nor where
+        // it is already cached (a lookup at sampling time costs less than the hand-offs to and from
+        // the mask thread).
+        if (!p.drafter && !gm->finished() && static_cast<int64_t>(res.tokens.size()) + 1 < max_tokens &&
+            !gm->mask_cached())
+          ahead.start(*gm);
       }
       if ((!p.ignore_eos && tok_.vocab().is_eog(t)) || (constrained && gm->finished())) {
         res.reason = StopReason::Eog;
@@ -386,7 +390,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       res.reason = StopReason::ContextFull;
       break;
     }
-    if (constrained && !ahead.pending()) ahead.start(*gm);
+    if (constrained && !ahead.pending() && !gm->mask_cached()) ahead.start(*gm);
     const int32_t t = res.tokens.back();
     draft.tokens.clear();
     draft.q.clear();
