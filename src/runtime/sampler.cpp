@@ -284,7 +284,7 @@ void Sampler::run_chain(std::span<const float> logits, std::vector<Cand>& c, std
   // nothing to do, as with the default settings): its k candidates are picked in one pass over the
   // logits, without a candidate array of the whole vocabulary and a partial sort of it — the same k
   // in the same order (by_logit is a total order), for a fraction of the time on a large vocabulary.
-  size_t first = 0;  // the first sampler in p_.order that run below
+  size_t first = 0;  // the first sampler in p_.order that runs below
   while (first < p_.order.size() &&
          ((p_.order[first] == SamplerKind::penalties && (recent_.empty() || !penalties_on(p_))) ||
           (p_.order[first] == SamplerKind::dry && (dry_.empty() || !dry_on(p_) || !p_.dry_breakers)) ||
