@@ -330,13 +330,11 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
         if (!mask_has(*mask, t) || !gm->accept(t))
           fail("grammar: sampled token {} was not allowed by the grammar (internal error)", t);
         ++res.grammar_checked;
-        // The next mask starts now, before the token is streamed and the next step submitted. Not
-        // with a draft (its later rows need the matcher here), nor where nothing follows, nor where
-        // it is already cached (a lookup at sampling time costs less than the hand-offs to and from
-        // the mask thread).
-        if (!p.drafter && !gm->finished() && static_cast<int64_t>(res.tokens.size()) + 1 < max_tokens &&
-            !gm->mask_cached())
-          ahead.start(*gm);
+        // The next mask starts now, before the token is streamed and the next step submitted; not
+        // with a draft (its later rows need the matcher here), where nothing follows, or where it is
+        // cached (a lookup at sampling time costs less than the hand-offs to the mask thread).
+        const bool more = static_cast<int64_t>(res.tokens.size()) + 1 < max_tokens;
+        if (!p.drafter && !gm->finished() && more && !gm->mask_cached()) ahead.start(*gm);
       }
       if ((!p.ignore_eos && tok_.vocab().is_eog(t)) || (constrained && gm->finished())) {
         res.reason = StopReason::Eog;

@@ -266,44 +266,53 @@ std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
   return l;
 }
 
-void Sampler::run_chain(std::span<const float> logits, std::vector<Cand>& c, std::vector<double>& prob) {
-  // The logits as the chain sees them: a copy only where a mask or a bias changes them.
-  std::vector<float> adj;
-  if (mask_ || !p_.logit_bias.empty()) {
-    adj.assign(logits.begin(), logits.end());
-    if (mask_) mask_(adj);
-    for (const auto& [t, b] : p_.logit_bias)
-      if (t >= 0 && static_cast<size_t>(t) < adj.size()) adj[static_cast<size_t>(t)] += b;
-    logits = adj;
-  }
-  const std::span<const float> l = logits;
-  bool identity = true;  // c[i].id == i: the whole vocabulary in id order
-  bool sorted = false;   // by logit, descending (ties: lower id first)
-  auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-  // The chain's first working sampler is top-k (penalties, DRY and top-n-sigma ahead of it have
-  // nothing to do, as with the default settings): its k candidates are picked in one pass over the
-  // logits, without a candidate array of the whole vocabulary and a partial sort of it — the same k
-  // in the same order (by_logit is a total order), for a fraction of the time on a large vocabulary.
-  size_t first = 0;  // the first sampler in p_.order that runs below
+std::span<const float> Sampler::chain_input(std::span<const float> logits, std::vector<float>& adj) const {
+  if (!mask_ && p_.logit_bias.empty()) return logits;
+  adj.assign(logits.begin(), logits.end());
+  if (mask_) mask_(adj);
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && static_cast<size_t>(t) < adj.size()) adj[static_cast<size_t>(t)] += b;
+  return adj;
+}
+
+size_t Sampler::first_working() const {
+  size_t first = 0;
   while (first < p_.order.size() &&
          ((p_.order[first] == SamplerKind::penalties && (recent_.empty() || !penalties_on(p_))) ||
           (p_.order[first] == SamplerKind::dry && (dry_.empty() || !dry_on(p_) || !p_.dry_breakers)) ||
           (p_.order[first] == SamplerKind::top_n_sigma && p_.top_n_sigma <= 0.0f)))
     ++first;
+  return first;
+}
+
+void Sampler::top_k_one_pass(std::span<const float> l, size_t k, std::vector<Cand>& c) {
+  // by_logit is a total order (ties: the lower id first), so the k best are one set in one order.
+  auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  c.clear();
+  c.reserve(k);
+  for (size_t i = 0; i < k; ++i) c.push_back({static_cast<int32_t>(i), l[i]});
+  std::make_heap(c.begin(), c.end(), by_logit);  // the front: the worst of the best k so far
+  for (size_t i = k; i < l.size(); ++i) {
+    if (l[i] <= c.front().logit) continue;  // not better (an equal logit has a higher id)
+    std::pop_heap(c.begin(), c.end(), by_logit);
+    c.back() = {static_cast<int32_t>(i), l[i]};
+    std::push_heap(c.begin(), c.end(), by_logit);
+  }
+  std::sort_heap(c.begin(), c.end(), by_logit);
+}
+
+void Sampler::run_chain(std::span<const float> logits, std::vector<Cand>& c, std::vector<double>& prob) {
+  std::vector<float> adj;
+  const std::span<const float> l = chain_input(logits, adj);
+  bool identity = true;  // c[i].id == i: the whole vocabulary in id order
+  bool sorted = false;   // by logit, descending (ties: lower id first)
+  auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  // Top-k as the chain's first working sampler (the default settings): one pass, no candidate array
+  // of the whole vocabulary. `first`: the first sampler in p_.order that runs below.
+  size_t first = first_working();
   if (p_.mirostat == 0 && first < p_.order.size() && p_.order[first] == SamplerKind::top_k && p_.top_k > 0 &&
       static_cast<size_t>(p_.top_k) < l.size()) {
-    const size_t kk = static_cast<size_t>(p_.top_k);
-    c.clear();
-    c.reserve(kk);
-    for (size_t i = 0; i < kk; ++i) c.push_back({static_cast<int32_t>(i), l[i]});
-    std::make_heap(c.begin(), c.end(), by_logit);  // the front: the worst of the best kk so far
-    for (size_t i = kk; i < l.size(); ++i) {
-      if (l[i] <= c.front().logit) continue;  // not better (an equal logit has a higher id)
-      std::pop_heap(c.begin(), c.end(), by_logit);
-      c.back() = {static_cast<int32_t>(i), l[i]};
-      std::push_heap(c.begin(), c.end(), by_logit);
-    }
-    std::sort_heap(c.begin(), c.end(), by_logit);
+    top_k_one_pass(l, static_cast<size_t>(p_.top_k), c);
     identity = false;
     sorted = true;
     ++first;

@@ -131,6 +131,14 @@ class Sampler {
   void dry(std::vector<Cand>& c, bool identity) const;
   // The chain up to the draw: the candidates left and their probabilities (same order).
   void run_chain(std::span<const float> logits, std::vector<Cand>& c, std::vector<double>& prob);
+  // The logits as the chain sees them: `logits` itself, or a copy in `adj` where a mask or a logit
+  // bias changes them.
+  std::span<const float> chain_input(std::span<const float> logits, std::vector<float>& adj) const;
+  // Where the chain's work starts: the first sampler of p_.order that changes anything (penalties,
+  // DRY and top-n-sigma ahead of it may have nothing to do).
+  size_t first_working() const;
+  // The top-k candidates of `l` in one pass (a heap of the k best so far), in by-logit order.
+  static void top_k_one_pass(std::span<const float> l, size_t k, std::vector<Cand>& c);
 };
 
 }  // namespace rocky::runtime
