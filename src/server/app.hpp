@@ -202,12 +202,16 @@ class App {
 
   void warm_up(const std::shared_ptr<backend::Backend>& be) {
     const int32_t token = tok_->vocab().bos() >= 0 ? tok_->vocab().bos() : 0;
-    const runtime::WarmupReport w =
-        runtime::warm_up(*model_, be, token, sched_ ? sched_->n_ctx() : o_.n_ctx, o_.n_ubatch);
+    // With speculation on, every verification length a step can meet (a token and up to
+    // --draft-max drafts).
+    const bool speculating = o_.spec_type != "none" || !o_.draft_model.empty();
+    const runtime::WarmupReport w = runtime::warm_up(*model_, be, token, sched_ ? sched_->n_ctx() : o_.n_ctx,
+                                                     o_.n_ubatch, speculating ? o_.draft_max + 1 : 0);
     const backend::BackendStats bs = be->stats();
-    fmt::print(stderr, "rocky: warm-up: {} + {}1 tokens in {:.0f} ms ({} pipelines, {:.0f} ms creating them)\n",
+    fmt::print(stderr, "rocky: warm-up: {} + {}1 tokens{} in {:.0f} ms ({} pipelines, {:.0f} ms creating them)\n",
                w.n_prompt, w.deep ? fmt::format("{} + {} at depth {} + ", w.n_short, w.n_tiny, w.depth) : std::string(),
-               w.ms, bs.pipelines, bs.pipeline_create_ms);
+               w.n_verify > 0 ? fmt::format(", verifications of 2 … {} tokens", w.n_verify + 1) : std::string(), w.ms,
+               bs.pipelines, bs.pipeline_create_ms);
   }
 
   // SIGTERM's first phase: /health says "draining" (a balancer stops sending), requests are served.

@@ -26,6 +26,7 @@
 #include "runtime/generator.hpp"
 #include "runtime/session.hpp"
 #include "runtime/speculative.hpp"
+#include "runtime/warmup.hpp"
 #include "synth/synth.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -425,6 +426,35 @@ TEST(SpeculativeSampled, DistributionMatchesPlainSampling) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, SpeculativeEndToEnd, ::testing::ValuesIn(devices()),
                          [](const auto& info) { return info.param; });
+
+// The warm-up's verifications (warm_verifications, and warm_up with n_verify): they make kernels
+// (each column count of a verification has its own), leave the context where it was, and afterwards
+// a verification of every length 2 … 9 at another depth creates no pipeline; a recurrent model
+// runs none.
+TEST(Speculative, WarmVerificationsMakeEveryLengthsKernels) {
+  Loaded t(synth("qwen2.5-0.5b", 1));
+  auto be = backend_for("vulkan");
+  Session s(*t.m, be, SessionOptions{128, 64});
+  const std::vector<int32_t> p = t.tok.tokenize("Once upon a time there was", true, false);
+  s.eval(p);
+  const uint64_t before = be->stats().pipelines;
+  EXPECT_EQ(warm_verifications(s, p.back(), 9), 8);
+  EXPECT_GT(be->stats().pipelines, before) << "the verifications made no kernel: nothing was warmed";
+  EXPECT_EQ(s.n_past(), static_cast<int32_t>(p.size()));
+  s.eval(std::vector<int32_t>(1, p.back()));  // one position deeper
+  const uint64_t warm = be->stats().pipelines;
+  std::vector<float> out;
+  for (int32_t k = 2; k <= 9; ++k) {
+    s.eval_draft(std::vector<int32_t>(static_cast<size_t>(k), p.back()), out);
+    s.truncate(s.n_past() - k);
+  }
+  EXPECT_EQ(be->stats().pipelines, warm) << "a verification length was not warmed";
+  const WarmupReport w = warm_up(*t.m, be, p.back(), 256, 64, 9);
+  EXPECT_EQ(w.n_verify, 8);
+  Loaded r(synth("qwen35-test", 0));
+  Session rs(*r.m, backend_for("cpu"), SessionOptions{64, 16});
+  EXPECT_EQ(warm_verifications(rs, 1, 9), 0);
+}
 
 TEST(Speculative, RecurrentTargetRefusesWithTheReason) {
   Loaded t(synth("qwen35-test", 0));
