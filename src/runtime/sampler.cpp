@@ -286,8 +286,6 @@ size_t Sampler::first_working() const {
 }
 
 void Sampler::top_k_one_pass(std::span<const float> l, size_t k, std::vector<Cand>& c) {
-  // by_logit is a total order (ties: the lower id first), so the k best are one set in one order.
-  auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
   c.clear();
   c.reserve(k);
   for (size_t i = 0; i < k; ++i) c.push_back({static_cast<int32_t>(i), l[i]});
@@ -305,8 +303,7 @@ void Sampler::run_chain(std::span<const float> logits, std::vector<Cand>& c, std
   std::vector<float> adj;
   const std::span<const float> l = chain_input(logits, adj);
   bool identity = true;  // c[i].id == i: the whole vocabulary in id order
-  bool sorted = false;   // by logit, descending (ties: lower id first)
-  auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  bool sorted = false;   // by_logit
   // Top-k as the chain's first working sampler (the default settings): one pass, no candidate array
   // of the whole vocabulary. `first`: the first sampler in p_.order that runs below.
   size_t first = first_working();

@@ -137,7 +137,12 @@ class Sampler {
   // Where the chain's work starts: the first sampler of p_.order that changes anything (penalties,
   // DRY and top-n-sigma ahead of it may have nothing to do).
   size_t first_working() const;
-  // The top-k candidates of `l` in one pass (a heap of the k best so far), in by-logit order.
+  // The chain's candidate order: by logit, descending, ties to the lower id — a total order, so the
+  // k best are one set in one order however they are found.
+  static bool by_logit(const Cand& a, const Cand& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  }
+  // The top-k candidates of `l` in one pass (a heap of the k best so far), in by_logit order.
   static void top_k_one_pass(std::span<const float> l, size_t k, std::vector<Cand>& c);
 };
 
