@@ -12,7 +12,9 @@
 // The best candidate must then compile spill-free for every mul_mmq weight type (both repack
 // layouts, no / bias / residual epilogue) with and without the int8 dot (mul_mmq, mul_mmq_nodot),
 // else the next one is taken. mul_mm the same way (f32
-// tiles, budget: TM · TN ≤ 16). The matvec rule and the flash-attention tiles stay the
+// tiles, budget: TM · TN ≤ 16). Small tiles (few accumulators) are candidates too: only they fit in
+// 32 work registers, and the run prints (and the profile's "occupancy" records) the best of those
+// against the chosen tile, with the half-occupancy penalty at which they would win. The matvec rule and the flash-attention tiles stay the
 // mali-valhall profile's (its own offline checks: tests/fast/test_mali.cpp).
 #include "lab/tune_offline.hpp"
 
@@ -33,6 +35,7 @@
 #include "backend/vulkan/shaders/abi.h"
 #include "backend/vulkan/shaders/fast_abi.h"
 #include "core/error.hpp"
+#include "tune/search.hpp"
 #include "tune/store.hpp"
 
 namespace rocky::lab {
@@ -62,6 +65,11 @@ Stats compile(const std::string& compiler, const std::string& spv, const std::ve
   if (st != 0 || b == std::string::npos) {
     if (st != 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2)
       fail("tune --offline: {} is not set up (exit 2): {}", compiler, out.substr(0, 400));
+    if (st != 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+      fail(
+          "tune --offline: cannot run the compiler '{}' (not found): put ../shared/mali on PATH or pass --compiler "
+          "PATH/TO/g610-stats",
+          compiler);
     s.error = fmt::format("did not compile: {}", out.substr(0, 200));
     return s;
   }
@@ -104,19 +112,74 @@ std::vector<std::pair<int, uint32_t>> mm_spec(const tune::MatmulTile& t, uint32_
           {ROCKY_SC_WM, t.wm}, {ROCKY_SC_WN, t.wn},    {ROCKY_SC_TM, t.tm}, {ROCKY_SC_TN, t.tn}};
 }
 
-tune::MatmulTile tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm, uint32_t tn, uint32_t pf, uint32_t v4) {
+// A ranked candidate: its modeled cost per multiply-add and the compiler's figures behind it.
+struct Ranked {
   tune::MatmulTile t;
-  t.bm = bm;
-  t.bn = bn;
-  t.bk = bk;
-  t.tm = tm;
-  t.tn = tn;
-  t.wm = bm / 2 >= tm ? bm / 2 : bm;
-  t.wn = bn / 2 >= tn ? bn / 2 : bn;
-  t.prefetch = pf;
-  t.vec4 = v4;
-  t.wg = t.derived_invocations();
-  return t;
+  double cost;
+  double cycles;
+  int work_regs;
+  bool other_layout;  // mul_mmq compiled with the other q4_K layout: compared, never chosen
+};
+
+// One compiled candidate into the results (and the deny list, or the ranking).
+void record(const std::string& kernel, const tune::MatmulTile& t, const Stats& s, bool other_layout,
+            const std::string& what, nlohmann::json& results, tune::DeviceProfile& prof, std::vector<Ranked>& ranked) {
+  nlohmann::json r{{"kernel", kernel}, {"type", "q4_K"}, {"tile", t.str()}};
+  if (other_layout) r["layout"] = "other";
+  if (!s.ok) {
+    r["status"] = "denied";
+    r["reason"] = s.error;
+    prof.deny.push_back({kernel, t.str(), "mali-g610 q4_K: " + s.error});
+    fmt::print(stderr, "tune --offline: {}: denied: {}\n", what, s.error);
+  } else {
+    const double cost = tune::modeled_cost_per_mac(t, s.cycles, s.work_regs);
+    r["status"] = "ok";
+    r["cycles"] = s.cycles;
+    r["work_regs"] = s.work_regs;
+    r["cost"] = cost;
+    ranked.push_back({t, cost, s.cycles, s.work_regs, other_layout});
+    fmt::print(stderr, "tune --offline: {}: {} cycles, {} work registers: {:.4f} per MAC\n", what, s.cycles,
+               s.work_regs, cost);
+  }
+  results.push_back(r);
+}
+
+// Full occupancy (≤ 32 work registers) against the chosen tile: the best such candidate, its
+// modeled cost, and the half-occupancy penalty above which it would win (its cost over the chosen
+// tile's cycles per multiply-add) — the model's one guessed factor is 1.25.
+nlohmann::json occupancy_note(const std::string& kernel, const Ranked& chosen, const std::vector<Ranked>& ranked) {
+  auto row = [](const Ranked& r) {
+    nlohmann::json j{{"tile", r.t.str()}, {"cycles", r.cycles}, {"work_regs", r.work_regs}, {"cost", r.cost}};
+    if (r.other_layout) j["q4_K_layout"] = "the profile's other one";
+    return j;
+  };
+  nlohmann::json j{{"chosen", row(chosen)}};
+  if (chosen.work_regs <= 32) {
+    fmt::print(stderr, "tune --offline: {}: the chosen tile runs at full occupancy ({} work registers)\n", kernel,
+               chosen.work_regs);
+    return j;
+  }
+  const Ranked* full = nullptr;
+  for (const Ranked& r : ranked)  // ranked is sorted by cost
+    if (r.work_regs <= 32) {
+      full = &r;
+      break;
+    }
+  if (!full) {
+    fmt::print(stderr, "tune --offline: {}: no candidate compiles spill-free in ≤ 32 work registers\n", kernel);
+    j["full"] = nullptr;
+    return j;
+  }
+  const double raw = chosen.cycles / (double(chosen.t.tm) * chosen.t.tn * chosen.t.bk);
+  j["full"] = row(*full);
+  j["break_even_penalty"] = full->cost / raw;
+  fmt::print(stderr,
+             "tune --offline: {}: the best full-occupancy tile, {}{} ({} work registers), models at {:.4f} per MAC "
+             "against the chosen {:.4f} ({} work registers): half occupancy would have to cost more than {:.2f}x "
+             "(the model assumes 1.25x) for it to win\n",
+             kernel, full->t.str(), full->other_layout ? " in the other q4_K layout" : "", full->work_regs, full->cost,
+             chosen.cost, chosen.work_regs, full->cost / raw);
+  return j;
 }
 
 }  // namespace
@@ -126,7 +189,7 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
   const std::string compiler = compiler_in.empty() ? "g610-stats" : compiler_in;
   const auto t0 = std::chrono::steady_clock::now();
   // Mali-G610 (../shared/PLATFORMS.md): 32 KiB shared memory, ≤ 256 invocations used here.
-  const uint32_t shared = 32768, max_inv = 256;
+  const tune::DeviceLimits limits{256, 32768};
   const tune::DeviceProfile& base = tune::builtin_profile("mali-valhall");
   const uint32_t budget = base.max_accumulators;
   // The SPIR-V rocky embeds, written out for the compiler.
@@ -158,13 +221,10 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
                 for (uint32_t v4 : {0u, 1u}) {
                   if (!mmq && (pf != 1 || v4 != 1)) continue;
                   if (quick && (bk != 32 || (mmq && pf != v4))) continue;
-                  const tune::MatmulTile t = tile(bm, bn, bk, tm, tn, pf, v4);
-                  if (t.wg < 64 || bm < tm || bn < tn) continue;
-                  const uint32_t acc = mmq ? t.mmq_accumulators() : t.accumulators();
-                  const uint32_t sh = mmq ? t.mmq_shared_bytes() : t.mm_shared_bytes();
-                  if (!tune::check_tile(t, acc, sh, budget, shared, max_inv).empty()) continue;
-                  // The budget is filled: fewer accumulators than half of it leave throughput unused.
-                  if (acc * 2 < budget) continue;
+                  const tune::MatmulTile t = tune::make_tile(bm, bn, bk, tm, tn, pf, v4);
+                  if (t.wg < 64 || bm < tm || bn < tn || !tune::tile_fits(mmq, t, limits, budget)) continue;
+                  // Tiles far below the budget are kept: they are the ones that fit in 32 work
+                  // registers (full occupancy), and the model, not a rule, decides against them.
                   v.push_back(t);
                 }
     // The hand-made tile first (a baseline in the results), then by tile area.
@@ -177,10 +237,7 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
     return v;
   };
 
-  struct Ranked {
-    tune::MatmulTile t;
-    double cost;
-  };
+  nlohmann::json occupancy = nlohmann::json::object();
   for (const bool mmq : {true, false}) {
     const std::string kernel = mmq ? "mul_mmq" : "mul_mm";
     const std::vector<tune::MatmulTile> cands = candidates(mmq);
@@ -188,25 +245,16 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
     size_t i = 0;
     for (const auto& t : cands) {
       ++i;
+      const std::string what = fmt::format("[{}/{}] {} {}", i, cands.size(), kernel, t.str());
       const Stats s = mmq ? compile(compiler, spv("mul_mmq"), mmq_spec(t, 12, base.mmq_q4k_nibbles))
                           : compile(compiler, spv("mul_mm"), mm_spec(t, 12));
-      nlohmann::json r{{"kernel", kernel}, {"type", "q4_K"}, {"tile", t.str()}};
-      if (!s.ok) {
-        r["status"] = "denied";
-        r["reason"] = s.error;
-        prof.deny.push_back({kernel, t.str(), "mali-g610 q4_K: " + s.error});
-        fmt::print(stderr, "tune --offline: [{}/{}] {} {}: denied: {}\n", i, cands.size(), kernel, t.str(), s.error);
-      } else {
-        const double cost = s.cycles / (double(t.tm) * t.tn * t.bk) * (s.work_regs > 32 ? 1.25 : 1.0);
-        r["status"] = "ok";
-        r["cycles"] = s.cycles;
-        r["work_regs"] = s.work_regs;
-        r["cost"] = cost;
-        ranked.push_back({t, cost});
-        fmt::print(stderr, "tune --offline: [{}/{}] {} {}: {} cycles, {} work registers: {:.4f} per MAC\n", i,
-                   cands.size(), kernel, t.str(), s.cycles, s.work_regs, cost);
+      record(kernel, t, s, false, what, results, prof, ranked);
+      // A small tile over 32 work registers in the profile's q4_K layout may fit in the other
+      // layout: compared for occupancy below, never chosen (the layout is the profile's).
+      if (mmq && s.ok && s.work_regs > 32 && t.mmq_accumulators() * 4 <= budget) {
+        const Stats o = compile(compiler, spv("mul_mmq"), mmq_spec(t, 12, !base.mmq_q4k_nibbles));
+        if (o.ok && o.work_regs <= 32) record(kernel, t, o, true, what + " (other q4_K layout)", results, prof, ranked);
       }
-      results.push_back(r);
     }
     // Equal modeled costs (common: the estimate counts a loop body once): less global traffic per
     // multiply-add first (1/BM + 1/BN, which the static model does not see), then more weight rows.
@@ -220,6 +268,7 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
     // The winner must compile spill-free for every weight type and variant shipped.
     bool found = false;
     for (const Ranked& r : ranked) {
+      if (r.other_layout) continue;
       std::string why;
       if (mmq) {
         for (const char* sh : {"mul_mmq", "mul_mmq_nodot"})
@@ -253,6 +302,7 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
                      if (x.t.str() == (mmq ? base.mmq : base.mm).str()) return fmt::format("{:.4f}", x.cost);
                    return std::string("denied");
                  }());
+      occupancy[kernel] = occupancy_note(kernel, r, ranked);
       found = true;
       break;
     }
@@ -273,6 +323,7 @@ int run_offline_tune(const std::string& target, const std::string& out, bool qui
   j["note"] =
       "modeled: ranked by the offline Mali-G610 compiler's statistics (spill-free, static cycles per MAC), never run "
       "on a board";
+  j["occupancy"] = occupancy;
   j["results"] = results;
   tune::write_json_file(out, j);
   fmt::print("{}\n{}\n", out, prof.tiles_str());

@@ -82,6 +82,10 @@ MatmulTile make_tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm, uint32_
   return t;
 }
 
+double modeled_cost_per_mac(const MatmulTile& t, double cycles, int work_regs) {
+  return cycles / (double(t.tm) * t.tn * t.bk) * (work_regs > 32 ? 1.25 : 1.0);
+}
+
 bool same_tile(const MatmulTile& a, const MatmulTile& b) { return a.str() == b.str(); }
 
 bool tile_fits(bool mmq, const MatmulTile& t, const DeviceLimits& d, uint32_t budget) {

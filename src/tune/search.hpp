@@ -54,6 +54,11 @@ bool same_tile(const MatmulTile& a, const MatmulTile& b);
 // Within the device's limits and `budget` accumulators per invocation (mul_mmq's or mul_mm's rules).
 bool tile_fits(bool mmq, const MatmulTile& t, const DeviceLimits& d, uint32_t budget);
 
+// The offline Mali model's cost of a matmul tile (rocky tune --offline): the compiler's static cycle
+// estimate per multiply-add of one invocation's inner loop, cycles / (TM · TN · BK), times 1.25 when
+// the shader needs more than 32 work registers (half occupancy on Valhall: less latency hiding).
+double modeled_cost_per_mac(const MatmulTile& t, double cycles, int work_regs);
+
 // Every tile within the device's limits and the register budget (two warps along each side; mul_mmq:
 // prefetch and vec4 both ways when `vary_flags`, else those of `flags`, the starting tile).
 std::vector<MatmulTile> all_tiles(bool mmq, const DeviceLimits& d, uint32_t budget, bool vary_flags,

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "backend/vulkan/shaders/fast_abi.h"
 #include "common/shared.hpp"
+#include "tune/search.hpp"
 #include "tune/tile.hpp"
 
 namespace {
@@ -322,6 +324,127 @@ TEST(Mali, ShippedProfileIsModeledAndSpillFree) {
       ++n;
     }
   EXPECT_EQ(n, 2 * 7 * 2 * 3 + 2 * 5);
+}
+
+// The prefill matmuls of the shipped Mali profile run at 64 work registers (half occupancy). Each is
+// held against a full-occupancy variant actually built: the small tiles (mul_mmq: TM · TN ≤ 2 in
+// either q4_K layout; mul_mm: TM · TN ≤ 8) are compiled, the one at ≤ 32 work registers with the
+// least modeled cost per multiply-add (tune::modeled_cost_per_mac, the model of rocky tune
+// --offline) is taken for q4_K, and then compiled for every weight type beside the shipped tile.
+// The shipped tile must model cheaper for every type, and the table says by how much: the
+// break-even is the half-occupancy penalty (the model assumes 1.25×) at which the full-occupancy
+// variant would win.
+TEST(Mali, HalfOccupancyMatmulsModelFasterThanFullOccupancyVariants) {
+  const std::string tool = rocky::test::shared_path("mali/g610-stats");
+  const char* home_env = std::getenv("MALI_G610_HOME");
+  const std::string home = home_env ? home_env : "/opt/mali-g610-offline";
+  const std::string spv_dir = std::string(ROCKY_BINARY_DIR) + "/src/backend/vulkan/shaders/";
+  const rocky::tune::DeviceProfile& prof = rocky::tune::builtin_profile("mali-valhall");
+  struct Job {
+    std::string shader;
+    rocky::tune::MatmulTile t;
+    uint32_t type = 12;
+    uint32_t nib = 0;
+    nlohmann::json stats;
+  };
+  auto id = [](int i, uint32_t v) { return " -s " + std::to_string(i) + "=" + std::to_string(v); };
+  auto spec_of = [&](const Job& j) {
+    const auto& t = j.t;
+    std::string s = id(ROCKY_SC_WG, t.wg) + id(ROCKY_SC_WTYPE, j.type) + id(ROCKY_SC_BM, t.bm) + id(ROCKY_SC_BN, t.bn) +
+                    id(ROCKY_SC_BK, t.bk) + id(ROCKY_SC_WM, t.wm) + id(ROCKY_SC_WN, t.wn) + id(ROCKY_SC_TM, t.tm) +
+                    id(ROCKY_SC_TN, t.tn);
+    if (j.shader.rfind("mul_mmq", 0) == 0)
+      s += id(ROCKY_SC_BK_STEP, t.bk_step) + id(ROCKY_SC_PREFETCH, t.prefetch) + id(ROCKY_SC_MMQ_VEC4, t.vec4) +
+           id(ROCKY_SC_MMQ_NIB, j.nib);
+    return s;
+  };
+  // Compiles every job, two at a time.
+  auto compile_all = [&](std::vector<Job>& jobs) {
+    for (size_t i = 0; i < jobs.size(); i += 2) {
+      std::vector<std::future<void>> f;
+      for (size_t k = i; k < std::min(jobs.size(), i + 2); ++k)
+        f.push_back(std::async(std::launch::async, [&, k] {
+          int status = 0;
+          const std::string out = run("MALI_G610_HOME='" + home + "' '" + tool + "' '" + spv_dir + jobs[k].shader +
+                                          ".spv'" + spec_of(jobs[k]) + " --json 2>&1",
+                                      &status);
+          const size_t b = out.find('{');
+          if (status == 0 && b != std::string::npos)
+            jobs[k].stats = nlohmann::json::parse(out.substr(b, out.find('\n', b) - b), nullptr, false);
+        }));
+      for (auto& x : f) x.get();
+    }
+  };
+  auto clean = [](const Job& j) {
+    return j.stats.is_object() && j.stats["spills"] == 0 && j.stats["fills"] == 0 && j.stats["tls_bytes"] == 0;
+  };
+  auto cost = [](const Job& j) {
+    return rocky::tune::modeled_cost_per_mac(j.t, j.stats["cycles"].get<double>(), j.stats["work_regs"].get<int>());
+  };
+  const rocky::tune::DeviceLimits limits{256, 32768};
+  for (const bool mmq : {true, false}) {
+    const rocky::tune::MatmulTile& shipped = mmq ? prof.mmq : prof.mm;
+    const uint32_t small = mmq ? 2 : 8;  // TM · TN of the family that can fit in 32 registers
+    // The family, for q4_K (the bulk of a Q4_K_M model), in both q4_K layouts for mul_mmq.
+    std::vector<Job> family;
+    for (const auto& t : rocky::tune::all_tiles(mmq, limits, prof.max_accumulators, false, shipped))
+      if (t.tm * t.tn <= small && t.wg >= 64 && t.bk == shipped.bk)
+        for (uint32_t nib : mmq ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{0})
+          family.push_back({mmq ? "mul_mmq_nodot" : "mul_mm", t, 12, nib, {}});
+    compile_all(family);
+    const Job* best = nullptr;
+    for (const auto& j : family)
+      if (clean(j) && j.stats["work_regs"].get<int>() <= 32 && (!best || cost(j) < cost(*best))) best = &j;
+    ASSERT_NE(best, nullptr) << (mmq ? "mul_mmq" : "mul_mm") << ": no tile of " << family.size()
+                             << " compiles spill-free in 32 work registers";
+    // Every type: the shipped tile and the full-occupancy one (its layout where it fits, else the other).
+    std::vector<Job> jobs;
+    const std::vector<uint32_t> types =
+        mmq ? std::vector<uint32_t>{2, 6, 7, 8, 12, 13, 14} : std::vector<uint32_t>{1, 2, 8, 12, 14};
+    for (const char* sh :
+         mmq ? std::vector<const char*>{"mul_mmq", "mul_mmq_nodot"} : std::vector<const char*>{"mul_mm", "mul_mm_f16"})
+      for (uint32_t type : types) {
+        const uint32_t nib = prof.mmq_nibbles(static_cast<rocky::DType>(type)) ? 1 : 0;
+        jobs.push_back({sh, shipped, type, nib, {}});
+        jobs.push_back({sh, best->t, type, best->nib, {}});
+        if (mmq) jobs.push_back({sh, best->t, type, 1 - best->nib, {}});
+      }
+    compile_all(jobs);
+    const size_t per = mmq ? 3 : 2;
+    for (size_t i = 0; i < jobs.size(); i += per) {
+      const Job& s = jobs[i];
+      ASSERT_TRUE(clean(s)) << s.shader << spec_of(s) << ": the shipped tile must compile spill-free";
+      const Job* f = nullptr;
+      for (size_t k = i + 1; k < i + per; ++k)
+        if (clean(jobs[k]) && jobs[k].stats["work_regs"].get<int>() <= 32 && (!f || cost(jobs[k]) < cost(*f)))
+          f = &jobs[k];
+      auto row = [&](const char* what, const Job& j) {
+        std::printf(
+            "mali-g610 occupancy %-13s type %2u %-8s %-52s %s work_regs %2d threads %d spills %d tls %d "
+            "cycles %5.1f cost/MAC %.4f\n",
+            j.shader.c_str(), j.type, what, j.t.str().c_str(), mmq ? (j.nib ? "nibbles" : "bytes  ") : "",
+            j.stats["work_regs"].get<int>(), j.stats["threads"].get<int>(), j.stats["spills"].get<int>(),
+            j.stats["tls_bytes"].get<int>(), j.stats["cycles"].get<double>(), cost(j));
+      };
+      row("shipped", s);
+      std::vector<Job> more;  // q4_K's best over 32 registers for this type: the rest of the family
+      if (!f) {
+        for (const auto& j : family)
+          if (clean(j)) more.push_back({s.shader, j.t, s.type, j.nib, {}});
+        compile_all(more);
+        for (const auto& j : more)
+          if (clean(j) && j.stats["work_regs"].get<int>() <= 32 && (!f || cost(j) < cost(*f))) f = &j;
+      }
+      ASSERT_NE(f, nullptr) << s.shader << " type " << s.type << ": no tile of the family fits in 32 work registers";
+      row("full", *f);
+      const double raw = s.stats["cycles"].get<double>() / (double(s.t.tm) * s.t.tn * s.t.bk);
+      std::printf("mali-g610 occupancy %-13s type %2u break-even half-occupancy penalty %.2fx\n", s.shader.c_str(),
+                  s.type, cost(*f) / raw);
+      EXPECT_LT(cost(s), cost(*f)) << s.shader << " type " << s.type << ": the full-occupancy " << f->t.str()
+                                   << " models cheaper than the shipped " << s.t.str()
+                                   << " — rerun rocky tune --offline mali-g610 and ship its choice";
+    }
+  }
 }
 
 }  // namespace
