@@ -11,11 +11,11 @@
 // time.
 // The best candidate must then compile spill-free for every mul_mmq weight type (both repack
 // layouts, no / bias / residual epilogue) with and without the int8 dot (mul_mmq, mul_mmq_nodot),
-// else the next one is taken. mul_mm the same way (f32
-// tiles, budget: TM · TN ≤ 16). Small tiles (few accumulators) are candidates too: only they fit in
-// 32 work registers, and the run prints (and the profile's "occupancy" records) the best of those
-// against the chosen tile, with the half-occupancy penalty at which they would win. The matvec rule and the flash-attention tiles stay the
-// mali-valhall profile's (its own offline checks: tests/fast/test_mali.cpp).
+// else the next one is taken. mul_mm the same way (f32 tiles, budget: TM · TN ≤ 16).
+// Small tiles (few accumulators) are candidates too: only they fit in 32 work registers, and the
+// run prints (and the profile's "occupancy" records) the best of those against the chosen tile,
+// with the half-occupancy penalty at which they would win. The matvec rule and the flash-attention
+// tiles stay the mali-valhall profile's (its own offline checks: tests/fast/test_mali.cpp).
 #include "lab/tune_offline.hpp"
 
 #include <fmt/format.h>
