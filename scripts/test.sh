@@ -22,7 +22,7 @@ bash scripts/check-format.sh
 # Files ≤ 900 lines, functions ≤ 200 (scripts/check-size.sh), over the whole of src/ and apps/.
 bash scripts/check-size.sh
 bash scripts/build.sh
-# The arm64 leg (cross-build + CPU tests under qemu-user; ≈ 20 minutes on 2 cores, most of it the
+# The arm64 leg (cross-build + CPU tests under qemu-user; ≈ 15–20 minutes on 2 cores, most of it the
 # cross build).
 if [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] && [ "${ARM64_LEG:-}" != 0 ]; then
   if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null || [ "${ARM64_LEG:-}" = 1 ]; then
