@@ -170,7 +170,7 @@ nlohmann::json occupancy_note(const std::string& kernel, const Ranked& chosen, c
     j["full"] = nullptr;
     return j;
   }
-  const double raw = chosen.cycles / (double(chosen.t.tm) * chosen.t.tn * chosen.t.bk);
+  const double raw = tune::cycles_per_mac(chosen.t, chosen.cycles);
   j["full"] = row(*full);
   j["break_even_penalty"] = full->cost / raw;
   fmt::print(stderr,

@@ -82,8 +82,10 @@ MatmulTile make_tile(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm, uint32_
   return t;
 }
 
+double cycles_per_mac(const MatmulTile& t, double cycles) { return cycles / (double(t.tm) * t.tn * t.bk); }
+
 double modeled_cost_per_mac(const MatmulTile& t, double cycles, int work_regs) {
-  return cycles / (double(t.tm) * t.tn * t.bk) * (work_regs > 32 ? 1.25 : 1.0);
+  return cycles_per_mac(t, cycles) * (work_regs > 32 ? 1.25 : 1.0);
 }
 
 bool same_tile(const MatmulTile& a, const MatmulTile& b) { return a.str() == b.str(); }

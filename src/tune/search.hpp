@@ -55,8 +55,10 @@ bool same_tile(const MatmulTile& a, const MatmulTile& b);
 bool tile_fits(bool mmq, const MatmulTile& t, const DeviceLimits& d, uint32_t budget);
 
 // The offline Mali model's cost of a matmul tile (rocky tune --offline): the compiler's static cycle
-// estimate per multiply-add of one invocation's inner loop, cycles / (TM · TN · BK), times 1.25 when
-// the shader needs more than 32 work registers (half occupancy on Valhall: less latency hiding).
+// estimate per multiply-add of one invocation's inner loop, cycles / (TM · TN · BK) (cycles_per_mac),
+// times 1.25 when the shader needs more than 32 work registers (half occupancy on Valhall: less
+// latency hiding).
+double cycles_per_mac(const MatmulTile& t, double cycles);
 double modeled_cost_per_mac(const MatmulTile& t, double cycles, int work_regs);
 
 // Every tile within the device's limits and the register budget (two warps along each side; mul_mmq:

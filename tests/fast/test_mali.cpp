@@ -381,6 +381,13 @@ TEST(Mali, HalfOccupancyMatmulsModelFasterThanFullOccupancyVariants) {
   auto cost = [](const Job& j) {
     return rocky::tune::modeled_cost_per_mac(j.t, j.stats["cycles"].get<double>(), j.stats["work_regs"].get<int>());
   };
+  // The cheapest job of [b, e) that compiled spill-free in ≤ 32 work registers, or null.
+  auto cheapest_full = [&](const Job* b, const Job* e) {
+    const Job* f = nullptr;
+    for (const Job* j = b; j != e; ++j)
+      if (clean(*j) && j->stats["work_regs"].get<int>() <= 32 && (!f || cost(*j) < cost(*f))) f = j;
+    return f;
+  };
   const rocky::tune::DeviceLimits limits{256, 32768};
   for (const bool mmq : {true, false}) {
     const rocky::tune::MatmulTile& shipped = mmq ? prof.mmq : prof.mm;
@@ -392,9 +399,7 @@ TEST(Mali, HalfOccupancyMatmulsModelFasterThanFullOccupancyVariants) {
         for (uint32_t nib : mmq ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{0})
           family.push_back({mmq ? "mul_mmq_nodot" : "mul_mm", t, 12, nib, {}});
     compile_all(family);
-    const Job* best = nullptr;
-    for (const auto& j : family)
-      if (clean(j) && j.stats["work_regs"].get<int>() <= 32 && (!best || cost(j) < cost(*best))) best = &j;
+    const Job* best = cheapest_full(family.data(), family.data() + family.size());
     ASSERT_NE(best, nullptr) << (mmq ? "mul_mmq" : "mul_mm") << ": no tile of " << family.size()
                              << " compiles spill-free in 32 work registers";
     // Every type: the shipped tile and the full-occupancy one (its layout where it fits, else the other).
@@ -414,10 +419,7 @@ TEST(Mali, HalfOccupancyMatmulsModelFasterThanFullOccupancyVariants) {
     for (size_t i = 0; i < jobs.size(); i += per) {
       const Job& s = jobs[i];
       ASSERT_TRUE(clean(s)) << s.shader << spec_of(s) << ": the shipped tile must compile spill-free";
-      const Job* f = nullptr;
-      for (size_t k = i + 1; k < i + per; ++k)
-        if (clean(jobs[k]) && jobs[k].stats["work_regs"].get<int>() <= 32 && (!f || cost(jobs[k]) < cost(*f)))
-          f = &jobs[k];
+      const Job* f = cheapest_full(&jobs[i + 1], &jobs[i] + per);
       auto row = [&](const char* what, const Job& j) {
         std::printf(
             "mali-g610 occupancy %-13s type %2u %-8s %-52s %s work_regs %2d threads %d spills %d tls %d "
@@ -432,14 +434,12 @@ TEST(Mali, HalfOccupancyMatmulsModelFasterThanFullOccupancyVariants) {
         for (const auto& j : family)
           if (clean(j)) more.push_back({s.shader, j.t, s.type, j.nib, {}});
         compile_all(more);
-        for (const auto& j : more)
-          if (clean(j) && j.stats["work_regs"].get<int>() <= 32 && (!f || cost(j) < cost(*f))) f = &j;
+        f = cheapest_full(more.data(), more.data() + more.size());
       }
       ASSERT_NE(f, nullptr) << s.shader << " type " << s.type << ": no tile of the family fits in 32 work registers";
       row("full", *f);
-      const double raw = s.stats["cycles"].get<double>() / (double(s.t.tm) * s.t.tn * s.t.bk);
       std::printf("mali-g610 occupancy %-13s type %2u break-even half-occupancy penalty %.2fx\n", s.shader.c_str(),
-                  s.type, cost(*f) / raw);
+                  s.type, cost(*f) / rocky::tune::cycles_per_mac(s.t, s.stats["cycles"].get<double>()));
       EXPECT_LT(cost(s), cost(*f)) << s.shader << " type " << s.type << ": the full-occupancy " << f->t.str()
                                    << " models cheaper than the shipped " << s.t.str()
                                    << " — rerun rocky tune --offline mali-g610 and ship its choice";
